@@ -1,0 +1,163 @@
+"""The `vpatch` command: argparse, one small function per subcommand that
+parses, calls the core and prints. Errors are caught once, in main()."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import apply as engine
+from . import lock, sources
+from .errors import VpatchError
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _source_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--source",
+        default="auto",
+        metavar="auto|sdist|wheel|cpu-wheel|git|PATH",
+        help="where the release's source comes from (default: auto = sdist, else the wheel)",
+    )
+    p.add_argument("--remote", help=f"git remote for --source git (default {sources.VLLM_REMOTE})")
+    p.add_argument("--offline", action="store_true", help="use the cache only")
+
+
+# -- fetch -------------------------------------------------------------------
+
+
+def cmd_fetch(args) -> int:
+    release = lock.load().get(args.version)
+    if args.dest:
+        dest = Path(args.dest)
+        if dest.exists() and any(dest.iterdir()):
+            raise VpatchError(f"{dest} is not empty; pick an empty or new folder")
+        dest.mkdir(parents=True, exist_ok=True)
+        try:
+            what = sources.materialize(release, args.source, dest, args.offline, args.remote)
+        except BaseException:
+            engine._empty(dest)
+            raise
+        print(f"vLLM {release.version} from {what} -> {dest}")
+        return 0
+    kind = sources.resolve(release, args.source)
+    if kind not in ("sdist", "wheel", "cpu-wheel"):
+        raise VpatchError(f"--source {args.source} has nothing to cache; give --dest DIR")
+    path = sources.download(release.artifact(kind), args.offline)
+    print(path)
+    return 0
+
+
+# -- apply / status / unapply ------------------------------------------------
+
+
+def cmd_apply(args) -> int:
+    result = engine.apply(
+        args.version,
+        dest=Path(args.dest) if args.dest else None,
+        source=args.source,
+        series_dir=Path(args.series) if args.series else None,
+        offline=args.offline,
+        remote=args.remote,
+        say=say,
+    )
+    if not result.applied and result.already:
+        print(f"{result.dest}: already patched ({len(result.already)} patches); nothing to do")
+    else:
+        print(f"{result.dest}: vLLM {result.version}, applied {len(result.applied)} patches")
+    return 0
+
+
+def cmd_status(args) -> int:
+    st = engine.status(Path(args.dest), Path(args.series) if args.series else None)
+    print(f"{st.dest}: vLLM {st.version}")
+    for p in st.patches:
+        print(f"  {'applied' if p.applied else 'not applied':11}  {p.name}")
+    for e in st.extra:
+        print(f"  {'unknown':11}  {e}")
+    if st.dirty:
+        print(f"  uncommitted changes in {len(st.dirty)} paths")
+    return 0
+
+
+def cmd_unapply(args) -> int:
+    version, n = engine.unapply(Path(args.dest))
+    print(f"{args.dest}: back to the vLLM {version} baseline ({n} commits removed)")
+    return 0
+
+
+# -- lock --------------------------------------------------------------------
+
+
+def cmd_lock(args) -> int:
+    pins = lock.load()
+    if args.refresh:
+        from .refresh import refresh
+
+        pins = refresh(pins, say)
+        lock.save(pins)
+        print(f"{pins.path.name}: {len(pins.releases)} releases refreshed")
+        return 0
+    default = pins.default().version
+    for v in pins.versions():
+        r = pins.releases[v]
+        mark = "  (default)" if v == default else ""
+        print(f"{v:8} {r.status:8} {r.tag:9} {r.commit:10} {', '.join(r.artifacts)}{mark}")
+    return 0
+
+
+# ----------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="vpatch", description="The EAGLE-3 patch set for vLLM 0.15-0.17, and its tools."
+    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("fetch", help="download a pinned release's source into the cache")
+    p.add_argument("version", nargs="?", help="release (default: newest patched)")
+    p.add_argument("--dest", help="also write the unpatched tree into this empty folder")
+    _source_args(p)
+    p.set_defaults(func=cmd_fetch)
+
+    p = sub.add_parser("apply", help="make a patched vLLM tree (git, one commit per patch)")
+    p.add_argument("version", nargs="?", help="release (default: newest patched)")
+    p.add_argument("--dest", help="tree folder (default: build/vllm-<release>)")
+    p.add_argument("--series", help="apply the series in this folder instead")
+    _source_args(p)
+    p.set_defaults(func=cmd_apply)
+
+    p = sub.add_parser("status", help="list each patch as applied or not")
+    p.add_argument("dest")
+    p.add_argument("--series", help="compare with the series in this folder")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("unapply", help="return a patched tree to its baseline")
+    p.add_argument("dest")
+    p.set_defaults(func=cmd_unapply)
+
+    p = sub.add_parser("lock", help="list the pinned releases, or --refresh their hashes")
+    p.add_argument("--refresh", action="store_true", help="rewrite hashes from the index")
+    p.set_defaults(func=cmd_lock)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except VpatchError as e:
+        print(f"vpatch: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("vpatch: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

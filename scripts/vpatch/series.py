@@ -1,0 +1,183 @@
+"""A series: the `series` file naming patch files in order (quilt style:
+one name a line, `#` comments), each patch a `git format-patch` mail whose
+message carries DEP-3 fields."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from email.header import decode_header, make_header
+from pathlib import Path
+
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+from .errors import PatchError, UnsafePathError
+from .paths import safe_relpath
+
+DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Applied-Upstream", "Last-Update")
+_FIELD = re.compile(r"^([A-Z][A-Za-z-]+): ?(.*)$")
+
+
+@dataclass
+class Patch:
+    name: str
+    path: Path
+    author: str
+    date: str
+    subject: str
+    body: str
+    fields: dict[str, str]
+    files: list[str]
+    diff: PatchSet = field(repr=False)
+
+    @property
+    def slug(self) -> str:
+        return self.name.removesuffix(".patch")
+
+    @property
+    def message(self) -> str:
+        return f"{self.subject}\n\n{self.body}".rstrip() + "\n"
+
+    def changes(self) -> list[tuple[str, list[str], list[str]]]:
+        """Per file: the removed and added lines, without context; what must stay
+        the same when a patch is carried to another release."""
+        out = []
+        for f in self.diff:
+            removed = [ln.value for h in f for ln in h if ln.is_removed]
+            added = [ln.value for h in f for ln in h if ln.is_added]
+            out.append((f.path, removed, added))
+        return out
+
+
+@dataclass
+class Series:
+    dir: Path
+    patches: list[Patch]
+
+    @property
+    def files(self) -> list[str]:
+        """Every file the series changes, in first-touched order."""
+        seen: dict[str, None] = {}
+        for p in self.patches:
+            seen.update(dict.fromkeys(p.files))
+        return list(seen)
+
+    def content_hash(self) -> str:
+        h = hashlib.sha256((self.dir / "series").read_bytes())
+        for p in self.patches:
+            h.update(p.path.read_bytes())
+        return h.hexdigest()
+
+
+def slugify(subject: str, limit: int = 64) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")
+    return slug[:limit].rstrip("-")
+
+
+def read_names(series_file: Path) -> list[str]:
+    names = []
+    for line in series_file.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(line.split()[0])  # quilt allows options after the name
+    return names
+
+
+def load(directory: Path) -> Series:
+    directory = Path(directory)
+    series_file = directory / "series"
+    if not series_file.is_file():
+        raise PatchError(f"{directory} has no series file")
+    patches = []
+    for name in read_names(series_file):
+        try:
+            safe_relpath(name, f"{series_file}")
+        except UnsafePathError as e:
+            raise PatchError(str(e)) from None
+        path = directory / name
+        if not path.is_file():
+            raise PatchError(f"{series_file} names {name}, but {path} does not exist")
+        patches.append(parse(path))
+    return Series(directory, patches)
+
+
+def parse(path: Path) -> Patch:
+    text = path.read_text(encoding="utf-8")
+    headers, body, diff_text = _split_mail(text, path)
+    try:
+        diff = PatchSet(diff_text)
+    except UnidiffParseError as e:
+        raise PatchError(f"malformed patch {path.name}: {e}") from None
+    if not len(diff):
+        raise PatchError(f"malformed patch {path.name}: it changes no file")
+    files = []
+    for f in diff:
+        for name in {f.source_file, f.target_file} - {"/dev/null"}:
+            if name.startswith(("a/", "b/")):
+                name = name[2:]
+            else:
+                raise PatchError(f"malformed patch {path.name}: {name!r} lacks the a/ b/ prefix")
+            safe_relpath(name, f"patch {path.name}")
+        if _is_symlink(f):
+            raise UnsafePathError(f"patch {path.name}: {f.path} is a symlink; refused")
+        files.append(f.path)
+    return Patch(
+        name=path.name,
+        path=path,
+        author=headers.get("From", ""),
+        date=headers.get("Date", ""),
+        subject=headers.get("Subject", ""),
+        body=body,
+        fields=dep3(body),
+        files=files,
+        diff=diff,
+    )
+
+
+def _is_symlink(f) -> bool:
+    return any(
+        re.match(r"^(new file mode|new mode|index \S+) 120000", line)
+        for line in str(f).splitlines()[:6]
+    )
+
+
+def _split_mail(text: str, path: Path) -> tuple[dict[str, str], str, str]:
+    lines = text.splitlines(keepends=True)
+    if not lines or not lines[0].startswith("From "):
+        raise PatchError(f"malformed patch {path.name}: not a git format-patch mail")
+    headers: dict[str, str] = {}
+    i = 1
+    key = None
+    while i < len(lines) and lines[i].strip():
+        line = lines[i]
+        if line[0] in " \t" and key:
+            headers[key] += " " + line.strip()
+        elif ":" in line:
+            key, value = line.split(":", 1)
+            headers[key] = value.strip()
+        i += 1
+    for k, v in headers.items():
+        headers[k] = str(make_header(decode_header(v)))
+    start = next((j for j in range(i, len(lines)) if lines[j].startswith("diff --git ")), None)
+    if start is None:
+        raise PatchError(f"malformed patch {path.name}: no 'diff --git' section")
+    msg = "".join(lines[i:start])
+    body = msg.split("\n---\n", 1)[0].strip("\n")
+    return headers, body + "\n", "".join(lines[start:])
+
+
+def dep3(body: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    key = None
+    for line in body.splitlines():
+        m = _FIELD.match(line)
+        if m and m.group(1) in DEP3_FIELDS:
+            key = m.group(1)
+            fields[key] = m.group(2).strip()
+        elif key and line.startswith(" "):
+            fields[key] += "\n" + line.strip()
+        else:
+            key = None
+    return fields
