@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from vpatch import lock
 
 GIT_ENV = {

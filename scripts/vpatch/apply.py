@@ -183,29 +183,30 @@ def _apply_series(repo, version: str, todo: series.Series, result: Result, say) 
 def _why(repo, patch: series.Patch, version: str) -> str:
     """Name the file and hunk that failed, from `git apply --check`."""
     err = gitutil.apply_check(repo, patch.path)
+    where = f"{patch.name} does not apply to vLLM {version}"
     tail = "; the tree was left as it was"
     m = re.search(r"patch failed: (.+):(\d+)", err)
     if m:
         path, line = m.group(1), int(m.group(2))
-        for f in patch.diff:
-            if f.path != path:
-                continue
-            for n, h in enumerate(f, 1):
-                if h.source_start == line:
-                    head = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@"
-                    return f"{patch.name} does not apply to vLLM {version}: {path} hunk #{n} ({head}) failed{tail}"
-        return f"{patch.name} does not apply to vLLM {version}: {path} at line {line}{tail}"
+        hunks = [h for f in patch.diff if f.path == path for h in f]
+        for n, h in enumerate(hunks, 1):
+            if h.source_start == line:
+                head = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@"
+                return f"{where}: {path} hunk #{n} ({head}) failed{tail}"
+        return f"{where}: {path} at line {line}{tail}"
     m = re.search(r"error: (.+?): (No such file or directory|does not exist in index)", err)
     if m:
-        return f"{patch.name} does not apply to vLLM {version}: {m.group(1)} is missing{tail}"
+        return f"{where}: {m.group(1)} is missing{tail}"
     last = err.splitlines()[-1] if err else "git am failed"
-    return f"{patch.name} does not apply to vLLM {version}: {last}{tail}"
+    return f"{where}: {last}{tail}"
 
 
 def _tree(dest: Path):
     repo = gitutil.open_repo(Path(dest))
     if repo is None:
-        raise TreeError(f"{dest} is not a vpatch tree (no git repository); run `vpatch apply` first")
+        raise TreeError(
+            f"{dest} is not a vpatch tree (no git repository); run `vpatch apply` first"
+        )
     tags = [t.name for t in repo.tags if t.name.startswith("vpatch/base-")]
     if not tags:
         raise TreeError(f"{dest} is not a vpatch tree (no vpatch/base-* tag)")

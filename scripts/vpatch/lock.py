@@ -7,10 +7,10 @@ mirror works and no index host is written into the repo.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import tomllib
 from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError
@@ -83,9 +83,7 @@ class Lock:
         v = version.removeprefix("v")
         if v in self.releases:
             return self.releases[v]
-        raise ConfigError(
-            f"unknown release {version!r}; pinned: {', '.join(self.versions())}"
-        )
+        raise ConfigError(f"unknown release {version!r}; pinned: {', '.join(self.versions())}")
 
     def with_release(self, release: Release) -> Lock:
         releases = dict(self.releases)

@@ -48,9 +48,7 @@ def artifacts_for(version: str) -> dict[str, Artifact]:
         "wheel": _pick(vllm, version, "wheel"),
         "cpu-wheel": _pick(cpu, version, "cpu-wheel"),
     }
-    return {
-        kind: Artifact(kind, f.filename, f.sha256, f.size) for kind, f in found.items() if f
-    }
+    return {kind: Artifact(kind, f.filename, f.sha256, f.size) for kind, f in found.items() if f}
 
 
 def commit_of(arts: dict[str, Artifact], offline: bool = False) -> str:

@@ -201,7 +201,9 @@ def copy_folder(src: Path, dest: Path) -> None:
             if p.is_symlink():
                 rel = PurePosixPath(p.relative_to(src).as_posix())
                 check_link(src, rel, os.readlink(p), str(src))
-    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+    shutil.copytree(
+        src, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git")
+    )
 
 
 # -- providers -------------------------------------------------------------

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 from conftest import BASE, change, git, make_series
-
 from vpatch import apply as engine
 from vpatch.errors import ConfigError, PatchError, TreeError, UnsafePathError
 
@@ -17,7 +16,9 @@ def log(dest: Path) -> list[str]:
     return git(dest, "log", "--format=%s", "--reverse").splitlines()
 
 
-def test_apply_makes_baseline_tag_and_one_commit_per_patch(pins, release_dir, good_series, tmp_path):
+def test_apply_makes_baseline_tag_and_one_commit_per_patch(
+    pins, release_dir, good_series, tmp_path
+):
     dest = tmp_path / "tree"
     result = run(pins, release_dir, good_series, dest)
     assert result.applied == ["0001-step-1.patch", "0002-step-2.patch"]
@@ -88,8 +89,10 @@ def test_failing_patch_rolls_back_everything(pins, release_dir, tmp_path):
         other,
         [
             ("config: fine", {"vllm/config.py": "allow = ['x']\n"}),
-            ("model: touches a line the release lacks",
-             {"vllm/model.py": change(other["vllm/model.py"], "line thirty\n", "line 30!\n")}),
+            (
+                "model: touches a line the release lacks",
+                {"vllm/model.py": change(other["vllm/model.py"], "line thirty\n", "line 30!\n")},
+            ),
         ],
     )
     dest = tmp_path / "tree"

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-
 from vpatch import index, lock, sources
 from vpatch.errors import IntegrityError, NetworkError, UnsafePathError
 
@@ -101,7 +100,9 @@ def _link(name, target):
 
 
 def test_sdist_is_unpacked_without_its_top_folder(tmp_path):
-    tgz = _tar(tmp_path / "s.tar.gz", [_file("vllm-1.0/vllm/a.py", b"a"), _file("vllm-1.0/setup.py")])
+    tgz = _tar(
+        tmp_path / "s.tar.gz", [_file("vllm-1.0/vllm/a.py", b"a"), _file("vllm-1.0/setup.py")]
+    )
     dest = tmp_path / "dest"
     dest.mkdir()
     sources.extract_sdist(tgz, dest, "vllm-1.0")
@@ -224,7 +225,9 @@ def test_git_source_with_wrong_commit_is_refused(tmp_path, bare_remote):
 
 
 def test_auto_prefers_the_sdist():
-    with_sdist = lock.Release("1", "v1", "c", "patched", "", {"sdist": lock.Artifact("sdist", "s", "h")})
+    with_sdist = lock.Release(
+        "1", "v1", "c", "patched", "", {"sdist": lock.Artifact("sdist", "s", "h")}
+    )
     without = lock.Release("1", "v1", "c", "patched", "", {})
     assert sources.resolve(with_sdist, "auto") == "sdist"
     assert sources.resolve(without, "auto") == "wheel"

@@ -1,0 +1,63 @@
+# vpatch: the EAGLE-3 patch set for vLLM 0.15.0-0.17.1.
+#   make apply [VLLM=0.15.1]   patched source tree in build/vllm-<release>
+#   make test                  the whole suite (unit, integration, vLLM tier)
+# VLLM defaults to the newest release VERSIONS.lock marks `patched`.
+
+VLLM ?=
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+VPATCH := $(BIN)/vpatch
+PYTEST := $(BIN)/python -m pytest
+
+.PHONY: apply fetch status wheel test test-unit test-integration test-vllm lint matrix \
+	bench-forward bench-wheel bench-matrix clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+apply: $(BIN)/.installed
+	$(VPATCH) apply $(VLLM)
+
+fetch: $(BIN)/.installed
+	$(VPATCH) fetch $(VLLM)
+
+wheel: $(BIN)/.installed
+	$(VPATCH) wheel $(VLLM) --variant cuda --out dist
+	$(VPATCH) verify-wheel $$(ls -t dist/vllm-*.whl | head -1) --arch sm_100
+
+test: $(BIN)/.installed
+	$(PYTEST) tests
+
+test-unit: $(BIN)/.installed
+	$(PYTEST) tests/unit
+
+test-integration: $(BIN)/.installed
+	$(PYTEST) tests/integration
+
+test-vllm: $(BIN)/.installed
+	VLLM=$(VLLM) $(PYTEST) tests/vllm
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check scripts tests
+	$(BIN)/ruff format --check scripts tests
+	$(VPATCH) lint
+
+matrix: $(BIN)/.installed
+	$(VPATCH) matrix
+
+bench-forward: $(BIN)/.installed
+	$(BIN)/python tests/vllm/bench_forward.py $(VLLM)
+
+bench-wheel: $(BIN)/.installed
+	$(BIN)/python benchmarks/bench_wheel.py $(VLLM)
+
+bench-matrix: $(BIN)/.installed
+	$(BIN)/python benchmarks/bench_matrix.py
+
+clean:
+	rm -rf build dist pr $(VENV) .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,74 @@
+import pytest
+from vpatch import lock
+from vpatch.errors import ConfigError
+
+
+def test_default_is_newest_patched(pins):
+    assert pins.default().version == "9.9.0"
+    assert pins.get(None) is pins.default()
+    assert pins.get("v9.8.0").version == "9.8.0"
+
+
+def test_versions_sort_numerically(pins):
+    assert pins.versions() == ["9.8.0", "9.9.0", "10.0.0"]
+    assert pins.versions("upstream") == ["10.0.0"]
+
+
+def test_unknown_release_lists_the_pinned(pins):
+    with pytest.raises(ConfigError, match="unknown release '0.1'; pinned: 9.8.0, 9.9.0, 10.0.0"):
+        pins.get("0.1")
+
+
+def test_round_trip(tmp_path, pins):
+    rel = lock.Release(
+        "9.9.0",
+        "v9.9.0",
+        "abc1234",
+        "patched",
+        "patches/9.9.0",
+        {"sdist": lock.Artifact("sdist", "vllm-9.9.0.tar.gz", "a" * 64, 10)},
+    )
+    pins = pins.with_release(rel)
+    path = tmp_path / "VERSIONS.lock"
+    path.write_text(lock.dumps(pins))
+    back = lock.load(path)
+    assert back.releases == pins.releases
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("[releases", "not valid TOML"),
+        ('[releases."1.0"]\ntag = "v1.0"\n', "missing commit, status"),
+        ('[releases."1.0"]\ntag="v"\ncommit="c"\nstatus="maybe"\n', "status must be"),
+        ('[releases."x.y"]\ntag="v"\ncommit="c"\nstatus="patched"\n', "not a version"),
+        (
+            '[releases."1.0"]\ntag="v"\ncommit="c"\nstatus="patched"\n'
+            '[releases."1.0".artifacts.egg]\nfilename="f"\nsha256="s"\n',
+            "unknown artifact kind",
+        ),
+    ],
+)
+def test_bad_lock_files(tmp_path, text, why):
+    path = tmp_path / "VERSIONS.lock"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=why):
+        lock.load(path)
+
+
+def test_the_real_lock():
+    pins = lock.load()
+    assert pins.versions("patched") == ["0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1"]
+    assert pins.default().version == "0.17.1"
+    upstream = pins.versions("upstream")
+    assert upstream[0] == "0.18.0" and len(upstream) >= 8
+    for v in pins.versions():
+        r = pins.get(v)
+        assert r.tag == f"v{v}" and len(r.commit) >= 7
+        assert {"wheel"} <= set(r.artifacts)
+        for a in r.artifacts.values():
+            assert len(a.sha256) == 64 and a.size > 0
+    for v in ("0.15.0", "0.15.1"):
+        assert "sdist" not in pins.get(v).artifacts  # wheel-only releases
+    for v in pins.versions("patched"):
+        assert pins.get(v).series_dir().joinpath("series").is_file()

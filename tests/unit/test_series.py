@@ -1,0 +1,106 @@
+from pathlib import Path
+
+import pytest
+from vpatch import series
+from vpatch.errors import PatchError, UnsafePathError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_parse_reads_subject_dep3_and_files(good_series):
+    s = series.load(good_series)
+    assert [p.name for p in s.patches] == ["0001-step-1.patch", "0002-step-2.patch"]
+    p = s.patches[1]
+    assert p.subject == "config: allow deepseek"
+    assert p.fields["Applied-Upstream"] == "0.18.0"
+    assert p.fields["Description"] == "config: allow deepseek"
+    assert p.files == ["vllm/config.py"]
+    assert s.files == ["vllm/model.py", "vllm/config.py"]
+    assert p.changes() == [
+        ("vllm/config.py", ["allow = ['llama']\n"], ["allow = ['llama', 'deepseek']\n"])
+    ]
+
+
+def test_series_comments_and_blank_lines(good_series):
+    (good_series / "series").write_text("# the plan\n\n0002-step-2.patch -p1\n")
+    assert [p.name for p in series.load(good_series).patches] == ["0002-step-2.patch"]
+
+
+def test_series_naming_a_missing_file(good_series):
+    (good_series / "series").write_text("0001-step-1.patch\n0009-gone.patch\n")
+    with pytest.raises(PatchError, match="names 0009-gone.patch, but .* does not exist"):
+        series.load(good_series)
+
+
+def test_series_naming_a_file_outside(good_series):
+    (good_series / "series").write_text("../../etc/passwd\n")
+    with pytest.raises(PatchError, match="escapes"):
+        series.load(good_series)
+
+
+def test_missing_series_file(tmp_path):
+    with pytest.raises(PatchError, match="has no series file"):
+        series.load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("just text\n", "not a git format-patch mail"),
+        ("From 0 Mon Sep 17 00:00:00 2001\nSubject: x\n\nno diff here\n", "no 'diff --git'"),
+        (
+            "From 0 Mon Sep 17 00:00:00 2001\nSubject: x\n\n---\ndiff --git a/f b/f\n"
+            "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n-a\n+b\n",
+            "malformed patch",
+        ),
+    ],
+    ids=["no-mail", "no-diff", "bad-hunk"],
+)
+def test_malformed_patches(tmp_path, text, why):
+    (tmp_path / "series").write_text("0001-x.patch\n")
+    (tmp_path / "0001-x.patch").write_text(text)
+    with pytest.raises(PatchError, match=why):
+        series.load(tmp_path)
+
+
+@pytest.mark.parametrize("path", ["../evil.py", "/etc/evil.py"])
+def test_patch_paths_outside_the_tree(tmp_path, path):
+    (tmp_path / "p.patch").write_text(
+        "From 0 Mon Sep 17 00:00:00 2001\nSubject: x\n\n---\n"
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n"
+    )
+    with pytest.raises((UnsafePathError, PatchError)):
+        series.parse(tmp_path / "p.patch")
+
+
+def test_symlink_in_patch_is_refused(tmp_path):
+    (tmp_path / "p.patch").write_text(
+        "From 0 Mon Sep 17 00:00:00 2001\nSubject: x\n\n---\n"
+        "diff --git a/link b/link\nnew file mode 120000\nindex 0000000..1111111\n"
+        "--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n"
+    )
+    with pytest.raises(UnsafePathError, match="symlink"):
+        series.parse(tmp_path / "p.patch")
+
+
+def test_content_hash_changes_with_any_byte(good_series):
+    h1 = series.load(good_series).content_hash()
+    p = good_series / "0001-step-1.patch"
+    p.write_text(p.read_text().replace("first change", "first change!"))
+    assert series.load(good_series).content_hash() != h1
+
+
+def test_slugify():
+    assert series.slugify("eagle: alias Kimi-K2.5 media placeholder token id") == (
+        "eagle-alias-kimi-k2-5-media-placeholder-token-id"
+    )
+
+
+@pytest.mark.parametrize(
+    "d", sorted((ROOT / "patches").glob("*/series")), ids=lambda p: p.parent.name
+)
+def test_every_committed_patch_has_dep3_fields(d):
+    for p in series.load(d.parent).patches:
+        missing = [f for f in series.DEP3_FIELDS if not p.fields.get(f)]
+        assert not missing, f"{p.name} lacks {missing}"
+        assert p.name == f"{p.name[:4]}-{series.slugify(p.subject)}.patch"

@@ -1,0 +1,315 @@
+"""Tiny, seeded, offline model fixtures for the patched-vLLM tier.
+
+Runs inside the tier's venv (needs torch, safetensors, tokenizers)::
+
+    <venv>/bin/python tests/vllm/fixtures.py --out DIR
+
+and writes::
+
+    DIR/deepseek_v3/   DeepseekV3ForCausalLM, 8 layers, hidden 64, 8 routed experts,
+                       first_k_dense_replace=1, noaux_tc + sigmoid routing, MLA-shaped
+                       attention weights (q_lora/kv_lora), random weights (seed 0),
+                       a word-level tokenizer
+    DIR/eagle3/        an EAGLE-3 drafter in vLLM's Llama EAGLE-3 checkpoint format
+                       (LlamaForCausalLMEagle3: midlayer.*, fc over 3 x target hidden,
+                       d2t/t2d), sized for deepseek_v3 (seed 1)
+    DIR/kimi_k25/      KimiK25ForConditionalGeneration config: the deepseek_v3 text
+                       config + a tiny MoonViT vision config + media_placeholder_token_id;
+                       no weights (load it with load_format="dummy"), same tokenizer
+    DIR/manifest.json  the numbers the tests need (layers, vocab, placeholder id)
+
+Nothing is downloaded; env.py caches DIR by the hash of this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+from pathlib import Path
+
+NUM_LAYERS = 8  # default EAGLE-3 aux layers (2, n//2, n-3) = (2, 4, 5): distinct
+HIDDEN = 64
+VOCAB = 256
+NUM_HEADS = 4
+Q_LORA = 32
+KV_LORA = 32
+QK_NOPE = 24  # qk head dim 32: the CPU attention kernel supports only some head dims
+QK_ROPE = 8
+V_HEAD = 32
+INTERMEDIATE = 128
+MOE_INTERMEDIATE = 32
+N_ROUTED = 8
+N_SHARED = 1
+TOPK = 2
+MEDIA_PLACEHOLDER_TOKEN_ID = VOCAB - 2  # "<|media_pad|>"
+SPECIALS = ["<s>", "</s>", "<unk>", "<pad>"]
+EXTRA_TOKENS = ["<|media_pad|>", "<|kimi_k25_video_placeholder|>"]
+
+
+def deepseek_v3_config() -> dict:
+    return {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "deepseek_v3",
+        "vocab_size": VOCAB,
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTERMEDIATE,
+        "moe_intermediate_size": MOE_INTERMEDIATE,
+        "num_hidden_layers": NUM_LAYERS,
+        "num_attention_heads": NUM_HEADS,
+        "num_key_value_heads": NUM_HEADS,
+        "n_shared_experts": N_SHARED,
+        "n_routed_experts": N_ROUTED,
+        "num_experts_per_tok": TOPK,
+        "routed_scaling_factor": 2.5,
+        "kv_lora_rank": KV_LORA,
+        "q_lora_rank": Q_LORA,
+        "qk_rope_head_dim": QK_ROPE,
+        "v_head_dim": V_HEAD,
+        "qk_nope_head_dim": QK_NOPE,
+        "topk_method": "noaux_tc",
+        "scoring_func": "sigmoid",
+        "n_group": 1,
+        "topk_group": 1,
+        "norm_topk_prob": True,
+        "first_k_dense_replace": 1,
+        "moe_layer_freq": 1,
+        "hidden_act": "silu",
+        "max_position_embeddings": 512,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "rope_scaling": None,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "tie_word_embeddings": False,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "pad_token_id": 3,
+        "torch_dtype": "float32",
+        "use_cache": True,
+    }
+
+
+def deepseek_v3_weights(gen) -> dict:
+    import torch
+
+    def w(out_f, in_f):
+        return torch.randn(out_f, in_f, generator=gen) / math.sqrt(in_f)
+
+    def ones(n):
+        return torch.ones(n)
+
+    t = {
+        "model.embed_tokens.weight": torch.randn(VOCAB, HIDDEN, generator=gen),
+        "model.norm.weight": ones(HIDDEN),
+        "lm_head.weight": w(VOCAB, HIDDEN),
+    }
+    for i in range(NUM_LAYERS):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = ones(HIDDEN)
+        t[p + "post_attention_layernorm.weight"] = ones(HIDDEN)
+        a = p + "self_attn."
+        t[a + "q_a_proj.weight"] = w(Q_LORA, HIDDEN)
+        t[a + "q_a_layernorm.weight"] = ones(Q_LORA)
+        t[a + "q_b_proj.weight"] = w(NUM_HEADS * (QK_NOPE + QK_ROPE), Q_LORA)
+        t[a + "kv_a_proj_with_mqa.weight"] = w(KV_LORA + QK_ROPE, HIDDEN)
+        t[a + "kv_a_layernorm.weight"] = ones(KV_LORA)
+        t[a + "kv_b_proj.weight"] = w(NUM_HEADS * (QK_NOPE + V_HEAD), KV_LORA)
+        t[a + "o_proj.weight"] = w(HIDDEN, NUM_HEADS * V_HEAD)
+        m = p + "mlp."
+        if i == 0:  # first_k_dense_replace = 1
+            t[m + "gate_proj.weight"] = w(INTERMEDIATE, HIDDEN)
+            t[m + "up_proj.weight"] = w(INTERMEDIATE, HIDDEN)
+            t[m + "down_proj.weight"] = w(HIDDEN, INTERMEDIATE)
+            continue
+        t[m + "gate.weight"] = w(N_ROUTED, HIDDEN)
+        t[m + "gate.e_score_correction_bias"] = torch.randn(N_ROUTED, generator=gen) * 0.01
+        for e in range(N_ROUTED):
+            x = f"{m}experts.{e}."
+            t[x + "gate_proj.weight"] = w(MOE_INTERMEDIATE, HIDDEN)
+            t[x + "up_proj.weight"] = w(MOE_INTERMEDIATE, HIDDEN)
+            t[x + "down_proj.weight"] = w(HIDDEN, MOE_INTERMEDIATE)
+        s = m + "shared_experts."
+        t[s + "gate_proj.weight"] = w(MOE_INTERMEDIATE * N_SHARED, HIDDEN)
+        t[s + "up_proj.weight"] = w(MOE_INTERMEDIATE * N_SHARED, HIDDEN)
+        t[s + "down_proj.weight"] = w(HIDDEN, MOE_INTERMEDIATE * N_SHARED)
+    return t
+
+
+EAGLE_HEADS = 4
+EAGLE_KV_HEADS = 2
+EAGLE_HEAD_DIM = HIDDEN // EAGLE_HEADS
+
+
+def eagle3_config() -> dict:
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTERMEDIATE,
+        "num_attention_heads": EAGLE_HEADS,
+        "num_key_value_heads": EAGLE_KV_HEADS,
+        "head_dim": EAGLE_HEAD_DIM,
+        "num_hidden_layers": 1,
+        "vocab_size": VOCAB,
+        "draft_vocab_size": VOCAB,
+        "target_hidden_size": HIDDEN,
+        "max_position_embeddings": 512,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "rope_scaling": None,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "pad_token_id": 3,
+        "torch_dtype": "float32",
+    }
+
+
+def eagle3_weights(gen) -> dict:
+    import torch
+
+    def w(out_f, in_f):
+        return torch.randn(out_f, in_f, generator=gen) / math.sqrt(in_f)
+
+    q = EAGLE_HEADS * EAGLE_HEAD_DIM
+    kv = EAGLE_KV_HEADS * EAGLE_HEAD_DIM
+    m = "midlayer."
+    return {
+        # layer 0 attends over [embeds ; hidden] (2 x hidden)
+        m + "self_attn.q_proj.weight": w(q, 2 * HIDDEN),
+        m + "self_attn.k_proj.weight": w(kv, 2 * HIDDEN),
+        m + "self_attn.v_proj.weight": w(kv, 2 * HIDDEN),
+        m + "self_attn.o_proj.weight": w(HIDDEN, q),
+        m + "mlp.gate_proj.weight": w(INTERMEDIATE, HIDDEN),
+        m + "mlp.up_proj.weight": w(INTERMEDIATE, HIDDEN),
+        m + "mlp.down_proj.weight": w(HIDDEN, INTERMEDIATE),
+        m + "input_layernorm.weight": torch.ones(HIDDEN),
+        m + "hidden_norm.weight": torch.ones(HIDDEN),
+        m + "post_attention_layernorm.weight": torch.ones(HIDDEN),
+        "fc.weight": w(HIDDEN, 3 * HIDDEN),
+        "norm.weight": torch.ones(HIDDEN),
+        "lm_head.weight": w(VOCAB, HIDDEN),
+        # draft vocab == target vocab: identity mapping
+        "d2t": torch.zeros(VOCAB, dtype=torch.long),
+        "t2d": torch.ones(VOCAB, dtype=torch.bool),
+    }
+
+
+def kimi_k25_config() -> dict:
+    text = deepseek_v3_config()
+    return {
+        "architectures": ["KimiK25ForConditionalGeneration"],
+        "model_type": "kimi_k25",
+        "text_config": text,
+        "vision_config": {
+            "model_type": "kimi_k25_vision",
+            "patch_size": 14,
+            "init_pos_emb_height": 4,
+            "init_pos_emb_width": 4,
+            "init_pos_emb_time": 2,
+            "pos_emb_type": "divided_fixed",
+            "num_attention_heads": 2,
+            "num_hidden_layers": 1,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "merge_kernel_size": [2, 2],
+            "video_attn_type": "spatial_temporal",
+            "merge_type": "sd2_tpool",
+            "mm_projector_type": "patchmerger",
+            "projector_hidden_act": "gelu",
+            "projector_ln_eps": 1e-5,
+        },
+        "media_placeholder_token_id": MEDIA_PLACEHOLDER_TOKEN_ID,
+        "pad_token_id": 3,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "torch_dtype": "float32",
+        "tie_word_embeddings": False,
+    }
+
+
+def write_tokenizer(d: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = [f"w{i}" for i in range(VOCAB - len(SPECIALS) - len(EXTRA_TOKENS))]
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + words + EXTRA_TOKENS)}
+    assert len(vocab) == VOCAB
+    assert vocab["<|media_pad|>"] == MEDIA_PLACEHOLDER_TOKEN_ID
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens(SPECIALS + EXTRA_TOKENS)
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "pad_token": "<pad>",
+        "add_bos_token": False,
+        "model_max_length": 512,
+        "clean_up_tokenization_spaces": False,
+    }, indent=1))
+    (d / "special_tokens_map.json").write_text(json.dumps({
+        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+    }, indent=1))
+
+
+def write_json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+
+
+def build(out: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+
+    ds = out / "deepseek_v3"
+    ds.mkdir(exist_ok=True)
+    write_json(ds / "config.json", deepseek_v3_config())
+    write_json(ds / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1})
+    gen = torch.Generator().manual_seed(0)
+    save_file(deepseek_v3_weights(gen), str(ds / "model.safetensors"), metadata={"format": "pt"})
+    write_tokenizer(ds)
+
+    ea = out / "eagle3"
+    ea.mkdir(exist_ok=True)
+    write_json(ea / "config.json", eagle3_config())
+    gen = torch.Generator().manual_seed(1)
+    save_file(eagle3_weights(gen), str(ea / "model.safetensors"), metadata={"format": "pt"})
+    write_tokenizer(ea)
+
+    km = out / "kimi_k25"
+    km.mkdir(exist_ok=True)
+    write_json(km / "config.json", kimi_k25_config())
+    write_json(km / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1})
+    write_tokenizer(km)
+
+    write_json(out / "manifest.json", {
+        "num_layers": NUM_LAYERS,
+        "hidden_size": HIDDEN,
+        "vocab_size": VOCAB,
+        "media_placeholder_token_id": MEDIA_PLACEHOLDER_TOKEN_ID,
+        "default_aux_layers": [2, NUM_LAYERS // 2, NUM_LAYERS - 3],
+        "deepseek_v3": "deepseek_v3",
+        "eagle3": "eagle3",
+        "kimi_k25": "kimi_k25",
+    })
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="make the tiny vLLM test fixtures")
+    ap.add_argument("--out", required=True, type=Path)
+    args = ap.parse_args(argv)
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    build(args.out)
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
