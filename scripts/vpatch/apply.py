@@ -191,7 +191,7 @@ def _why(repo, patch: series.Patch, version: str) -> str:
         hunks = [h for f in patch.diff if f.path == path for h in f]
         for n, h in enumerate(hunks, 1):
             if h.source_start == line:
-                head = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@"
+                head = str(h).splitlines()[0]  # "@@ -a,b +c,d @@ context"
                 return f"{where}: {path} hunk #{n} ({head}) failed{tail}"
         return f"{where}: {path} at line {line}{tail}"
     m = re.search(r"error: (.+?): (No such file or directory|does not exist in index)", err)
