@@ -70,6 +70,11 @@ class Lock:
         rels = sorted(self.releases.values(), key=lambda r: r.key)
         return [r.version for r in rels if status is None or r.status == status]
 
+    def with_series(self) -> list[str]:
+        """Releases that carry a series: every patched one, and upstream ones
+        that still need a fix upstream lacks."""
+        return [v for v in self.versions() if self.releases[v].series]
+
     def default(self) -> Release:
         """The newest `patched` release: what every command uses by default."""
         patched = self.versions("patched")
@@ -138,7 +143,9 @@ HEADER = """\
 # fetches and their sha256. Files are looked up by name on the package index
 # from pip's configuration. Rewrite the hashes with `vpatch lock --refresh`.
 # status: "patched" = patches/<release> carries the EAGLE-3 series;
-#         "upstream" = the release has the fixes itself (vLLM >= 0.18.0).
+#         "upstream" = the release has the fixes itself (vLLM >= 0.18.0);
+#         an upstream release may still carry a series for what upstream lacks
+#         (0.32.0, 0.33.0: the layer-0 aux hidden state crash).
 """
 
 

@@ -17,6 +17,8 @@ from .errors import PatchError, UnsafePathError
 from .paths import safe_relpath
 
 DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Applied-Upstream", "Last-Update")
+# Applied-Upstream is optional in DEP-3: a fix upstream still lacks has none.
+REQUIRED_FIELDS = ("Description", "Origin", "Forwarded", "Last-Update")
 _FIELD = re.compile(r"^([A-Z][A-Za-z-]+): ?(.*)$")
 
 

@@ -20,7 +20,7 @@ from vpatch import lock, series, sources
 pytestmark = pytest.mark.integration
 
 PINS = lock.load()
-PATCHED = PINS.versions("patched")
+SERIES = PINS.with_series()
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def trees(tmp_path_factory):
     return tree
 
 
-@pytest.mark.parametrize("version", PATCHED)
+@pytest.mark.parametrize("version", SERIES)
 def test_series_applies_to_the_pinned_source(trees, version):
     dest = trees(version)
     st = engine.status(dest)
@@ -48,7 +48,7 @@ def test_series_applies_to_the_pinned_source(trees, version):
     assert PINS.get(version).commit in text
 
 
-@pytest.mark.parametrize("version", PATCHED)
+@pytest.mark.parametrize("version", SERIES)
 def test_patched_files_compile(trees, version):
     dest = trees(version)
     for rel in series.load(PINS.get(version).series_dir()).files:
@@ -139,7 +139,7 @@ def _formatted(ruff: Path, cfg: Path, cwd: Path, files: list[str]) -> set[str]:
     return {f for f in files if f"Would reformat: {f}" not in out.stdout}
 
 
-@pytest.mark.parametrize("version", PATCHED)
+@pytest.mark.parametrize("version", SERIES)
 def test_patched_files_pass_the_release_ruff(trees, version, tmp_path):
     dest = trees(version)
     cfg, pin = _ruff_config(version, tmp_path)

@@ -70,5 +70,6 @@ def test_the_real_lock():
             assert len(a.sha256) == 64 and a.size > 0
     for v in ("0.15.0", "0.15.1"):
         assert "sdist" not in pins.get(v).artifacts  # wheel-only releases
-    for v in pins.versions("patched"):
+    assert set(pins.versions("patched")) <= set(pins.with_series())
+    for v in pins.with_series():
         assert pins.get(v).series_dir().joinpath("series").is_file()

@@ -101,6 +101,6 @@ def test_slugify():
 )
 def test_every_committed_patch_has_dep3_fields(d):
     for p in series.load(d.parent).patches:
-        missing = [f for f in series.DEP3_FIELDS if not p.fields.get(f)]
+        missing = [f for f in series.REQUIRED_FIELDS if not p.fields.get(f)]
         assert not missing, f"{p.name} lacks {missing}"
         assert p.name == f"{p.name[:4]}-{series.slugify(p.subject)}.patch"
