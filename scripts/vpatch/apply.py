@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import gitutil, lock, series, sources
 from .errors import PatchError, TreeError, VpatchError
+from .paths import empty
 
 BASE_TAG = "vpatch/base-{}"
 
@@ -114,7 +115,7 @@ def _open_or_create(release, dest, source, offline, remote, result, say):
                 gitutil.commit_all(repo, f"vLLM {release.version} ({result.source})")
             gitutil.tag(repo, tag)
         except BaseException:
-            _empty(dest)  # back to the empty folder we were given
+            empty(dest)  # back to the empty folder we were given
             raise
         result.created = True
         return repo
@@ -125,14 +126,6 @@ def _open_or_create(release, dest, source, offline, remote, result, say):
             f"(no tag {tag}); pick another --dest or remove it"
         )
     return repo
-
-
-def _empty(dest: Path) -> None:
-    for p in dest.iterdir():
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
 
 
 def _applied_prefix(repo, version: str, todo: series.Series) -> list[gitutil.Commit]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from . import apply as engine
 from . import lock, sources
 from .errors import VpatchError
+from .paths import empty
 
 
 def say(msg: str) -> None:
@@ -40,7 +41,7 @@ def cmd_fetch(args) -> int:
         try:
             what = sources.materialize(release, args.source, dest, args.offline, args.remote)
         except BaseException:
-            engine._empty(dest)
+            empty(dest)
             raise
         print(f"vLLM {release.version} from {what} -> {dest}")
         return 0

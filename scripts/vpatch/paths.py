@@ -4,6 +4,7 @@ outside its destination."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path, PurePosixPath
 
 from .errors import UnsafePathError
@@ -35,3 +36,12 @@ def inside(root: Path, path: Path) -> bool:
     except ValueError:
         return False
     return True
+
+
+def empty(folder: Path) -> None:
+    """Remove everything inside folder, keeping the folder itself."""
+    for p in folder.iterdir():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()

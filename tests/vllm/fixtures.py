@@ -15,7 +15,8 @@ and writes::
                        d2t/t2d), sized for deepseek_v3 (seed 1)
     DIR/kimi_k25/      KimiK25ForConditionalGeneration config: the deepseek_v3 text
                        config + a tiny MoonViT vision config + media_placeholder_token_id;
-                       no weights (load it with load_format="dummy"), same tokenizer
+                       no weights (load it with load_format="dummy"), same tokenizer,
+                       an offline stand-in for its remote-code media processor
     DIR/manifest.json  the numbers the tests need (layers, vocab, placeholder id)
 
 Nothing is downloaded; env.py caches DIR by the hash of this file.
@@ -231,6 +232,45 @@ def kimi_k25_config() -> dict:
     }
 
 
+# Kimi-K2.5's processing info loads the media processor with trust_remote_code
+# (the real one is remote code on the hub).  This stand-in lives in the fixture
+# directory, so transformers loads it offline; it serves text-only use.
+KIMI_PROCESSOR_MODULE = '''
+from transformers.image_processing_utils import BaseImageProcessor
+
+
+class TinyKimiImageProcessor(BaseImageProcessor):
+    """Offline stand-in for Kimi-K2.5's media processor: text-only tests."""
+
+    model_input_names = ["pixel_values", "grid_thws"]
+
+    def __init__(self, num_frames_per_chunk=4, tokens_per_media=4, **kwargs):
+        super().__init__(**kwargs)
+        self.num_frames_per_chunk = num_frames_per_chunk
+        self.tokens_per_media = tokens_per_media
+
+    def media_tokens_calculator(self, chunk):
+        return self.tokens_per_media
+
+    def split_video_chunks(self, video):
+        n = self.num_frames_per_chunk
+        return [video[i:i + n] for i in range(0, len(video), n)]
+
+    def preprocess(self, *args, **kwargs):
+        raise NotImplementedError("the tiny Kimi-K2.5 fixture is text-only")
+'''
+
+
+def write_kimi_processor(d: Path) -> None:
+    (d / "tiny_kimi_processor.py").write_text(KIMI_PROCESSOR_MODULE.lstrip())
+    write_json(d / "preprocessor_config.json", {
+        "auto_map": {"AutoImageProcessor": "tiny_kimi_processor.TinyKimiImageProcessor"},
+        "image_processor_type": "TinyKimiImageProcessor",
+        "num_frames_per_chunk": 4,
+        "tokens_per_media": 4,
+    })
+
+
 def write_tokenizer(d: Path) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
 
@@ -287,6 +327,7 @@ def build(out: Path) -> None:
     write_json(km / "config.json", kimi_k25_config())
     write_json(km / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1})
     write_tokenizer(km)
+    write_kimi_processor(km)
 
     write_json(out / "manifest.json", {
         "num_layers": NUM_LAYERS,
