@@ -33,7 +33,41 @@ FORMAT_PATCH = (
     "--no-renames",
     "--no-color",
     "--encoding=UTF-8",
+    # and none of the user's format.* / diff.* settings: the diff shape is fixed
+    # (3 lines of context, myers, a/ b/ prefixes, no order file), and no
+    # base-commit trailer, threading, cover letter, notes or extra headers.
+    "--no-base",
+    "--no-thread",
+    "--no-numbered",
+    "--no-cover-letter",
+    "--no-notes",
+    "--no-to",
+    "--no-cc",
+    "--no-add-header",
+    "--no-from",
+    "--no-attach",
+    "--unified=3",
+    "--inter-hunk-context=0",
+    "--diff-algorithm=myers",
+    "--indent-heuristic",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--no-relative",
+    f"-O{os.devnull}",
 )
+# format-patch only: settings no command-line option overrides.
+FORMAT_CONFIG = ("diff.suppressBlankEmpty=false",)
+# The environment of format-patch: no global or system config at all, and
+# GIT_DIFF_OPTS (which beats --unified) neutralised.
+HERMETIC_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_COUNT": "0",
+    "GIT_DIFF_OPTS": "",
+    "GIT_EXTERNAL_DIFF": "",
+}
 NEUTRAL_CONFIG = (
     "core.quotepath=true",
     "diff.noprefix=false",
@@ -188,7 +222,10 @@ def apply_check(repo: git.Repo, patch: Path) -> str:
 
 def format_patch(repo: git.Repo, sha: str) -> bytes:
     """The commit as a mail, byte-identical across machines and git versions."""
-    out = _git(repo).format_patch(*FORMAT_PATCH, "-1", sha, stdout_as_string=False)
+    g = repo.git
+    g.set_persistent_git_options(c=[*NEUTRAL_CONFIG, *FORMAT_CONFIG])
+    with g.custom_environment(**HERMETIC_ENV):
+        out = g.format_patch(*FORMAT_PATCH, "-1", sha, stdout_as_string=False)
     return out if out.endswith(b"\n") else out + b"\n"
 
 
@@ -204,3 +241,146 @@ def clone_tag(url: str, tag_name: str, dest: Path) -> str:
     except git.GitCommandError as e:
         raise _fail(f"clone {url} {tag_name}", e) from None
     return repo.head.commit.hexsha
+
+
+# -- folders, 3-way merges, ports ---------------------------------------------
+
+
+def apply_folder(folder: Path, patch: Path, context: int = 1) -> tuple[bool, str]:
+    """Apply a patch to a plain folder (no repository needed), like `patch -p1`
+    with fuzz: context may shrink to `context` lines. Returns (applied, git's
+    verbose report, which names offsets and reduced context)."""
+    g = git.Git(folder)
+    # never let git discover a repository above the folder and patch that
+    env = {"GIT_CEILING_DIRECTORIES": str(Path(folder).resolve().parent)}
+    cmd = ["git", *_config_args(), "apply", "--verbose", f"-C{context}", str(patch)]
+    status, out, err = g.execute(cmd, with_extended_output=True, with_exceptions=False, env=env)
+    return status == 0, f"{out}\n{err}".strip()
+
+
+def _config_args() -> list[str]:
+    return [arg for kv in NEUTRAL_CONFIG for arg in ("-c", kv)]
+
+
+def commit_folder(repo: git.Repo, folder: Path, message: str, date: str = EPOCH) -> str:
+    """Commit the content of another folder as a new root commit, touching
+    neither the work tree, the index nor HEAD. The commit id."""
+    g = _git(repo)
+    index = Path(repo.git_dir) / "vpatch-folder.index"
+    try:
+        with g.custom_environment(GIT_INDEX_FILE=str(index), GIT_WORK_TREE=str(folder)):
+            g.add("-A", "--force", ".")
+            tree = g.write_tree()
+        with g.custom_environment(**_env(date)):
+            return g.commit_tree(tree, "-m", message)
+    except git.GitCommandError as e:
+        raise _fail("commit of a folder", e) from None
+    finally:
+        index.unlink(missing_ok=True)
+
+
+def switch(repo: git.Repo, branch: str, ref: str) -> None:
+    """Check out ref as `branch` (created or reset), discarding local changes."""
+    g = _git(repo)
+    try:
+        g.checkout("-q", "-f", "-B", branch, ref)
+        g.clean("-fdq")
+    except git.GitCommandError as e:
+        raise _fail(f"checkout {ref}", e) from None
+
+
+def am_3way(repo: git.Repo, patches: list[Path]) -> tuple[bool, str]:
+    """`git am --3way` of patches; the 3-way fallback needs the preimage blobs
+    in the repository. On failure the am session is left for a person
+    (`git am --continue`). Returns (done, git's output)."""
+    return _am(repo, _patch_date(patches[0]), "--keep-cr", "--3way", *map(str, patches))
+
+
+def am_continue(repo: git.Repo, date: str = EPOCH) -> tuple[bool, str]:
+    """`git am --continue` after the conflicts were resolved and added."""
+    return _am(repo, date, "--continue")
+
+
+def _am(repo: git.Repo, date: str, *args: str) -> tuple[bool, str]:
+    env = _env(date)
+    for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE"):
+        env.pop(k)  # the author comes from the patch
+    # diff3 markers show the base too: what a person resolving needs to see
+    cmd = ["git", *_config_args(), "-c", "merge.conflictStyle=diff3", "am", *args]
+    with repo.git.custom_environment(**env):
+        status, out, err = _git(repo).execute(cmd, with_extended_output=True, with_exceptions=False)
+    return status == 0, f"{out}\n{err}".strip()
+
+
+def resolve_insertions(repo: git.Repo) -> bool:
+    """Resolve the conflicts of a merge in progress when every one of them is
+    two insertions at the same place (the base side is empty), by keeping
+    ours then theirs, as appending to the same list on both sides needs.
+    Anything else (a side changed or removed lines) is left alone: False."""
+    paths = conflicted(repo)
+    if not paths:
+        return False
+    g = _git(repo)
+    merged = {}
+    for path in paths:
+        try:
+            g.checkout("--conflict=diff3", "--", path)
+        except git.GitCommandError:
+            return False  # delete/modify and the like: no text to merge
+        text = _union_insertions((Path(repo.working_tree_dir) / path).read_text())
+        if text is None:
+            return False
+        merged[path] = text
+    for path, text in merged.items():
+        (Path(repo.working_tree_dir) / path).write_text(text)
+        g.add("--", path)
+    return True
+
+
+def _union_insertions(text: str) -> str | None:
+    out: list[str] = []
+    lines = iter(text.splitlines(keepends=True))
+    found = False
+    for line in lines:
+        if not line.startswith("<<<<<<< "):
+            out.append(line)
+            continue
+        found = True
+        side = {"ours": [], "base": [], "theirs": []}
+        part, saw_base = "ours", False
+        for inner in lines:
+            if inner.startswith(">>>>>>> "):
+                break
+            if inner.startswith("||||||| "):
+                part, saw_base = "base", True
+            elif inner.rstrip("\r\n") == "=======":
+                part = "theirs"
+            else:
+                side[part].append(inner)
+        else:
+            return None  # unterminated conflict
+        if not saw_base or side["base"] or part != "theirs":
+            return None
+        out += side["ours"] + side["theirs"]
+    return "".join(out) if found else None
+
+
+def am_in_progress(repo: git.Repo) -> bool:
+    return (Path(repo.git_dir) / "rebase-apply").exists()
+
+
+def conflicted(repo: git.Repo) -> list[str]:
+    """Paths with unresolved merge conflicts."""
+    out = _git(repo).diff("--name-only", "--diff-filter=U")
+    return [line for line in out.splitlines() if line]
+
+
+def is_ancestor(repo: git.Repo, ref: str, tip: str = "HEAD") -> bool:
+    try:
+        return repo.is_ancestor(ref, tip)
+    except git.GitCommandError:
+        return False
+
+
+def tags(repo: git.Repo, prefix: str = "") -> list[str]:
+    return sorted(t.name for t in repo.tags if t.name.startswith(prefix))

@@ -1,0 +1,267 @@
+"""What we know about each patch beyond its bytes: patches/patches.toml.
+
+One table per patch, keyed by its slug (the file name without `NNNN-` and
+`.patch`), so it survives renumbering and leaves the patch bytes alone:
+
+  probe     checks that a release's own source already does what the patch
+            does; all must hold. They read the structure of the code with
+            `ast`, never our patch text: upstream writes the same behaviour
+            differently.
+  variants  groups of releases whose copy of the patch deliberately changes
+            other lines (see lint.py).
+
+A check names a `file` (a path, or a glob whose `*` stays within one folder:
+any match will do), an optional scope (`class`, or `function` as
+"Class.method" or "name"), and one test:
+
+  has_base = "B"         the class lists B among its bases
+  defines = "m"          the class defines method m
+  uses = "x"             the scope mentions name or attribute x
+  when = "S", uses = "x" an if/elif whose test mentions the string S
+                         reads x in its body
+  list = "n", includes = ["a", ...]
+                         a list/tuple/set literal assigned to n holds every
+                         string; with `or_absent = true` it also holds when
+                         nothing is assigned to n (the allowlist is gone)
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import tomllib
+
+from .errors import ConfigError
+from .lock import ROOT
+
+PATCHES_TOML = ROOT / "patches" / "patches.toml"
+TESTS = ("has_base", "defines", "uses", "list")
+_KEYS = {"file", "class", "function", "when", "includes", "or_absent", *TESTS}
+
+
+@dataclass(frozen=True)
+class Check:
+    file: str
+    cls: str = ""
+    function: str = ""
+    has_base: str = ""
+    defines: str = ""
+    uses: str = ""
+    when: str = ""
+    list: str = ""
+    includes: tuple[str, ...] = ()
+    or_absent: bool = False
+
+    def words(self) -> list[str]:
+        """Names the file must contain for the check to hold: a cheap text
+        filter that spares parsing most files."""
+        words = [self.cls, self.function.rsplit(".", 1)[-1], self.has_base, self.defines]
+        words += [self.uses, self.when]
+        if not self.or_absent:
+            words += [self.list, *self.includes]
+        return [w for w in words if w]
+
+
+Probes = dict[str, list[Check]]
+
+
+def key(name: str) -> str:
+    """The probe key of a patch file name: 0001-foo-bar.patch -> foo-bar."""
+    return re.sub(r"^\d{4}-", "", name.removesuffix(".patch"))
+
+
+def _read(path: Path | None) -> tuple[Path, dict]:
+    path = path or PATCHES_TOML
+    try:
+        return path, tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return path, {}
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
+
+
+def load(path: Path | None = None) -> Probes:
+    """{slug: checks} of every patch that declares a probe."""
+    path, data = _read(path)
+    for slug, t in data.items():
+        unknown = set(t) - {"probe", "variants"}
+        if unknown:
+            raise ConfigError(f"{path.name} [{slug}]: unknown keys {', '.join(sorted(unknown))}")
+    return {
+        slug: [_check(path, slug, c) for c in t["probe"]]
+        for slug, t in data.items()
+        if t.get("probe")
+    }
+
+
+def variants(path: Path | None = None) -> dict[str, list[set[str]]]:
+    """{slug: [group of releases, ...]} of the patches that declare variants."""
+    path, data = _read(path)
+    out = {}
+    for slug, t in data.items():
+        groups = t.get("variants", [])
+        if not all(isinstance(g, list) and all(isinstance(v, str) for v in g) for g in groups):
+            raise ConfigError(f"{path.name} [{slug}]: variants is a list of lists of releases")
+        if groups:
+            out[slug] = [set(g) for g in groups]
+    return out
+
+
+def _check(path: Path, slug: str, c: dict) -> Check:
+    where = f"{path.name} [{slug}]"
+    unknown = set(c) - _KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown check keys {', '.join(sorted(unknown))}")
+    tests = [t for t in TESTS if t in c]
+    if "file" not in c or len(tests) != 1:
+        raise ConfigError(f"{where}: each check needs a file and one of {', '.join(TESTS)}")
+    if "**" in c["file"]:
+        raise ConfigError(f"{where}: '**' is not supported in file globs")
+    if tests[0] in ("has_base", "defines") and "class" not in c:
+        raise ConfigError(f"{where}: {tests[0]} needs a class")
+    return Check(
+        file=c["file"],
+        cls=c.get("class", ""),
+        function=c.get("function", ""),
+        has_base=c.get("has_base", ""),
+        defines=c.get("defines", ""),
+        uses=c.get("uses", ""),
+        when=c.get("when", ""),
+        list=c.get("list", ""),
+        includes=tuple(c.get("includes", ())),
+        or_absent=bool(c.get("or_absent", False)),
+    )
+
+
+def patterns(probes: Probes) -> set[str]:
+    return {c.file for checks in probes.values() for c in checks}
+
+
+def matches(path: str, pattern: str) -> bool:
+    """Glob match where `*` does not cross folders, as Path.glob does."""
+    p, pat = PurePosixPath(path), PurePosixPath(pattern)
+    return len(p.parts) == len(pat.parts) and p.match(pattern)
+
+
+def folder_files(root: Path, globs: set[str]) -> dict[str, str]:
+    """The text of every file under root matching one of the globs."""
+    out = {}
+    for g in globs:
+        for p in root.glob(g):
+            if p.is_file():
+                out[p.relative_to(root).as_posix()] = p.read_text(errors="replace")
+    return out
+
+
+def holds(checks: list[Check], files: Mapping[str, str]) -> bool:
+    """Whether every check holds on files ({path: text}); no checks, no claim."""
+    if not checks:
+        return False
+    trees: dict[str, ast.AST | None] = {}
+    return all(_holds(c, files, trees) for c in checks)
+
+
+def _holds(c: Check, files: Mapping[str, str], trees: dict) -> bool:
+    for path, text in files.items():
+        if not matches(path, c.file) or not all(w in text for w in c.words()):
+            continue
+        if path not in trees:
+            try:
+                trees[path] = ast.parse(text)
+            except SyntaxError:
+                trees[path] = None
+        tree = trees[path]
+        if tree is not None and _test(c, tree):
+            return True
+    return False
+
+
+def _scope(c: Check, tree: ast.AST) -> ast.AST | None:
+    node = tree
+    if c.cls:
+        node = _find(node, ast.ClassDef, c.cls)
+    if node is not None and c.function:
+        *outer, name = c.function.split(".")
+        for part in outer:
+            node = _find(node, ast.ClassDef, part)
+            if node is None:
+                return None
+        node = _find(node, (ast.FunctionDef, ast.AsyncFunctionDef), name)
+    return node
+
+
+def _find(root: ast.AST, kind, name: str) -> ast.AST | None:
+    return next((n for n in ast.walk(root) if isinstance(n, kind) and n.name == name), None)
+
+
+def _test(c: Check, tree: ast.AST) -> bool:
+    scope = _scope(c, tree)
+    if scope is None:
+        return False
+    if c.has_base:
+        return any(_name(b) == c.has_base for b in scope.bases)
+    if c.defines:
+        return any(
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == c.defines
+            for n in scope.body
+        )
+    if c.list:
+        values = _assigned(scope, c.list)
+        if not values:
+            return c.or_absent
+        return any(set(c.includes) <= _strings(v) for v in values)
+    if c.when:
+        return any(
+            isinstance(n, ast.If) and c.when in _strings_in(n.test) and _mentions(n.body, c.uses)
+            for n in ast.walk(scope)
+        )
+    return _mentions([scope], c.uses)
+
+
+def _name(node: ast.AST) -> str:
+    """The last name of a base: B, mod.B, B[T] all give B."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _mentions(nodes: list[ast.AST], name: str) -> bool:
+    for root in nodes:
+        for n in ast.walk(root):
+            if (isinstance(n, ast.Name) and n.id == name) or (
+                isinstance(n, ast.Attribute) and n.attr == name
+            ):
+                return True
+    return False
+
+
+def _assigned(scope: ast.AST, name: str) -> list[ast.AST]:
+    out = []
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Assign):
+            targets = n.targets
+        elif isinstance(n, ast.AnnAssign) and n.value is not None:
+            targets = [n.target]
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            out.append(n.value)
+    return out
+
+
+def _strings(node: ast.AST) -> set[str]:
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant)}
+    return set()
+
+
+def _strings_in(node: ast.AST) -> set[str]:
+    return {
+        n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }

@@ -1,0 +1,183 @@
+"""port: FROM's series carried to TO by 3-way merge, on synthetic releases
+given as folders."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import BASE, change, git, make_series
+from vpatch import lock, port, series
+from vpatch.errors import PatchError, TreeError
+
+MODEL = BASE["vllm/model.py"]
+CONFIG = 'allow = [\n    "llama",\n]\n'
+FROM = {**BASE, "vllm/config.py": CONFIG}
+STEPS = [
+    ("model: change five", {"vllm/model.py": change(MODEL, "line 5\n", "line five\n")}),
+    ("config: allow deepseek", {"vllm/config.py": change(CONFIG, "]", '    "deepseek",\n]')}),
+]
+META = """
+["step-2"]
+probe = [{ file = "vllm/config.py", list = "allow", includes = ["deepseek"] }]
+"""
+
+
+def folder(root: Path, files: dict[str, str]) -> Path:
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return root
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    """A repository root: VERSIONS.lock pinning 9.8.0 (with a series) and
+    10.0.0 (without), patches/9.8.0, patches/patches.toml, FROM's source."""
+    root = tmp_path / "root"
+    made = make_series(tmp_path, FROM, STEPS)
+    shutil.copytree(made, root / "patches/9.8.0")
+    (root / "patches/patches.toml").write_text(META)
+    rels = [
+        lock.Release("9.8.0", "v9.8.0", "abc1234", "patched", "patches/9.8.0"),
+        lock.Release("10.0.0", "v10.0.0", "def5678", "patched", ""),
+    ]
+    lock.save(lock.Lock({r.version: r for r in rels}, root / "VERSIONS.lock"))
+    folder(tmp_path / "from", FROM)
+    return root
+
+
+def run(root: Path, to_files: dict[str, str], **kw) -> port.Report:
+    to = folder(root.parent / "to", to_files)
+    return port.port(
+        "9.8.0",
+        "10.0.0",
+        pins=lock.load(root / "VERSIONS.lock"),
+        work=root.parent / "work",
+        from_source=str(root.parent / "from"),
+        to_source=str(to),
+        meta_path=root / "patches/patches.toml",
+        **kw,
+    )
+
+
+NAMES = ["0001-step-1.patch", "0002-step-2.patch"]
+OUT = ["0001-model-change-five.patch", "0002-config-allow-deepseek.patch"]
+
+
+def test_clean_port_writes_series_and_pins_it(root):
+    moved = {**FROM, "vllm/model.py": "new\n" + MODEL}  # at an offset: still clean
+    r = run(root, moved)
+    assert r.status == dict.fromkeys(NAMES, "clean")
+    out = root / "patches/10.0.0"
+    assert r.exported.dir == out and (out / "series").read_text() == "".join(n + "\n" for n in OUT)
+    pinned = lock.load(root / "VERSIONS.lock").get("10.0.0")
+    assert pinned.series == "patches/10.0.0" and pinned.status == "patched"
+    assert not (root.parent / "work").exists()  # removed after a clean port
+    # the message (DEP-3 fields, date, author) is FROM's, byte for byte
+    old = series.load(root / "patches/9.8.0").patches
+    new = series.load(out).patches
+    assert [(p.author, p.date, p.message) for p in new] == [
+        (p.author, p.date, p.message) for p in old
+    ]
+    assert [p.changes() for p in new] == [p.changes() for p in old]
+
+
+def test_merged_when_the_context_moved_on(root):
+    to = {**FROM, "vllm/model.py": change(MODEL, "line 3\n", "line three\n")}
+    r = run(root, to, keep=True)
+    assert r.status[NAMES[0]] == "merged"
+    text = git(root.parent / "work", "show", "HEAD~1:vllm/model.py")
+    assert "line three\nline 4\nline five\n" in text
+    assert git(root.parent / "work", "tag", "-l").split() == [
+        "vpatch/base-10.0.0",
+        "vpatch/from-9.8.0",
+    ]
+
+
+def test_two_appends_to_one_list_merge_ours_first(root):
+    to = {**FROM, "vllm/config.py": change(CONFIG, "]", '    "qwen",\n]')}
+    r = run(root, to)
+    assert r.status[NAMES[1]] == "merged"
+    new = series.load(root / "patches/10.0.0").patches[1]
+    assert new.changes() == [("vllm/config.py", [], ['    "deepseek",\n'])]
+    assert '     "qwen",\n+    "deepseek",\n' in new.path.read_text()
+
+
+def test_dropped_when_the_release_has_it(root):
+    to = {
+        **FROM,
+        "vllm/model.py": change(MODEL, "line 5\n", "line five\n"),  # the same change
+        "vllm/config.py": 'allow = ["deepseek", "llama"]\n',  # its own way: the probe
+    }
+    with pytest.raises(PatchError, match="already in 10.0.0; nothing to port"):
+        run(root, to)
+    assert not (root.parent / "work").exists()
+
+
+def test_one_dropped_one_ported(root):
+    to = {**FROM, "vllm/config.py": 'allow = ["deepseek", "llama"]\n'}
+    r = run(root, to)
+    assert r.status == {NAMES[0]: "clean", NAMES[1]: "dropped"}
+    assert (root / "patches/10.0.0/series").read_text() == OUT[0] + "\n"
+
+
+def test_conflict_is_left_for_a_person_then_continued(root):
+    to = {**FROM, "vllm/model.py": change(MODEL, "line 5\n", "line 5 upstream\n")}
+    r = run(root, to)
+    work = root.parent / "work"
+    assert r.conflict == NAMES[0] and r.unresolved == ["vllm/model.py"]
+    assert r.exported is None and not (root / "patches/10.0.0").exists()
+    text = (work / "vllm/model.py").read_text()
+    assert "<<<<<<<" in text and "||||||| " in text  # diff3: the base is shown
+    with pytest.raises(TreeError, match="git am is still in progress"):
+        port.resume("9.8.0", "10.0.0", pins=lock.load(root / "VERSIONS.lock"), work=work)
+    # a person resolves, then lets git am carry on with the queued rest
+    (work / "vllm/model.py").write_text(change(MODEL, "line 5\n", "line five upstream\n"))
+    git(work, "add", "vllm/model.py")
+    git(work, "am", "--continue")
+    done = port.resume("9.8.0", "10.0.0", pins=lock.load(root / "VERSIONS.lock"), work=work)
+    assert done.status == dict.fromkeys(NAMES, "ported")
+    p = series.load(root / "patches/10.0.0").patches[0]
+    assert p.changes() == [("vllm/model.py", ["line 5 upstream\n"], ["line five upstream\n"])]
+    assert not work.exists()
+
+
+def test_existing_work_tree_is_refused(root):
+    (root.parent / "work").mkdir()
+    (root.parent / "work/file").write_text("mine\n")
+    with pytest.raises(TreeError, match="exists"):
+        run(root, FROM)
+    assert (root.parent / "work/file").read_text() == "mine\n"
+
+
+def test_a_release_not_in_the_lock_is_pinned_as_patched(root, monkeypatch):
+    new = lock.Release("10.1.0", "v10.1.0", "0a1b2c3", "unpinned", "")
+    monkeypatch.setattr(port, "resolve", lambda pins, v, offline=False: new)
+    to = folder(root.parent / "to", FROM)
+    r = port.port(
+        "9.8.0",
+        "10.1.0",
+        pins=lock.load(root / "VERSIONS.lock"),
+        work=root.parent / "work",
+        from_source=str(root.parent / "from"),
+        to_source=str(to),
+        meta_path=root / "patches/patches.toml",
+    )
+    assert r.exported.dir == root / "patches/10.1.0"
+    pinned = lock.load(root / "VERSIONS.lock").get("10.1.0")
+    assert (pinned.status, pinned.series, pinned.commit) == ("patched", "patches/10.1.0", "0a1b2c3")
+
+
+def test_cli_prints_the_report_and_what_to_do_next(monkeypatch, capsys, tmp_path):
+    from vpatch import cli
+
+    report = port.Report("9.8.0", "10.0.0", tmp_path / "work")
+    report.status = {NAMES[0]: "merged", NAMES[1]: "conflict"}
+    report.unresolved = ["vllm/config.py"]
+    monkeypatch.setattr(port, "port", lambda *a, **kw: report)
+    assert cli.main(["port", "9.8.0", "10.0.0"]) == PatchError.exit_code
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"  merged    {NAMES[0]}", f"  conflict  {NAMES[1]}"]
+    assert len(err.strip().splitlines()) == 1
+    assert f"{NAMES[1]} conflicts with vLLM 10.0.0 in vllm/config.py" in err
+    assert "git am --continue" in err and "vpatch port 9.8.0 10.0.0 --continue" in err
