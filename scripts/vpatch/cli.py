@@ -111,6 +111,77 @@ def cmd_lock(args) -> int:
     return 0
 
 
+# -- matrix / port / export / lint -------------------------------------------
+
+
+def cmd_matrix(args) -> int:
+    from . import matrix
+
+    m = matrix.build(args.versions, offline=args.offline, jobs=args.jobs, say=say)
+    print(m.to_json() if args.format == "json" else m.to_markdown(), end="")
+    return 0
+
+
+def cmd_port(args) -> int:
+    from . import port
+    from .errors import PatchError
+
+    where = dict(
+        work=Path(args.work) if args.work else None,
+        into=Path(args.into) if args.into else None,
+        keep=args.keep,
+    )
+    if args.resume:
+        r = port.resume(args.from_version, args.to_version, **where)
+    else:
+        r = port.port(
+            args.from_version,
+            args.to_version,
+            from_source=args.source,
+            to_source=args.source,
+            offline=args.offline,
+            say=say,
+            **where,
+        )
+    for name, status in r.status.items():
+        print(f"  {status:8}  {name}")
+    if r.conflict:
+        again = "".join(f" --{k} {v}" for k in ("work", "into") if (v := getattr(args, k)))
+        raise PatchError(
+            f"{r.conflict} conflicts with vLLM {r.to_version} in {', '.join(r.unresolved)}; "
+            f"resolve it in {r.work}, `git add` it, `git am --continue`, then run "
+            f"`vpatch port {r.from_version} {r.to_version}{again} --continue`"
+        )
+    print(f"{r.exported.dir}: {len(r.exported.names)} patches for vLLM {r.to_version}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .export import export
+
+    done = export(Path(args.dir), Path(args.into) if args.into else None)
+    print(
+        f"{done.dir}: {len(done.names)} patches for vLLM {done.version} "
+        f"({len(done.written)} files written, {len(done.removed)} removed)"
+    )
+    return 0
+
+
+def cmd_lint(args) -> int:
+    from . import lint
+    from .errors import PatchError
+
+    result = lint.lint(offline=args.offline, say=say)
+    for note in result.skipped:
+        say(f"skipped: {note}")
+    for problem in result.problems:
+        print(problem)
+    if result.problems:
+        raise PatchError(f"lint found {len(result.problems)} problems (listed above)")
+    print("lint: every series is consistent and up to date")
+    return 0
+
+
 # ----------------------------------------------------------------------------
 
 
@@ -145,6 +216,40 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lock", help="list the pinned releases, or --refresh their hashes")
     p.add_argument("--refresh", action="store_true", help="rewrite hashes from the index")
     p.set_defaults(func=cmd_lock)
+
+    p = sub.add_parser("matrix", help="how each patch of the newest series fares on each release")
+    p.add_argument(
+        "--versions", nargs="+", metavar="V", help="these releases (default: the lock's)"
+    )
+    p.add_argument("--format", choices=("md", "json"), default="md")
+    p.add_argument("--jobs", type=int, help="worker processes (default: one per core)")
+    p.add_argument("--offline", action="store_true", help="use the cache only")
+    p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("port", help="carry a release's series to another release (3-way)")
+    p.add_argument("from_version", metavar="FROM")
+    p.add_argument("to_version", metavar="TO")
+    p.add_argument(
+        "--continue",
+        dest="resume",
+        action="store_true",
+        help="export a port whose conflicts you resolved",
+    )
+    p.add_argument("--work", help="work tree (default: build/port-TO)")
+    p.add_argument("--into", help="series folder to write (default: patches/TO)")
+    p.add_argument("--keep", action="store_true", help="keep the work tree after a clean port")
+    p.add_argument("--source", default="auto", metavar="auto|sdist|wheel|cpu-wheel|git")
+    p.add_argument("--offline", action="store_true", help="use the cache only")
+    p.set_defaults(func=cmd_port)
+
+    p = sub.add_parser("export", help="write a patched tree's commits as its series")
+    p.add_argument("dir", help="a vpatch tree (vpatch apply, then your commits)")
+    p.add_argument("--into", help="series folder (default: the release's, patches/VERSION)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("lint", help="check every series: files, DEP-3, up to date, same change")
+    p.add_argument("--offline", action="store_true", help="skip releases not in the cache")
+    p.set_defaults(func=cmd_lint)
     return ap
 
 
