@@ -182,6 +182,38 @@ def cmd_lint(args) -> int:
     return 0
 
 
+# -- wheels ------------------------------------------------------------------
+
+
+def cmd_wheel(args) -> int:
+    from . import wheel
+
+    built = wheel.build(
+        args.version,
+        variant=args.variant,
+        mode=args.mode,
+        out=Path(args.out),
+        series_dir=Path(args.series) if args.series else None,
+        dry_run=args.dry_run,
+        offline=args.offline,
+    )
+    print(wheel.format_plan(built) if isinstance(built, wheel.BuildPlan) else built)
+    return 0
+
+
+def cmd_verify_wheel(args) -> int:
+    from . import wheel
+
+    res = wheel.verify(
+        Path(args.wheel),
+        arch=args.arch,
+        tree=Path(args.tree) if args.tree else None,
+        offline=args.offline,
+    )
+    print(wheel.format_verify(res))
+    return res.exit_code
+
+
 # ----------------------------------------------------------------------------
 
 
@@ -250,6 +282,29 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lint", help="check every series: files, DEP-3, up to date, same change")
     p.add_argument("--offline", action="store_true", help="skip releases not in the cache")
     p.set_defaults(func=cmd_lint)
+
+    p = sub.add_parser("wheel", help="an installable wheel of a patched release")
+    p.add_argument("version", nargs="?", help="release (default: newest patched)")
+    p.add_argument("--variant", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument(
+        "--mode",
+        choices=("overlay", "source"),
+        default="overlay",
+        help="overlay: patch the official wheel's Python files (seconds); "
+        "source: build from the patched tree with TORCH_CUDA_ARCH_LIST=10.0 (hours)",
+    )
+    p.add_argument("--out", default="dist", help="output folder (default: dist)")
+    p.add_argument("--series", help="use the series in this folder instead")
+    p.add_argument("--dry-run", action="store_true", help="source mode: print, don't build")
+    p.add_argument("--offline", action="store_true", help="use the cache only")
+    p.set_defaults(func=cmd_wheel)
+
+    p = sub.add_parser("verify-wheel", help="CUDA archs in a wheel's extensions; patched files")
+    p.add_argument("wheel")
+    p.add_argument("--arch", help="required arch, e.g. sm_100 (default for CUDA wheels)")
+    p.add_argument("--tree", help="patched tree to compare the wheel's Python files with")
+    p.add_argument("--offline", action="store_true", help="use the cache only")
+    p.set_defaults(func=cmd_verify_wheel)
     return ap
 
 

@@ -34,11 +34,11 @@ Which code can run on a GPU of compute capability M.m (`sm_Mm`):
 from __future__ import annotations
 
 import re
-import shutil
 import struct
 import tempfile
 import zipfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -219,13 +219,10 @@ class ExtensionReport:
 
 
 class _Reader:
-    """Offset reads on a seekable binary file, with one cached window so the
-    section-name table (just before the section headers in files GNU ld
-    writes) costs no extra seek."""
+    """Bounds-checked reads at offsets of a seekable binary file."""
 
     def __init__(self, f: BinaryIO, size: int, name: str):
         self.f, self.size, self.name = f, size, name
-        self._win_off, self._win = 0, b""
 
     def read(self, off: int, n: int, what: str) -> bytes:
         if off < 0 or n < 0 or off + n > self.size:
@@ -233,19 +230,11 @@ class _Reader:
                 f"{self.name}: {what} at offset {off}+{n} lies outside the file "
                 f"({self.size} bytes): truncated or corrupt"
             )
-        w0 = self._win_off
-        if w0 <= off and off + n <= w0 + len(self._win):
-            return self._win[off - w0 : off - w0 + n]
         self.f.seek(off)
         data = self.f.read(n)
         if len(data) != n:
             raise WheelError(f"{self.name}: short read of {what} at offset {off}")
         return data
-
-    def window(self, off: int, n: int) -> None:
-        off = max(0, off)
-        n = min(n, self.size - off)
-        self._win_off, self._win = off, self.read(off, n, "section table")
 
 
 def _elf_sections(r: _Reader) -> list[Section]:
@@ -272,21 +261,19 @@ def _elf_sections(r: _Reader) -> list[Section]:
     if shentsize < need:
         raise WheelError(f"{r.name}: ELF section header size {shentsize} < {need}")
 
-    def sh(i: int) -> tuple:
-        raw = r.read(shoff + i * shentsize, need, "ELF section header")
-        f = struct.unpack(sh_fmt, raw)
+    def sh(raw: bytes, i: int) -> tuple:
+        f = struct.unpack_from(sh_fmt, raw, i * shentsize)
         return f[0], f[1], f[4], f[5], f[6]  # name, type, offset, size, link
 
-    first = sh(0)
+    first = sh(r.read(shoff, need, "ELF section header"), 0)
     if shnum == 0:  # extended numbering: the count is in section 0's size
         shnum = first[3]
     if shstrndx == _SHN_XINDEX:
         shstrndx = first[4]
     if not 0 < shnum <= _MAX_SECTIONS or shstrndx >= shnum:
         raise WheelError(f"{r.name}: corrupt ELF section table ({shnum} sections)")
-    # Read the whole table, and the bytes before it, in one go.
-    r.window(shoff - (1 << 20), (1 << 20) + shnum * shentsize)
-    headers = [sh(i) for i in range(shnum)]
+    table = r.read(shoff, shnum * shentsize, "ELF section header table")
+    headers = [sh(table, i) for i in range(shnum)]
     _, _, str_off, str_size, _ = headers[shstrndx]
     names = r.read(str_off, str_size, "section name table")
     out = []
@@ -306,11 +293,8 @@ def _walk_fatbin(r: _Reader, sec: Section, first_container: int = 0) -> list[Fat
     while pos + 16 <= end:
         magic, _version, hsize, fsize = struct.unpack("<IHHQ", r.read(pos, 16, where))
         if magic != FATBIN_MAGIC:
-            if magic == 0 and pos % 8:
-                pos += 8 - pos % 8  # alignment padding between containers
-                continue
-            if magic == 0:
-                pos += 8
+            if magic == 0:  # zero padding between containers
+                pos += 4
                 continue
             raise WheelError(
                 f"{r.name}: bad fatbin magic {magic:#010x} at offset {pos} in {sec.name}"
@@ -376,12 +360,18 @@ def is_extension(name: str) -> bool:
     return base.endswith(".so") or ".so." in base
 
 
-def scan_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> ExtensionReport:
+def scan_member(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, tap: Callable[[bytes], object] | None = None
+) -> ExtensionReport:
     """Report on one wheel member: streamed once into a temporary file
-    (constant memory), then read by seek like a file on disk."""
+    (constant memory), then read by seek like a file on disk. `tap`, if
+    given, sees every chunk of the member (to hash it in the same pass)."""
     try:
         with zf.open(info) as src, tempfile.TemporaryFile(prefix="vpatch-so-") as tmp:
-            shutil.copyfileobj(src, tmp, 1 << 20)
+            while chunk := src.read(1 << 20):
+                if tap is not None:
+                    tap(chunk)
+                tmp.write(chunk)
             return scan(tmp, info.filename, info.file_size)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
         raise WheelError(f"cannot read {info.filename} from the wheel: {e}") from None

@@ -1,0 +1,315 @@
+"""The fatbin reader on synthetic ELF files built here byte by byte (and, when
+nvcc is on PATH, on real nvcc output)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import struct
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+from vpatch import fatbin
+from vpatch.errors import WheelError
+from vpatch.fatbin import Target
+
+PTX, ELF = fatbin.KIND_PTX, fatbin.KIND_ELF
+A, F, Z = fatbin.FLAG_ARCH_SPECIFIC, fatbin.FLAG_FAMILY, 0x8000  # 'a', 'f', zstd-compressed
+
+
+# -- builders ----------------------------------------------------------------
+
+
+def entry(kind: int, arch: int, flags: int = 0, payload: bytes = b"\x00" * 24, hsize=64) -> bytes:
+    """One fatbin entry: header (kind, version, header size, payload size,
+    arch at +28, flags at +40) and payload padded to 8 bytes."""
+    payload += b"\x00" * (-len(payload) % 8)
+    h = bytearray(hsize)
+    struct.pack_into("<HHIQ", h, 0, kind, 0x0101, hsize, len(payload))
+    struct.pack_into("<I", h, 28, arch)
+    struct.pack_into("<Q", h, 40, 0x11 | flags)
+    return bytes(h) + payload
+
+
+def container(*entries: bytes) -> bytes:
+    body = b"".join(entries)
+    return struct.pack("<IHHQ", fatbin.FATBIN_MAGIC, 1, 16, len(body)) + body
+
+
+def make_elf(sections: list[tuple[str, bytes]]) -> bytes:
+    """A minimal ELF64 little-endian shared object: header, the sections'
+    data, .shstrtab, then the section header table (as GNU ld lays it out)."""
+    names = b"\x00"
+    name_offs = []
+    for name, _ in sections:
+        name_offs.append(len(names))
+        names += name.encode() + b"\x00"
+    shstr_name = len(names)
+    names += b".shstrtab\x00"
+    body = bytearray(64)
+    offs = []
+    for _, data in sections:
+        body += b"\x00" * (-len(body) % 8)
+        offs.append(len(body))
+        body += data
+    shstr_off = len(body)
+    body += names
+    body += b"\x00" * (-len(body) % 8)
+    shoff = len(body)
+    sh = struct.Struct("<IIQQQQIIQQ")
+    body += bytes(64)  # section 0
+    for (_, data), off, noff in zip(sections, offs, name_offs, strict=True):
+        body += sh.pack(noff, 1, 2, off, off, len(data), 0, 0, 8, 0)  # PROGBITS, ALLOC
+    body += sh.pack(shstr_name, 3, 0, 0, shstr_off, len(names), 0, 0, 1, 0)  # STRTAB
+    shnum = len(sections) + 2
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    hdr = ident + struct.pack(
+        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, shnum, shnum - 1
+    )
+    body[:64] = hdr
+    return bytes(body)
+
+
+def cuda_so(*entries: bytes) -> bytes:
+    """An extension module with one .nv_fatbin holding one container."""
+    return make_elf([(".text", b"\xc3" * 32), (".nv_fatbin", container(*entries))])
+
+
+def scan_bytes(data: bytes, name: str = "x.so") -> fatbin.ExtensionReport:
+    return fatbin.scan(io.BytesIO(data), name)
+
+
+# -- architectures -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "cc"),
+    [
+        ("sm_100", 100),
+        ("sm_100a", 100),
+        ("compute_90", 90),
+        ("100", 100),
+        ("10.0", 100),
+        ("12.0f", 120),
+        ("SM_89", 89),
+        (103, 103),
+    ],
+)
+def test_parse_arch(text, cc):
+    assert fatbin.parse_arch(text) == cc
+
+
+@pytest.mark.parametrize("text", ["", "sm_", "hopper", "sm_100x", "10.10"])
+def test_parse_arch_rejects(text):
+    with pytest.raises(ValueError, match="not a CUDA architecture"):
+        fatbin.parse_arch(text)
+
+
+@pytest.mark.parametrize(
+    ("target", "cc", "runs"),
+    [
+        (Target(100, "", False), 100, True),
+        (Target(100, "", False), 103, True),  # binary compatible within a major
+        (Target(100, "", False), 120, False),
+        (Target(90, "", False), 100, False),  # SASS never crosses a major
+        (Target(80, "", False), 86, True),
+        (Target(86, "", False), 80, False),
+        (Target(100, "a", False), 100, True),
+        (Target(100, "a", False), 103, False),  # arch-specific: exactly that GPU
+        (Target(90, "a", False), 100, False),
+        (Target(100, "f", False), 103, True),  # family: same major, >=
+        (Target(100, "f", False), 120, False),
+        (Target(80, "", True), 100, True),  # PTX JIT-compiles forward
+        (Target(120, "", True), 100, False),
+        (Target(100, "a", True), 100, True),
+        (Target(90, "a", True), 100, False),
+        (Target(100, "f", True), 103, True),
+        (Target(100, "f", True), 120, False),
+    ],
+)
+def test_target_runs_on(target, cc, runs):
+    assert target.runs_on(cc) is runs
+
+
+def test_labels():
+    assert Target(100, "a", False).label == "sm_100a"
+    assert Target(80, "", True).label == "compute_80"
+
+
+# -- reading -------------------------------------------------------------------
+
+
+def test_report_lists_sass_and_ptx():
+    rep = scan_bytes(
+        cuda_so(
+            entry(ELF, 100),
+            entry(ELF, 100, A, hsize=96),
+            entry(ELF, 90, A),
+            entry(ELF, 80),
+            entry(PTX, 80, Z, hsize=80),
+            entry(ELF, 80),
+        )
+    )
+    assert rep.has_fatbin and [s.name for s in rep.sections] == [".nv_fatbin"]
+    assert rep.sass == ["sm_80", "sm_90a", "sm_100", "sm_100a"]
+    assert rep.ptx == ["compute_80"]
+    assert rep.compressed_entries == 1
+    assert rep.targets()[Target(80, "", False)] == 2
+    ok, why = rep.supports("sm_100")
+    assert ok and "sm_100 sm_100a" in why
+
+
+def test_ptx_is_enough_when_it_jit_compiles():
+    rep = scan_bytes(cuda_so(entry(ELF, 90, A), entry(PTX, 80)))
+    ok, why = rep.supports("sm_100")
+    assert ok and "PTX compute_80" in why
+    ok, why = rep.supports("sm_75")
+    assert not ok and "neither SASS for sm_75 nor PTX" in why
+
+
+def test_hopper_only_extension_fails_sm_100():
+    rep = scan_bytes(cuda_so(entry(ELF, 90, A), entry(ELF, 120)))
+    ok, why = rep.supports("sm_100")
+    assert not ok
+    assert rep.supports("sm_90")[0] and rep.supports("sm_121")[0]
+
+
+def test_family_and_arch_specific_flags():
+    rep = scan_bytes(cuda_so(entry(ELF, 100, F), entry(PTX, 100, A)))
+    assert rep.sass == ["sm_100f"] and rep.ptx == ["compute_100a"]
+
+
+def test_several_containers_and_sections_with_padding():
+    fb = container(entry(ELF, 80)) + b"\x00" * 4 + container(entry(ELF, 100), entry(PTX, 90))
+    rel = container(entry(ELF, 120))
+    data = make_elf([(".nv_fatbin", fb), ("__nv_relfatbin", rel), (".nvFatBinSegment", bytes(24))])
+    rep = scan_bytes(data)
+    assert [s.name for s in rep.sections] == [".nv_fatbin", "__nv_relfatbin"]
+    assert rep.sass == ["sm_80", "sm_100", "sm_120"] and rep.ptx == ["compute_90"]
+    assert sorted({e.container for e in rep.entries}) == [0, 1, 2]
+    ok, why = rep.supports("sm_100")
+    assert ok and "(1/3 fatbin containers)" in why
+
+
+def test_unknown_kinds_are_listed_not_counted():
+    rep = scan_bytes(cuda_so(entry(0x40, 100), entry(ELF, 100)))
+    assert rep.other_kinds == [0x40] and rep.sass == ["sm_100"]
+
+
+def test_no_fatbin_section():
+    rep = scan_bytes(make_elf([(".text", b"\xc3" * 16)]))
+    assert not rep.has_fatbin and rep.sass == rep.ptx == []
+    assert rep.supports("sm_100") == (False, "no CUDA fatbin section")
+
+
+def test_scan_file_can_require_a_fatbin(tmp_path):
+    p = tmp_path / "_C.abi3.so"
+    p.write_bytes(make_elf([(".text", b"\xc3")]))
+    assert not fatbin.scan_file(p).has_fatbin
+    with pytest.raises(WheelError, match="no CUDA fatbin section"):
+        fatbin.scan_file(p, require_fatbin=True)
+    with pytest.raises(WheelError, match="cannot read"):
+        fatbin.scan_file(tmp_path / "missing.so")
+
+
+def test_not_elf():
+    with pytest.raises(WheelError, match="not an ELF file"):
+        scan_bytes(b"MZ" + bytes(100))
+
+
+def test_bad_fatbin_magic():
+    data = make_elf([(".nv_fatbin", b"\x01\x02\x03\x04" + bytes(28))])
+    with pytest.raises(WheelError, match="bad fatbin magic"):
+        scan_bytes(data)
+
+
+def test_container_overrunning_its_section():
+    fb = bytearray(container(entry(ELF, 100)))
+    struct.pack_into("<Q", fb, 8, 10_000)
+    with pytest.raises(WheelError, match="overruns .nv_fatbin"):
+        scan_bytes(make_elf([(".nv_fatbin", bytes(fb))]))
+
+
+def test_entry_overrunning_its_container():
+    e = bytearray(entry(ELF, 100))
+    struct.pack_into("<Q", e, 8, 1 << 20)
+    with pytest.raises(WheelError, match="corrupt fatbin entry"):
+        scan_bytes(make_elf([(".nv_fatbin", container(bytes(e)))]))
+
+
+def test_truncated_file():
+    data = cuda_so(entry(ELF, 100))
+    with pytest.raises(WheelError, match="outside the file|truncated"):
+        scan_bytes(data[: len(data) - 40])
+
+
+def test_payloads_are_skipped_not_read():
+    """Only headers are read: a file with 8 MB of payload costs a few KB."""
+    big = b"\xab" * (8 << 20)
+    data = cuda_so(entry(ELF, 100, payload=big), entry(PTX, 90, Z, payload=big))
+
+    class Counting(io.BytesIO):
+        bytes_read = 0
+
+        def read(self, n=-1):
+            out = super().read(n)
+            Counting.bytes_read += len(out)
+            return out
+
+    rep = fatbin.scan(Counting(data), "big.so")
+    assert rep.sass == ["sm_100"] and rep.ptx == ["compute_90"]
+    assert Counting.bytes_read < 64 << 10
+
+
+def test_report_over_a_wheel_and_format(tmp_path):
+    whl = tmp_path / "w-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("w/_C.abi3.so", cuda_so(entry(ELF, 100), entry(PTX, 80)))
+        zf.writestr("w/cpu_only.so", make_elf([(".text", b"\xc3")]))
+        zf.writestr("w/__init__.py", "")
+    reps = fatbin.report(whl)
+    assert [r.name for r in reps] == ["w/_C.abi3.so", "w/cpu_only.so"]
+    assert reps[0].module == "_C"
+    text = fatbin.format_report(reps, "sm_100")
+    assert "w/_C.abi3.so" in text and "SASS: sm_100" in text and "PTX: compute_80" in text
+    assert "[ok sm_100: SASS sm_100 runs on sm_100" in text
+    assert "w/cpu_only.so" in text and "no CUDA device code" in text
+
+
+def test_report_on_a_cpu_wheel_says_so(tmp_path):
+    whl = tmp_path / "w-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as zf:
+        zf.writestr("w/_C.abi3.so", make_elf([(".text", b"\xc3")]))
+    text = fatbin.format_report(fatbin.report(whl))
+    assert "carries no CUDA code" in text
+
+
+def test_report_on_a_bad_zip(tmp_path):
+    bad = tmp_path / "bad.whl"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(WheelError, match="not a readable wheel"):
+        fatbin.report(bad)
+
+
+# -- real nvcc output --------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_real_nvcc_object(tmp_path):
+    cu = tmp_path / "k.cu"
+    cu.write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
+    obj = tmp_path / "k.o"
+    cmd = ["nvcc", "-c", str(cu), "-o", str(obj),
+           "-gencode", "arch=compute_90a,code=sm_90a",
+           "-gencode", "arch=compute_100,code=sm_100",
+           "-gencode", "arch=compute_120f,code=sm_120f",
+           "-gencode", "arch=compute_80,code=compute_80"]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"nvcc cannot compile here: {res.stderr.strip()[-200:]}")
+    rep = fatbin.scan_file(Path(obj), require_fatbin=True)
+    assert rep.sass == ["sm_90a", "sm_100", "sm_120f"]
+    assert rep.ptx == ["compute_80"]
+    assert rep.supports("sm_100")[0] and rep.supports("sm_121")[0]
