@@ -182,6 +182,31 @@ def cmd_lint(args) -> int:
     return 0
 
 
+def cmd_pr(args) -> int:
+    from . import pr
+    from .errors import PatchError
+
+    kw = dict(out=args.out and Path(args.out), signoff=args.signoff, offline=args.offline, say=say)
+    d = pr.resume(args.onto, **kw) if args.resume else pr.draft(args.onto, source=args.source, **kw)
+    print("\n".join(d.report()))
+    if d.conflict:
+        again = "".join(f" --{k} {v!r}" for k in ("out", "signoff") if (v := getattr(args, k)))
+        raise PatchError(
+            f"{d.conflict.patch.name} conflicts with {d.target} in {', '.join(d.unresolved)}; "
+            f"resolve it in {d.tree} (branch {d.branch}), `git add` it, `git am --continue`, "
+            f"then run `vpatch pr --onto {args.onto}{again} --continue`"
+        )
+    if not d.sent:
+        print(f"nothing to send: {d.target} has every patch already; no branch was made")
+        return 0
+    n = len(d.sent)
+    print(f"{d.tree}: branch {d.branch}, {n} commit{'s' * (n != 1)} on {d.target}")
+    print(f"{d.out / 'PR_BODY.md'}, {d.out / 'series'}/: {d.title}")
+    print("nothing was pushed; to open the pull request:")
+    print("\n".join(f"  {c}" for c in d.commands))
+    return 0
+
+
 # -- wheels ------------------------------------------------------------------
 
 
@@ -282,6 +307,15 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lint", help="check every series: files, DEP-3, up to date, same change")
     p.add_argument("--offline", action="store_true", help="skip releases not in the cache")
     p.set_defaults(func=cmd_lint)
+
+    p = sub.add_parser("pr", help="draft the vLLM pull request of what upstream still lacks")
+    p.add_argument("--onto", required=True, metavar="VERSION|PATH", help="a release or a checkout")
+    p.add_argument("--out", help="PR_BODY.md and series/ go here (default: pr); a release too")
+    p.add_argument("--signoff", metavar="'NAME <EMAIL>'", help="default: git's user.name/email")
+    p.add_argument("--continue", dest="resume", action="store_true", help="after a conflict")
+    p.add_argument("--source", default="auto", metavar="auto|sdist|wheel|cpu-wheel|git")
+    p.add_argument("--offline", action="store_true", help="use the cache only")
+    p.set_defaults(func=cmd_pr)
 
     p = sub.add_parser("wheel", help="an installable wheel of a patched release")
     p.add_argument("version", nargs="?", help="release (default: newest patched)")

@@ -384,3 +384,83 @@ def is_ancestor(repo: git.Repo, ref: str, tip: str = "HEAD") -> bool:
 
 def tags(repo: git.Repo, prefix: str = "") -> list[str]:
     return sorted(t.name for t in repo.tags if t.name.startswith(prefix))
+
+
+# -- branches and messages (vpatch pr) ----------------------------------------
+
+
+def branch(repo: git.Repo) -> str | None:
+    """The checked-out branch, or None on a detached HEAD."""
+    try:
+        return repo.active_branch.name
+    except TypeError:
+        return None
+
+
+def has_branch(repo: git.Repo, name: str) -> bool:
+    return any(h.name == name for h in repo.heads)
+
+
+def checkout(repo: git.Repo, ref: str) -> None:
+    try:
+        _git(repo).checkout("-q", ref)
+    except git.GitCommandError as e:
+        raise _fail(f"checkout {ref}", e) from None
+
+
+def delete_branch(repo: git.Repo, name: str) -> None:
+    _git(repo).branch("-D", "-q", name)
+
+
+def remotes(repo: git.Repo) -> dict[str, str]:
+    """{name: url} of the repository's remotes."""
+    return {r.name: next(iter(r.urls), "") for r in repo.remotes}
+
+
+def identity(repo: git.Repo | None = None) -> tuple[str, str] | None:
+    """(user.name, user.email) from git's configuration (the repository's,
+    else the user's), or None when either is unset."""
+    cmd = repo.git if repo is not None else git.Git()
+    try:
+        return cmd.config("--get", "user.name"), cmd.config("--get", "user.email")
+    except git.GitCommandError:
+        return None
+
+
+def store_blobs(repo: git.Repo, paths: list[Path]) -> list[str]:
+    """Write the files' contents into the repository as blobs (what `git am
+    --3way` needs to find a patch's preimage); their ids."""
+    if not paths:
+        return []
+    return _git(repo).hash_object("-w", "--", *map(str, paths)).split()
+
+
+def reword(
+    repo: git.Repo, base: str, messages: list[str], author: tuple[str, str], dates: list[str]
+) -> str:
+    """Make the commits of base..HEAD again, oldest first, with the same trees
+    and these messages, authored and committed by `author` at these dates,
+    and move the checked-out branch to them. The new tip (the same inputs
+    give the same ids)."""
+    olds = commits(repo, base)
+    if olds is None or len(olds) != len(messages) or len(dates) != len(messages):
+        raise GitError(f"reword: {base} is not under HEAD, or the messages do not fit")
+    g = _git(repo)
+    name, email = author
+    tip = repo.commit(base).hexsha
+    try:
+        for c, message, date in zip(olds, messages, dates, strict=True):
+            env = {
+                "GIT_AUTHOR_NAME": name,
+                "GIT_AUTHOR_EMAIL": email,
+                "GIT_AUTHOR_DATE": date,
+                "GIT_COMMITTER_NAME": name,
+                "GIT_COMMITTER_EMAIL": email,
+                "GIT_COMMITTER_DATE": date,
+            }
+            with g.custom_environment(**env):
+                tip = g.commit_tree(f"{c.sha}^{{tree}}", "-p", tip, "-m", message.rstrip("\n"))
+        g.reset("-q", "--keep", tip)
+    except git.GitCommandError as e:
+        raise _fail("reword", e) from None
+    return tip

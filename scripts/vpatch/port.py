@@ -115,6 +115,14 @@ def _commit_release(repo, release: lock.Release, source: str, offline: bool) -> 
 def _carry(repo, patch: series.Patch, rest, checks: probes.Probes, have) -> str:
     if probes.holds(checks.get(probes.key(patch.name), []), have):
         return "dropped"
+    return carry(repo, patch, rest)
+
+
+def carry(repo, patch: series.Patch, rest: list[series.Patch]) -> str:
+    """`git am --3way` of patch onto HEAD: clean, merged, dropped (it left
+    nothing to change) or conflict (the am session is left with patch and
+    rest queued). The repository must hold the blobs the patch's index
+    lines name."""
     before = gitutil.head(repo)
     ok, out = gitutil.am_3way(repo, [patch.path])
     merged = "3-way merge" in out  # git fell back from applying the text as is

@@ -23,6 +23,10 @@ any match will do), an optional scope (`class`, or `function` as
                          a list/tuple/set literal assigned to n holds every
                          string; with `or_absent = true` it also holds when
                          nothing is assigned to n (the allowlist is gone)
+  is_none = "x"          the scope tests `x is None` or `x is not None`
+
+A table may also say how `vpatch pr` titles the patch for vLLM:
+`pr_prefix` (vLLM's title prefixes, e.g. "[Bugfix][Model]") and `pr_title`.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from .errors import ConfigError
 from .lock import ROOT
 
 PATCHES_TOML = ROOT / "patches" / "patches.toml"
-TESTS = ("has_base", "defines", "uses", "list")
+TESTS = ("has_base", "defines", "uses", "list", "is_none")
+PR_KEYS = ("pr_prefix", "pr_title")
 _KEYS = {"file", "class", "function", "when", "includes", "or_absent", *TESTS}
 
 
@@ -55,12 +60,13 @@ class Check:
     list: str = ""
     includes: tuple[str, ...] = ()
     or_absent: bool = False
+    is_none: str = ""
 
     def words(self) -> list[str]:
         """Names the file must contain for the check to hold: a cheap text
         filter that spares parsing most files."""
         words = [self.cls, self.function.rsplit(".", 1)[-1], self.has_base, self.defines]
-        words += [self.uses, self.when]
+        words += [self.uses, self.when, self.is_none]
         if not self.or_absent:
             words += [self.list, *self.includes]
         return [w for w in words if w]
@@ -88,7 +94,7 @@ def load(path: Path | None = None) -> Probes:
     """{slug: checks} of every patch that declares a probe."""
     path, data = _read(path)
     for slug, t in data.items():
-        unknown = set(t) - {"probe", "variants"}
+        unknown = set(t) - {"probe", "variants", *PR_KEYS}
         if unknown:
             raise ConfigError(f"{path.name} [{slug}]: unknown keys {', '.join(sorted(unknown))}")
     return {
@@ -108,6 +114,20 @@ def variants(path: Path | None = None) -> dict[str, list[set[str]]]:
             raise ConfigError(f"{path.name} [{slug}]: variants is a list of lists of releases")
         if groups:
             out[slug] = [set(g) for g in groups]
+    return out
+
+
+def pr_titles(path: Path | None = None) -> dict[str, dict[str, str]]:
+    """{slug: {"pr_prefix": ..., "pr_title": ...}} of the patches that say how
+    `vpatch pr` titles them (either key may be absent)."""
+    path, data = _read(path)
+    out = {}
+    for slug, t in data.items():
+        got = {k: t[k] for k in PR_KEYS if k in t}
+        if not all(isinstance(v, str) and v.strip() for v in got.values()):
+            raise ConfigError(f"{path.name} [{slug}]: pr_prefix and pr_title are strings")
+        if got:
+            out[slug] = got
     return out
 
 
@@ -134,6 +154,7 @@ def _check(path: Path, slug: str, c: dict) -> Check:
         list=c.get("list", ""),
         includes=tuple(c.get("includes", ())),
         or_absent=bool(c.get("or_absent", False)),
+        is_none=c.get("is_none", ""),
     )
 
 
@@ -214,6 +235,8 @@ def _test(c: Check, tree: ast.AST) -> bool:
         if not values:
             return c.or_absent
         return any(set(c.includes) <= _strings(v) for v in values)
+    if c.is_none:
+        return any(_tests_none(n, c.is_none) for n in ast.walk(scope))
     if c.when:
         return any(
             isinstance(n, ast.If) and c.when in _strings_in(n.test) and _mentions(n.body, c.uses)
@@ -239,6 +262,19 @@ def _mentions(nodes: list[ast.AST], name: str) -> bool:
             ):
                 return True
     return False
+
+
+def _tests_none(n: ast.AST, name: str) -> bool:
+    """n is `name is None` or `name is not None`."""
+    return (
+        isinstance(n, ast.Compare)
+        and len(n.ops) == 1
+        and isinstance(n.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(n.left, ast.Name)
+        and n.left.id == name
+        and isinstance(n.comparators[0], ast.Constant)
+        and n.comparators[0].value is None
+    )
 
 
 def _assigned(scope: ast.AST, name: str) -> list[ast.AST]:
