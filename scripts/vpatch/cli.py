@@ -227,15 +227,15 @@ def cmd_wheel(args) -> int:
 
 
 def cmd_verify_wheel(args) -> int:
-    from . import wheel
+    from . import verify
 
-    res = wheel.verify(
+    res = verify.verify(
         Path(args.wheel),
         arch=args.arch,
         tree=Path(args.tree) if args.tree else None,
         offline=args.offline,
     )
-    print(wheel.format_verify(res))
+    print(verify.format_verify(res))
     return res.exit_code
 
 

