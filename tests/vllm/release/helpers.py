@@ -1,0 +1,129 @@
+"""Helpers shared by the inner suite (imported by conftest.py and the tests)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+# ------------------------------------------------------------------ settings
+
+FIXTURES = Path(os.environ.get("VPATCH_VLLM_FIXTURES", ""))
+PROMPTS = ["w1 w2 w3 w4", "w10 w20 w30", "w100 w7 w42 w42 w8 w9"]
+MAX_MODEL_LEN = 256
+
+
+def engine_kwargs(**kw) -> dict:
+    base = dict(
+        dtype="float32",
+        enforce_eager=True,
+        max_model_len=MAX_MODEL_LEN,
+        max_num_seqs=4,
+        max_num_batched_tokens=MAX_MODEL_LEN,
+        seed=0,
+    )
+    base.update(kw)
+    return base
+
+
+def engine_args(model: str, **kw):
+    from vllm.engine.arg_utils import EngineArgs
+
+    return EngineArgs(model=model, **engine_kwargs(**kw))
+
+
+def greedy(max_tokens: int):
+    from vllm import SamplingParams
+
+    return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+
+
+class Capture:
+    """During one `llm.generate`, record for every forward call of the model:
+    what forward returned, and - independently of the code under test - the
+    input of every decoder layer (forward pre-hooks: hidden_states + residual,
+    hidden_states alone for the first layer) and of the final norm
+    (index num_layers), cloned at once so that later in-place ops cannot
+    touch them."""
+
+    def __init__(self, model):
+        self.model = model
+        self.calls: list[dict] = []
+        self.errors: list[Exception] = []
+        self._handles = []
+
+    @staticmethod
+    def _inputs(module, args, kwargs):
+        """(hidden_states, residual) of a decoder layer or RMSNorm call."""
+        params = list(inspect.signature(module.forward).parameters.values())
+        if any(p.kind is p.VAR_POSITIONAL for p in params):  # CustomOp.forward(*args)
+            a = dict(zip(("x", "residual"), args, strict=False))
+            a.update(kwargs)
+        else:
+            a = inspect.signature(module.forward).bind(*args, **kwargs).arguments
+        hs = a.get("hidden_states", a.get("x"))
+        return hs, a.get("residual")
+
+    def _expect(self, key):
+        def hook(module, args, kwargs):
+            try:
+                hs, res = self._inputs(module, args, kwargs)
+                value = hs.clone() if res is None else (hs + res)
+                self.calls[-1]["expected"][key] = value.detach().clone()
+            except Exception as e:  # never break the engine: report after generate
+                self.errors.append(e)
+
+        return hook
+
+    def _norm_out(self, module, args, kwargs, output):
+        try:
+            out = output[0] if isinstance(output, tuple) else output
+            self.calls[-1]["norm_out"] = out.detach().clone()
+        except Exception as e:
+            self.errors.append(e)
+
+    @contextmanager
+    def active(self):
+        inner = self.model.model
+        n = len(inner.layers)
+        for i in range(n):
+            self._handles.append(
+                inner.layers[i].register_forward_pre_hook(self._expect(i), with_kwargs=True)
+            )
+        self._handles.append(
+            inner.norm.register_forward_pre_hook(self._expect(n), with_kwargs=True)
+        )
+        self._handles.append(inner.norm.register_forward_hook(self._norm_out, with_kwargs=True))
+        orig = self.model.forward
+
+        def forward(*args, **kwargs):
+            self.calls.append({"expected": {}})
+            out = orig(*args, **kwargs)
+            self.calls[-1]["out"] = out
+            # vLLM's CPU runner expects a tensor; hand it the hidden states.
+            return out[0] if isinstance(out, tuple) else out
+
+        self.model.forward = forward
+        try:
+            yield self
+        finally:
+            del self.model.forward
+            for h in self._handles:
+                h.remove()
+            self._handles.clear()
+        if self.errors:
+            raise self.errors[0]
+
+
+def direct_forward(model, vllm_config, num_tokens: int = 5):
+    """Run the model's forward outside the engine (no attention metadata: the
+    attention output is not meaningful, the control flow is)."""
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.forward_context import set_forward_context
+
+    ids = torch.arange(4, 4 + num_tokens, dtype=torch.long)
+    pos = torch.arange(num_tokens, dtype=torch.long)
+    with set_current_vllm_config(vllm_config), set_forward_context(None, vllm_config):
+        return model(input_ids=ids, positions=pos, intermediate_tensors=None)

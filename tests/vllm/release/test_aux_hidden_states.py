@@ -1,0 +1,136 @@
+"""EAGLE-3 aux hidden states of DeepSeek-V3 (patch 0001), checked against
+values captured independently by hooks during a real generate step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import PROMPTS, Capture, direct_forward, greedy
+
+pytestmark = pytest.mark.usefixtures("aux_reset")
+
+
+def _run_with_aux(llm, model, capture: Capture, layers):
+    model.set_aux_hidden_state_layers(tuple(layers))
+    with capture.active():
+        llm.generate(PROMPTS[:2], greedy(2), use_tqdm=False)
+    assert capture.calls, "the model's forward was never called"
+    return capture.calls
+
+
+def _check_call(call, layers, num_layers):
+    out = call["out"]
+    assert isinstance(out, tuple) and len(out) == 2, (
+        f"forward returned {type(out).__name__}, expected (hidden_states, aux_hidden_states)"
+    )
+    hidden, aux = out
+    assert isinstance(hidden, torch.Tensor)
+    assert isinstance(aux, list | tuple) and len(aux) == len(layers), (
+        f"{len(aux)} aux hidden states for layers {layers}"
+    )
+    # The hidden states are still the normalised output of the model.
+    assert torch.equal(hidden, call["norm_out"])
+    for layer, got in zip(sorted(layers), aux, strict=True):
+        want = call["expected"][layer]
+        assert got.dtype == torch.float32
+        assert got.shape == want.shape, (layer, got.shape, want.shape)
+        assert torch.equal(got, want), (
+            f"aux hidden state of layer {layer} (of {num_layers}) differs from the "
+            f"input captured by the hook: max |diff| = {(got - want).abs().max().item()}"
+        )
+
+
+@pytest.mark.patch_effect
+def test_default_aux_layers(llm, model, capture, manifest):
+    n = manifest["num_layers"]
+    layers = model.get_eagle3_aux_hidden_state_layers()
+    assert tuple(layers) == (2, n // 2, n - 3) == tuple(manifest["default_aux_layers"])
+    for call in _run_with_aux(llm, model, capture, layers):
+        _check_call(call, layers, n)
+
+
+@pytest.mark.patch_effect
+def test_explicit_aux_layers_with_layer_0(llm, model, capture, manifest):
+    n = manifest["num_layers"]
+    layers = (0, 1, n - 1)
+    calls = _run_with_aux(llm, model, capture, layers)
+    for call in calls:
+        _check_call(call, layers, n)
+        # layer 0: just the embeddings (no residual yet)
+        assert torch.equal(call["out"][1][0], call["expected"][0])
+
+
+@pytest.mark.patch_effect
+def test_final_index_is_pre_norm_output(llm, model, capture, manifest):
+    n = manifest["num_layers"]
+    layers = (3, n)
+    for call in _run_with_aux(llm, model, capture, layers):
+        _check_call(call, layers, n)
+
+
+@pytest.mark.patch_effect
+def test_clearing_aux_layers_gives_a_plain_tensor_again(llm, model, capture):
+    model.set_aux_hidden_state_layers((1, 2, 3))
+    model.set_aux_hidden_state_layers(())
+    with capture.active():
+        llm.generate(PROMPTS[:1], greedy(2), use_tqdm=False)
+    assert capture.calls
+    for call in capture.calls:
+        assert isinstance(call["out"], torch.Tensor)
+
+
+def test_no_aux_layers_forward_returns_plain_tensor(llm, model, capture):
+    """Passes on both: with no aux layers requested forward is unchanged."""
+    with capture.active():
+        llm.generate(PROMPTS, greedy(3), use_tqdm=False)
+    assert capture.calls
+    for call in capture.calls:
+        assert isinstance(call["out"], torch.Tensor), type(call["out"])
+        assert torch.equal(call["out"], call["norm_out"])
+
+
+@pytest.mark.patch_effect
+@pytest.mark.parametrize("bad", [(9,), (-1,), (2, 100)], ids=["n+1", "negative", "far"])
+def test_out_of_range_aux_layers_raise(model, vllm_config, manifest, bad):
+    n = manifest["num_layers"]
+    bad = tuple(n + 1 if b == 9 else b for b in bad)
+    with pytest.raises(ValueError, match=r"(?i)layer"):
+        model.set_aux_hidden_state_layers(bad)
+        direct_forward(model, vllm_config)
+
+
+class _FakePPGroup:
+    """A pipeline-parallel group of 2 ranks seen from rank 0 (not the last)."""
+
+    world_size = 2
+    rank_in_group = 0
+    is_first_rank = True
+    is_last_rank = False
+
+
+@pytest.mark.patch_effect
+def test_aux_layers_on_an_earlier_pipeline_rank_raise(model, vllm_config, manifest, monkeypatch):
+    import vllm.distributed
+    import vllm.distributed.parallel_state
+    import vllm.model_executor.models.deepseek_v2 as ds
+
+    n = manifest["num_layers"]
+    inner = model.model
+    monkeypatch.setattr(inner, "start_layer", 0)
+    monkeypatch.setattr(inner, "end_layer", n // 2)
+    fake = _FakePPGroup()
+    for mod in (ds, vllm.distributed, vllm.distributed.parallel_state):
+        monkeypatch.setattr(mod, "get_pp_group", lambda: fake)
+    with pytest.raises(ValueError, match=r"(?i)pipeline"):
+        model.set_aux_hidden_state_layers(model.get_eagle3_aux_hidden_state_layers())
+        direct_forward(model, vllm_config)
+
+
+@pytest.mark.patch_effect
+def test_aux_layers_not_owned_by_the_last_rank_raise(model, vllm_config, manifest, monkeypatch):
+    """The last rank owns layers [n//2, n): asking for layer 2 must fail loudly."""
+    n = manifest["num_layers"]
+    monkeypatch.setattr(model.model, "start_layer", n // 2)
+    with pytest.raises(ValueError, match=r"(?i)pipeline"):
+        model.set_aux_hidden_state_layers((2, n // 2))
+        direct_forward(model, vllm_config)

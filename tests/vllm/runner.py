@@ -1,0 +1,203 @@
+"""Run the inner suite (tests/vllm/release) for one release x variant in its own
+process and read back its junit report.  Standard library only: used by the
+outer pytest (tests/vllm/test_releases.py) and by bench_forward.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+INNER = HERE / "release"
+INNER_TIMEOUT = int(os.environ.get("VPATCH_VLLM_INNER_TIMEOUT", "900"))
+
+
+def load_env():
+    """tests/vllm/env.py as a module (the tests folder is not a package)."""
+    name = "vpatch_vllm_tier_env"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, HERE / "env.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@dataclass
+class Case:
+    id: str
+    outcome: str  # passed | failed | error | skipped
+    message: str = ""
+    props: dict = field(default_factory=dict)
+
+    @property
+    def patch_effect(self) -> bool:
+        return self.props.get("patch_effect") == "1"
+
+    @property
+    def gpu(self) -> bool:
+        return self.props.get("gpu") == "1"
+
+
+@dataclass
+class InnerRun:
+    release: str
+    variant: str
+    returncode: int | None
+    seconds: float
+    junit: Path
+    log: Path
+    cases: dict[str, Case]
+
+    def tail(self, n: int = 60) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(lines[-n:])
+
+    @property
+    def crashed(self) -> str | None:
+        """Why the run as a whole is unusable, or None."""
+        if self.returncode is None:
+            return f"timed out after {INNER_TIMEOUT}s"
+        if self.returncode not in (0, 1):
+            return f"pytest exited {self.returncode} (not a test failure)"
+        if not self.cases:
+            return "no test results in the junit report"
+        return None
+
+
+def parse_junit(path: Path) -> dict[str, Case]:
+    cases: dict[str, Case] = {}
+    if not path.is_file():
+        return cases
+    root = ET.parse(path).getroot()
+    for tc in root.iter("testcase"):
+        classname = tc.get("classname", "")
+        mod = classname.rsplit(".", 1)[-1] if classname else ""
+        cid = f"{mod}::{tc.get('name')}" if mod else tc.get("name", "?")
+        outcome, message = "passed", ""
+        for tag in ("failure", "error", "skipped"):
+            el = tc.find(tag)
+            if el is not None:
+                outcome = {"failure": "failed"}.get(tag, tag)
+                message = (el.get("message") or "").strip().splitlines()[0:1]
+                message = message[0][:200] if message else ""
+                break
+        props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+        cases[cid] = Case(cid, outcome, message, props)
+    return cases
+
+
+def run_inner(
+    release: str,
+    variant: str,
+    out_dir: Path,
+    *,
+    fixtures: Path,
+    extra_env: dict | None = None,
+    pytest_args: tuple[str, ...] = (),
+    tests: tuple[str, ...] = (str(INNER),),
+    rootdir: Path = INNER,
+    inifile: Path | None = INNER / "pytest.ini",
+    confcutdir: Path | None = INNER,
+    name: str | None = None,
+) -> InnerRun:
+    """One pytest process in the tier's venv with `release` (`variant` =
+    unpatched | patched) first on PYTHONPATH."""
+    env_mod = load_env()
+    target = env_mod.ensure_target(release, variant == "patched")
+    py = env_mod.venv_python()
+    name = name or variant
+    out_dir.mkdir(parents=True, exist_ok=True)
+    junit = out_dir / f"{name}.xml"
+    log = out_dir / f"{name}.log"
+    junit.unlink(missing_ok=True)
+    env = env_mod.runtime_env(target, fixtures)
+    env["VPATCH_VLLM_VARIANT"] = variant
+    env["VPATCH_VLLM_RELEASE"] = release
+    env.update(extra_env or {})
+    cmd = [
+        str(py),
+        "-m",
+        "pytest",
+        "--rootdir",
+        str(rootdir),
+        f"--junitxml={junit}",
+        "-o",
+        "junit_family=legacy",
+        "-o",
+        "faulthandler_timeout=300",
+    ]
+    if inifile is not None:
+        cmd += ["-c", str(inifile)]
+    if confcutdir is not None:
+        cmd += ["--confcutdir", str(confcutdir)]
+    cmd += [*pytest_args, *tests]
+    t0 = time.monotonic()
+    with open(log, "w") as fh:
+        fh.write("$ " + " ".join(cmd) + "\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(
+                cmd,
+                env=env,
+                cwd=str(rootdir),
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=INNER_TIMEOUT,
+            )
+            rc: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            rc = None
+    return InnerRun(release, variant, rc, time.monotonic() - t0, junit, log, parse_junit(junit))
+
+
+def compare(unpatched: InnerRun, patched: InnerRun) -> tuple[list[str], list[str]]:
+    """(table lines, violations) for a release's two runs.
+
+    patch_effect tests must fail unpatched and pass patched; the others must
+    pass on both (gpu tests may be skipped)."""
+    lines, bad = [], []
+    for run in (unpatched, patched):
+        why = run.crashed
+        if why:
+            bad.append(
+                f"{run.variant} run unusable: {why}\n--- {run.log} (tail) ---\n" + run.tail()
+            )
+    ids = sorted(set(unpatched.cases) | set(patched.cases))
+    for cid in ids:
+        u, p = unpatched.cases.get(cid), patched.cases.get(cid)
+        uo = u.outcome if u else "missing"
+        po = p.outcome if p else "missing"
+        effect = (u and u.patch_effect) or (p and p.patch_effect)
+        gpu = (u and u.gpu) or (p and p.gpu)
+        if effect:
+            ok = uo in ("failed", "error") and po == "passed"
+            kind = "patch-effect"
+            expect = "fail -> pass"
+        elif gpu:
+            ok = uo in ("passed", "skipped") and po in ("passed", "skipped")
+            kind = "gpu"
+            expect = "pass|skip"
+        else:
+            ok = uo == "passed" and po == "passed"
+            kind = "both"
+            expect = "pass -> pass"
+        mark = "ok " if ok else "BAD"
+        lines.append(f"  {mark} {kind:12s} unpatched={uo:7s} patched={po:7s} {cid}")
+        if not ok:
+            detail = p.message if (p and po != "passed") else (u.message if u else "")
+            bad.append(
+                f"{cid}: expected {expect}, got unpatched={uo} patched={po}"
+                + (f" ({detail})" if detail else "")
+            )
+    return lines, bad
