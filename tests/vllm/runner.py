@@ -115,7 +115,7 @@ def run_inner(
     unpatched | patched) first on PYTHONPATH."""
     env_mod = load_env()
     target = env_mod.ensure_target(release, variant == "patched")
-    py = env_mod.venv_python()
+    py = env_mod.venv_python(release)
     name = name or variant
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / f"{name}.xml"
@@ -141,6 +141,8 @@ def run_inner(
         cmd += ["-c", str(inifile)]
     if confcutdir is not None:
         cmd += ["--confcutdir", str(confcutdir)]
+    if tests == (str(INNER),) and release in env_mod.SELECT:
+        cmd += env_mod.SELECT[release]
     cmd += [*pytest_args, *tests]
     t0 = time.monotonic()
     with open(log, "w") as fh:

@@ -61,6 +61,19 @@ def test_explicit_aux_layers_with_layer_0(llm, model, capture, manifest):
 
 
 @pytest.mark.patch_effect
+@pytest.mark.layer0_fix
+def test_layer_0_alone_is_the_embedding(model, vllm_config):
+    """Layer 0 on the first rank has no residual yet: its aux hidden state is
+    the embedding itself (vLLM 0.18-0.33 add None to it and crash)."""
+    model.set_aux_hidden_state_layers((0,))
+    out = direct_forward(model, vllm_config)
+    assert isinstance(out, tuple), f"forward returned {type(out).__name__}, expected a tuple"
+    _, aux = out
+    ids = torch.arange(4, 9, dtype=torch.long)  # what direct_forward feeds
+    assert len(aux) == 1 and torch.equal(aux[0], model.model.embed_tokens(ids))
+
+
+@pytest.mark.patch_effect
 def test_final_index_is_pre_norm_output(llm, model, capture, manifest):
     n = manifest["num_layers"]
     layers = (3, n)
