@@ -93,8 +93,8 @@ def _git(repo: git.Repo) -> git.Git:
     return cmd
 
 
-def _env(date: str) -> dict[str, str]:
-    name, email = IDENTITY
+def _env(date: str, who: tuple[str, str] = IDENTITY) -> dict[str, str]:
+    name, email = who
     return {
         "GIT_AUTHOR_NAME": name,
         "GIT_AUTHOR_EMAIL": email,
@@ -446,19 +446,10 @@ def reword(
     if olds is None or len(olds) != len(messages) or len(dates) != len(messages):
         raise GitError(f"reword: {base} is not under HEAD, or the messages do not fit")
     g = _git(repo)
-    name, email = author
     tip = repo.commit(base).hexsha
     try:
         for c, message, date in zip(olds, messages, dates, strict=True):
-            env = {
-                "GIT_AUTHOR_NAME": name,
-                "GIT_AUTHOR_EMAIL": email,
-                "GIT_AUTHOR_DATE": date,
-                "GIT_COMMITTER_NAME": name,
-                "GIT_COMMITTER_EMAIL": email,
-                "GIT_COMMITTER_DATE": date,
-            }
-            with g.custom_environment(**env):
+            with g.custom_environment(**_env(date, author)):
                 tip = g.commit_tree(f"{c.sha}^{{tree}}", "-p", tip, "-m", message.rstrip("\n"))
         g.reset("-q", "--keep", tip)
     except git.GitCommandError as e:

@@ -139,6 +139,16 @@ def carry(repo, patch: series.Patch, rest: list[series.Patch]) -> str:
     return "merged" if merged else "clean"
 
 
+def refuse_am_in_progress(repo, tree: Path) -> None:
+    """A person's conflict resolution must be finished before we go on."""
+    if gitutil.am_in_progress(repo):
+        left = gitutil.conflicted(repo)
+        hint = f" ({', '.join(left)} unresolved)" if left else ""
+        raise TreeError(
+            f"{tree}: git am is still in progress{hint}; resolve, `git add`, `git am --continue`"
+        )
+
+
 def resume(
     from_version: str,
     to_version: str,
@@ -155,12 +165,7 @@ def resume(
     repo = gitutil.open_repo(work)
     if repo is None:
         raise TreeError(f"{work} holds no port; run `vpatch port {from_version} {to_version}`")
-    if gitutil.am_in_progress(repo):
-        left = gitutil.conflicted(repo)
-        hint = f" ({', '.join(left)} unresolved)" if left else ""
-        raise TreeError(
-            f"{work}: git am is still in progress{hint}; resolve, `git add`, `git am --continue`"
-        )
+    refuse_am_in_progress(repo, work)
     dst = resolve(pins, to_version)
     done = {c.subject for c in gitutil.commits(repo, BASE_TAG.format(dst.version)) or []}
     todo = series.load(src.series_dir(pins.path.parent)).patches

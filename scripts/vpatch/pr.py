@@ -404,12 +404,7 @@ def resume(
     repo = gitutil.open_repo(tree)
     if repo is None:
         raise TreeError(f"{tree} holds no draft; run `vpatch pr --onto {onto}`")
-    if gitutil.am_in_progress(repo):
-        left = gitutil.conflicted(repo)
-        hint = f" ({', '.join(left)} unresolved)" if left else ""
-        raise TreeError(
-            f"{tree}: git am is still in progress{hint}; resolve, `git add`, `git am --continue`"
-        )
+    port.refuse_am_in_progress(repo, tree)
     changed = gitutil.dirty(repo)
     if changed:
         raise TreeError(f"{tree} has uncommitted changes ({changed[0]}); commit or discard them")
