@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from . import apply as engine
-from . import lock, sources
-from .errors import VpatchError
+from . import export, lint, lock, matrix, port, pr, sources, verify, wheel
+from .errors import PatchError, VpatchError
 from .paths import empty
 
 
@@ -115,17 +115,12 @@ def cmd_lock(args) -> int:
 
 
 def cmd_matrix(args) -> int:
-    from . import matrix
-
     m = matrix.build(args.versions, offline=args.offline, jobs=args.jobs, say=say)
     print(m.to_json() if args.format == "json" else m.to_markdown(), end="")
     return 0
 
 
 def cmd_port(args) -> int:
-    from . import port
-    from .errors import PatchError
-
     where = dict(
         work=Path(args.work) if args.work else None,
         into=Path(args.into) if args.into else None,
@@ -157,9 +152,7 @@ def cmd_port(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .export import export
-
-    done = export(Path(args.dir), Path(args.into) if args.into else None)
+    done = export.export(Path(args.dir), Path(args.into) if args.into else None)
     print(
         f"{done.dir}: {len(done.names)} patches for vLLM {done.version} "
         f"({len(done.written)} files written, {len(done.removed)} removed)"
@@ -168,9 +161,6 @@ def cmd_export(args) -> int:
 
 
 def cmd_lint(args) -> int:
-    from . import lint
-    from .errors import PatchError
-
     result = lint.lint(offline=args.offline, say=say)
     for note in result.skipped:
         say(f"skipped: {note}")
@@ -183,9 +173,6 @@ def cmd_lint(args) -> int:
 
 
 def cmd_pr(args) -> int:
-    from . import pr
-    from .errors import PatchError
-
     kw = dict(out=args.out and Path(args.out), signoff=args.signoff, offline=args.offline, say=say)
     d = pr.resume(args.onto, **kw) if args.resume else pr.draft(args.onto, source=args.source, **kw)
     print("\n".join(d.report()))
@@ -211,8 +198,6 @@ def cmd_pr(args) -> int:
 
 
 def cmd_wheel(args) -> int:
-    from . import wheel
-
     built = wheel.build(
         args.version,
         variant=args.variant,
@@ -227,8 +212,6 @@ def cmd_wheel(args) -> int:
 
 
 def cmd_verify_wheel(args) -> int:
-    from . import verify
-
     res = verify.verify(
         Path(args.wheel),
         arch=args.arch,
