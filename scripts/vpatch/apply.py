@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import gitutil, lock, series, sources
-from .errors import PatchError, TreeError, VpatchError
+from .errors import ConfigError, PatchError, TreeError, VpatchError
 from .paths import empty
 
 BASE_TAG = "vpatch/base-{}"
@@ -86,6 +86,11 @@ def apply(
 ) -> Result:
     pins = pins or lock.load()
     release = pins.get(version)
+    if series_dir is None and not release.series:
+        raise ConfigError(
+            f"vLLM {release.version} needs no patches (status {release.status}: it has the "
+            f"EAGLE-3 changes itself); patched releases: {', '.join(pins.versions('patched'))}"
+        )
     todo = series.load(series_dir or release.series_dir())
     dest = Path(dest or default_dest(release.version))
     created = not dest.exists()

@@ -182,3 +182,9 @@ def test_unknown_release_lists_pinned(pins, release_dir, good_series, tmp_path):
 def test_status_of_a_plain_folder_is_a_clear_error(tmp_path):
     with pytest.raises(TreeError, match="not a vpatch tree"):
         engine.status(tmp_path)
+
+
+def test_release_without_series_says_it_needs_none(pins, tmp_path):
+    with pytest.raises(ConfigError, match=r"vLLM 10\.0\.0 needs no patches \(status upstream"):
+        engine.apply("10.0.0", dest=tmp_path / "t", pins=pins)
+    assert not (tmp_path / "t").exists()
