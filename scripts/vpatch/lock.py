@@ -29,6 +29,9 @@ class Artifact:
     filename: str
     sha256: str
     size: int = 0
+    # wheels: sha256 of the wheel's RECORD, so its members can be fetched alone
+    # (HTTP range requests) and still be checked: RECORD hashes every member
+    record_sha256: str = ""
 
     @property
     def project(self) -> str:
@@ -127,7 +130,9 @@ def _release(path: Path, version: str, t: dict) -> Release:
             raise ConfigError(f"{where}: unknown artifact kind {kind!r}")
         if "filename" not in a or "sha256" not in a:
             raise ConfigError(f"{where}: artifact {kind} needs filename and sha256")
-        arts[kind] = Artifact(kind, a["filename"], a["sha256"], int(a.get("size", 0)))
+        arts[kind] = Artifact(
+            kind, a["filename"], a["sha256"], int(a.get("size", 0)), a.get("record_sha256", "")
+        )
     return Release(
         version=version,
         tag=t["tag"],
@@ -167,6 +172,8 @@ def dumps(lock: Lock) -> str:
             out.append(f'filename = "{a.filename}"')
             out.append(f'sha256 = "{a.sha256}"')
             out.append(f"size = {a.size}")
+            if a.record_sha256:
+                out.append(f'record_sha256 = "{a.record_sha256}"')
     return "\n".join(out) + "\n"
 
 

@@ -8,6 +8,7 @@ import re
 import tarfile
 import zipfile
 from collections.abc import Callable
+from dataclasses import replace
 
 from packaging.utils import parse_sdist_filename, parse_wheel_filename
 from packaging.version import Version
@@ -51,6 +52,17 @@ def artifacts_for(version: str) -> dict[str, Artifact]:
     return {kind: Artifact(kind, f.filename, f.sha256, f.size) for kind, f in found.items() if f}
 
 
+def with_record(art: Artifact, old: Artifact | None = None) -> Artifact:
+    """A wheel artifact with the sha256 of its RECORD (read with range
+    requests), kept from `old` when the wheel itself did not change."""
+    if art.kind == "sdist":
+        return art
+    if old is not None and old.sha256 == art.sha256 and old.record_sha256:
+        return replace(art, record_sha256=old.record_sha256)
+    f = index.files(art.project)[art.filename]
+    return replace(art, record_sha256=sources.record_sha256(f.url, f.size))
+
+
 def commit_of(arts: dict[str, Artifact], offline: bool = False) -> str:
     """The abbreviated commit in the release's vllm/_version.py."""
     kind = "sdist" if "sdist" in arts else "wheel"
@@ -78,7 +90,7 @@ def refresh(pins: Lock, say: Callable[[str], None] = print) -> Lock:
         missing = set(rel.artifacts) - set(arts)
         if missing:
             raise NetworkError(f"the index no longer lists {', '.join(sorted(missing))} of {v}")
-        new = {k: arts[k] for k in rel.artifacts}
+        new = {k: with_record(arts[k], rel.artifacts[k]) for k in rel.artifacts}
         for k, a in new.items():
             if rel.artifacts[k].sha256 != a.sha256:
                 say(f"{v} {k}: sha256 changed to {a.sha256[:12]}")
@@ -91,6 +103,7 @@ def refresh(pins: Lock, say: Callable[[str], None] = print) -> Lock:
         if "wheel" not in arts:
             continue  # a release with no x86_64 wheel is not one our users can run
         say(f"pinning {v} (upstream)")
+        arts = {k: with_record(a) for k, a in arts.items()}
         rel = Release(str(v), f"v{v}", commit_of(arts), "upstream", "", arts)
         out = out.with_release(rel)
     return out

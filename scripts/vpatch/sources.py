@@ -8,6 +8,8 @@ writing anything, a member that would land outside it.
 
 from __future__ import annotations
 
+import base64
+import csv
 import hashlib
 import os
 import shutil
@@ -19,7 +21,7 @@ import urllib.request
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from . import gitutil, index
+from . import gitutil, index, lazy
 from .errors import ConfigError, IntegrityError, NetworkError, UnsafePathError
 from .lock import Artifact, Release
 from .paths import check_link, safe_relpath
@@ -190,6 +192,60 @@ def extract_wheel(wheel: Path, dest: Path) -> None:
                 shutil.copyfileobj(src, out, CHUNK)
 
 
+def _record(zf: zipfile.ZipFile, what: str) -> zipfile.ZipInfo:
+    rows = [i for i in zf.infolist() if i.filename.endswith(".dist-info/RECORD")]
+    if len(rows) != 1:
+        raise IntegrityError(f"{what}: expected one .dist-info/RECORD, found {len(rows)}")
+    return rows[0]
+
+
+def record_sha256(url: str, size: int) -> str:
+    """sha256 of a remote wheel's RECORD, read with range requests."""
+    with zipfile.ZipFile(lazy.RangeFile(url, size)) as zf:
+        return hashlib.sha256(zf.read(_record(zf, url.rsplit("/", 1)[-1]))).hexdigest()
+
+
+def extract_wheel_lazy(artifact: Artifact, dest: Path) -> int:
+    """Like extract_wheel, but reading only the needed members of the remote
+    wheel (HTTP range requests). Trust is anchored in the lock: RECORD must
+    have the pinned sha256, and every member the sha256 RECORD gives it.
+    Returns the bytes fetched."""
+    what = artifact.filename
+    found = index.files(artifact.project).get(what)
+    if found is None:
+        raise NetworkError(f"the package index has no file {what}")
+    remote = lazy.RangeFile(found.url, found.size)
+    try:
+        zf = zipfile.ZipFile(remote)
+    except zipfile.BadZipFile:
+        raise IntegrityError(f"{what} is not a valid zip file") from None
+    with zf:
+        plan = wheel_members(zf, what)  # every member checked before any write
+        rec = _record(zf, what)
+        # a local header is 30 bytes + name + extra: 1 KB covers it
+        spans = [(i.header_offset, i.header_offset + 1024 + i.compress_size) for i, _ in plan]
+        remote.prefetch([*spans, (rec.header_offset, rec.header_offset + 1024 + rec.compress_size)])
+        record = zf.read(rec)
+        if hashlib.sha256(record).hexdigest() != artifact.record_sha256:
+            raise IntegrityError(
+                f"{what}: RECORD does not match the lock's record_sha256; nothing was written"
+            )
+        hashes = {row[0]: row[1] for row in csv.reader(record.decode().splitlines()) if row}
+        files = []
+        for info, rel in plan:
+            data = zf.read(info)
+            algo, _, want = hashes.get(info.filename, "").partition("=")
+            got = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            if algo != "sha256" or got != want:
+                raise IntegrityError(f"{what}: {info.filename} does not match its RECORD hash")
+            files.append((rel, data))
+    for rel, data in files:  # written only once every member checked out
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return remote.fetched
+
+
 def copy_folder(src: Path, dest: Path) -> None:
     """Copy a local folder (without its .git); symlinks must stay inside."""
     if not src.is_dir():
@@ -230,7 +286,12 @@ def materialize(
         extract_sdist(path, dest, f"vllm-{release.version}")
         return path.name
     if kind in ("wheel", "cpu-wheel"):
-        path = download(release.artifact(kind), offline)
+        art = release.artifact(kind)
+        path = cached(art)
+        if path is None and art.record_sha256 and not offline:
+            extract_wheel_lazy(art, dest)
+            return art.filename
+        path = path or download(art, offline)
         extract_wheel(path, dest)
         return path.name
     if kind == "git":

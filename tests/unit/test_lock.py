@@ -68,6 +68,8 @@ def test_the_real_lock():
         assert {"wheel"} <= set(r.artifacts)
         for a in r.artifacts.values():
             assert len(a.sha256) == 64 and a.size > 0
+            # wheels carry their RECORD's hash, for range-request fetches
+            assert len(a.record_sha256) == (0 if a.kind == "sdist" else 64)
     for v in ("0.15.0", "0.15.1"):
         assert "sdist" not in pins.get(v).artifacts  # wheel-only releases
     assert set(pins.versions("patched")) <= set(pins.with_series())

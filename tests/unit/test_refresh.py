@@ -30,6 +30,7 @@ def _files(project):
 @pytest.fixture
 def fake_index(monkeypatch):
     monkeypatch.setattr(index, "files", _files)
+    monkeypatch.setattr(sources, "record_sha256", lambda url, size: "r" * 64)
     monkeypatch.setattr(index, "versions", lambda p: ["9.9.0", "10.0.0", "10.1.0", "11.0.0rc1"])
 
 
@@ -59,6 +60,8 @@ def test_refresh_rewrites_hashes_and_pins_newer_releases(fake_index, pins, tmp_p
     r = new.get("10.1.0")  # newer than the lock's newest; the rc is not pinned
     assert (r.status, r.tag, r.commit) == ("upstream", "v10.1.0", "abcdef123")
     assert r.artifacts["wheel"].filename == "vllm-10.1.0-cp38-abi3-manylinux_2_31_x86_64.whl"
+    assert r.artifacts["wheel"].record_sha256 == "r" * 64  # so its members can be fetched alone
+    assert r.artifacts["sdist"].record_sha256 == ""
     assert "11.0.0rc1" not in new.releases
 
 
