@@ -59,7 +59,7 @@ def with_record(art: Artifact, old: Artifact | None = None) -> Artifact:
         return art
     if old is not None and old.sha256 == art.sha256 and old.record_sha256:
         return replace(art, record_sha256=old.record_sha256)
-    f = index.files(art.project)[art.filename]
+    f = sources.index_file(art)
     return replace(art, record_sha256=sources.record_sha256(f.url, f.size))
 
 

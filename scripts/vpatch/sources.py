@@ -62,6 +62,14 @@ def cached(artifact: Artifact) -> Path | None:
     return None
 
 
+def index_file(artifact: Artifact) -> index.IndexFile:
+    """Where the package index serves the artifact."""
+    found = index.files(artifact.project).get(artifact.filename)
+    if found is None:
+        raise NetworkError(f"the package index has no file {artifact.filename}")
+    return found
+
+
 def download(artifact: Artifact, offline: bool = False, progress: bool = True) -> Path:
     """The artifact from the cache, downloading and verifying it if needed."""
     hit = cached(artifact)
@@ -72,9 +80,7 @@ def download(artifact: Artifact, offline: bool = False, progress: bool = True) -
             f"{artifact.filename} is not in the cache ({cache_dir() / 'downloads'}) "
             "and --offline was given; run once without --offline"
         )
-    found = index.files(artifact.project).get(artifact.filename)
-    if found is None:
-        raise NetworkError(f"the package index has no file {artifact.filename}")
+    found = index_file(artifact)
     dest = cache_dir() / "downloads" / artifact.filename
     dest.parent.mkdir(parents=True, exist_ok=True)
     fetch_verified(found.url, dest, artifact.sha256, artifact.size or found.size, progress)
@@ -211,9 +217,7 @@ def extract_wheel_lazy(artifact: Artifact, dest: Path) -> int:
     have the pinned sha256, and every member the sha256 RECORD gives it.
     Returns the bytes fetched."""
     what = artifact.filename
-    found = index.files(artifact.project).get(what)
-    if found is None:
-        raise NetworkError(f"the package index has no file {what}")
+    found = index_file(artifact)
     remote = lazy.RangeFile(found.url, found.size)
     try:
         zf = zipfile.ZipFile(remote)

@@ -46,11 +46,11 @@ def root(tmp_path) -> Path:
     return root
 
 
-def run(root: Path, to_files: dict[str, str], **kw) -> port.Report:
+def run(root: Path, to_files: dict[str, str], to_version: str = "10.0.0", **kw) -> port.Report:
     to = folder(root.parent / "to", to_files)
     return port.port(
         "9.8.0",
-        "10.0.0",
+        to_version,
         pins=lock.load(root / "VERSIONS.lock"),
         work=root.parent / "work",
         from_source=str(root.parent / "from"),
@@ -153,16 +153,7 @@ def test_existing_work_tree_is_refused(root):
 def test_a_release_not_in_the_lock_is_pinned_as_patched(root, monkeypatch):
     new = lock.Release("10.1.0", "v10.1.0", "0a1b2c3", "unpinned", "")
     monkeypatch.setattr(port, "resolve", lambda pins, v, offline=False: new)
-    to = folder(root.parent / "to", FROM)
-    r = port.port(
-        "9.8.0",
-        "10.1.0",
-        pins=lock.load(root / "VERSIONS.lock"),
-        work=root.parent / "work",
-        from_source=str(root.parent / "from"),
-        to_source=str(to),
-        meta_path=root / "patches/patches.toml",
-    )
+    r = run(root, FROM, to_version="10.1.0")
     assert r.exported.dir == root / "patches/10.1.0"
     pinned = lock.load(root / "VERSIONS.lock").get("10.1.0")
     assert (pinned.status, pinned.series, pinned.commit) == ("patched", "patches/10.1.0", "0a1b2c3")
