@@ -13,7 +13,7 @@ PYTEST := $(BIN)/python -m pytest
 .PHONY: apply fetch status wheel test test-unit test-integration test-vllm lint matrix \
 	bench-forward bench-wheel bench-matrix clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -42,8 +42,9 @@ test-vllm: $(BIN)/.installed
 	VLLM=$(VLLM) $(PYTEST) tests/vllm
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check scripts tests
-	$(BIN)/ruff format --check scripts tests
+	$(BIN)/ruff check scripts tests benchmarks setup.py
+	$(BIN)/ruff format --check scripts tests benchmarks setup.py
+	$(BIN)/mypy
 	$(VPATCH) lint
 
 matrix: $(BIN)/.installed

@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from vpatch import lock, matrix  # noqa: E402
+from vpatch import lock  # noqa: E402
+from vpatch.commands import matrix  # noqa: E402
 
 GOAL = 10.0
 

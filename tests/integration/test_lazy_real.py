@@ -4,7 +4,8 @@ instead of 509 MB, and the same files as the whole wheel gives."""
 import hashlib
 
 import pytest
-from vpatch import lock, sources
+from vpatch import lock
+from vpatch.sources import cache, extract
 
 pytestmark = pytest.mark.integration
 
@@ -22,9 +23,9 @@ def test_lazy_tree_equals_the_whole_wheel_tree(tmp_path):
     lazy_dest, full_dest = tmp_path / "lazy", tmp_path / "full"
     lazy_dest.mkdir()
     full_dest.mkdir()
-    fetched = sources.extract_wheel_lazy(art, lazy_dest)
+    fetched = extract.extract_wheel_lazy(art, lazy_dest)
     assert fetched < 20e6 < art.size
-    sources.extract_wheel(sources.download(art), full_dest)
+    extract.extract_wheel(cache.download(art), full_dest)
     got, want = _digest(lazy_dest), _digest(full_dest)
     assert "vllm/model_executor/models/deepseek_v2.py" in got
     assert got == want

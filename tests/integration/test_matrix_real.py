@@ -9,8 +9,9 @@ import sys
 
 import pytest
 from packaging.version import Version
-from vpatch import apply as engine
-from vpatch import lint, lock, matrix, port, probes, series
+from vpatch import lock, probes, series
+from vpatch.commands import apply, lint, matrix, port
+from vpatch.sources import files
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +27,7 @@ def real() -> matrix.Matrix:
 
 def test_matrix_covers_the_lock_and_the_newest_series(real):
     assert list(real.releases) == PINS.versions()
-    names = [p.slug for p in series.load(NEWEST.series_dir()).patches]
+    names = [p.stem for p in series.load(PINS.series_dir(NEWEST)).patches]
     assert real.patches == names and len(names) == 4
     assert all(list(row) == names for row in real.releases.values())
 
@@ -64,19 +65,19 @@ def test_cli_json_for_a_few_releases():
 
 def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
     checks = probes.load()
-    todo = series.load(NEWEST.series_dir())
+    todo = series.load(PINS.series_dir(NEWEST))
     globs = probes.patterns(checks)
-    base = matrix.release_files(NEWEST, globs | set(todo.files))
+    base = files.release_files(NEWEST, globs | set(todo.files))
     tree = tmp_path / "patched"
-    engine.apply(NEWEST.version, dest=tree, source=str(base), series_dir=todo.dir)
-    up = matrix.release_files(PINS.get("0.18.0"), globs)
+    apply.apply(NEWEST.version, dest=tree, source=str(base), series_dir=todo.dir)
+    up = files.release_files(PINS.get("0.18.0"), globs)
     seen = {
         "baseline": probes.folder_files(base, globs),
         "patched": probes.folder_files(tree, globs),
         "0.18.0": probes.folder_files(up, globs),
     }
     for p in todo.patches:
-        got = {k: probes.holds(checks[probes.key(p.name)], files) for k, files in seen.items()}
+        got = {k: probes.holds(checks[p.key], files) for k, files in seen.items()}
         assert got == {"baseline": False, "patched": True, "0.18.0": True}, p.name
 
 
@@ -85,8 +86,8 @@ def test_port_016_to_0171_reproduces_the_committed_series(tmp_path):
     r = port.port("0.16.0", "0.17.1", pins=PINS, work=tmp_path / "work", into=tmp_path / "out")
     assert r.conflict is None
     assert PINS.path.read_bytes() == before  # 0.17.1 is pinned with a series: lock untouched
-    old = series.load(PINS.get("0.16.0").series_dir()).patches
-    committed = series.load(NEWEST.series_dir()).patches
+    old = series.load(PINS.series_dir(PINS.get("0.16.0"))).patches
+    committed = series.load(PINS.series_dir(NEWEST)).patches
     ported = series.load(tmp_path / "out").patches
     assert [p.name for p in ported] == [p.name for p in committed]
     for o, c, p in zip(old, committed, ported, strict=True):

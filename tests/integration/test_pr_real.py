@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from vpatch import apply as engine
-from vpatch import lock, matrix, pr, probes, series
+from vpatch import lock, probes, series
+from vpatch.commands import apply, pr
+from vpatch.sources import files
 
 pytestmark = pytest.mark.integration
 
@@ -36,11 +37,11 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    newest = series.load(PINS.default().series_dir()).patches
+    newest = series.load(PINS.series_dir(PINS.default())).patches
     for p in newest:
         assert f"  upstream  {p.name} (0.17.1): upstream since 0.18.0" in lines
     title = "[Bugfix][Model] DeepSeek-V2: fix EAGLE-3 aux hidden state at layer 0"
-    fix = series.load(PINS.get("0.33.0").series_dir()).patches[0]
+    fix = series.load(PINS.series_dir(PINS.get("0.33.0"))).patches[0]
     assert f"  clean     {fix.name} (0.33.0): {title}" in lines
     assert "nothing was pushed; to open the pull request:" in lines
 
@@ -77,11 +78,11 @@ def test_layer_0_probe_holds_where_residual_none_is_tolerated(tmp_path):
     checks = probes.load()[LAYER0]
     globs = probes.patterns({LAYER0: checks})
     for v in PINS.versions():
-        files = probes.folder_files(matrix.release_files(PINS.releases[v], globs), globs)
-        assert not probes.holds(checks, files), v
+        have = probes.folder_files(files.release_files(PINS.releases[v], globs), globs)
+        assert not probes.holds(checks, have), v
     for v in ("0.17.1", "0.33.0"):
-        todo = series.load(PINS.get(v).series_dir())
-        base = matrix.release_files(PINS.get(v), globs | set(todo.files))
+        todo = series.load(PINS.series_dir(PINS.get(v)))
+        base = files.release_files(PINS.get(v), globs | set(todo.files))
         tree = tmp_path / v
-        engine.apply(v, dest=tree, source=str(base), series_dir=todo.dir)
+        apply.apply(v, dest=tree, source=str(base), series_dir=todo.dir)
         assert probes.holds(checks, probes.folder_files(tree, globs)), v

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from vpatch import apply as engine
-from vpatch import lock, series, sources
+from vpatch import lock, series
+from vpatch.commands import apply
+from vpatch.sources import cache as downloads
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +31,7 @@ def trees(tmp_path_factory):
     def tree(version: str) -> Path:
         if version not in made:
             dest = tmp_path_factory.mktemp("trees") / f"vllm-{version}"
-            engine.apply(version, dest=dest)
+            apply.apply(version, dest=dest)
             made[version] = dest
         return made[version]
 
@@ -40,7 +41,7 @@ def trees(tmp_path_factory):
 @pytest.mark.parametrize("version", SERIES)
 def test_series_applies_to_the_pinned_source(trees, version):
     dest = trees(version)
-    st = engine.status(dest)
+    st = apply.status(dest)
     assert st.patches and all(p.applied for p in st.patches), st.patches
     assert not st.extra and not st.dirty
     # the baseline is the release itself: its _version.py names the pinned commit
@@ -51,7 +52,7 @@ def test_series_applies_to_the_pinned_source(trees, version):
 @pytest.mark.parametrize("version", SERIES)
 def test_patched_files_compile(trees, version):
     dest = trees(version)
-    for rel in series.load(PINS.get(version).series_dir()).files:
+    for rel in series.load(PINS.series_dir(PINS.get(version))).files:
         py_compile.compile(str(dest / rel), doraise=True, cfile=str(dest / ".pyc-check"))
 
 
@@ -69,7 +70,7 @@ def _config_release(version: str) -> lock.Release:
 def _ruff_config(version: str, where: Path) -> tuple[Path, str]:
     """pyproject.toml of the config release, and the ruff version it pins."""
     rel = _config_release(version)
-    sdist = sources.download(rel.artifact("sdist"))
+    sdist = downloads.download(rel.artifact("sdist"))
     top = f"vllm-{rel.version}"
     with tarfile.open(sdist) as tar:
         pyproject = tar.extractfile(f"{top}/pyproject.toml").read()
@@ -85,7 +86,7 @@ def _ruff_config(version: str, where: Path) -> tuple[Path, str]:
 @cache
 def _ruff(version: str) -> Path:
     """ruff at exactly the pinned version, installed once into the cache."""
-    target = sources.cache_dir() / "tools" / f"ruff-{version}"
+    target = downloads.cache_dir() / "tools" / f"ruff-{version}"
     exe = target / "bin" / "ruff"
     if not exe.exists():
         subprocess.run(
@@ -144,7 +145,7 @@ def test_patched_files_pass_the_release_ruff(trees, version, tmp_path):
     dest = trees(version)
     cfg, pin = _ruff_config(version, tmp_path)
     ruff = _ruff(pin)
-    files = series.load(PINS.get(version).series_dir()).files
+    files = series.load(PINS.series_dir(PINS.get(version))).files
     base = tmp_path / "base"
     for f in files:
         (base / f).parent.mkdir(parents=True, exist_ok=True)

@@ -13,8 +13,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from vpatch import apply as engine
-from vpatch import fatbin, lock, series, sources, verify, wheel
+from vpatch import lock, series
+from vpatch.commands import apply
+from vpatch.commands import verify as verify_cmd
+from vpatch.sources import cache
+from vpatch.wheel import fatbin, overlay, verify
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +29,7 @@ DEFAULT = PINS.default()
 def tree(tmp_path_factory) -> Path:
     """The default release's source with its series applied."""
     dest = tmp_path_factory.mktemp("tree") / f"vllm-{DEFAULT.version}"
-    engine.apply(DEFAULT.version, dest=dest)
+    apply.apply(DEFAULT.version, dest=dest)
     return dest
 
 
@@ -46,9 +49,9 @@ def raw_sha(path: Path, info: zipfile.ZipInfo) -> str:
 
 def test_cpu_wheel_overlay_installs_with_pip(tmp_path, tree):
     rel = DEFAULT
-    src = sources.download(rel.artifact("cpu-wheel"))
-    todo = series.load(rel.series_dir())
-    res = wheel.overlay(src, todo, tmp_path / "dist")
+    src = cache.download(rel.artifact("cpu-wheel"))
+    todo = series.load(PINS.series_dir(rel))
+    res = overlay.overlay(src, todo, tmp_path / "dist")
     assert res.version == f"{rel.version}+eagle3.{todo.content_hash()[:8]}"
     assert res.path.name == src.name.replace(f"-{rel.version}-", f"-{res.version}-")
     assert res.replaced == sorted(f for f in todo.files if f.startswith("vllm/"))
@@ -69,15 +72,15 @@ def test_cpu_wheel_overlay_installs_with_pip(tmp_path, tree):
             assert installed == (tree / rel_path).read_bytes(), rel_path
             assert installed != official.read(rel_path), rel_path
 
-    v = verify.verify(res.path, tree=tree)
+    v = verify_cmd.verify_wheel(res.path, tree=tree)
     assert v.ok and v.variant == "cpu" and v.arch is None, verify.format_verify(v)
-    assert not verify.verify(res.path, arch="sm_100", check_files=False).ok
+    assert not verify_cmd.verify_wheel(res.path, arch="sm_100", check_files=False).ok
 
 
 def test_cuda_wheel_overlay_verifies_for_sm_100(tmp_path, tree):
-    src = sources.download(DEFAULT.artifact("wheel"))
-    res = wheel.overlay(src, series.load(DEFAULT.series_dir()), tmp_path / "dist")
-    v = verify.verify(res.path, arch="sm_100", tree=tree)
+    src = cache.download(DEFAULT.artifact("wheel"))
+    res = overlay.overlay(src, series.load(PINS.series_dir(DEFAULT)), tmp_path / "dist")
+    v = verify_cmd.verify_wheel(res.path, arch="sm_100", tree=tree)
     assert v.ok, verify.format_verify(v)
     core = {e.module: e for e in v.extensions if e.name.count("/") == 1}
     for mod in fatbin.CORE_EXTENSIONS:

@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 from conftest import BASE, change, git, make_series
-from vpatch import apply as engine
+from vpatch.commands import apply
 from vpatch.errors import ConfigError, PatchError, TreeError, UnsafePathError
 
 
 def run(pins, release_dir, series, dest):
-    return engine.apply("9.9.0", dest=dest, source=str(release_dir), series_dir=series, pins=pins)
+    return apply.apply("9.9.0", dest=dest, source=str(release_dir), series_dir=series, pins=pins)
 
 
 def log(dest: Path) -> list[str]:
@@ -55,7 +55,7 @@ def test_partial_tree_gets_the_rest(pins, release_dir, good_series, tmp_path):
 def test_dirty_tree_is_refused_and_untouched(pins, release_dir, good_series, tmp_path):
     dest = tmp_path / "tree"
     run(pins, release_dir, good_series, dest)
-    engine.unapply(dest)
+    apply.unapply(dest)
     (dest / "README.md").write_text("local edit\n")
     with pytest.raises(TreeError, match="uncommitted changes"):
         run(pins, release_dir, good_series, dest)
@@ -68,13 +68,13 @@ def test_untracked_file_counts_as_dirty(pins, release_dir, good_series, tmp_path
     run(pins, release_dir, good_series, dest)
     (dest / "new.txt").write_text("x")
     with pytest.raises(TreeError, match="new.txt"):
-        engine.unapply(dest)
+        apply.unapply(dest)
 
 
 def test_unknown_commit_is_refused(pins, release_dir, good_series, tmp_path):
     dest = tmp_path / "tree"
     run(pins, release_dir, good_series, dest)
-    engine.unapply(dest)
+    apply.unapply(dest)
     (dest / "README.md").write_text("mine\n")
     git(dest, "commit", "-qam", "my own work")
     with pytest.raises(TreeError, match="my own work"):
@@ -164,27 +164,27 @@ def test_status_and_unapply(pins, release_dir, good_series, tmp_path):
     dest = tmp_path / "tree"
     run(pins, release_dir, good_series, dest)
     git(dest, "reset", "-q", "--hard", "HEAD~1")
-    st = engine.status(dest, good_series, pins)
+    st = apply.status(dest, good_series, pins)
     assert [(p.name, p.applied) for p in st.patches] == [
         ("0001-step-1.patch", True),
         ("0002-step-2.patch", False),
     ]
-    version, n = engine.unapply(dest)
+    version, n = apply.unapply(dest)
     assert (version, n) == ("9.9.0", 1)
     assert (dest / "vllm/model.py").read_text() == BASE["vllm/model.py"]
 
 
 def test_unknown_release_lists_pinned(pins, release_dir, good_series, tmp_path):
     with pytest.raises(ConfigError, match=r"unknown release '1\.2\.3'; pinned: 9\.8\.0, 9\.9\.0"):
-        engine.apply("1.2.3", dest=tmp_path / "t", series_dir=good_series, pins=pins)
+        apply.apply("1.2.3", dest=tmp_path / "t", series_dir=good_series, pins=pins)
 
 
 def test_status_of_a_plain_folder_is_a_clear_error(tmp_path):
     with pytest.raises(TreeError, match="not a vpatch tree"):
-        engine.status(tmp_path)
+        apply.status(tmp_path)
 
 
 def test_release_without_series_says_it_needs_none(pins, tmp_path):
     with pytest.raises(ConfigError, match=r"vLLM 10\.0\.0 needs no patches \(status upstream"):
-        engine.apply("10.0.0", dest=tmp_path / "t", pins=pins)
+        apply.apply("10.0.0", dest=tmp_path / "t", pins=pins)
     assert not (tmp_path / "t").exists()

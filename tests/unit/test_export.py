@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from vpatch import apply as engine
-from vpatch import export, series
+from vpatch import series
+from vpatch.commands import apply, export
 from vpatch.errors import PatchError, TreeError
 
 
 @pytest.fixture
 def tree(pins, release_dir, good_series, tmp_path) -> Path:
     dest = tmp_path / "tree"
-    engine.apply("9.9.0", dest=dest, source=str(release_dir), series_dir=good_series, pins=pins)
+    apply.apply("9.9.0", dest=dest, source=str(release_dir), series_dir=good_series, pins=pins)
     return dest
 
 
@@ -83,7 +83,7 @@ def test_bytes_ignore_user_config_and_git_env(tree, tmp_path, pins):
         "GIT_COMMITTER_DATE": "2031-05-05T00:00:00+00:00",
     }
     code = (
-        "import sys; from pathlib import Path; from vpatch import export;"
+        "import sys; from pathlib import Path; from vpatch.commands import export;"
         "export.export(Path(sys.argv[1]), Path(sys.argv[2]))"
     )
     subprocess.run(
@@ -102,7 +102,7 @@ def test_a_persons_commit_is_exported_and_round_trips(tree, tmp_path, pins, rele
     assert "Date: Fri, 2 Jan 2026 00:00:00 +0000" in text
     # apply the exported series to a fresh tree and export again: a fixpoint
     fresh = tmp_path / "fresh"
-    engine.apply("9.9.0", fresh, str(release_dir), series_dir=tmp_path / "out", pins=pins)
+    apply.apply("9.9.0", fresh, str(release_dir), series_dir=tmp_path / "out", pins=pins)
     export.export(fresh, tmp_path / "again", pins)
     assert files(tmp_path / "again") == files(tmp_path / "out")
 

@@ -11,9 +11,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from vpatch import fatbin
 from vpatch.errors import WheelError
-from vpatch.fatbin import Target
+from vpatch.wheel import fatbin
+from vpatch.wheel.fatbin import Target
 
 PTX, ELF = fatbin.KIND_PTX, fatbin.KIND_ELF
 A, F, Z = fatbin.FLAG_ARCH_SPECIFIC, fatbin.FLAG_FAMILY, 0x8000  # 'a', 'f', zstd-compressed
@@ -204,14 +204,9 @@ def test_no_fatbin_section():
     assert rep.supports("sm_100") == (False, "no CUDA fatbin section")
 
 
-def test_scan_file_can_require_a_fatbin(tmp_path):
-    p = tmp_path / "_C.abi3.so"
-    p.write_bytes(make_elf([(".text", b"\xc3")]))
-    assert not fatbin.scan_file(p).has_fatbin
-    with pytest.raises(WheelError, match="no CUDA fatbin section"):
-        fatbin.scan_file(p, require_fatbin=True)
-    with pytest.raises(WheelError, match="cannot read"):
-        fatbin.scan_file(tmp_path / "missing.so")
+def test_a_file_without_fatbin_has_an_empty_report():
+    rep = scan_bytes(make_elf([(".text", b"\xc3")]), "_C.abi3.so")
+    assert not rep.has_fatbin and rep.sass == [] and rep.ptx == []
 
 
 def test_not_elf():
@@ -263,34 +258,41 @@ def test_payloads_are_skipped_not_read():
     assert Counting.bytes_read < 64 << 10
 
 
-def test_report_over_a_wheel_and_format(tmp_path):
+def report(whl: Path) -> list[fatbin.ExtensionReport]:
+    with zipfile.ZipFile(whl) as zf:
+        return [fatbin.scan_member(zf, i) for i in zf.infolist() if fatbin.is_extension(i.filename)]
+
+
+def test_members_of_a_wheel_and_format(tmp_path):
     whl = tmp_path / "w-1.0-py3-none-any.whl"
     with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("w/_C.abi3.so", cuda_so(entry(ELF, 100), entry(PTX, 80)))
         zf.writestr("w/cpu_only.so", make_elf([(".text", b"\xc3")]))
         zf.writestr("w/__init__.py", "")
-    reps = fatbin.report(whl)
+    reps = report(whl)
     assert [r.name for r in reps] == ["w/_C.abi3.so", "w/cpu_only.so"]
     assert reps[0].module == "_C"
-    text = fatbin.format_report(reps, "sm_100")
+    text = fatbin.format_report(reps)
     assert "w/_C.abi3.so" in text and "SASS: sm_100" in text and "PTX: compute_80" in text
-    assert "[ok sm_100: SASS sm_100 runs on sm_100" in text
     assert "w/cpu_only.so" in text and "no CUDA device code" in text
 
 
-def test_report_on_a_cpu_wheel_says_so(tmp_path):
+def test_format_on_a_cpu_wheel_says_so(tmp_path):
     whl = tmp_path / "w-1.0-py3-none-any.whl"
     with zipfile.ZipFile(whl, "w") as zf:
         zf.writestr("w/_C.abi3.so", make_elf([(".text", b"\xc3")]))
-    text = fatbin.format_report(fatbin.report(whl))
-    assert "carries no CUDA code" in text
+    assert "carries no CUDA code" in fatbin.format_report(report(whl))
 
 
-def test_report_on_a_bad_zip(tmp_path):
-    bad = tmp_path / "bad.whl"
-    bad.write_bytes(b"not a zip")
-    with pytest.raises(WheelError, match="not a readable wheel"):
-        fatbin.report(bad)
+def test_a_member_that_cannot_be_read(tmp_path):
+    whl = tmp_path / "w-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("w/_C.abi3.so", cuda_so(entry(ELF, 100)) * 4)
+    data = bytearray(whl.read_bytes())
+    data[60:80] = bytes(20)  # inside the deflated data
+    whl.write_bytes(bytes(data))
+    with zipfile.ZipFile(whl) as zf, pytest.raises(WheelError, match="cannot read"):
+        fatbin.scan_member(zf, zf.infolist()[0])
 
 
 # -- real nvcc output --------------------------------------------------------------
@@ -309,7 +311,9 @@ def test_real_nvcc_object(tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         pytest.skip(f"nvcc cannot compile here: {res.stderr.strip()[-200:]}")
-    rep = fatbin.scan_file(Path(obj), require_fatbin=True)
+    with open(obj, "rb") as f:
+        rep = fatbin.scan(f, str(obj))
+    assert rep.has_fatbin
     assert rep.sass == ["sm_90a", "sm_100", "sm_120f"]
     assert rep.ptx == ["compute_80"]
     assert rep.supports("sm_100")[0] and rep.supports("sm_121")[0]

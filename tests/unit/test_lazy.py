@@ -11,8 +11,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from vpatch import index, lazy, lock, sources
+from vpatch import lock, sources
 from vpatch.errors import IntegrityError, NetworkError
+from vpatch.sources import cache, extract, index, lazy
 
 
 class RangeHandler(http.server.SimpleHTTPRequestHandler):
@@ -77,7 +78,7 @@ def setup(server, monkeypatch, tamper=None, record_sha=None):
     record = make_wheel(whl, MEMBERS, tamper)
     sha = hashlib.sha256(whl.read_bytes()).hexdigest()
     found = index.IndexFile(whl.name, base + whl.name, sha, whl.stat().st_size)
-    monkeypatch.setattr(index, "files", lambda project: {whl.name: found})
+    monkeypatch.setattr(cache, "index_files", lambda project: {whl.name: found})
     art = lock.Artifact(
         "wheel", whl.name, sha, found.size, record_sha or hashlib.sha256(record).hexdigest()
     )
@@ -88,12 +89,12 @@ def test_members_alone_are_fetched_and_checked(server, monkeypatch, tmp_path):
     whl, art = setup(server, monkeypatch)
     dest = tmp_path / "dest"
     dest.mkdir()
-    fetched = sources.extract_wheel_lazy(art, dest)
+    fetched = extract.extract_wheel_lazy(art, dest)
     got = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
     assert got == ["vllm/a.py", "vllm/sub/b.py"]
     assert (dest / "vllm/a.py").read_bytes() == MEMBERS["vllm/a.py"]
     assert 0 < fetched < (1 << 20) < whl.stat().st_size  # the extension module never crossed
-    assert sources.record_sha256(server[1] + whl.name, art.size) == art.record_sha256
+    assert extract.record_sha256(server[1] + whl.name, art.size) == art.record_sha256
 
 
 def test_member_that_does_not_match_record_writes_nothing(server, monkeypatch, tmp_path):
@@ -101,7 +102,7 @@ def test_member_that_does_not_match_record_writes_nothing(server, monkeypatch, t
     dest = tmp_path / "dest"
     dest.mkdir()
     with pytest.raises(IntegrityError, match="vllm/sub/b.py does not match its RECORD"):
-        sources.extract_wheel_lazy(art, dest)
+        extract.extract_wheel_lazy(art, dest)
     assert list(dest.iterdir()) == []
 
 
@@ -110,7 +111,7 @@ def test_record_that_does_not_match_the_lock(server, monkeypatch, tmp_path):
     dest = tmp_path / "dest"
     dest.mkdir()
     with pytest.raises(IntegrityError, match="record_sha256"):
-        sources.extract_wheel_lazy(art, dest)
+        extract.extract_wheel_lazy(art, dest)
     assert list(dest.iterdir()) == []
 
 
@@ -119,12 +120,12 @@ def test_materialize_prefers_the_cache_then_ranges(server, monkeypatch, tmp_path
     _, art = setup(server, monkeypatch)
     rel = lock.Release("1.0", "v1.0", "c", "patched", "", {"wheel": art})
     calls = []
-    real = sources.extract_wheel_lazy
+    real = extract.extract_wheel_lazy
     monkeypatch.setattr(sources, "extract_wheel_lazy", lambda a, d: calls.append(a) or real(a, d))
     (tmp_path / "d1").mkdir()
     assert sources.materialize(rel, "wheel", tmp_path / "d1") == art.filename
     assert calls == [art]
-    sources.download(art, progress=False)  # now the whole wheel is cached
+    cache.download(art)  # now the whole wheel is cached
     (tmp_path / "d2").mkdir()
     sources.materialize(rel, "wheel", tmp_path / "d2")
     assert calls == [art]  # the cached file was used

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import BASE, change, make_series
 from test_matrix import sdist
-from vpatch import apply as engine
-from vpatch import export, lint, lock
+from vpatch import lock
+from vpatch.commands import apply, export, lint
 
 MODEL = BASE["vllm/model.py"]
 META = """
@@ -30,7 +30,7 @@ def write_series(root: Path, version: str, pins, release_dir, steps, tmp: Path) 
     """patches/<version> as export writes it, from steps made on BASE."""
     made = make_series(tmp, BASE, steps)
     tree = tmp / "tree"
-    engine.apply(version, dest=tree, source=str(release_dir), series_dir=made, pins=pins)
+    apply.apply(version, dest=tree, source=str(release_dir), series_dir=made, pins=pins)
     return export.export(tree, root / "patches" / version, pins).dir
 
 

@@ -74,4 +74,4 @@ def test_the_real_lock():
         assert "sdist" not in pins.get(v).artifacts  # wheel-only releases
     assert set(pins.versions("patched")) <= set(pins.with_series())
     for v in pins.with_series():
-        assert pins.get(v).series_dir().joinpath("series").is_file()
+        assert pins.series_dir(v).joinpath("series").is_file()

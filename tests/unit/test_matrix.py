@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 from conftest import make_series
-from vpatch import lock, matrix, probes, series
+from vpatch import lock, probes, series
+from vpatch.commands import matrix
 from vpatch.errors import ConfigError
+from vpatch.sources import refresh
 
 LINES = "".join(f"line {i}\n" for i in range(1, 41))
 MODEL = "class Model(Base):\n    def forward(self):\n        return 1\n"
@@ -169,7 +171,7 @@ def test_warm_runs_read_no_archive(tmp_path, cache, patches, meta):
 
 def test_unpinned_release_offline_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="not pinned"):
-        matrix.resolve(pins_of(tmp_path), "0.1.0", offline=True)
+        refresh.resolve(pins_of(tmp_path), "0.1.0", offline=True)
 
 
 # -- probes ---------------------------------------------------------------------

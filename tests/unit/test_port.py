@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 from conftest import BASE, change, git, make_series
-from vpatch import lock, port, series
+from vpatch import lock, series
+from vpatch.commands import port
 from vpatch.errors import PatchError, TreeError
 
 MODEL = BASE["vllm/model.py"]
@@ -46,7 +47,7 @@ def root(tmp_path) -> Path:
     return root
 
 
-def run(root: Path, to_files: dict[str, str], to_version: str = "10.0.0", **kw) -> port.Report:
+def run(root: Path, to_files: dict[str, str], to_version: str = "10.0.0", **kw) -> port.Ported:
     to = folder(root.parent / "to", to_files)
     return port.port(
         "9.8.0",
@@ -69,7 +70,7 @@ def test_clean_port_writes_series_and_pins_it(root):
     r = run(root, moved)
     assert r.status == dict.fromkeys(NAMES, "clean")
     out = root / "patches/10.0.0"
-    assert r.exported.dir == out and (out / "series").read_text() == "".join(n + "\n" for n in OUT)
+    assert r.into == out and (out / "series").read_text() == "".join(n + "\n" for n in OUT)
     pinned = lock.load(root / "VERSIONS.lock").get("10.0.0")
     assert pinned.series == "patches/10.0.0" and pinned.status == "patched"
     assert not (root.parent / "work").exists()  # removed after a clean port
@@ -126,7 +127,7 @@ def test_conflict_is_left_for_a_person_then_continued(root):
     r = run(root, to)
     work = root.parent / "work"
     assert r.conflict == NAMES[0] and r.unresolved == ["vllm/model.py"]
-    assert r.exported is None and not (root / "patches/10.0.0").exists()
+    assert r.into is None and not (root / "patches/10.0.0").exists()
     text = (work / "vllm/model.py").read_text()
     assert "<<<<<<<" in text and "||||||| " in text  # diff3: the base is shown
     with pytest.raises(TreeError, match="git am is still in progress"):
@@ -154,7 +155,7 @@ def test_a_release_not_in_the_lock_is_pinned_as_patched(root, monkeypatch):
     new = lock.Release("10.1.0", "v10.1.0", "0a1b2c3", "unpinned", "")
     monkeypatch.setattr(port, "resolve", lambda pins, v, offline=False: new)
     r = run(root, FROM, to_version="10.1.0")
-    assert r.exported.dir == root / "patches/10.1.0"
+    assert r.into == root / "patches/10.1.0"
     pinned = lock.load(root / "VERSIONS.lock").get("10.1.0")
     assert (pinned.status, pinned.series, pinned.commit) == ("patched", "patches/10.1.0", "0a1b2c3")
 
@@ -162,7 +163,7 @@ def test_a_release_not_in_the_lock_is_pinned_as_patched(root, monkeypatch):
 def test_cli_prints_the_report_and_what_to_do_next(monkeypatch, capsys, tmp_path):
     from vpatch import cli
 
-    report = port.Report("9.8.0", "10.0.0", tmp_path / "work")
+    report = port.Ported("9.8.0", "10.0.0", tmp_path / "work")
     report.status = {NAMES[0]: "merged", NAMES[1]: "conflict"}
     report.unresolved = ["vllm/config.py"]
     monkeypatch.setattr(port, "port", lambda *a, **kw: report)

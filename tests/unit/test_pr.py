@@ -2,7 +2,7 @@
 
 9.8.0 (patched) carries five + deepseek; 9.9.0 has both upstream; 10.0.0
 (upstream) carries one fix upstream lacks (thirty). Release files come from
-folders (matrix.release_files is replaced), checkouts are plain git repos."""
+folders (pr.release_files is replaced), checkouts are plain git repos."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import change, git, make_series
-from vpatch import cli, gitutil, lock, matrix, pr, series
+from vpatch import cli, gitutil, lock, series
+from vpatch.commands import pr
 from vpatch.errors import ConfigError, PatchError, TreeError
 
 MODEL = "".join(f"v{i} = {i}\n" for i in range(1, 41))
@@ -85,7 +86,7 @@ def root(tmp_path, monkeypatch) -> Path:
     lock.save(lock.Lock({r.version: r for r in rels}, root / "VERSIONS.lock"))
     files = {"9.8.0": BASE, "9.9.0": UPSTREAM, "10.0.0": UPSTREAM}
     rel = {v: folder(tmp_path / f"rel-{v}", f) for v, f in files.items()}
-    monkeypatch.setattr(matrix, "release_files", lambda r, globs, offline=False: rel[r.version])
+    monkeypatch.setattr(pr, "release_files", lambda r, globs, offline=False: rel[r.version])
     monkeypatch.setenv("VPATCH_CACHE", str(tmp_path / "cache"))
     (tmp_path / "empty").mkdir()
     monkeypatch.chdir(tmp_path / "empty")  # pr/ and build/ land here by default

@@ -1,11 +1,13 @@
 """`vpatch lock --refresh` against a stand-in index (PEP 691 answers)."""
 
+import dataclasses
 import io
 import tarfile
 
 import pytest
-from vpatch import index, lock, refresh, sources
+from vpatch import lock
 from vpatch.errors import NetworkError
+from vpatch.sources import cache, index, refresh
 
 SHA = {n: f"{i:064x}" for i, n in enumerate(["s9", "w9", "c9", "s10", "w10", "c10", "new"], 1)}
 
@@ -29,9 +31,11 @@ def _files(project):
 
 @pytest.fixture
 def fake_index(monkeypatch):
-    monkeypatch.setattr(index, "files", _files)
-    monkeypatch.setattr(sources, "record_sha256", lambda url, size: "r" * 64)
-    monkeypatch.setattr(index, "versions", lambda p: ["9.9.0", "10.0.0", "10.1.0", "11.0.0rc1"])
+    monkeypatch.setattr(refresh, "index_files", _files)
+    monkeypatch.setattr(refresh, "record_sha256", lambda url, size: "r" * 64)
+    monkeypatch.setattr(cache, "index_files", _files)
+    versions = ["9.9.0", "10.0.0", "10.1.0", "11.0.0rc1"]
+    monkeypatch.setattr(refresh, "index_versions", lambda p: versions)
 
 
 def _sdist(path, version, commit):
@@ -45,9 +49,9 @@ def _sdist(path, version, commit):
 
 def test_refresh_rewrites_hashes_and_pins_newer_releases(fake_index, pins, tmp_path, monkeypatch):
     arts = {"sdist": lock.Artifact("sdist", "vllm-9.9.0.tar.gz", SHA["s9"], 10)}
-    pins = pins.with_release(lock.replace_artifacts(pins.get("9.9.0"), arts))
+    pins = pins.with_release(dataclasses.replace(pins.get("9.9.0"), artifacts=arts))
     monkeypatch.setattr(
-        sources,
+        refresh,
         "download",
         lambda art, offline=False: _sdist(tmp_path / "s.tgz", "10.1.0", "abcdef123"),
     )
@@ -73,6 +77,6 @@ def test_cpu_wheel_prefers_abi3_or_our_python(fake_index):
 
 def test_a_file_gone_from_the_index_is_an_error(fake_index, pins):
     arts = {"cpu-wheel": lock.Artifact("cpu-wheel", "x.whl", "0" * 64)}
-    pins = pins.with_release(lock.replace_artifacts(pins.get("9.8.0"), arts))
+    pins = pins.with_release(dataclasses.replace(pins.get("9.8.0"), artifacts=arts))
     with pytest.raises(NetworkError, match="no longer lists cpu-wheel of 9.8.0"):
         refresh.refresh(pins, lambda _: None)

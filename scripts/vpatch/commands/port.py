@@ -25,27 +25,27 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import gitutil, lock, probes, series, sources
-from .apply import BASE_TAG
-from .errors import PatchError, TreeError
-from .export import Exported, export
-from .matrix import resolve
+from .. import gitutil, lock, probes, resources, series, sources
+from .. import tree as trees
+from ..errors import PatchError, TreeError
+from ..sources.cache import Say, quiet
+from ..sources.refresh import resolve
 
 FROM_TAG = "vpatch/from-{}"
 
 
 @dataclass
-class Report:
+class Ported:
     from_version: str
     to_version: str
     work: Path
     status: dict[str, str] = field(default_factory=dict)  # patch name -> status
     unresolved: list[str] = field(default_factory=list)  # files in conflict
-    exported: Exported | None = None
+    into: Path | None = None  # the series folder written
+    names: list[str] = field(default_factory=list)  # its patches
 
     @property
     def conflict(self) -> str | None:
@@ -68,31 +68,34 @@ def port(
     meta_path: Path | None = None,
     offline: bool = False,
     keep: bool = False,
-    say: Callable[[str], None] = lambda _: None,
-) -> Report:
+    say: Say = quiet,
+) -> Ported:
     """Port FROM's series to TO. Returns the report; on a conflict the work
     tree is left as described above and nothing is exported."""
-    pins = pins or lock.load()
+    if pins is None:
+        resources.writable("vpatch port")
+        pins = lock.load()
     src = pins.get(from_version)
     dst = resolve(pins, to_version, offline)
-    todo = series.load(src.series_dir(pins.path.parent))
+    todo = series.load(pins.series_dir(src))
     work = Path(work or default_work(dst.version))
     if work.exists() and any(work.iterdir()):
         raise TreeError(f"{work} exists; remove it, or finish a port there with --continue")
-    report = Report(src.version, dst.version, work)
+    report = Ported(src.version, dst.version, work)
+    created = not work.exists()
     work.mkdir(parents=True, exist_ok=True)
     try:
         repo = gitutil.init(work)
         say(f"fetching vLLM {src.version} and {dst.version}")
-        base_from = _commit_release(repo, src, from_source, offline)
-        base_to = _commit_release(repo, dst, to_source, offline)
+        base_from = _commit_release(repo, src, from_source, offline, say)
+        base_to = _commit_release(repo, dst, to_source, offline, say)
         gitutil.tag(repo, FROM_TAG.format(src.version), base_from)
         gitutil.switch(repo, f"from-{src.version}", base_from)
         for p in todo.patches:  # FROM's own series must apply to FROM
             gitutil.am(repo, p.path)
-        gitutil.tag(repo, BASE_TAG.format(dst.version), base_to)
+        gitutil.tag(repo, trees.BASE_TAG.format(dst.version), base_to)
         gitutil.switch(repo, f"port-{dst.version}", base_to)
-        checks = probes.load(meta_path or pins.path.parent / "patches" / probes.PATCHES_TOML.name)
+        checks = probes.load(meta_path or pins.patches_toml)
         have = probes.folder_files(work, probes.patterns(checks))
         for i, p in enumerate(todo.patches):
             report.status[p.name] = _carry(repo, p, todo.patches[i + 1 :], checks, have)
@@ -101,52 +104,38 @@ def port(
                 report.unresolved = gitutil.conflicted(repo)
                 return report
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        _remove(work, created)
         raise
     return _finish(report, repo, pins, dst, into, keep)
 
 
-def _commit_release(repo, release: lock.Release, source: str, offline: bool) -> str:
+def _remove(work: Path, created: bool) -> None:
+    """Leave no trace: remove the work tree (a folder given empty stays)."""
+    if created:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        for p in work.iterdir():
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+
+
+def _commit_release(
+    repo: gitutil.Repo, release: lock.Release, source: str, offline: bool, say: Say
+) -> str:
     with tempfile.TemporaryDirectory(prefix="vpatch-port-") as tmp:
-        what = sources.materialize(release, source, Path(tmp), offline)
+        what = sources.materialize(release, source, Path(tmp), offline, say=say)
         return gitutil.commit_folder(repo, Path(tmp), f"vLLM {release.version} ({what})")
 
 
-def _carry(repo, patch: series.Patch, rest, checks: probes.Probes, have) -> str:
-    if probes.holds(checks.get(probes.key(patch.name), []), have):
+def _carry(
+    repo: gitutil.Repo,
+    patch: series.Patch,
+    rest: list[series.Patch],
+    checks: probes.Probes,
+    have: dict[str, str],
+) -> str:
+    if probes.holds(checks.get(patch.key, []), have):
         return "dropped"
-    return carry(repo, patch, rest)
-
-
-def carry(repo, patch: series.Patch, rest: list[series.Patch]) -> str:
-    """`git am --3way` of patch onto HEAD: clean, merged, dropped (it left
-    nothing to change) or conflict (the am session is left with patch and
-    rest queued). The repository must hold the blobs the patch's index
-    lines name."""
-    before = gitutil.head(repo)
-    ok, out = gitutil.am_3way(repo, [patch.path])
-    merged = "3-way merge" in out  # git fell back from applying the text as is
-    if not ok and gitutil.resolve_insertions(repo):
-        # both sides added lines at one place (two appends to a list): keep both
-        ok, _ = gitutil.am_continue(repo, patch.date or gitutil.EPOCH)
-    if not ok:
-        # queue this patch and every later one, so `git am --continue` does it all
-        gitutil.reset_hard(repo, before)
-        gitutil.am_3way(repo, [patch.path, *(p.path for p in rest)])
-        return "conflict"
-    if gitutil.head(repo) == before:
-        return "dropped"  # "No changes -- Patch already applied."
-    return "merged" if merged else "clean"
-
-
-def refuse_am_in_progress(repo, tree: Path) -> None:
-    """A person's conflict resolution must be finished before we go on."""
-    if gitutil.am_in_progress(repo):
-        left = gitutil.conflicted(repo)
-        hint = f" ({', '.join(left)} unresolved)" if left else ""
-        raise TreeError(
-            f"{tree}: git am is still in progress{hint}; resolve, `git add`, `git am --continue`"
-        )
+    return trees.carry(repo, patch, rest)
 
 
 def resume(
@@ -157,40 +146,53 @@ def resume(
     work: Path | None = None,
     into: Path | None = None,
     keep: bool = False,
-) -> Report:
+) -> Ported:
     """Finish a port whose conflicts a person resolved in the work tree."""
-    pins = pins or lock.load()
+    if pins is None:
+        resources.writable("vpatch port")
+        pins = lock.load()
     src = pins.get(from_version)
     work = Path(work or default_work(to_version.removeprefix("v")))
     repo = gitutil.open_repo(work)
     if repo is None:
         raise TreeError(f"{work} holds no port; run `vpatch port {from_version} {to_version}`")
-    refuse_am_in_progress(repo, work)
+    trees.refuse_am(repo)
     dst = resolve(pins, to_version)
-    done = {c.subject for c in gitutil.commits(repo, BASE_TAG.format(dst.version)) or []}
-    todo = series.load(src.series_dir(pins.path.parent)).patches
-    report = Report(src.version, dst.version, work)
+    done = {c.subject for c in trees.on_base(repo, trees.BASE_TAG.format(dst.version))}
+    todo = series.load(pins.series_dir(src)).patches
+    report = Ported(src.version, dst.version, work)
     report.status = {p.name: "ported" if p.subject in done else "dropped" for p in todo}
     return _finish(report, repo, pins, dst, into, keep)
 
 
-def _finish(report: Report, repo, pins: lock.Lock, dst: lock.Release, into, keep) -> Report:
+def _finish(
+    report: Ported,
+    repo: gitutil.Repo,
+    pins: lock.Lock,
+    dst: lock.Release,
+    into: Path | None,
+    keep: bool,
+) -> Ported:
     if not any(s != "dropped" for s in report.status.values()):
         if not keep:
             shutil.rmtree(report.work, ignore_errors=True)
         raise PatchError(
             f"every patch of {report.from_version} is already in {dst.version}; nothing to port"
         )
-    into = Path(into or dst.series_dir(pins.path.parent))
-    report.exported = export(report.work, into, pins)
+    into = Path(into or pins.series_dir(dst))
+    trees.refuse_am(repo)
+    trees.refuse_dirty(repo)
+    files = trees.render(repo, trees.BASE_TAG.format(dst.version))
+    series.write(into, files)
+    report.into, report.names = into, [n for n in files if n != "series"]
     if dst.status == "unpinned" or not dst.series:
-        # A new release is pinned as patched. A pinned one keeps its status:
-        # an upstream release that lacks some fixes carries a series and stays
-        # upstream (as 0.32.0 does); making it `patched` would move the default
-        # release of every command, which is a person's call.
-        status = "patched" if dst.status == "unpinned" else dst.status
+        # A new release is pinned as patched (the whole EAGLE-3 series). An
+        # upstream release that gets a series has EAGLE-3 itself and our fixes
+        # on top: upstream-fix. Any other keeps its status: making a release
+        # `patched` moves the default release of every command, a person's call.
+        status = {"unpinned": "patched", "upstream": "upstream-fix"}.get(dst.status, dst.status)
         try:
-            rel = into.resolve().relative_to(pins.path.parent.resolve()).as_posix()
+            rel = into.resolve().relative_to(pins.root.resolve()).as_posix()
         except ValueError:
             rel = str(into)
         lock.save(pins.with_release(replace(dst, status=status, series=rel)))

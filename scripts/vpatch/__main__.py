@@ -1,0 +1,7 @@
+"""`python -m vpatch`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,97 @@
+"""`vpatch fetch`, `apply`, `status`, `unapply`: a release's source, and a
+patched tree of it (see tree.py for what a vpatch tree is)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import lock, series, sources
+from .. import tree as trees
+from ..errors import ConfigError, TreeError, disk_error
+from ..paths import empty
+from ..sources.cache import Say, download, quiet
+
+
+def fetch(
+    version: str | None,
+    source: str = "auto",
+    dest: Path | None = None,
+    offline: bool = False,
+    remote: str | None = None,
+    say: Say = quiet,
+) -> tuple[lock.Release, Path, str]:
+    """The release's source into the cache (sdist / wheel / cpu-wheel) and,
+    with dest, its unpacked tree into that empty or new folder. Returns
+    (release, the cached file or dest, what it came from)."""
+    release = lock.load().get(version)
+    if dest is None:
+        kind = sources.resolve(release, source)
+        if kind not in ("sdist", "wheel", "cpu-wheel"):
+            raise ConfigError(f"--source {source} has nothing to cache; give --dest DIR")
+        path = download(release.artifact(kind), offline, say)
+        return release, path, path.name
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise TreeError(f"{dest} is not an empty folder; pick an empty or new one")
+    created = not dest.exists()
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise disk_error(e, "cannot make the folder") from None
+    try:
+        what = sources.materialize(release, source, dest, offline, remote, say)
+    except BaseException:
+        if created:
+            _remove(dest)
+        else:
+            empty(dest)
+        raise
+    return release, dest, what
+
+
+def _remove(dest: Path) -> None:
+    empty(dest)
+    dest.rmdir()
+
+
+def apply(
+    version: str | None = None,
+    dest: Path | None = None,
+    source: str = "auto",
+    series_dir: Path | None = None,
+    offline: bool = False,
+    remote: str | None = None,
+    pins: lock.Lock | None = None,
+    say: Say = quiet,
+) -> trees.Applied:
+    """`vpatch apply`: the release's series (or series_dir) applied in dest
+    (default build/vllm-<release>)."""
+    pins = pins or lock.load()
+    release = pins.get(version)
+    if series_dir is None and not release.series:
+        raise ConfigError(
+            f"vLLM {release.version} needs no patches (status {release.status}: it has the "
+            f"EAGLE-3 changes itself); patched releases: {', '.join(pins.versions('patched'))}"
+        )
+    todo = series.load(series_dir or pins.series_dir(release))
+    return trees.apply(
+        release,
+        todo,
+        Path(dest or trees.default_dest(release.version)),
+        source,
+        offline,
+        remote,
+        say,
+    )
+
+
+def status(
+    dest: Path, series_dir: Path | None = None, pins: lock.Lock | None = None
+) -> trees.Status:
+    repo, version = trees.open_tree(Path(dest))
+    pins = pins or lock.load()
+    todo = series.load(series_dir or pins.series_dir(version))
+    return trees.status(Path(dest), repo, version, todo)
+
+
+def unapply(dest: Path) -> tuple[str, int]:
+    return trees.unapply(Path(dest))

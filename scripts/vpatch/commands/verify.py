@@ -1,0 +1,59 @@
+"""`vpatch verify-wheel WHEEL [--arch sm_100] [--tree DIR]`: RECORD, the
+CUDA architectures of the extensions, and the series' files against a
+patched tree (DIR, or one made now in a temporary folder with `vpatch
+apply`). The CLI prints `format_verify(result)` and exits with
+`result.exit_code` (0, or WheelError's code when a check failed)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from packaging.version import Version
+
+from .. import lock, series
+from .. import tree as trees
+from ..errors import VpatchError
+from ..wheel.verify import Verified, check_version, compare, scan
+
+
+def verify_wheel(
+    wheel_path: Path,
+    arch: str | None = None,
+    tree: Path | None = None,
+    *,
+    check_files: bool = True,
+    series_dir: Path | None = None,
+    todo: series.Series | None = None,
+    offline: bool = False,
+) -> Verified:
+    """`check_files=False` leaves out the version and file checks; the
+    series is `todo`, or the one in `series_dir`, or the lock's for the
+    wheel's release."""
+    res, w = scan(Path(wheel_path), arch)
+    if w is None:
+        return res
+    with w:
+        if not check_files:
+            return res
+        base = Version(w.version).public
+        try:
+            if todo is None:
+                pins = lock.load()
+                todo = series.load(series_dir or pins.series_dir(base))
+        except VpatchError as e:
+            res.problems.append(f"cannot load the series for {w.version}: {e}")
+            return res
+        shipped = check_version(res, w, todo)
+        if shipped is None:
+            return res
+        if tree is not None:
+            compare(res, w, Path(tree), shipped, str(tree))
+            return res
+        with tempfile.TemporaryDirectory(prefix="vpatch-verify-") as tmp:
+            dest = Path(tmp) / "tree"
+            pins = lock.load()
+            trees.apply(pins.get(base), todo, dest, offline=offline)
+            where = f"vLLM {base} + {todo.dir} (applied in a temporary folder)"
+            compare(res, w, dest, shipped, where)
+    return res

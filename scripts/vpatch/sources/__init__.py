@@ -1,0 +1,77 @@
+"""Where a release's source tree comes from.
+
+Providers (`--source`): sdist, wheel (the Python files of the official
+wheel: 0.15.x has no sdist), cpu-wheel, git (a tag checkout), or a local
+folder. Every provider writes into an empty destination and refuses, before
+writing anything, a member that would land outside it.
+
+Submodules: cache (the download cache), index (the package index, PEP 691),
+lazy (HTTP range reads of a remote wheel), extract (archives -> trees),
+files (the few files of a release the matrix reads), refresh (pins from the
+index).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from .. import gitutil
+from ..errors import ConfigError, IntegrityError, NetworkError
+from ..lock import Release
+from .cache import Say, cached, download, quiet
+from .extract import copy_folder, extract_sdist, extract_wheel, extract_wheel_lazy
+
+VLLM_REMOTE = "https://github.com/vllm-project/vllm.git"
+SOURCES = ("auto", "sdist", "wheel", "cpu-wheel", "git")
+
+
+def resolve(release: Release, source: str) -> str:
+    """`auto` becomes sdist when the lock lists one, else the official wheel."""
+    if source == "auto":
+        return "sdist" if "sdist" in release.artifacts else "wheel"
+    return source
+
+
+def materialize(
+    release: Release,
+    source: str,
+    dest: Path,
+    offline: bool = False,
+    remote: str | None = None,
+    say: Say = quiet,
+) -> str:
+    """Write release's source tree into the empty folder dest; say what it came from."""
+    kind = resolve(release, source)
+    if kind == "sdist":
+        path = download(release.artifact("sdist"), offline, say)
+        extract_sdist(path, dest, f"vllm-{release.version}")
+        return path.name
+    if kind in ("wheel", "cpu-wheel"):
+        art = release.artifact(kind)
+        hit = cached(art)
+        if hit is None and art.record_sha256 and not offline:
+            extract_wheel_lazy(art, dest)
+            return art.filename
+        path = hit or download(art, offline, say)
+        extract_wheel(path, dest)
+        return path.name
+    if kind == "git":
+        url = remote or VLLM_REMOTE
+        if offline:
+            raise NetworkError("--offline cannot be used with --source git")
+        head = gitutil.clone_tag(url, release.tag, dest)
+        want = release.commit.removeprefix("g")
+        if not head.startswith(want):
+            shutil.rmtree(dest / ".git", ignore_errors=True)
+            raise IntegrityError(
+                f"{url} tag {release.tag} is commit {head[:12]}, "
+                f"but the lock pins {want}; check --remote"
+            )
+        return f"{url}@{release.tag}"
+    folder = Path(source).expanduser()
+    if folder.exists() or os.sep in source or source.startswith("."):
+        copy_folder(folder, dest)
+        return str(folder)
+    raise ConfigError(f"unknown source {source!r}; use one of {', '.join(SOURCES)} or a folder")

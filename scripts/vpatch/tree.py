@@ -1,0 +1,325 @@
+"""vpatch trees: a release's source as a git repository, a baseline commit
+tagged `vpatch/base-<release>`, then one commit per patch in series order.
+
+That makes every state inspectable with plain git and makes all-or-nothing
+cheap: on any failure the tree is reset to where it started. One
+implementation of each rule on trees lives here: opening a tree (the release
+of the one baseline tag HEAD is built on), refusing a dirty tree or a
+`git am` in progress, locking a tree against a second run, applying a
+series, rendering a tree's commits as a series, carrying a patch 3-way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import gitutil, lock, series, sources
+from .errors import PatchError, TreeError, VpatchError, disk_error
+from .paths import empty
+
+BASE_TAG = "vpatch/base-{}"
+Say = Callable[[str], None]
+
+
+def quiet(_: str) -> None:
+    """A `say` that says nothing."""
+
+
+@dataclass
+class Applied:
+    """What `apply` did."""
+
+    dest: Path
+    version: str
+    source: str = ""
+    created: bool = False
+    applied: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PatchState:
+    name: str
+    subject: str
+    applied: bool
+
+
+@dataclass
+class Status:
+    dest: Path
+    version: str
+    patches: list[PatchState]
+    extra: list[str]
+    dirty: list[str]
+
+
+def default_dest(version: str) -> Path:
+    return Path("build") / f"vllm-{version}"
+
+
+# -- rules -------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def locked(dest: Path) -> Iterator[None]:
+    """An exclusive lock on the destination folder itself (flock on its
+    descriptor), so nothing is written outside it and two runs never interleave."""
+    try:
+        fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+        raise disk_error(e, "cannot open the tree") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise TreeError(
+                    f"another vpatch run is working on {dest}; wait for it to finish"
+                ) from None
+            raise disk_error(e, "cannot lock the tree") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def refuse_dirty(repo: gitutil.Repo, hint: str = "commit or discard them first") -> None:
+    """TreeError when the work tree has uncommitted changes (untracked included)."""
+    changed = gitutil.dirty(repo)
+    if changed:
+        more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+        raise TreeError(
+            f"{repo.working_tree_dir} has uncommitted changes ({changed[0]}{more}); {hint}"
+        )
+
+
+def refuse_am(repo: gitutil.Repo) -> None:
+    """A person's conflict resolution must be finished before we go on."""
+    if gitutil.am_in_progress(repo):
+        left = gitutil.conflicted(repo)
+        hint = f" ({', '.join(left)} unresolved)" if left else ""
+        raise TreeError(
+            f"{repo.working_tree_dir}: git am is still in progress{hint}; resolve, "
+            "`git add`, `git am --continue` (or `git am --abort`)"
+        )
+
+
+def open_tree(dest: Path) -> tuple[gitutil.Repo, str]:
+    """(repo, release) of a vpatch tree: the release of the one baseline tag
+    HEAD is built on."""
+    repo = gitutil.open_repo(Path(dest))
+    if repo is None:
+        raise TreeError(
+            f"{dest} is not a vpatch tree (no git repository); run `vpatch apply` first"
+        )
+    prefix = BASE_TAG.format("")
+    bases = [t for t in gitutil.tags(repo, prefix) if gitutil.is_ancestor(repo, t)]
+    if len(bases) != 1:
+        found = "no" if not bases else f"{len(bases)}"
+        raise TreeError(f"{dest}: HEAD is on {found} {prefix}* baseline tags; expected one")
+    return repo, bases[0].removeprefix(prefix)
+
+
+def on_base(repo: gitutil.Repo, base: str) -> list[gitutil.Commit]:
+    """The commits base..HEAD; TreeError when HEAD is not built on base."""
+    done = gitutil.commits(repo, base)
+    if done is None:
+        raise TreeError(f"{repo.working_tree_dir}: HEAD is not on top of {base}")
+    return done
+
+
+# -- apply / status / unapply ----------------------------------------------------
+
+
+def apply(
+    release: lock.Release,
+    todo: series.Series,
+    dest: Path,
+    source: str = "auto",
+    offline: bool = False,
+    remote: str | None = None,
+    say: Say = quiet,
+) -> Applied:
+    """Make dest the patched tree of release: fetch the source into an empty
+    (or new) folder, or continue a vpatch tree of the same release, then
+    apply the series' missing patches, all or nothing. A folder this made is
+    removed again when nothing could be applied."""
+    if dest.exists() and not dest.is_dir():
+        raise TreeError(f"{dest} exists and is not a folder")
+    created = not dest.exists()
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise disk_error(e, "cannot make the tree") from None
+    result = Applied(dest, release.version, created=created)
+    try:
+        with locked(dest):
+            repo = _open_or_create(release, dest, source, offline, remote, result, say)
+            _apply_series(repo, release.version, todo, result, say)
+    except BaseException:
+        if created and not result.applied and not result.already:
+            shutil.rmtree(dest, ignore_errors=True)
+        raise
+    return result
+
+
+def _open_or_create(
+    release: lock.Release,
+    dest: Path,
+    source: str,
+    offline: bool,
+    remote: str | None,
+    result: Applied,
+    say: Say,
+) -> gitutil.Repo:
+    tag = BASE_TAG.format(release.version)
+    if not any(dest.iterdir()):
+        say(f"fetching vLLM {release.version} ({sources.resolve(release, source)})")
+        try:
+            result.source = sources.materialize(release, source, dest, offline, remote, say)
+            repo = gitutil.open_repo(dest) or gitutil.init(dest)
+            if gitutil.head(repo) is None:  # not a git checkout: record the baseline
+                gitutil.commit_all(repo, f"vLLM {release.version} ({result.source})")
+            gitutil.tag(repo, tag)
+        except BaseException:
+            empty(dest)  # back to the empty folder we were given
+            raise
+        result.created = True
+        return repo
+    found = gitutil.open_repo(dest)
+    if found is None or gitutil.tag_sha(found, tag) is None:
+        raise TreeError(
+            f"{dest} is not empty and is not a vpatch tree of vLLM {release.version} "
+            f"(no tag {tag}); pick another --dest or remove it"
+        )
+    return found
+
+
+def _applied_prefix(repo: gitutil.Repo, version: str, todo: series.Series) -> list[gitutil.Commit]:
+    """The commits on top of the baseline, which must be the series' first ones."""
+    done = on_base(repo, BASE_TAG.format(version))
+    for i, c in enumerate(done):
+        if i >= len(todo.patches) or c.subject != todo.patches[i].subject:
+            raise TreeError(
+                f"{repo.working_tree_dir} has a commit the series does not know: "
+                f"{c.sha[:10]} {c.subject!r}; remove it, or export it into the series"
+            )
+    return done
+
+
+def _apply_series(
+    repo: gitutil.Repo, version: str, todo: series.Series, result: Applied, say: Say
+) -> None:
+    refuse_am(repo)
+    refuse_dirty(repo)
+    done = _applied_prefix(repo, version, todo)
+    result.already = [p.name for p in todo.patches[: len(done)]]
+    start = gitutil.head(repo)
+    assert start is not None
+    try:
+        for patch in todo.patches[len(done) :]:
+            say(f"applying {patch.name}")
+            try:
+                gitutil.am(repo, patch.path)
+            except VpatchError:
+                gitutil.reset_hard(repo, "HEAD")
+                raise PatchError(_why(repo, patch, version)) from None
+            result.applied.append(patch.name)
+    except BaseException:
+        gitutil.reset_hard(repo, start)  # all or nothing, Ctrl-C included
+        result.applied.clear()
+        raise
+
+
+def _why(repo: gitutil.Repo, patch: series.Patch, version: str) -> str:
+    """Name the file and hunk that failed, from `git apply --check`."""
+    err = gitutil.apply_check(repo, patch.path)
+    where = f"{patch.name} does not apply to vLLM {version}"
+    tail = "; the tree was left as it was"
+    m = re.search(r"patch failed: (.+):(\d+)", err)
+    if m:
+        path, line = m.group(1), int(m.group(2))
+        hunks = [h for f in patch.diff if f.path == path for h in f]
+        for n, h in enumerate(hunks, 1):
+            if h.source_start == line:
+                head = str(h).splitlines()[0]  # "@@ -a,b +c,d @@ context"
+                return f"{where}: {path} hunk #{n} ({head}) failed{tail}"
+        return f"{where}: {path} at line {line}{tail}"
+    m = re.search(r"error: (.+?): (No such file or directory|does not exist in index)", err)
+    if m:
+        return f"{where}: {m.group(1)} is missing{tail}"
+    last = err.splitlines()[-1] if err else "git am failed"
+    return f"{where}: {last}{tail}"
+
+
+def status(dest: Path, repo: gitutil.Repo, version: str, todo: series.Series) -> Status:
+    """Which of the series' patches the tree (open_tree's) has applied."""
+    done = gitutil.commits(repo, BASE_TAG.format(version)) or []
+    subjects = [c.subject for c in done]
+    states = [
+        PatchState(p.name, p.subject, i < len(subjects) and subjects[i] == p.subject)
+        for i, p in enumerate(todo.patches)
+    ]
+    known = {p.subject for p in todo.patches}
+    extra = [f"{c.sha[:10]} {c.subject}" for c in done if c.subject not in known]
+    return Status(Path(dest), version, states, extra, gitutil.dirty(repo))
+
+
+def unapply(dest: Path) -> tuple[str, int]:
+    """Back to the baseline; returns (version, number of commits removed)."""
+    dest = Path(dest)
+    repo, version = open_tree(dest)
+    with locked(dest):
+        refuse_am(repo)
+        refuse_dirty(repo)
+        base = BASE_TAG.format(version)
+        n = len(on_base(repo, base))
+        gitutil.reset_hard(repo, base)
+    return version, n
+
+
+# -- series out of a tree, patches into one ------------------------------------------
+
+
+def render(repo: gitutil.Repo, base: str) -> dict[str, bytes]:
+    """{file name: bytes} of the commits in base..HEAD, in order, plus `series`.
+    The bytes derive from the commits alone (gitutil.format_patch is hermetic)."""
+    out: dict[str, bytes] = {}
+    for i, c in enumerate(on_base(repo, base), 1):
+        data = gitutil.format_patch(repo, c.sha)
+        if b"\ndiff --git " not in data:
+            raise PatchError(
+                f"commit {c.sha[:10]} {c.subject!r} changes no file; drop it and export again"
+            )
+        out[series.file_name(i, c.subject)] = data
+    out["series"] = "".join(f"{n}\n" for n in out).encode()
+    return out
+
+
+def carry(repo: gitutil.Repo, patch: series.Patch, rest: list[series.Patch]) -> str:
+    """`git am --3way` of patch onto HEAD: clean, merged, dropped (it left
+    nothing to change) or conflict (the am session is left with patch and
+    rest queued, for a person). The repository must hold the blobs the
+    patch's index lines name."""
+    before = gitutil.head(repo)
+    assert before is not None
+    ok, out = gitutil.am_3way(repo, [patch.path])
+    merged = "3-way merge" in out  # git fell back from applying the text as is
+    if not ok and gitutil.resolve_insertions(repo):
+        # both sides added lines at one place (two appends to a list): keep both
+        ok, _ = gitutil.am_continue(repo, patch.date or gitutil.EPOCH)
+    if not ok:
+        # queue this patch and every later one, so `git am --continue` does it all
+        gitutil.reset_hard(repo, before)
+        gitutil.am_3way(repo, [patch.path, *(p.path for p in rest)])
+        return "conflict"
+    if gitutil.head(repo) == before:
+        return "dropped"  # "No changes -- Patch already applied."
+    return "merged" if merged else "clean"

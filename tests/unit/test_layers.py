@@ -1,0 +1,124 @@
+"""The package's shape: imports point one way (core, git, sources, tree,
+the wheel/env/deploy libraries, commands, cli), no import cycles counting
+function-level imports, and gitutil is the only module that runs git."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "scripts" / "vpatch"
+# lowest first; a module may import modules of its own layer or below
+LAYERS = (
+    ("core", ("errors", "paths", "resources", "record", "lock", "series", "probes")),
+    ("git", ("gitutil",)),
+    ("sources", ("sources",)),
+    ("tree", ("tree",)),
+    ("libraries", ("wheel", "env", "deploy")),
+    ("commands", ("commands",)),
+    ("cli", ("cli", "__main__")),
+)
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        parts = p.relative_to(PKG).with_suffix("").parts
+        name = ".".join(parts).removesuffix(".__init__").removesuffix("__init__")
+        out[name or "__init__"] = p
+    return out
+
+
+MODULES = modules()
+
+
+def layer(module: str) -> int:
+    head = module.split(".")[0]
+    for i, (_, names) in enumerate(LAYERS):
+        if head in names:
+            return i
+    if module == "__init__":
+        return 0
+    raise AssertionError(f"vpatch.{module} belongs to no layer: add it to LAYERS")
+
+
+def imports(module: str) -> set[str]:
+    """The vpatch modules `module` imports, anywhere in it."""
+    path = MODULES[module]
+    package = module.split(".")[:-1] if path.name != "__init__.py" else module.split(".")
+    if module == "__init__":
+        package = []
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                parts = [*base, *(node.module.split(".") if node.module else [])]
+            elif node.module and node.module.split(".")[0] == "vpatch":
+                parts = node.module.split(".")[1:]
+            else:
+                continue
+            target = ".".join(parts)
+            for alias in node.names:
+                sub = f"{target}.{alias.name}" if target else alias.name
+                found.add(sub if sub in MODULES else target)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "vpatch":
+                    found.add(".".join(alias.name.split(".")[1:]))
+    return {m for m in found if m in MODULES and m != module}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_point_down(module):
+    mine = layer(module)
+    up = sorted(m for m in imports(module) if layer(m) > mine)
+    assert not up, f"vpatch.{module} ({LAYERS[mine][0]}) imports higher layers: {up}"
+
+
+def test_commands_do_not_import_each_other():
+    for module in MODULES:
+        if module.startswith("commands."):
+            others = [m for m in imports(module) if m.startswith("commands.")]
+            assert not others, f"vpatch.{module} imports {others}: move the shared part down"
+
+
+def test_no_import_cycles():
+    graph = {m: imports(m) for m in MODULES}
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in graph[m]:
+            if state.get(n) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*path, m, n]))
+            if n not in state:
+                visit(n, [*path, m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+
+
+def runs_git(path: Path) -> list[str]:
+    """Lines where a module imports GitPython or starts a `git` process."""
+    hits = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            if any(n and n.split(".")[0] in ("git", "gitdb") for n in names):
+                hits.append(f"{path.name}:{node.lineno} imports GitPython")
+        elif isinstance(node, (ast.List, ast.Tuple)) and node.elts:
+            first = node.elts[0]
+            if isinstance(first, ast.Constant) and first.value == "git":
+                hits.append(f"{path.name}:{node.lineno} runs git")
+    return hits
+
+
+def test_only_gitutil_runs_git():
+    assert runs_git(MODULES["gitutil"]), "the check itself must see gitutil's git"
+    hits = [h for m, p in MODULES.items() if m != "gitutil" for h in runs_git(p)]
+    assert not hits, hits
