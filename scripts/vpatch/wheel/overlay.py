@@ -61,16 +61,17 @@ def overlay(wheel_path: Path, todo: Series, out_dir: Path) -> Overlaid:
             out_dir.mkdir(parents=True, exist_ok=True)
             out = zipcopy.Output(tmp)
             try:
-                spans: dict[str, tuple[int, int, bool]] = {}
+                ends = zipcopy.member_ends(zf)
                 touched = {f for p in todo.patches for f in p.files}
-                n_prefix, prefix_end = _verbatim_prefix(zf, wheel_path, src, touched, spans)
+                n_prefix, prefix_end = _verbatim_prefix(zf, touched, ends)
                 if prefix_end:
                     out.copy_in_background(src, 0, prefix_end, 0)
                 w = WheelFile.open(wheel_path, zf)
                 names = _Names(w, local_version(w.version, todo.content_hash()))
                 sf = apply_series(w, todo)
-                members, result = _plan(w, sf, names, src, spans)
-                steps = zipcopy.layout(members, n_prefix, prefix_end, zf.comment)
+                central = zipcopy.central_entries(src, zf, wheel_path)
+                members, result = _plan(w, sf, names, src, ends, central)
+                steps = zipcopy.layout(members, n_prefix, prefix_end, zf.comment, src)
                 out.join()  # two kernel copies at once share the bandwidth: no gain
                 zipcopy.run(src, out.fd, steps)
             finally:
@@ -85,6 +86,9 @@ def overlay(wheel_path: Path, todo: Series, out_dir: Path) -> Overlaid:
             raise
     result.path = final
     return result
+
+
+_DATA_DESCRIPTOR = 0x8  # general purpose flag: sizes and CRC follow the data
 
 
 class _Names:
@@ -107,11 +111,7 @@ class _Names:
 
 
 def _verbatim_prefix(
-    zf: zipfile.ZipFile,
-    path: Path,
-    src: int,
-    touched: set[str],
-    spans: dict[str, tuple[int, int, bool]],
+    zf: zipfile.ZipFile, touched: set[str], ends: dict[str, int]
 ) -> tuple[int, int]:
     """(count, end offset) of the leading members that go out byte for byte
     at their own offsets: contiguous from 0, not named by the series, not
@@ -123,18 +123,25 @@ def _verbatim_prefix(
         top = name.split("/", 1)[0]
         if name in touched or top.endswith((".dist-info", ".data")) or info.header_offset != pos:
             return k, pos
-        span = spans[name] = zipcopy.local_span(src, info, path)
-        if span[2]:
+        if info.flag_bits & _DATA_DESCRIPTOR:
             return k, pos
-        pos = span[1]
+        pos = ends[name]
     return len(infos), pos
 
 
 def _plan(
-    w: WheelFile, sf: Patched, names: _Names, src: int, spans: dict[str, tuple[int, int, bool]]
+    w: WheelFile,
+    sf: Patched,
+    names: _Names,
+    src: int,
+    ends: dict[str, int],
+    central: list[bytes],
 ) -> tuple[list[zipcopy.Member], Overlaid]:
     """The output members, in input order; added files go just before the
-    metadata, the RECORD is rewritten last."""
+    metadata, the RECORD is rewritten last. An unchanged member goes out as
+    its input bytes (local header to the next member) with its own central
+    directory entry; a renamed one (the dist-info) and one written with a
+    data descriptor get new headers over their raw compressed data."""
     deleted = set(sf.deleted)
     replace = dict(sf.changed)
     meta_name = f"{w.dist_info}/METADATA"
@@ -158,14 +165,14 @@ def _plan(
         if name in replace:
             members.append(zipcopy.new_member(new_name, replace[name], template=info))
             continue
-        start, end, has_dd = spans.get(name) or zipcopy.local_span(src, info, w.path)
         m = zipcopy.Member(
             new_name, info, info.compress_type, info.CRC, info.compress_size, info.file_size
         )
-        if new_name == name and not has_dd:
-            m.verbatim = (info.header_offset, end)
+        if new_name == name and not info.flag_bits & _DATA_DESCRIPTOR:
+            m.verbatim = (info.header_offset, ends[name])
+            m.central = central[k]
         else:
-            m.raw_at = start
+            m.raw_at = zipcopy.local_span(src, info, w.path)[0]
             renamed += new_name != name
         raw += 1
         members.append(m)

@@ -51,6 +51,9 @@ class Member:
     raw_at: int | None = None
     data: bytes | None = None
     offset: int = 0
+    # a verbatim member's own central directory entry, reused with its offset
+    # field patched instead of rebuilding the entry field by field
+    central: bytes | None = None
 
     @property
     def name_bytes(self) -> bytes:
@@ -131,6 +134,12 @@ def _local_header(m: Member, align_to: tuple[int, int] | None = None) -> bytes:
 
 
 def _central_header(m: Member) -> bytes:
+    if m.central is not None and m.verbatim is not None:
+        (old,) = struct.unpack_from("<I", m.central, 42)
+        if old != 0xFFFFFFFF and m.offset < _ZIP64_AT:  # no zip64 offset either side
+            if old == m.offset:
+                return m.central
+            return m.central[:42] + struct.pack("<I", m.offset) + m.central[46:]
     extra = _strip_zip64(m.info.extra)
     usize, csize, off = m.file_size, m.compress_size, m.offset
     z64 = []
@@ -318,6 +327,41 @@ def local_span(src: int, info: zipfile.ZipInfo, where: Path) -> tuple[int, int, 
     return start, start + info.compress_size, bool(flags & 0x8)
 
 
+def _data_start(src: int, m: Member) -> int:
+    """Where a verbatim member's data starts: after its local header."""
+    assert m.verbatim is not None
+    head = os.pread(src, 30, m.verbatim[0])
+    nlen, elen = struct.unpack_from("<HH", head, 26)
+    return int(m.verbatim[0] + 30 + nlen + elen)
+
+
+def central_entries(src: int, zf: zipfile.ZipFile, where: Path) -> list[bytes]:
+    """The raw central directory entries of zf (opened on descriptor src), in
+    zf.infolist() order."""
+    start = zf.start_dir  # where ZipFile found the central directory
+    raw = os.pread(src, os.fstat(src).st_size - start, start)  # + the end records: small
+    out, pos = [], 0
+    for info in zf.infolist():
+        if len(raw) < pos + 46 or raw[pos : pos + 4] != b"PK\x01\x02":
+            raise WheelError(f"{where.name}: the central directory is corrupt")
+        nlen, elen, clen = struct.unpack_from("<HHH", raw, pos + 28)
+        size = 46 + nlen + elen + clen
+        (offset,) = struct.unpack_from("<I", raw, pos + 42)
+        if offset != min(info.header_offset, 0xFFFFFFFF):
+            raise WheelError(f"{where.name}: the central directory is corrupt")
+        out.append(raw[pos : pos + size])
+        pos += size
+    return out
+
+
+def member_ends(zf: zipfile.ZipFile) -> dict[str, int]:
+    """Where each member's bytes (local header, data, data descriptor) end:
+    the next member's local header, or the central directory."""
+    infos = sorted(zf.infolist(), key=lambda i: i.header_offset)
+    stops = [i.header_offset for i in infos[1:]] + [zf.start_dir]
+    return {i.filename: stop for i, stop in zip(infos, stops, strict=True)}
+
+
 def new_member(name: str, data: bytes, template: zipfile.ZipInfo | None) -> Member:
     if template is None:
         template = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
@@ -336,7 +380,7 @@ Copy = tuple[Literal["copy"], int, int, int]  # (kind, input offset, count, outp
 Step = Write | Copy
 
 
-def layout(members: list[Member], start: int, pos: int, comment: bytes) -> list[Step]:
+def layout(members: list[Member], start: int, pos: int, comment: bytes, src: int) -> list[Step]:
     """Where every byte of the output comes from: a list of ("write", offset,
     bytes) and ("copy", input offset, count, offset) steps for members[start:]
     (members[:start] are already placed, at their input offsets), then the
@@ -370,7 +414,7 @@ def layout(members: list[Member], start: int, pos: int, comment: bytes) -> list[
             j += 1
         copy_from = a
         if b - a >= _ALIGN_RUN and (pos - a) % _PAGE:
-            data_at = m.verbatim[1] - m.compress_size
+            data_at = _data_start(src, m)
             head = _local_header(m, align_to=(data_at, pos))
             steps.append(("write", pos, head))
             pos += len(head)
