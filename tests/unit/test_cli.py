@@ -1,13 +1,22 @@
+"""cli.py: argparse, one command, its output, and every failure as one line
+`vpatch: error: ...` with the error's exit code (errors.py)."""
+
+import errno
+import os
 import subprocess
 import sys
 
 import pytest
 from vpatch import cli
+from vpatch.commands import lint, port
+from vpatch.errors import DiskError, PatchError, TreeError
+
+NAMES = ["0001-step-1.patch", "0002-step-2.patch"]
 
 
-def run(*args):
+def run(*args, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", *args], capture_output=True, text=True
+        [sys.executable, "-m", "vpatch.cli", *args], capture_output=True, text=True, env=env
     )
 
 
@@ -26,13 +35,8 @@ def test_status_of_a_plain_folder(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-def test_offline_with_empty_cache(tmp_path, monkeypatch):
-    r = subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "fetch", "0.16.0", "--offline"],
-        capture_output=True,
-        text=True,
-        env={**__import__("os").environ, "VPATCH_CACHE": str(tmp_path)},
-    )
+def test_offline_with_empty_cache(tmp_path):
+    r = run("fetch", "0.16.0", "--offline", env={**os.environ, "VPATCH_CACHE": str(tmp_path)})
     assert r.returncode == 3 and "--offline" in r.stderr
 
 
@@ -48,3 +52,78 @@ def test_help_lists_commands(capsys):
     out = capsys.readouterr().out
     for cmd in ("fetch", "apply", "status", "unapply", "lock"):
         assert cmd in out
+
+
+def test_export_prints_a_summary_and_refuses_a_dirty_tree(patched_tree, tmp_path, capsys):
+    assert cli.main(["export", str(patched_tree), "--into", str(tmp_path / "out")]) == 0
+    assert "2 patches for vLLM 9.9.0 (3 files written, 0 removed)" in capsys.readouterr().out
+    (patched_tree / "README.md").write_text("edit\n")
+    code = cli.main(["export", str(patched_tree), "--into", str(tmp_path / "out")])
+    assert code == TreeError.exit_code
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_port_prints_the_report_and_what_to_do_next(monkeypatch, capsys, tmp_path):
+    report = port.Ported("9.8.0", "10.0.0", tmp_path / "work")
+    report.status = {NAMES[0]: "merged", NAMES[1]: "conflict"}
+    report.unresolved = ["vllm/config.py"]
+    monkeypatch.setattr(port, "port", lambda *a, **kw: report)
+    assert cli.main(["port", "9.8.0", "10.0.0"]) == PatchError.exit_code
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"  merged    {NAMES[0]}", f"  conflict  {NAMES[1]}"]
+    assert len(err.strip().splitlines()) == 1
+    assert f"{NAMES[1]} conflicts with vLLM 10.0.0 in vllm/config.py" in err
+    assert "git am --continue" in err and "vpatch port 9.8.0 10.0.0 --continue" in err
+
+
+# -- failures no command converted -------------------------------------------------
+
+
+def failing(monkeypatch, error: BaseException) -> None:
+    def boom(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(lint, "lint", boom)
+
+
+def test_a_bug_is_one_line_exit_70_with_the_traceback_on_request(monkeypatch, capsys):
+    failing(monkeypatch, RuntimeError("broken\nsecond line"))
+    monkeypatch.delenv("VPATCH_DEBUG", raising=False)
+    assert cli.main(["lint", "--offline"]) == cli.INTERNAL == 70
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["vpatch: error: internal error: RuntimeError: broken"]
+    monkeypatch.setenv("VPATCH_DEBUG", "1")
+    assert cli.main(["lint", "--offline"]) == 70
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert err.splitlines()[-1].startswith("vpatch: error: internal error: RuntimeError")
+
+
+def test_an_os_error_is_a_disk_error(monkeypatch, capsys):
+    failing(monkeypatch, OSError(errno.ENOSPC, "No space left on device", "/x/y"))
+    assert cli.main(["lint", "--offline"]) == DiskError.exit_code == 11
+    assert capsys.readouterr().err.splitlines() == [
+        "vpatch: error: /x/y: no space left on the device"
+    ]
+
+
+def test_ctrl_c_is_exit_130(monkeypatch, capsys):
+    failing(monkeypatch, KeyboardInterrupt())
+    assert cli.main(["lint", "--offline"]) == cli.INTERRUPTED == 130
+    assert capsys.readouterr().err.splitlines() == [
+        "vpatch: error: interrupted; nothing was left half done"
+    ]
+
+
+def test_a_callers_git_dir_is_dropped_first(monkeypatch, tmp_path):
+    seen = {}
+
+    def record(*args, **kwargs):
+        seen.update(os.environ)
+        raise RuntimeError("stop")
+
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere.git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "index"))
+    monkeypatch.setattr(lint, "lint", record)
+    assert cli.main(["lint", "--offline"]) == 70
+    assert seen and "GIT_DIR" not in seen and "GIT_INDEX_FILE" not in seen

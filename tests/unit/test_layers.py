@@ -122,3 +122,20 @@ def test_only_gitutil_runs_git():
     assert runs_git(MODULES["gitutil"]), "the check itself must see gitutil's git"
     hits = [h for m, p in MODULES.items() if m != "gitutil" for h in runs_git(p)]
     assert not hits, hits
+
+
+# a package's __init__ with code is tested under another name
+TESTED_AS = {"sources": "sources/test_materialize.py"}
+
+
+def test_every_module_has_its_test_module():
+    unit = Path(__file__).resolve().parent
+    missing = []
+    for module, path in sorted(MODULES.items()):
+        if module in ("__init__", "__main__") or not path.read_text().strip():
+            continue  # entry points and empty package files
+        parts = module.split(".")
+        test = TESTED_AS.get(module) or "/".join([*parts[:-1], f"test_{parts[-1]}.py"])
+        if not (unit / test).is_file():
+            missing.append(f"vpatch.{module}: tests/unit/{test}")
+    assert not missing, missing

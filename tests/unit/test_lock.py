@@ -1,4 +1,5 @@
 import pytest
+from support import text_file
 from vpatch import lock
 from vpatch.errors import ConfigError
 
@@ -50,10 +51,8 @@ def test_round_trip(tmp_path, pins):
     ],
 )
 def test_bad_lock_files(tmp_path, text, why):
-    path = tmp_path / "VERSIONS.lock"
-    path.write_text(text)
     with pytest.raises(ConfigError, match=why):
-        lock.load(path)
+        lock.load(text_file(tmp_path / "VERSIONS.lock", text))
 
 
 def test_the_real_lock():

@@ -104,3 +104,29 @@ def test_every_committed_patch_has_dep3_fields(d):
         missing = [f for f in series.REQUIRED_FIELDS if not p.fields.get(f)]
         assert not missing, f"{p.name} lacks {missing}"
         assert p.name == f"{p.name[:4]}-{series.key_of(p.subject)}.patch"
+
+
+def test_names_and_keys():
+    assert series.key("0007-model-fix.patch") == "model-fix"
+    assert series.file_name(12, "Model: fix it!") == "0012-model-fix-it.patch"
+    assert series.key_of("x" * 70 + " y") == "x" * 64
+    assert series.key_of("a" * 63 + " b") == "a" * 63  # no trailing '-'
+
+
+def test_write_makes_the_folder_hold_exactly_the_files(tmp_path):
+    out = tmp_path / "out"
+    files = {"0001-a.patch": b"a\n", "0002-b.patch": b"b\n", "series": b"0001-a.patch\n"}
+    assert series.write(out, files) == (["0001-a.patch", "0002-b.patch", "series"], [])
+    (out / "0009-old.patch").write_text("old\n")
+    (out / "notes.txt").write_text("mine\n")
+    again = {**files, "0002-b.patch": b"b2\n"}
+    del again["0001-a.patch"]
+    assert series.write(out, again) == (["0002-b.patch"], ["0001-a.patch", "0009-old.patch"])
+    assert sorted(p.name for p in out.iterdir()) == ["0002-b.patch", "notes.txt", "series"]
+    assert (out / "0002-b.patch").read_bytes() == b"b2\n"
+
+
+def test_a_series_file_that_is_not_text(tmp_path):
+    (tmp_path / "series").write_bytes(b"\xff\xfe0001.patch\n")
+    with pytest.raises(PatchError, match="is not UTF-8 text"):
+        series.read_names(tmp_path / "series")

@@ -5,7 +5,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import BASE, change, git, make_series
+from support import BASE, change, git, make_series, write_tree
 from vpatch import lock, series
 from vpatch.commands import port
 from vpatch.errors import PatchError, TreeError
@@ -23,13 +23,6 @@ probe = [{ file = "vllm/config.py", list = "allow", includes = ["deepseek"] }]
 """
 
 
-def folder(root: Path, files: dict[str, str]) -> Path:
-    for path, text in files.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text)
-    return root
-
-
 @pytest.fixture
 def root(tmp_path) -> Path:
     """A repository root: VERSIONS.lock pinning 9.8.0 (with a series) and
@@ -43,12 +36,12 @@ def root(tmp_path) -> Path:
         lock.Release("10.0.0", "v10.0.0", "def5678", "patched", ""),
     ]
     lock.save(lock.Lock({r.version: r for r in rels}, root / "VERSIONS.lock"))
-    folder(tmp_path / "from", FROM)
+    write_tree(tmp_path / "from", FROM)
     return root
 
 
 def run(root: Path, to_files: dict[str, str], to_version: str = "10.0.0", **kw) -> port.Ported:
-    to = folder(root.parent / "to", to_files)
+    to = write_tree(root.parent / "to", to_files)
     return port.port(
         "9.8.0",
         to_version,
@@ -158,18 +151,3 @@ def test_a_release_not_in_the_lock_is_pinned_as_patched(root, monkeypatch):
     assert r.into == root / "patches/10.1.0"
     pinned = lock.load(root / "VERSIONS.lock").get("10.1.0")
     assert (pinned.status, pinned.series, pinned.commit) == ("patched", "patches/10.1.0", "0a1b2c3")
-
-
-def test_cli_prints_the_report_and_what_to_do_next(monkeypatch, capsys, tmp_path):
-    from vpatch import cli
-
-    report = port.Ported("9.8.0", "10.0.0", tmp_path / "work")
-    report.status = {NAMES[0]: "merged", NAMES[1]: "conflict"}
-    report.unresolved = ["vllm/config.py"]
-    monkeypatch.setattr(port, "port", lambda *a, **kw: report)
-    assert cli.main(["port", "9.8.0", "10.0.0"]) == PatchError.exit_code
-    out, err = capsys.readouterr()
-    assert out.splitlines() == [f"  merged    {NAMES[0]}", f"  conflict  {NAMES[1]}"]
-    assert len(err.strip().splitlines()) == 1
-    assert f"{NAMES[1]} conflicts with vLLM 10.0.0 in vllm/config.py" in err
-    assert "git am --continue" in err and "vpatch port 9.8.0 10.0.0 --continue" in err

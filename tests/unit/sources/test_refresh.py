@@ -1,12 +1,12 @@
 """`vpatch lock --refresh` against a stand-in index (PEP 691 answers)."""
 
 import dataclasses
-import io
-import tarfile
+import zipfile
 
 import pytest
+from support import targz
 from vpatch import lock
-from vpatch.errors import NetworkError
+from vpatch.errors import ConfigError, IntegrityError, NetworkError
 from vpatch.sources import cache, index, refresh
 
 SHA = {n: f"{i:064x}" for i, n in enumerate(["s9", "w9", "c9", "s10", "w10", "c10", "new"], 1)}
@@ -40,10 +40,7 @@ def fake_index(monkeypatch):
 
 def _sdist(path, version, commit):
     text = f"__commit_id__ = commit_id = 'g{commit}'\n".encode()
-    with tarfile.open(path, "w:gz") as tar:
-        info = tarfile.TarInfo(f"vllm-{version}/vllm/_version.py")
-        info.size = len(text)
-        tar.addfile(info, io.BytesIO(text))
+    path.write_bytes(targz({f"vllm-{version}/vllm/_version.py": text}))
     return path
 
 
@@ -80,3 +77,43 @@ def test_a_file_gone_from_the_index_is_an_error(fake_index, pins):
     pins = pins.with_release(dataclasses.replace(pins.get("9.8.0"), artifacts=arts))
     with pytest.raises(NetworkError, match="no longer lists cpu-wheel of 9.8.0"):
         refresh.refresh(pins, lambda _: None)
+
+
+def test_unpinned_release_offline_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="not pinned"):
+        refresh.resolve(lock.Lock({}, tmp_path / "VERSIONS.lock"), "0.1.0", offline=True)
+
+
+def test_resolve_looks_up_what_the_lock_does_not_pin(fake_index, pins, tmp_path, monkeypatch):
+    assert refresh.resolve(pins, "v9.8.0") is pins.get("9.8.0")  # pinned: no lookup
+    monkeypatch.setattr(
+        refresh,
+        "download",
+        lambda art, offline=False: _sdist(tmp_path / "s.tgz", "10.1.0", "1f2e3d4"),
+    )
+    r = refresh.resolve(pins, "10.1.0")
+    assert (r.version, r.tag, r.commit, r.status) == ("10.1.0", "v10.1.0", "1f2e3d4", "unpinned")
+    assert set(r.artifacts) == {"sdist", "wheel"} and r.artifacts["sdist"].sha256 == SHA["s10"]
+    with pytest.raises(ConfigError, match="'next' is not a release; pinned: 9.8.0, 9.9.0, 10.0.0"):
+        refresh.resolve(pins, "next")
+    with pytest.raises(ConfigError, match="no sdist or x86_64 wheel of vLLM 12.0.0"):
+        refresh.resolve(pins, "12.0.0")
+
+
+def test_commit_of_a_wheel_only_release_and_broken_archives(tmp_path, monkeypatch):
+    whl = tmp_path / "w.whl"
+    with zipfile.ZipFile(whl, "w") as zf:
+        zf.writestr("vllm/_version.py", "__version__ = '1'\ncommit_id = 'abcdef1234'\n")
+    files = {"w.whl": whl, "bad.tar.gz": tmp_path / "bad.tar.gz", "no.whl": tmp_path / "no.whl"}
+    (tmp_path / "bad.tar.gz").write_bytes(b"not a tar")
+    with zipfile.ZipFile(tmp_path / "no.whl", "w") as zf:
+        zf.writestr("vllm/_version.py", "__version__ = '1'\n")
+    monkeypatch.setattr(refresh, "download", lambda art, offline=False: files[art.filename])
+    wheel = {"wheel": lock.Artifact("wheel", "w.whl", "0" * 64)}
+    assert refresh.commit_of(wheel) == "abcdef1234"
+    with pytest.raises(IntegrityError, match="bad.tar.gz: cannot read vllm/_version.py"):
+        refresh.commit_of({"sdist": lock.Artifact("sdist", "bad.tar.gz", "0" * 64)})
+    with pytest.raises(ConfigError, match="no.whl: no commit id"):
+        refresh.commit_of({"wheel": lock.Artifact("wheel", "no.whl", "0" * 64)})
+    with pytest.raises(ConfigError, match="no sdist or official wheel"):
+        refresh.commit_of({"cpu-wheel": lock.Artifact("cpu-wheel", "c.whl", "0" * 64)})

@@ -1,6 +1,6 @@
 """`vpatch pr` on the real releases (sources from the cache): onto 0.33.0
 only the layer-0 fix is left to send; the four patches of 0.17.1 are
-upstream since 0.18.0. And the layer-0 probe itself on real trees."""
+upstream since 0.18.0."""
 
 from __future__ import annotations
 
@@ -9,21 +9,14 @@ import subprocess
 import sys
 
 import pytest
-from vpatch import lock, probes, series
-from vpatch.commands import apply, pr
-from vpatch.sources import files
+from support import git
+from vpatch import lock, series
+from vpatch.commands import pr
 
 pytestmark = pytest.mark.integration
 
 PINS = lock.load()
-LAYER0 = "deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
 SIGNOFF = "vpatch CI <ci@example.invalid>"
-
-
-def git(cwd, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout
 
 
 def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
@@ -70,19 +63,3 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     tested = pr.results("0.33.0") or pr.results("0.32.0")
     assert ("not run yet" in body) == (tested is None)
     assert any("gh pr create --repo vllm-project/vllm" in line for line in lines)
-
-
-def test_layer_0_probe_holds_where_residual_none_is_tolerated(tmp_path):
-    """False on every unpatched release (0.18.0-0.33.0 crash, older ones have
-    no aux states), true on the patched 0.17.1 and 0.33.0 trees."""
-    checks = probes.load()[LAYER0]
-    globs = probes.patterns({LAYER0: checks})
-    for v in PINS.versions():
-        have = probes.folder_files(files.release_files(PINS.releases[v], globs), globs)
-        assert not probes.holds(checks, have), v
-    for v in ("0.17.1", "0.33.0"):
-        todo = series.load(PINS.series_dir(PINS.get(v)))
-        base = files.release_files(PINS.get(v), globs | set(todo.files))
-        tree = tmp_path / v
-        apply.apply(v, dest=tree, source=str(base), series_dir=todo.dir)
-        assert probes.holds(checks, probes.folder_files(tree, globs)), v

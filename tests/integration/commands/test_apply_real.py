@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import git
+from support import git
 from vpatch import lock, series
 from vpatch.commands import apply
 from vpatch.sources import cache as downloads
@@ -24,23 +24,9 @@ PINS = lock.load()
 SERIES = PINS.with_series()
 
 
-@pytest.fixture(scope="module")
-def trees(tmp_path_factory):
-    made = {}
-
-    def tree(version: str) -> Path:
-        if version not in made:
-            dest = tmp_path_factory.mktemp("trees") / f"vllm-{version}"
-            apply.apply(version, dest=dest)
-            made[version] = dest
-        return made[version]
-
-    return tree
-
-
 @pytest.mark.parametrize("version", SERIES)
-def test_series_applies_to_the_pinned_source(trees, version):
-    dest = trees(version)
+def test_series_applies_to_the_pinned_source(real_tree, version):
+    dest = real_tree(version)
     st = apply.status(dest)
     assert st.patches and all(p.applied for p in st.patches), st.patches
     assert not st.extra and not st.dirty
@@ -50,10 +36,11 @@ def test_series_applies_to_the_pinned_source(trees, version):
 
 
 @pytest.mark.parametrize("version", SERIES)
-def test_patched_files_compile(trees, version):
-    dest = trees(version)
+def test_patched_files_compile(real_tree, version, tmp_path):
+    dest = real_tree(version)
     for rel in series.load(PINS.series_dir(PINS.get(version))).files:
-        py_compile.compile(str(dest / rel), doraise=True, cfile=str(dest / ".pyc-check"))
+        # the bytecode goes outside the tree: other tests read it clean
+        py_compile.compile(str(dest / rel), doraise=True, cfile=str(tmp_path / "check.pyc"))
 
 
 def _config_release(version: str) -> lock.Release:
@@ -141,8 +128,8 @@ def _formatted(ruff: Path, cfg: Path, cwd: Path, files: list[str]) -> set[str]:
 
 
 @pytest.mark.parametrize("version", SERIES)
-def test_patched_files_pass_the_release_ruff(trees, version, tmp_path):
-    dest = trees(version)
+def test_patched_files_pass_the_release_ruff(real_tree, version, tmp_path):
+    dest = real_tree(version)
     cfg, pin = _ruff_config(version, tmp_path)
     ruff = _ruff(pin)
     files = series.load(PINS.series_dir(PINS.get(version))).files

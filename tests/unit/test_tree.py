@@ -1,19 +1,30 @@
+"""tree.py, the apply engine: a release's source as a git repository with a
+baseline tag and one commit per patch; all or nothing; dirty, foreign and
+busy trees refused; status, unapply, render and the one-baseline rule."""
+
 import fcntl
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BASE, change, git, make_series
-from vpatch.commands import apply
-from vpatch.errors import ConfigError, PatchError, TreeError, UnsafePathError
+from support import BASE, change, git, make_series
+from vpatch import gitutil, series, tree
+from vpatch.errors import PatchError, TreeError
 
 
-def run(pins, release_dir, series, dest):
-    return apply.apply("9.9.0", dest=dest, source=str(release_dir), series_dir=series, pins=pins)
+def run(pins, release_dir, series_dir, dest):
+    todo = series.load(series_dir)
+    return tree.apply(pins.get("9.9.0"), todo, dest, source=str(release_dir))
 
 
 def log(dest: Path) -> list[str]:
     return git(dest, "log", "--format=%s", "--reverse").splitlines()
+
+
+def status(dest: Path, series_dir: Path) -> tree.Status:
+    repo, version = tree.open_tree(dest)
+    return tree.status(dest, repo, version, series.load(series_dir))
 
 
 def test_apply_makes_baseline_tag_and_one_commit_per_patch(
@@ -22,6 +33,7 @@ def test_apply_makes_baseline_tag_and_one_commit_per_patch(
     dest = tmp_path / "tree"
     result = run(pins, release_dir, good_series, dest)
     assert result.applied == ["0001-step-1.patch", "0002-step-2.patch"]
+    assert result.created and result.source == str(release_dir)
     assert log(dest)[1:] == ["model: first change", "config: allow deepseek"]
     assert git(dest, "rev-parse", "vpatch/base-9.9.0^{commit}") == git(dest, "rev-parse", "HEAD~2")
     assert "line five" in (dest / "vllm/model.py").read_text()
@@ -55,7 +67,7 @@ def test_partial_tree_gets_the_rest(pins, release_dir, good_series, tmp_path):
 def test_dirty_tree_is_refused_and_untouched(pins, release_dir, good_series, tmp_path):
     dest = tmp_path / "tree"
     run(pins, release_dir, good_series, dest)
-    apply.unapply(dest)
+    tree.unapply(dest)
     (dest / "README.md").write_text("local edit\n")
     with pytest.raises(TreeError, match="uncommitted changes"):
         run(pins, release_dir, good_series, dest)
@@ -68,13 +80,13 @@ def test_untracked_file_counts_as_dirty(pins, release_dir, good_series, tmp_path
     run(pins, release_dir, good_series, dest)
     (dest / "new.txt").write_text("x")
     with pytest.raises(TreeError, match="new.txt"):
-        apply.unapply(dest)
+        tree.unapply(dest)
 
 
 def test_unknown_commit_is_refused(pins, release_dir, good_series, tmp_path):
     dest = tmp_path / "tree"
     run(pins, release_dir, good_series, dest)
-    apply.unapply(dest)
+    tree.unapply(dest)
     (dest / "README.md").write_text("mine\n")
     git(dest, "commit", "-qam", "my own work")
     with pytest.raises(TreeError, match="my own work"):
@@ -84,7 +96,7 @@ def test_unknown_commit_is_refused(pins, release_dir, good_series, tmp_path):
 def test_failing_patch_rolls_back_everything(pins, release_dir, tmp_path):
     model = BASE["vllm/model.py"]
     other = dict(BASE, **{"vllm/model.py": change(model, "line 30\n", "line thirty\n")})
-    series = make_series(
+    bad = make_series(
         tmp_path,
         other,
         [
@@ -103,7 +115,7 @@ def test_failing_patch_rolls_back_everything(pins, release_dir, tmp_path):
     run(pins, release_dir, empty, dest)
     before = git(dest, "rev-parse", "HEAD")
     with pytest.raises(PatchError) as e:
-        run(pins, release_dir, series, dest)
+        run(pins, release_dir, bad, dest)
     msg = str(e.value)
     assert "0002-step-2.patch" in msg and "vllm/model.py" in msg and "hunk #1" in msg
     assert "\n" not in msg
@@ -131,6 +143,14 @@ def test_nonempty_foreign_folder_is_refused(pins, release_dir, good_series, tmp_
     assert (dest / "keep.txt").read_text() == "mine"
 
 
+def test_a_file_as_dest_is_refused(pins, release_dir, good_series, tmp_path):
+    dest = tmp_path / "file"
+    dest.write_text("mine")
+    with pytest.raises(TreeError, match="is not a folder"):
+        run(pins, release_dir, good_series, dest)
+    assert dest.read_text() == "mine"
+
+
 def test_second_run_on_a_busy_tree_fails_clearly(pins, release_dir, good_series, tmp_path):
     dest = tmp_path / "tree"
     dest.mkdir()
@@ -144,47 +164,93 @@ def test_second_run_on_a_busy_tree_fails_clearly(pins, release_dir, good_series,
     assert list(dest.iterdir()) == []
 
 
-def test_patch_escaping_the_tree_is_refused_before_writing(pins, release_dir, tmp_path):
-    series = tmp_path / "evil"
-    series.mkdir()
-    (series / "series").write_text("0001-evil.patch\n")
-    (series / "0001-evil.patch").write_text(
-        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
-        "From: x <x@example.com>\nDate: Thu, 1 Jan 2026 00:00:00 +0000\nSubject: evil\n\n"
-        "---\ndiff --git a/../outside.txt b/../outside.txt\nnew file mode 100644\n"
-        "index 0000000..e69de29\n--- /dev/null\n+++ b/../outside.txt\n@@ -0,0 +1 @@\n+pwned\n"
-    )
-    with pytest.raises(UnsafePathError, match="escapes"):
-        run(pins, release_dir, series, tmp_path / "tree")
-    assert not (tmp_path / "outside.txt").exists()
-    assert not (tmp_path / "tree").exists()
-
-
 def test_status_and_unapply(pins, release_dir, good_series, tmp_path):
     dest = tmp_path / "tree"
     run(pins, release_dir, good_series, dest)
     git(dest, "reset", "-q", "--hard", "HEAD~1")
-    st = apply.status(dest, good_series, pins)
+    st = status(dest, good_series)
     assert [(p.name, p.applied) for p in st.patches] == [
         ("0001-step-1.patch", True),
         ("0002-step-2.patch", False),
     ]
-    version, n = apply.unapply(dest)
+    assert st.extra == [] and st.dirty == []
+    version, n = tree.unapply(dest)
     assert (version, n) == ("9.9.0", 1)
     assert (dest / "vllm/model.py").read_text() == BASE["vllm/model.py"]
 
 
-def test_unknown_release_lists_pinned(pins, release_dir, good_series, tmp_path):
-    with pytest.raises(ConfigError, match=r"unknown release '1\.2\.3'; pinned: 9\.8\.0, 9\.9\.0"):
-        apply.apply("1.2.3", dest=tmp_path / "t", series_dir=good_series, pins=pins)
+def test_status_lists_foreign_commits_and_edits(patched_tree, good_series):
+    (patched_tree / "README.md").write_text("mine\n")
+    git(patched_tree, "commit", "-qam", "my own work")
+    (patched_tree / "notes.txt").write_text("x\n")
+    st = status(patched_tree, good_series)
+    assert [p.applied for p in st.patches] == [True, True]
+    assert len(st.extra) == 1 and st.extra[0].endswith(" my own work")
+    assert st.dirty == ["notes.txt"]
 
 
-def test_status_of_a_plain_folder_is_a_clear_error(tmp_path):
-    with pytest.raises(TreeError, match="not a vpatch tree"):
-        apply.status(tmp_path)
+# -- opening a tree: the one baseline tag HEAD is built on -------------------------
 
 
-def test_release_without_series_says_it_needs_none(pins, tmp_path):
-    with pytest.raises(ConfigError, match=r"vLLM 10\.0\.0 needs no patches \(status upstream"):
-        apply.apply("10.0.0", dest=tmp_path / "t", pins=pins)
-    assert not (tmp_path / "t").exists()
+def test_open_tree_names_the_release_of_its_baseline(patched_tree):
+    repo, version = tree.open_tree(patched_tree)
+    assert version == "9.9.0"
+    assert Path(repo.working_tree_dir).resolve() == patched_tree.resolve()
+
+
+def test_open_tree_refuses_two_baselines_and_none(patched_tree, tmp_path):
+    git(patched_tree, "tag", "vpatch/base-9.8.0", "HEAD~1")
+    with pytest.raises(TreeError, match=r"HEAD is on 2 vpatch/base-\* baseline tags"):
+        tree.open_tree(patched_tree)
+    git(patched_tree, "tag", "-d", "vpatch/base-9.8.0", "vpatch/base-9.9.0")
+    with pytest.raises(TreeError, match="HEAD is on no vpatch/base-"):
+        tree.open_tree(patched_tree)
+    with pytest.raises(TreeError, match="no git repository"):
+        tree.open_tree(tmp_path / "release")
+
+
+def test_a_baseline_tag_off_the_history_does_not_count(patched_tree):
+    # a tag on a commit HEAD is not built on is some other tree's baseline
+    git(patched_tree, "checkout", "-q", "-b", "side", "HEAD~2")
+    (patched_tree / "README.md").write_text("side\n")
+    git(patched_tree, "commit", "-qam", "side")
+    git(patched_tree, "tag", "vpatch/base-9.8.0")
+    git(patched_tree, "checkout", "-q", "-")
+    assert tree.open_tree(patched_tree)[1] == "9.9.0"
+    repo, _ = tree.open_tree(patched_tree)
+    with pytest.raises(TreeError, match="HEAD is not on top of vpatch/base-9.8.0"):
+        tree.on_base(repo, "vpatch/base-9.8.0")
+
+
+def test_refuse_am_names_the_unresolved_files(patched_tree, tmp_path):
+    # a patch that conflicts with the tree, left half applied by `git am`
+    (tmp_path / "m").mkdir()
+    bad = make_series(
+        tmp_path / "m",
+        BASE,
+        [("model: clash", {"vllm/model.py": change(BASE["vllm/model.py"], "line 5\n", "5!\n")})],
+    )
+    with pytest.raises(subprocess.CalledProcessError):
+        git(patched_tree, "am", "--3way", str(bad / "0001-step-1.patch"))
+    repo, _ = tree.open_tree(patched_tree)
+    with pytest.raises(
+        TreeError, match=r"git am is still in progress \(vllm/model.py unresolved\)"
+    ):
+        tree.refuse_am(repo)
+    with pytest.raises(TreeError, match="git am is still in progress"):
+        tree.unapply(patched_tree)
+
+
+# -- render: a tree's commits as a series ------------------------------------------------
+
+
+def test_render_gives_numbered_patches_and_series(patched_tree):
+    repo, _ = tree.open_tree(patched_tree)
+    files = tree.render(repo, "vpatch/base-9.9.0")
+    names = ["0001-model-first-change.patch", "0002-config-allow-deepseek.patch"]
+    assert list(files) == [*names, "series"]
+    assert files["series"] == "".join(f"{n}\n" for n in names).encode()
+    assert files[names[1]] == gitutil.format_patch(repo, gitutil.head(repo))
+    git(patched_tree, "commit", "-q", "--allow-empty", "-m", "nothing")
+    with pytest.raises(PatchError, match="'nothing' changes no file"):
+        tree.render(repo, "vpatch/base-9.9.0")

@@ -11,70 +11,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support import ELF, PTX, A, F, Z, container, cuda_so, entry, make_elf
 from vpatch.errors import WheelError
 from vpatch.wheel import fatbin
 from vpatch.wheel.fatbin import Target
-
-PTX, ELF = fatbin.KIND_PTX, fatbin.KIND_ELF
-A, F, Z = fatbin.FLAG_ARCH_SPECIFIC, fatbin.FLAG_FAMILY, 0x8000  # 'a', 'f', zstd-compressed
-
-
-# -- builders ----------------------------------------------------------------
-
-
-def entry(kind: int, arch: int, flags: int = 0, payload: bytes = b"\x00" * 24, hsize=64) -> bytes:
-    """One fatbin entry: header (kind, version, header size, payload size,
-    arch at +28, flags at +40) and payload padded to 8 bytes."""
-    payload += b"\x00" * (-len(payload) % 8)
-    h = bytearray(hsize)
-    struct.pack_into("<HHIQ", h, 0, kind, 0x0101, hsize, len(payload))
-    struct.pack_into("<I", h, 28, arch)
-    struct.pack_into("<Q", h, 40, 0x11 | flags)
-    return bytes(h) + payload
-
-
-def container(*entries: bytes) -> bytes:
-    body = b"".join(entries)
-    return struct.pack("<IHHQ", fatbin.FATBIN_MAGIC, 1, 16, len(body)) + body
-
-
-def make_elf(sections: list[tuple[str, bytes]]) -> bytes:
-    """A minimal ELF64 little-endian shared object: header, the sections'
-    data, .shstrtab, then the section header table (as GNU ld lays it out)."""
-    names = b"\x00"
-    name_offs = []
-    for name, _ in sections:
-        name_offs.append(len(names))
-        names += name.encode() + b"\x00"
-    shstr_name = len(names)
-    names += b".shstrtab\x00"
-    body = bytearray(64)
-    offs = []
-    for _, data in sections:
-        body += b"\x00" * (-len(body) % 8)
-        offs.append(len(body))
-        body += data
-    shstr_off = len(body)
-    body += names
-    body += b"\x00" * (-len(body) % 8)
-    shoff = len(body)
-    sh = struct.Struct("<IIQQQQIIQQ")
-    body += bytes(64)  # section 0
-    for (_, data), off, noff in zip(sections, offs, name_offs, strict=True):
-        body += sh.pack(noff, 1, 2, off, off, len(data), 0, 0, 8, 0)  # PROGBITS, ALLOC
-    body += sh.pack(shstr_name, 3, 0, 0, shstr_off, len(names), 0, 0, 1, 0)  # STRTAB
-    shnum = len(sections) + 2
-    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
-    hdr = ident + struct.pack(
-        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, shnum, shnum - 1
-    )
-    body[:64] = hdr
-    return bytes(body)
-
-
-def cuda_so(*entries: bytes) -> bytes:
-    """An extension module with one .nv_fatbin holding one container."""
-    return make_elf([(".text", b"\xc3" * 32), (".nv_fatbin", container(*entries))])
 
 
 def scan_bytes(data: bytes, name: str = "x.so") -> fatbin.ExtensionReport:

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import change, git, make_series
+from support import change, commit_tree, git, make_series, write_tree
 from vpatch import cli, gitutil, lock, series
 from vpatch.commands import pr
 from vpatch.errors import ConfigError, PatchError, TreeError
@@ -37,13 +37,6 @@ probe = [{ file = "vllm/model.py", uses = "fixed" }]
 """
 SIGNOFF = "Jane Doe <jane@example.invalid>"
 FIX = "0001-model-fix-thirty.patch"
-
-
-def folder(root: Path, files: dict[str, str]) -> Path:
-    for path, text in files.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text)
-    return root
 
 
 def named_series(tmp: Path, into: Path, base: dict[str, str], steps, names: list[str]) -> None:
@@ -85,7 +78,7 @@ def root(tmp_path, monkeypatch) -> Path:
     ]
     lock.save(lock.Lock({r.version: r for r in rels}, root / "VERSIONS.lock"))
     files = {"9.8.0": BASE, "9.9.0": UPSTREAM, "10.0.0": UPSTREAM}
-    rel = {v: folder(tmp_path / f"rel-{v}", f) for v, f in files.items()}
+    rel = {v: write_tree(tmp_path / f"rel-{v}", f) for v, f in files.items()}
     monkeypatch.setattr(pr, "release_files", lambda r, globs, offline=False: rel[r.version])
     monkeypatch.setenv("VPATCH_CACHE", str(tmp_path / "cache"))
     (tmp_path / "empty").mkdir()
@@ -103,11 +96,7 @@ def kw(root: Path, **more):
 
 
 def checkout(path: Path, files: dict[str, str]) -> Path:
-    folder(path, files)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "vllm main")
-    return path
+    return commit_tree(path, files, "vllm main")
 
 
 def test_candidates_newest_series_then_the_upstream_one(root):
@@ -206,7 +195,7 @@ def test_nothing_left_says_so_and_exits_0(root, tmp_path, monkeypatch, capsys):
 
 
 def test_nothing_left_on_a_release_leaves_no_tree(root, tmp_path):
-    src = folder(tmp_path / "rel-11", {**UPSTREAM, "vllm/model.py": FIXED})
+    src = write_tree(tmp_path / "rel-11", {**UPSTREAM, "vllm/model.py": FIXED})
     d = pr.draft("10.0.0", source=str(src), **kw(root))
     assert not d.sent and d.branch == ""
     assert not Path("build/pr-10.0.0").exists()
@@ -270,7 +259,7 @@ def test_an_existing_branch_is_refused(root, tmp_path):
 
 
 def test_an_existing_release_tree_is_refused(root, tmp_path):
-    folder(Path("build/pr-10.0.0"), {"mine.txt": "x\n"})
+    write_tree(Path("build/pr-10.0.0"), {"mine.txt": "x\n"})
     with pytest.raises(TreeError, match="exists"):
         pr.draft("10.0.0", source=str(tmp_path / "rel-10.0.0"), **kw(root))
     assert Path("build/pr-10.0.0/mine.txt").is_file()
@@ -295,23 +284,3 @@ def test_a_patch_without_probe_is_tried_and_dropped_only_by_git(root, tmp_path):
     # the branch it tried on is gone, the checkout is back where it was
     assert git(co, "branch", "--format=%(refname:short)").split() == ["main"]
     assert git(co, "status", "--porcelain") == ""
-
-
-def test_is_none_probe_reads_the_scope_only():
-    from vpatch import probes
-
-    check = probes.Check("m.py", function="Model.forward", is_none="residual")
-    code = """
-class Layer:
-    def forward(self, h, residual):
-        if residual is None:
-            residual = h
-class Model:
-    def forward(self, h, residual=None):
-        aux = {fix}
-"""
-    crash = {"m.py": code.format(fix="h + residual")}
-    fixed = {"m.py": code.format(fix="h if residual is None else h + residual")}
-    also = {"m.py": code.format(fix="h + residual if residual is not None else h")}
-    assert not probes.holds([check], crash)  # Layer.forward's test is not Model's
-    assert probes.holds([check], fixed) and probes.holds([check], also)

@@ -5,8 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import BASE, change, make_series
-from test_matrix import sdist
+from support import BASE, change, make_series, sdist
 from vpatch import lock
 from vpatch.commands import apply, export, lint
 
@@ -18,12 +17,6 @@ probe = [{ file = "vllm/model.py", uses = "never_there" }]
 ["config-allow-deepseek"]
 probe = [{ file = "vllm/config.py", uses = "never_there" }]
 """
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("VPATCH_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
 
 
 def write_series(root: Path, version: str, pins, release_dir, steps, tmp: Path) -> Path:
@@ -41,13 +34,13 @@ STEPS = [
 
 
 @pytest.fixture
-def repo(tmp_path, cache, release_dir):
+def repo(tmp_path, cache_root, release_dir):
     """(root, pins): two releases carrying the same two patches."""
     root = tmp_path / "root"
     root.mkdir()
     rels = {}
     for v in ("9.8.0", "9.9.0"):
-        rel = sdist(cache, v, BASE)
+        rel = sdist(cache_root, v, BASE)
         rels[v] = lock.Release(v, f"v{v}", "abc1234", "patched", f"patches/{v}", rel.artifacts)
     pins = lock.Lock(rels, root / "VERSIONS.lock")
     lock.save(pins)
@@ -168,9 +161,9 @@ def test_patch_that_no_longer_applies(repo):
     assert any("does not apply to vLLM 9.9.0" in p for p in problems), problems
 
 
-def test_offline_skips_what_is_not_cached(repo, cache):
+def test_offline_skips_what_is_not_cached(repo, cache_root):
     _, pins = repo
-    for f in (cache / "downloads").iterdir():
+    for f in (cache_root / "downloads").iterdir():
         f.unlink()
     result = lint.lint(pins, meta_path=pins.path.parent / "patches/patches.toml", offline=True)
     assert result.problems == [] and len(result.skipped) == 2

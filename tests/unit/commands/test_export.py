@@ -6,25 +6,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import git
+from support import git
 from vpatch import series
 from vpatch.commands import apply, export
 from vpatch.errors import PatchError, TreeError
-
-
-@pytest.fixture
-def tree(pins, release_dir, good_series, tmp_path) -> Path:
-    dest = tmp_path / "tree"
-    apply.apply("9.9.0", dest=dest, source=str(release_dir), series_dir=good_series, pins=pins)
-    return dest
 
 
 def files(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
 
 
-def test_names_series_and_content(tree, tmp_path, pins):
-    done = export.export(tree, tmp_path / "out", pins)
+def test_names_series_and_content(patched_tree, tmp_path, pins):
+    done = export.export(patched_tree, tmp_path / "out", pins)
     names = ["0001-model-first-change.patch", "0002-config-allow-deepseek.patch"]
     assert done.names == names and done.version == "9.9.0"
     assert (tmp_path / "out/series").read_text() == "".join(n + "\n" for n in names)
@@ -36,11 +29,11 @@ def test_names_series_and_content(tree, tmp_path, pins):
     assert "\n-- \n" not in text  # no git version signature
 
 
-def test_same_tree_same_bytes(tree, tmp_path, pins):
-    export.export(tree, tmp_path / "a", pins)
-    again = export.export(tree, tmp_path / "a", pins)
+def test_same_tree_same_bytes(patched_tree, tmp_path, pins):
+    export.export(patched_tree, tmp_path / "a", pins)
+    again = export.export(patched_tree, tmp_path / "a", pins)
     assert again.written == []  # nothing changed, nothing rewritten
-    export.export(tree, tmp_path / "b", pins)
+    export.export(patched_tree, tmp_path / "b", pins)
     assert files(tmp_path / "a") == files(tmp_path / "b")
 
 
@@ -66,8 +59,8 @@ HOSTILE = """\
 """
 
 
-def test_bytes_ignore_user_config_and_git_env(tree, tmp_path, pins):
-    export.export(tree, tmp_path / "plain", pins)
+def test_bytes_ignore_user_config_and_git_env(patched_tree, tmp_path, pins):
+    export.export(patched_tree, tmp_path / "plain", pins)
     home = tmp_path / "home"
     home.mkdir()
     (home / ".gitconfig").write_text(HOSTILE)
@@ -87,15 +80,17 @@ def test_bytes_ignore_user_config_and_git_env(tree, tmp_path, pins):
         "export.export(Path(sys.argv[1]), Path(sys.argv[2]))"
     )
     subprocess.run(
-        [sys.executable, "-c", code, str(tree), str(tmp_path / "hostile")], env=env, check=True
+        [sys.executable, "-c", code, str(patched_tree), str(tmp_path / "hostile")],
+        env=env,
+        check=True,
     )
     assert files(tmp_path / "hostile") == files(tmp_path / "plain")
 
 
-def test_a_persons_commit_is_exported_and_round_trips(tree, tmp_path, pins, release_dir):
-    (tree / "README.md").write_text("tiny, documented\n")
-    git(tree, "commit", "-qam", "docs: say more\n\nDescription: more words\n")
-    done = export.export(tree, tmp_path / "out", pins)
+def test_a_persons_commit_is_exported_and_round_trips(patched_tree, tmp_path, pins, release_dir):
+    (patched_tree / "README.md").write_text("tiny, documented\n")
+    git(patched_tree, "commit", "-qam", "docs: say more\n\nDescription: more words\n")
+    done = export.export(patched_tree, tmp_path / "out", pins)
     assert done.names[-1] == "0003-docs-say-more.patch"
     text = (tmp_path / "out" / done.names[-1]).read_text()
     assert "From: t <t@example.com>" in text  # the person's identity and date
@@ -107,50 +102,40 @@ def test_a_persons_commit_is_exported_and_round_trips(tree, tmp_path, pins, rele
     assert files(tmp_path / "again") == files(tmp_path / "out")
 
 
-def test_stale_patches_are_removed(tree, tmp_path, pins):
+def test_stale_patches_are_removed(patched_tree, tmp_path, pins):
     out = tmp_path / "out"
     out.mkdir()
     (out / "0003-gone.patch").write_text("old\n")
     (out / "README").write_text("not a patch: left alone\n")
-    done = export.export(tree, out, pins)
+    done = export.export(patched_tree, out, pins)
     assert done.removed == ["0003-gone.patch"]
     assert sorted(p.name for p in out.iterdir()) == [*done.names, "README", "series"]
 
 
-def test_a_dropped_commit_drops_its_patch(tree, tmp_path, pins):
-    export.export(tree, tmp_path / "out", pins)
-    git(tree, "reset", "-q", "--hard", "HEAD~1")
-    done = export.export(tree, tmp_path / "out", pins)
+def test_a_dropped_commit_drops_its_patch(patched_tree, tmp_path, pins):
+    export.export(patched_tree, tmp_path / "out", pins)
+    git(patched_tree, "reset", "-q", "--hard", "HEAD~1")
+    done = export.export(patched_tree, tmp_path / "out", pins)
     assert done.removed == ["0002-config-allow-deepseek.patch"]
     assert (tmp_path / "out/series").read_text() == "0001-model-first-change.patch\n"
 
 
-def test_dirty_tree_is_refused(tree, tmp_path, pins):
-    (tree / "new.txt").write_text("untracked\n")
+def test_dirty_tree_is_refused(patched_tree, tmp_path, pins):
+    (patched_tree / "new.txt").write_text("untracked\n")
     with pytest.raises(TreeError, match="uncommitted changes"):
-        export.export(tree, tmp_path / "out", pins)
+        export.export(patched_tree, tmp_path / "out", pins)
     assert not (tmp_path / "out").exists()
 
 
-def test_plain_folder_and_missing_base_are_refused(tree, tmp_path, pins):
+def test_plain_folder_and_missing_base_are_refused(patched_tree, tmp_path, pins):
     with pytest.raises(TreeError, match="no git repository"):
         export.export(tmp_path, tmp_path / "out", pins)
-    git(tree, "tag", "-d", "vpatch/base-9.9.0")
+    git(patched_tree, "tag", "-d", "vpatch/base-9.9.0")
     with pytest.raises(TreeError, match="no vpatch/base-"):
-        export.export(tree, tmp_path / "out", pins)
+        export.export(patched_tree, tmp_path / "out", pins)
 
 
-def test_empty_commit_is_refused(tree, tmp_path, pins):
-    git(tree, "commit", "-q", "--allow-empty", "-m", "nothing")
+def test_empty_commit_is_refused(patched_tree, tmp_path, pins):
+    git(patched_tree, "commit", "-q", "--allow-empty", "-m", "nothing")
     with pytest.raises(PatchError, match="changes no file"):
-        export.export(tree, tmp_path / "out", pins)
-
-
-def test_cli(tree, tmp_path, capsys):
-    from vpatch import cli
-
-    assert cli.main(["export", str(tree), "--into", str(tmp_path / "out")]) == 0
-    assert "2 patches for vLLM 9.9.0 (3 files written, 0 removed)" in capsys.readouterr().out
-    (tree / "README.md").write_text("edit\n")
-    assert cli.main(["export", str(tree), "--into", str(tmp_path / "out")]) == TreeError.exit_code
-    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+        export.export(patched_tree, tmp_path / "out", pins)

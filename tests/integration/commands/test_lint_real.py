@@ -1,0 +1,13 @@
+"""lint on the repository itself, every release's source downloaded."""
+
+from __future__ import annotations
+
+import pytest
+from vpatch.commands import lint
+
+pytestmark = pytest.mark.integration
+
+
+def test_lint_passes_on_the_repository():
+    result = lint.lint()
+    assert [str(p) for p in result.problems] == [] and result.skipped == []

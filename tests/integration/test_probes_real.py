@@ -1,0 +1,50 @@
+"""The probes of patches/patches.toml on real trees (sources from the cache):
+false on the unpatched release, true on the patched tree and on the release
+that has the change upstream."""
+
+from __future__ import annotations
+
+import pytest
+from vpatch import lock, probes, series
+from vpatch.commands import apply
+from vpatch.sources import files
+
+pytestmark = pytest.mark.integration
+
+PINS = lock.load()
+NEWEST = PINS.default()
+LAYER0 = "deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
+
+
+def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
+    checks = probes.load()
+    todo = series.load(PINS.series_dir(NEWEST))
+    globs = probes.patterns(checks)
+    base = files.release_files(NEWEST, globs | set(todo.files))
+    tree = tmp_path / "patched"
+    apply.apply(NEWEST.version, dest=tree, source=str(base), series_dir=todo.dir)
+    up = files.release_files(PINS.get("0.18.0"), globs)
+    seen = {
+        "baseline": probes.folder_files(base, globs),
+        "patched": probes.folder_files(tree, globs),
+        "0.18.0": probes.folder_files(up, globs),
+    }
+    for p in todo.patches:
+        got = {k: probes.holds(checks[p.key], files) for k, files in seen.items()}
+        assert got == {"baseline": False, "patched": True, "0.18.0": True}, p.name
+
+
+def test_layer_0_probe_holds_where_residual_none_is_tolerated(tmp_path):
+    """False on every unpatched release (0.18.0-0.33.0 crash, older ones have
+    no aux states), true on the patched 0.17.1 and 0.33.0 trees."""
+    checks = probes.load()[LAYER0]
+    globs = probes.patterns({LAYER0: checks})
+    for v in PINS.versions():
+        have = probes.folder_files(files.release_files(PINS.releases[v], globs), globs)
+        assert not probes.holds(checks, have), v
+    for v in ("0.17.1", "0.33.0"):
+        todo = series.load(PINS.series_dir(PINS.get(v)))
+        base = files.release_files(PINS.get(v), globs | set(todo.files))
+        tree = tmp_path / v
+        apply.apply(v, dest=tree, source=str(base), series_dir=todo.dir)
+        assert probes.holds(checks, probes.folder_files(tree, globs)), v

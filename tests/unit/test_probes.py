@@ -1,0 +1,146 @@
+"""probes.py: patches/patches.toml's checks that a release's own source
+already does what a patch does, read with `ast`; variants and PR titles."""
+
+import json
+
+import pytest
+from support import text_file, write_tree
+from vpatch import probes
+from vpatch.errors import ConfigError
+
+
+def toml(tmp_path, text: str):
+    return text_file(tmp_path / "patches.toml", text)
+
+
+CODE = """
+class Config:
+    def check(self):
+        allowed = ["llama", "qwen", "deepseek_v2"]
+        if name == "Kimi":
+            self.token = cfg.media_id
+        else:
+            self.token = cfg.image_id
+"""
+
+
+@pytest.mark.parametrize(
+    "check, expected",
+    [
+        ({"list": "allowed", "includes": ["llama", "deepseek_v2"]}, True),
+        ({"list": "allowed", "includes": ["kimi_k2"]}, False),
+        ({"list": "gone", "includes": ["kimi_k2"], "or_absent": True}, True),
+        ({"list": "allowed", "includes": ["kimi_k2"], "or_absent": True}, False),
+        ({"when": "Kimi", "uses": "media_id"}, True),
+        ({"when": "Kimi", "uses": "image_id"}, False),  # only in the else branch
+        ({"function": "Config.check", "uses": "media_id"}, True),
+        ({"function": "Config.other", "uses": "media_id"}, False),
+        ({"class": "Config", "defines": "check"}, True),
+        ({"class": "Config", "has_base": "object"}, False),
+    ],
+)
+def test_check_kinds(tmp_path, check, expected):
+    items = ", ".join(f"{k} = {json.dumps(v)}" for k, v in check.items())
+    path = toml(tmp_path, f'[p]\nprobe = [{{ file = "pkg/*.py", {items} }}]\n')
+    files = {"pkg/config.py": CODE, "pkg/sub/other.py": CODE.replace("Kimi", "Other")}
+    assert probes.holds(probes.load(path)["p"], files) is expected
+
+
+def test_globs_stay_in_one_folder():
+    assert probes.matches("vllm/v1/spec_decode/eagle.py", "vllm/v1/spec_decode/*.py")
+    assert not probes.matches("vllm/v1/spec_decode/dynamic/x.py", "vllm/v1/spec_decode/*.py")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[p]\nprobe = [{ file = "a.py", uses = "x", typo = 1 }]\n', "unknown check keys typo"),
+        ('[p]\nprobe = [{ file = "a.py" }]\n', "one of"),
+        ('[p]\nprobe = [{ file = "a.py", has_base = "B" }]\n', "needs a class"),
+        ("[p]\nprobes = []\n", "unknown keys probes"),
+        ("[p\n", "not valid TOML"),
+    ],
+)
+def test_bad_declarations_are_config_errors(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        probes.load(toml(tmp_path, text))
+
+
+def test_no_probe_is_no_claim():
+    assert not probes.holds([], {"a.py": "anything"})
+
+
+def test_is_none_probe_reads_the_scope_only():
+    check = probes.Check("m.py", function="Model.forward", is_none="residual")
+    code = """
+class Layer:
+    def forward(self, h, residual):
+        if residual is None:
+            residual = h
+class Model:
+    def forward(self, h, residual=None):
+        aux = {fix}
+"""
+    crash = {"m.py": code.format(fix="h + residual")}
+    fixed = {"m.py": code.format(fix="h if residual is None else h + residual")}
+    also = {"m.py": code.format(fix="h + residual if residual is not None else h")}
+    assert not probes.holds([check], crash)  # Layer.forward's test is not Model's
+    assert probes.holds([check], fixed) and probes.holds([check], also)
+
+
+def test_a_missing_file_declares_nothing(tmp_path):
+    missing = tmp_path / "nowhere.toml"
+    assert probes.load(missing) == {} and probes.variants(missing) == {}
+    assert probes.pr_titles(missing) == {}
+
+
+def test_load_keeps_only_tables_with_a_probe_and_reads_every_key(tmp_path):
+    path = toml(
+        tmp_path,
+        '["a"]\nprobe = [{ file = "x/*.py", class = "C", function = "C.f", when = "K", '
+        'uses = "u" }]\n["b"]\nvariants = [["1.0"]]\n'
+        '["c"]\nprobe = [{ file = "y.py", list = "n", includes = ["p", "q"], or_absent = true }]\n',
+    )
+    got = probes.load(path)
+    assert list(got) == ["a", "c"]
+    assert got["a"] == [probes.Check("x/*.py", cls="C", function="C.f", when="K", uses="u")]
+    assert got["c"] == [probes.Check("y.py", list_name="n", includes=("p", "q"), or_absent=True)]
+    assert probes.patterns(got) == {"x/*.py", "y.py"}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("p = 1\n", "not a table"),
+        ('[p]\nprobe = [{ file = "a/**/b.py", uses = "x" }]\n', "'\\*\\*' is not supported"),
+    ],
+)
+def test_more_bad_declarations(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        probes.load(toml(tmp_path, text))
+
+
+def test_variants_and_pr_titles(tmp_path):
+    path = toml(
+        tmp_path,
+        '["a"]\nvariants = [["1.0", "1.1"], ["2.0"]]\npr_title = "A: fix"\n'
+        '["b"]\npr_prefix = "[Bugfix]"\n["c"]\nvariants = []\n',
+    )
+    assert probes.variants(path) == {"a": [{"1.0", "1.1"}, {"2.0"}]}
+    assert probes.pr_titles(path) == {"a": {"pr_title": "A: fix"}, "b": {"pr_prefix": "[Bugfix]"}}
+    with pytest.raises(ConfigError, match="variants is a list of lists"):
+        probes.variants(toml(tmp_path, '["a"]\nvariants = ["1.0"]\n'))
+    with pytest.raises(ConfigError, match="pr_prefix and pr_title are strings"):
+        probes.pr_titles(toml(tmp_path, '["a"]\npr_title = " "\n'))
+
+
+def test_folder_files_reads_what_the_globs_match(tmp_path):
+    root = write_tree(
+        tmp_path / "rel",
+        {"vllm/a.py": "a\n", "vllm/b.txt": "b\n", "vllm/sub/c.py": "c\n", "top.py": "t\n"},
+    )
+    (root / "vllm/dir.py").mkdir()  # a folder that matches is no file
+    assert probes.folder_files(root, {"vllm/*.py", "top.py", "gone.py"}) == {
+        "vllm/a.py": "a\n",
+        "top.py": "t\n",
+    }
