@@ -16,6 +16,7 @@ import io
 import os
 import random
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -80,6 +81,23 @@ def make_series(tmp: Path, base: dict[str, str], steps: list[tuple[str, dict[str
         names.append(name)
     (out / "series").write_text("\n".join(names) + "\n")
     return out
+
+
+def named_series(
+    tmp: Path,
+    into: Path,
+    base: dict[str, str],
+    steps: list[tuple[str, dict[str, str]]],
+    names: list[str],
+) -> Path:
+    """make_series, with the patch files named `names` in folder `into`."""
+    tmp.mkdir()
+    made = make_series(tmp, base, steps)
+    into.mkdir(parents=True)
+    for old, new in zip(series.read_names(made / "series"), names, strict=True):
+        shutil.copy(made / old, into / new)
+    (into / "series").write_text("".join(f"{n}\n" for n in names))
+    return into
 
 
 BASE = {

@@ -97,7 +97,10 @@ _ERRNO = {
 
 def disk_error(e: OSError, doing: str = "") -> DiskError:
     """An OSError as a one-line DiskError naming the path and the cause."""
-    why = _ERRNO.get(e.errno or 0) or e.strerror or os.strerror(e.errno or 0) or str(e)
+    if not e.errno:  # OSError("message"), shutil.Error: no errno to explain
+        why = str(e.args[0]) if e.args else type(e).__name__
+    else:
+        why = _ERRNO.get(e.errno) or e.strerror or os.strerror(e.errno)
     where = e.filename if e.filename is not None else ""
     head = f"{doing}: " if doing else ""
     return DiskError(f"{head}{where}{': ' if where else ''}{why}")

@@ -130,12 +130,21 @@ R = TypeVar("R")
 _THIRD_PARTY = (git.exc.GitError, gitdb.exc.ODBError, ValueError)
 
 
+def _unwrap(text: str, label: str) -> str:
+    """GitPython's `\n  stderr: '<git's output>'` wrapper off a command's output."""
+    text = text.strip()
+    if text.startswith(f"{label}: '") and text.endswith("'"):
+        return text[len(label) + 3 : -1]
+    return text
+
+
 def _message(e: BaseException) -> str:
     if isinstance(e, git.GitCommandError):
-        err = str(e.stderr or e.stdout or "").strip().splitlines()
-        lines = [ln.strip() for ln in err if ln.strip()]
-        fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
-        return (fatal or lines or [str(e.status)])[-1]
+        out = _unwrap(str(e.stderr or ""), "stderr") or _unwrap(str(e.stdout or ""), "stdout")
+        lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+        fatal = [ln for ln in lines if ln.startswith("fatal:")]
+        errors = [ln for ln in lines if ln.startswith("error:")]
+        return (fatal[:1] or errors[:1] or lines[-1:] or [f"exit status {e.status}"])[0]
     if isinstance(e, git.InvalidGitRepositoryError):
         return f"not a git repository: {e}"
     if isinstance(e, git.NoSuchPathError):
@@ -316,12 +325,18 @@ def tag_sha(repo: git.Repo, name: str) -> str | None:
 
 
 def head(repo: git.Repo) -> str | None:
-    """The checked-out commit, or None on an unborn branch."""
+    """The checked-out commit, or None on an unborn branch (HEAD names a
+    branch with no commit yet). HEAD that names a commit git cannot read is
+    a GitError, not an unborn branch."""
     try:
         return str(repo.head.commit.hexsha)
-    except ValueError:
-        return None
     except _THIRD_PARTY as e:
+        try:
+            repo.git.rev_parse("--verify", "-q", "HEAD")
+        except git.GitCommandError:
+            if repo.head.is_detached or not Path(repo.git_dir, "HEAD").is_file():
+                raise GitError(f"git cannot read HEAD: {_message(e)}") from None
+            return None  # an unborn branch: the ref it names does not exist yet
         raise GitError(f"git cannot read HEAD: {_message(e)}") from None
 
 
@@ -408,17 +423,17 @@ def clone_tag(url: str, tag_name: str, dest: Path) -> str:
 
 @converts("apply")
 def apply_folder(
-    folder: Path, patches: Path | list[Path], context: int = 1, include: list[str] | None = None
+    folder: Path, patch: Path, context: int = 1, include: list[str] | None = None
 ) -> tuple[bool, str]:
-    """Apply patches to a plain folder (no repository needed), in order and
-    atomically (all or none), like `patch -p1`; with context < 3, with fuzz
-    (context may shrink to that many lines). `include` limits the paths
-    changed. Returns (applied, git's verbose report, which names offsets and
-    reduced context, or the failure). Default context 1: `patch`'s fuzz 2."""
-    todo = [patches] if isinstance(patches, Path) else list(patches)
+    """Apply one patch to a plain folder (no repository needed), all of it or
+    nothing, like `patch -p1`; with context < 3, with fuzz (context may
+    shrink to that many lines). `include` limits the paths changed. Returns
+    (applied, git's verbose report, which names offsets and reduced context,
+    or the failure). Default context 1: `patch`'s fuzz 2. (One patch at a
+    time: `git apply p1 p2` writes p1 even when p2 fails.)"""
     cmd = ["git", *_config_args(), "apply", "--verbose", f"-C{context}"]
     cmd += [f"--include={_glob_escape(f)}" for f in include or []]
-    cmd += [str(Path(p).resolve()) for p in todo]
+    cmd.append(str(Path(patch).resolve()))
     status, out, err = git.Git(folder).execute(
         cmd, with_extended_output=True, with_exceptions=False, env=_folder_env(Path(folder))
     )

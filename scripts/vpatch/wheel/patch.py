@@ -73,17 +73,14 @@ def apply_series(w: WheelFile, todo: Series) -> Patched:
                     dest = root / f
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     dest.write_bytes(data)
-            patches = [p for p in todo.patches if any(f in shipped for f in p.files)]
-            # One `git apply` for the whole series (in order, atomically); on
-            # failure, one patch at a time to name the culprit.
-            ok, _ = gitutil.apply_folder(root, [p.path for p in patches], 3, shipped)
-            if not ok:
-                for patch in patches:
-                    ok, report = gitutil.apply_folder(root, patch.path, 3, shipped)
-                    if not ok:
-                        raise PatchError(
-                            f"{patch.name} does not apply to {w.path.name}: {_error(report)}"
-                        )
+            for patch in todo.patches:
+                if not any(f in shipped for f in patch.files):
+                    continue
+                ok, report = gitutil.apply_folder(root, patch.path, 3, shipped)
+                if not ok:
+                    raise PatchError(
+                        f"{patch.name} does not apply to {w.path.name}: {_error(report)}"
+                    )
             for f in shipped:
                 p = root / f
                 if p.is_file():
@@ -98,5 +95,9 @@ def apply_series(w: WheelFile, todo: Series) -> Patched:
 
 
 def _error(report: str) -> str:
-    lines = report.strip().splitlines() or ["git apply failed"]
-    return next((ln for ln in lines if ln.startswith("error:")), lines[-1]).removeprefix("error: ")
+    """git apply's own reason: the `patch failed: <file>:<line>` line, else
+    its first error."""
+    lines = [ln.strip() for ln in report.splitlines() if ln.strip()] or ["git apply failed"]
+    errors = [ln.removeprefix("error: ") for ln in lines if ln.startswith("error:")]
+    failed = [e for e in errors if e.startswith("patch failed:")]
+    return (failed or [e for e in errors if e != "while searching for:"] or lines[-1:])[0]

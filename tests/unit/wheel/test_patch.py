@@ -58,12 +58,6 @@ def test_deleted_and_unchanged_files(tmp_path, whl):
     assert out.changed == {}  # model.py came back to what the wheel has
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="apply_series blames 0001: the one `git apply` of the whole series is not "
-    "atomic (git applies each patch file on its own, see test_gitutil), so 0001 is already "
-    "applied when the patches are retried one by one",
-)
 def test_the_patch_that_fails_is_named(tmp_path, wheel_series):
     # model.py as the series expects it, config.py not: the second patch fails
     other = make_wheel(
@@ -76,11 +70,6 @@ def test_the_patch_that_fails_is_named(tmp_path, wheel_series):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wheel/patch._error takes git apply's first 'error:' line, which is "
-    "'while searching for:', not 'patch failed: <file>:<line>'",
-)
 def test_the_failure_names_the_file(tmp_path, wheel_series):
     other = make_wheel(
         tmp_path / "other",

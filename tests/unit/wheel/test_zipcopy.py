@@ -78,7 +78,7 @@ def rewrite(src: Path, dst: Path, plan) -> None:
     """plan(zip, fd) -> members; laid out after no verbatim prefix and run."""
     with zipfile.ZipFile(src) as zf, open(src, "rb") as f:
         members = plan(zf, f.fileno())
-        steps = zipcopy.layout(members, 0, 0, zf.comment)
+        steps = zipcopy.layout(members, 0, 0, zf.comment, f.fileno())
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             zipcopy.run(f.fileno(), out, steps)
@@ -136,7 +136,7 @@ def test_consecutive_verbatim_members_are_one_copy(tmp_path):
     src = plain_zip(tmp_path / "in.zip", MEMBERS)
     with zipfile.ZipFile(src) as zf, open(src, "rb") as f:
         members = [kept(zf, f.fileno(), src, i) for i in zf.infolist()]
-        steps = zipcopy.layout(members, 0, 0, b"")
+        steps = zipcopy.layout(members, 0, 0, b"", f.fileno())
     assert [s[0] for s in steps] == ["copy", "write"]  # the members, then the directory
     assert steps[0][1:] == (0, members[-1].verbatim[1], 0)
 
@@ -174,3 +174,44 @@ def test_a_copy_past_the_end_of_the_input_says_truncated(tmp_path, monkeypatch):
         monkeypatch.delattr(os, "copy_file_range")
         with pytest.raises(WheelError, match="ended early: truncated"):
             zipcopy.run(f.fileno(), g.fileno(), [("copy", 50, 100, 0)])
+
+
+def test_member_ends_and_central_entries(tmp_path):
+    """Each member's bytes run to the next member's local header (the last
+    to the central directory); the raw central entries are the input's own."""
+    src = plain_zip(tmp_path / "in.zip", MEMBERS)
+    with zipfile.ZipFile(src) as zf, open(src, "rb") as f:
+        ends = zipcopy.member_ends(zf)
+        infos = zf.infolist()
+        assert [ends[i.filename] for i in infos[:-1]] == [i.header_offset for i in infos[1:]]
+        assert ends[infos[-1].filename] == zf.start_dir
+        entries = zipcopy.central_entries(f.fileno(), zf, src)
+    data = src.read_bytes()
+    assert b"".join(entries) == data[zf.start_dir : zf.start_dir + len(b"".join(entries))]
+    assert [e[46 : 46 + len(i.filename.encode())] for e, i in zip(entries, infos, strict=True)] == [
+        i.filename.encode() for i in infos
+    ]
+
+
+def test_a_verbatim_member_keeps_its_central_entry_with_a_new_offset(tmp_path):
+    src = plain_zip(tmp_path / "in.zip", MEMBERS)
+    with zipfile.ZipFile(src) as zf, open(src, "rb") as f:
+        members = [kept(zf, f.fileno(), src, i) for i in zf.infolist()]
+        entries = zipcopy.central_entries(f.fileno(), zf, src)
+        for m, e in zip(members, entries, strict=True):
+            m.central = e
+        lead = zipcopy.new_member("lead.txt", b"first\n", None)
+        steps = zipcopy.layout([lead, *members], 0, 0, b"", f.fileno())
+        dst = tmp_path / "out.zip"
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            zipcopy.run(f.fileno(), out, steps)
+        finally:
+            os.close(out)
+    with zipfile.ZipFile(dst) as z:
+        assert z.testzip() is None
+        assert [i.filename for i in z.infolist()] == ["lead.txt", *MEMBERS]
+        for name, data in MEMBERS.items():
+            assert z.read(name) == data
+    moved = members[0]
+    assert moved.offset > 0 and zipcopy._central_header(moved)[46:] == entries[0][46:]
