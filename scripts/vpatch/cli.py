@@ -4,11 +4,12 @@ parses, calls the core and prints. Errors are caught once, in main()."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from . import apply as engine
-from . import export, lint, lock, matrix, port, pr, sources, verify, wheel
+from . import check, export, install, lint, lock, matrix, port, pr, sources, verify, wheel
 from .errors import PatchError, VpatchError
 from .paths import empty
 
@@ -222,6 +223,50 @@ def cmd_verify_wheel(args) -> int:
     return res.exit_code
 
 
+# -- install / uninstall / check (one Python environment) ---------------------
+
+
+def cmd_install(args) -> int:
+    series_dir = Path(args.series) if args.series else None
+    res = install.install(args.python, series_dir, dry_run=args.dry_run, say=say)
+    where = f"{res.dist.name} {res.dist.version} at {res.dist.root}"
+    if res.action == "nothing":
+        print(f"{where}: {res.message}; nothing to do")
+    elif res.action == "dry-run":
+        print(f"{where}: {res.message} (dry run: nothing changed)")
+        for f in res.files:
+            print(f"  replace  {f}")
+        for f, what in res.bytecode.items():
+            print(f"  {what:24} {f}")
+    else:
+        print(f"{where}: {res.action} {res.message}")
+    return 0
+
+
+def cmd_uninstall(args) -> int:
+    res = install.uninstall(args.python, dry_run=args.dry_run, say=say)
+    where = f"{res.dist.name} {res.dist.version} at {res.dist.root}"
+    if res.action == "nothing":
+        print(f"{where}: {res.message}; nothing to do")
+    elif res.action == "dry-run":
+        print(f"{where}: {res.message} (dry run: nothing changed)")
+        for f in res.files:
+            print(f"  restore  {f}")
+    else:
+        print(f"{where}: uninstalled {res.message}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    """Exit 0 when EAGLE-3 is ready, 1 when not (the report says why)."""
+    report = check.inspect(args.python)
+    if args.format == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(check.format_text(report))
+    return 0 if report.eagle3_ready else 1
+
+
 # ----------------------------------------------------------------------------
 
 
@@ -322,6 +367,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tree", help="patched tree to compare the wheel's Python files with")
     p.add_argument("--offline", action="store_true", help="use the cache only")
     p.set_defaults(func=cmd_verify_wheel)
+
+    py_help = "the environment's interpreter (default: python3 on PATH, the active venv)"
+    p = sub.add_parser("install", help="patch the vLLM installed in a Python environment")
+    p.add_argument("--python", metavar="PY", help=py_help)
+    p.add_argument("--series", help="install the series in this folder instead")
+    p.add_argument("--dry-run", action="store_true", help="say what would change; change nothing")
+    p.set_defaults(func=cmd_install)
+
+    p = sub.add_parser("uninstall", help="restore the vLLM files vpatch install replaced")
+    p.add_argument("--python", metavar="PY", help=py_help)
+    p.add_argument("--dry-run", action="store_true", help="say what would change; change nothing")
+    p.set_defaults(func=cmd_uninstall)
+
+    p = sub.add_parser("check", help="each patch in an environment's vLLM; EAGLE-3 ready or not")
+    p.add_argument("--python", metavar="PY", help=py_help)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_check)
     return ap
 
 
