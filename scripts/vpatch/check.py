@@ -127,4 +127,3 @@ def format_text(r: Report) -> str:
             todo = f"vpatch has no series for vLLM {r.release}"
         lines.append(f"{what}: NOT ready ({', '.join(lacking)}); {todo}")
     return "\n".join(lines)
-

@@ -39,13 +39,6 @@ from .env.dist import Dist, find, read_record
 from .env.receipt import FileState, Receipt
 from .errors import ConfigError, PatchError, TreeError
 
-try:
-    from importlib.metadata import version as _version
-
-    VPATCH_VERSION = _version("vpatch")
-except Exception:  # not installed as a distribution (a bare checkout on sys.path)
-    VPATCH_VERSION = "unknown"
-
 
 @dataclass
 class Result:
@@ -70,6 +63,7 @@ class Original:
     pyc_modes: dict[str, str] = field(default_factory=dict)
     record: bytes = b""
     record_meta: tuple[int, int] | None = None
+    rows: list[record.Row] | None = None  # record, parsed
 
 
 # -- install -------------------------------------------------------------------------
@@ -162,7 +156,7 @@ def _install(d: Dist, series_dir, dry_run, pins, checks) -> Result:
             # the new one (another); a kill in between leaves the originals
             _uninstall(d, rec, Result(d, "uninstalled"))
             record_bytes, rows = read_record(d.record_path)
-    orig = Original(record=record_bytes, record_meta=_meta(d.record_path))
+    orig = Original(record=record_bytes, record_meta=_meta(d.record_path), rows=rows)
     shipped = _shipped(todo, rows)
     if rec is None or not dry_run:
         _check_against_record(d, orig, shipped, rows)
@@ -182,7 +176,6 @@ def _install(d: Dist, series_dir, dry_run, pins, checks) -> Result:
         res.message = f"would install {label}" + (f"; {res.message}" if res.message else "")
         return res
     new = Receipt(d.public, todo.dir.name, digest, [p.name for p in todo.patches])
-    new.vpatch = VPATCH_VERSION
     _transact_install(d, orig, changed, pycs, new)
     n, k = len(res.files), sum(v.startswith("recompiled") for v in res.bytecode.values())
     res.message = f"{label}: {n} file{'s' * (n != 1)} replaced, {k} .pyc recompiled"
@@ -365,7 +358,9 @@ def _transact_install(d: Dist, orig: Original, changed, pycs, new: Receipt) -> N
             else:
                 txn.delete(d.root / rel)
                 rows[rel] = None
-        bytecode.compile_all(d.python, jobs)  # the staged sources, by the target interpreter
+        bytecode.compile_all(
+            d.python, jobs, d.magic
+        )  # the staged sources, by the target interpreter
         for rel, path in compiled.items():
             rows[rel] = path.read_bytes()
         for rel, pyc in pycs.items():
@@ -380,7 +375,7 @@ def _transact_install(d: Dist, orig: Original, changed, pycs, new: Receipt) -> N
         ours[_rel(d, receipt.path(di))] = new.dumps()
         for rel, data in ours.items():
             txn.put(d.root / rel, data, 0o644)
-        txn.put(d.record_path, _new_record(orig.record, rows, ours))
+        txn.put(d.record_path, _new_record(orig, rows, ours))
         txn.commit()
 
 
@@ -390,11 +385,11 @@ def _state(orig: Original, rel: str, have: dict, data: bytes | None) -> FileStat
     return FileState(before and record.hash_of(before), data and record.hash_of(data), mode, mtime)
 
 
-def _new_record(base: bytes, changes: dict[str, bytes | None], ours: dict[str, bytes]) -> bytes:
+def _new_record(orig: Original, changes: dict[str, bytes | None], ours: dict[str, bytes]) -> bytes:
     """RECORD with the changed files' rows rehashed (removed files' rows
     dropped), in the original order and line endings; new source files and
     vpatch's own files are listed before RECORD's own row."""
-    rows = record.parse(base)
+    rows = orig.rows if orig.rows is not None else record.parse(orig.record)
     listed = {r.path for r in rows}
     out, last = [], []
     for r in rows:
@@ -412,7 +407,7 @@ def _new_record(base: bytes, changes: dict[str, bytes | None], ours: dict[str, b
         if data is not None and p not in listed and not p.endswith(".pyc")
     ]
     added += [record.row_of(p, data) for p, data in ours.items()]
-    return record.dumps(out + added + last, record.eol(base))
+    return record.dumps(out + added + last, record.eol(orig.record))
 
 
 def _store_files(di: Path) -> list[Path]:

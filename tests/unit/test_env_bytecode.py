@@ -42,25 +42,32 @@ def test_find_reads_each_pyc_mode_tag_and_level(tmp_path):
     assert bytecode.find(tmp_path / "none.py") == []
 
 
+MAGIC = importlib.util.MAGIC_NUMBER.hex()
+
+
+@pytest.mark.parametrize("magic", [MAGIC, ""], ids=["in-process", "child"])
 @pytest.mark.parametrize("mode", list(MODES))
-def test_compile_all_keeps_the_mode(tmp_path, mode):
+def test_compile_all_keeps_the_mode(tmp_path, mode, magic):
     staged = tmp_path / "staged.py"
     staged.write_text("def f():\n    return 1 / 0\n")
     out = tmp_path / "out.pyc"
     final = tmp_path / "pkg" / "mod.py"
-    bytecode.compile_all(sys.executable, [bytecode.Job(staged, out, final, 1, mode)])
+    bytecode.compile_all(sys.executable, [bytecode.Job(staged, out, final, 1, mode)], magic)
     data = out.read_bytes()
     assert bytecode.mode_of(data) == mode
     assert str(final).encode() in data  # tracebacks name the installed file
     assert b"__debug__" not in data
 
 
-def test_a_module_that_does_not_compile(tmp_path):
+@pytest.mark.parametrize("magic", [MAGIC, ""], ids=["in-process", "child"])
+def test_a_module_that_does_not_compile(tmp_path, magic):
     staged = tmp_path / "bad.py"
     staged.write_text("def f(:\n")
     with pytest.raises(PatchError, match="a patched module does not compile"):
         bytecode.compile_all(
-            sys.executable, [bytecode.Job(staged, tmp_path / "o.pyc", staged, 0, "timestamp")]
+            sys.executable,
+            [bytecode.Job(staged, tmp_path / "o.pyc", staged, 0, "timestamp")],
+            magic,
         )
     assert not (tmp_path / "o.pyc").exists()
     bytecode.compile_all(sys.executable, [])  # nothing to do: no child at all

@@ -426,7 +426,7 @@ def test_concurrent_installs_never_interleave(fake):
 # -- SIGKILL at seeded random points ------------------------------------------------------
 
 SEED = int(os.environ.get("VPATCH_KILL_SEED", "1129"))
-SAMPLES = int(os.environ.get("VPATCH_KILL_SAMPLES", "6"))
+SAMPLES = int(os.environ.get("VPATCH_KILL_SAMPLES", "4"))
 
 
 @pytest.fixture
@@ -502,7 +502,7 @@ def test_sigkill_during_recovery_and_after_random_delays(hashed):
     before, after, n_install, _ = _states(f)
     rng = random.Random(SEED + 1)
     # a kill inside the rollback itself: the next run rolls back again
-    for _ in range(3):
+    for _ in range(2):
         k = rng.randrange(n_install // 2, n_install)
         r = f.run("install", env={"VPATCH_TEST_KILL_AT": str(k)})
         assert r.returncode == -signal.SIGKILL
@@ -511,7 +511,7 @@ def test_sigkill_during_recovery_and_after_random_delays(hashed):
         _consistent(f, before, after)
         _restore(f, before)
     # plain kills after a random delay (no injected point)
-    for _ in range(3):
+    for _ in range(2):
         env = {**os.environ, "FAKE_LOCK": str(f.lock_path), "FAKE_PROBES": str(f.probes_path)}
         p = subprocess.Popen(
             [sys.executable, "-c", fake_env.DRIVER, "install", "--python", str(f.py)],

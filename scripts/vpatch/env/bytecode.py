@@ -12,7 +12,9 @@ vpatch cannot compile them.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import py_compile
 import re
 import subprocess
 from dataclasses import dataclass
@@ -82,10 +84,27 @@ class Job:
     mode: str
 
 
-def compile_all(python: str, jobs: list[Job]) -> None:
-    """Compile every job with python (one child process). PatchError when a
-    patched module does not compile."""
+def compile_all(python: str, jobs: list[Job], magic: str = "") -> None:
+    """Compile every job for python: in this process when python's bytecode
+    magic number is ours (same CPython minor version: the same .pyc bytes),
+    else by python itself (one child process). PatchError when a patched
+    module does not compile."""
     if not jobs:
+        return
+    if magic and magic == importlib.util.MAGIC_NUMBER.hex():
+        for j in jobs:
+            try:
+                py_compile.compile(
+                    str(j.source),
+                    cfile=str(j.cfile),
+                    dfile=str(j.dfile),
+                    doraise=True,
+                    optimize=j.optimize,
+                    invalidation_mode=_MODE[_known(j.mode)],
+                )
+            except py_compile.PyCompileError as e:
+                msg = str(e).strip().splitlines()[-1] if str(e).strip() else "syntax error"
+                raise PatchError(f"a patched module does not compile: {msg}") from None
         return
     payload = [
         {
@@ -93,8 +112,7 @@ def compile_all(python: str, jobs: list[Job]) -> None:
             "cfile": str(j.cfile),
             "dfile": str(j.dfile),
             "optimize": j.optimize,
-            # an unreadable header: a plain timestamp pyc is always safe
-            "mode": j.mode if j.mode in MODES.values() else "timestamp",
+            "mode": _known(j.mode),
         }
         for j in jobs
     ]
@@ -111,3 +129,15 @@ def compile_all(python: str, jobs: list[Job]) -> None:
     if res.returncode != 0:
         err = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
         raise PatchError(f"a patched module does not compile under {python}: {err}")
+
+
+def _known(mode: str) -> str:
+    # an unreadable header: a plain timestamp pyc is always safe
+    return mode if mode in _MODE else "timestamp"
+
+
+_MODE = {
+    "timestamp": py_compile.PycInvalidationMode.TIMESTAMP,
+    "checked-hash": py_compile.PycInvalidationMode.CHECKED_HASH,
+    "unchecked-hash": py_compile.PycInvalidationMode.UNCHECKED_HASH,
+}

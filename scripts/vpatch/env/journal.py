@@ -143,10 +143,10 @@ class Transaction:
         if self.done:
             return
         if self._committing:
-            try:
-                recover(self.dist_info)  # roll back what was replaced
-            except VpatchError:
-                pass  # the next run recovers; the first error is the one to report
+            # roll back what was replaced; if that fails too, the next run
+            # recovers, and the first error is the one to report
+            with contextlib.suppress(VpatchError):
+                recover(self.dist_info)
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
 

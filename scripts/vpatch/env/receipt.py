@@ -44,7 +44,6 @@ class Receipt:
     files: dict[str, FileState] = field(default_factory=dict)  # sources, by RECORD path
     bytecode: dict[str, FileState] = field(default_factory=dict)  # .pyc, by RECORD path
     record: FileState | None = None
-    vpatch: str = ""
 
     def dumps(self) -> bytes:
         data = {"format": FORMAT, **asdict(self)}
