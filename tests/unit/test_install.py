@@ -534,3 +534,20 @@ def test_install_result_api(fake):
     assert (fake.root / "vllm/config.py").read_text() == NEW_CONFIG
     res = inst.uninstall(fake.py)
     assert res.action == "uninstalled" and res.files == sorted(PATCHED)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (sudo vpatch install)")
+def test_root_on_another_users_environment_keeps_that_owner(fake):
+    """sudo vpatch install into a user's venv: every file stays the user's,
+    so the user can still pip-uninstall it."""
+    venv = fake.py.parent.parent
+    for p in [venv, *venv.rglob("*")]:
+        os.lchown(p, 65534, 65534)
+    assert fake.run("install").returncode == 0
+    assert fake.run("check").returncode == 0
+    owners = {(p.stat().st_uid, p.stat().st_gid) for p in fake.root.rglob("*")}
+    assert owners == {(65534, 65534)}
+    assert (fake.dist_info / "vpatch/orig/vllm/model.py.orig").exists()
+    assert fake.run("uninstall").returncode == 0
+    owners = {(p.stat().st_uid, p.stat().st_gid) for p in fake.root.rglob("*")}
+    assert owners == {(65534, 65534)}

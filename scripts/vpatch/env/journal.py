@@ -114,6 +114,7 @@ class Entry:
     mtime_ns: int | None = None  # before
     backup: str | None = None  # <n>.old in the journal folder
     staged: str | None = None  # <n>.new in the journal folder
+    owner: tuple[int, int] | None = None  # (uid, gid) the file keeps (or a new one gets)
 
 
 class Transaction:
@@ -159,6 +160,7 @@ class Transaction:
             st = path.stat()
         except FileNotFoundError:
             st = None
+        e.owner = owner_of(path, st)
         if st is not None:
             data = path.read_bytes()
             e.old = record.hash_of(data)
@@ -166,6 +168,7 @@ class Transaction:
             e.mtime_ns = st.st_mtime_ns
             e.backup = f"{n}.old"
             self._write(self.dir / e.backup, data, e.mode)
+            chown(self.dir / e.backup, e.owner)
         self.entries.append(e)
         return n, e
 
@@ -186,6 +189,7 @@ class Transaction:
         e.staged = f"{n}.new"
         staged = self.dir / e.staged
         self._write(staged, data, mode if mode is not None else (e.mode or 0o644))
+        chown(staged, e.owner)
         if mtime_ns is not None:
             os.utime(staged, ns=(mtime_ns, mtime_ns))
         return staged
@@ -212,6 +216,7 @@ class Transaction:
             try:
                 data = staged.read_bytes()
                 os.chmod(staged, mode)
+                chown(staged, e.owner)
                 with open(staged, "rb+") as f:
                     os.fsync(f.fileno())
             except OSError as err:
@@ -235,6 +240,7 @@ class Transaction:
             for p in sorted(_missing(parents)):
                 target = p
                 p.mkdir(parents=True, exist_ok=True)
+                chown(p, owner_of(p.parent))
             for e in self.entries:
                 target = Path(e.path)
                 if e.staged is not None:
@@ -255,6 +261,24 @@ class Transaction:
         self.done = True
         shutil.rmtree(self.dir, ignore_errors=True)
         point()
+
+
+def owner_of(path: Path, st: os.stat_result | None = None) -> tuple[int, int]:
+    """The owner a file at path keeps: its own, or that of the nearest
+    existing folder above it for a new one."""
+    while st is None:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            path = path.parent
+    return st.st_uid, st.st_gid
+
+
+def chown(path: Path, owner: tuple[int, int] | None) -> None:
+    """Run as root on another user's environment (sudo), new files keep
+    that user as owner, so the user can still change or pip-uninstall them."""
+    if owner is not None and os.geteuid() == 0 and owner != (0, 0):
+        os.chown(path, *owner)
 
 
 def _missing(folders) -> set[Path]:
@@ -339,6 +363,8 @@ def _restore(folder: Path, e: Entry) -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(folder / e.backup, target)
         n = 1
+    if e.owner is not None:
+        chown(target, tuple(e.owner))
     # content is right; mode and mtime too (a timestamp .pyc checks mtime)
     if e.mode is not None:
         os.chmod(target, e.mode)
