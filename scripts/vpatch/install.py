@@ -60,7 +60,6 @@ class Original:
     files: dict[str, bytes] = field(default_factory=dict)
     pycs: dict[str, bytes] = field(default_factory=dict)
     meta: dict[str, tuple[int, int]] = field(default_factory=dict)  # (mode, mtime_ns)
-    pyc_modes: dict[str, str] = field(default_factory=dict)
     record: bytes = b""
     record_meta: tuple[int, int] | None = None
     rows: list[record.Row] | None = None  # record, parsed
@@ -101,9 +100,9 @@ def _series_of(d: Dist, pins: lock.Lock) -> series.Series | None:
 
 
 def _choose(d: Dist, series_dir, pins, checks, rows, rec) -> tuple[series.Series | None, str]:
-    """(series, release) or (None, why there is nothing to do)."""
+    """(the series to install, "") or (None, why there is nothing to do)."""
     if series_dir is not None:
-        return series.load(series_dir), d.public
+        return series.load(series_dir), ""
     pins = pins or lock.load()
     rel = pins.releases.get(d.public)
     if rel is None:
@@ -112,7 +111,7 @@ def _choose(d: Dist, series_dir, pins, checks, rows, rec) -> tuple[series.Series
             f"pinned: {', '.join(pins.versions())}"
         )
     if rel.series:
-        return series.load(rel.series_dir()), rel.version
+        return series.load(rel.series_dir()), ""
     subs = status.subjects(pins, None)
     st = status.statuses(d, subs, None, rows, rec, checks if checks is not None else probes.load())
     lacking = [name for name, v in st.items() if v not in status.READY]
@@ -147,21 +146,28 @@ def _install(d: Dist, series_dir, dry_run, pins, checks) -> Result:
         if rec.series_sha256 == digest:
             res.action, res.message = "nothing", f"{label} is already installed"
             return res
+        # another series: it must apply to the originals vpatch kept before
+        # anything changes; then back to the originals (one transaction) and
+        # the new series (another): a kill in between leaves the originals
+        res.action = "dry-run" if dry_run else "updated"
+        kept = _from_store(d, rec).files
+        base = Original(rows=rows)
+        shipped = _shipped(todo, rows)
+        _check_against_record(d, base, [f for f in shipped if f not in kept], rows)
+        base.files.update(kept)
+        _patch(d, todo, base.files, shipped)
         if dry_run:
             res.message = (
                 f"series {rec.series} ({rec.series_sha256[:8]}) would be uninstalled first"
             )
+            orig = base
         else:
-            # another series: back to the originals (one transaction), then
-            # the new one (another); a kill in between leaves the originals
             _uninstall(d, rec, Result(d, "uninstalled"))
             record_bytes, rows = read_record(d.record_path)
-    orig = Original(record=record_bytes, record_meta=_meta(d.record_path), rows=rows)
-    shipped = _shipped(todo, rows)
     if rec is None or not dry_run:
+        orig = Original(record=record_bytes, record_meta=_meta(d.record_path), rows=rows)
+        shipped = _shipped(todo, rows)
         _check_against_record(d, orig, shipped, rows)
-    else:  # dry run over another series: the originals vpatch kept
-        orig.files = _from_store(d, rec).files
     patched = _patch(d, todo, orig.files, shipped)
     changed: dict[str, bytes | None] = {f: b for f, b in patched.items() if b != orig.files.get(f)}
     changed.update({f: None for f in orig.files if f not in patched})  # the series removes it
@@ -180,7 +186,6 @@ def _install(d: Dist, series_dir, dry_run, pins, checks) -> Result:
     n, k = len(res.files), sum(v.startswith("recompiled") for v in res.bytecode.values())
     res.message = f"{label}: {n} file{'s' * (n != 1)} replaced, {k} .pyc recompiled"
     if rec is not None:
-        res.action = "updated"
         res.message += f" (was series {rec.series}, {rec.series_sha256[:8]})"
     return res
 
@@ -238,12 +243,9 @@ def _meta(path: Path) -> tuple[int, int] | None:
 def _shipped(todo: series.Series, rows: list[record.Row]) -> list[str]:
     """The series files that belong to the installed packages (vllm/...);
     the others (tests, docs) are not installed and are left out."""
-    tops = set()
-    for r in rows:
-        top, sep, _ = r.path.partition("/")
-        if sep and top != ".." and not top.endswith((".dist-info", ".data")):
-            tops.add(top)
-    return [f for f in todo.files if f.split("/", 1)[0] in tops]
+    tops = {f.split("/", 1)[0] for f in todo.files}
+    installed = {t for t in tops if any(r.path.startswith(f"{t}/") for r in rows)}
+    return [f for f in todo.files if f.split("/", 1)[0] in installed]
 
 
 def _check_against_record(d: Dist, orig: Original, shipped: list[str], rows) -> None:

@@ -223,6 +223,20 @@ def test_another_series_is_replaced_through_the_originals(fake, tmp_path):
     assert snapshot(fake.py) == before
 
 
+def test_another_series_that_does_not_apply_changes_nothing(fake, tmp_path):
+    assert fake.run("install").returncode == 0
+    installed = snapshot(fake.py)
+    bad = make_fake_series(tmp_path / "bad")
+    p = bad / "0002-step-2.patch"
+    p.write_text(p.read_text().replace("-allow = ['llama']", "-allow = ['other']"))
+    r = fake.run("install", "--series", str(bad))
+    assert r.returncode == 5
+    assert "0002-step-2.patch does not apply" in one_error_line(r)
+    assert snapshot(fake.py) == installed
+    r = fake.run("install", "--series", str(bad), "--dry-run")
+    assert r.returncode == 5 and snapshot(fake.py) == installed
+
+
 # -- bad input: one line, its exit code, nothing changed ------------------------------
 
 

