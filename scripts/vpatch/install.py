@@ -130,7 +130,8 @@ def _install(d: Dist, series_dir, dry_run, pins, checks) -> Result:
     if todo is None:
         return Result(d, "nothing", why, release=d.public)
     digest = todo.content_hash()
-    label = f"series {todo.dir.name} ({len(todo.patches)} patches, {digest[:8]})"
+    n = len(todo.patches)
+    label = f"series {todo.dir.name} ({n} patch{'es' * (n != 1)}, {digest[:8]})"
     res = Result(d, "dry-run" if dry_run else "installed", release=d.public, series=todo.dir.name)
     chunk = status.wheel_series(d)
     if chunk and rec is None:

@@ -173,6 +173,11 @@ def test_install_check_uninstall_on_real_vllm(release, tmp_path):
     assert "applied" in report["patches"].values()
     assert set(report["patches"].values()) <= {"applied", "upstream"}
 
+    for f in changed:  # recompiled in the mode they had, not just removed
+        src = root / f
+        pyc = src.parent / "__pycache__" / f"{src.stem}.{sys.implementation.cache_tag}.pyc"
+        assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b01, f"{pyc} not unchecked-hash"
+
     after = inner(py, release, "patched", fixtures, tmp_path)
     failing = sorted(k for k in effects if after.get(k) is None or after[k].outcome != "passed")
     assert not failing, f"patch-effect tests fail after vpatch install: {failing}"
