@@ -19,6 +19,10 @@ def test_round_trip_and_paths(tmp_path):
     rec.record = receipt.FileState("sha256=r", None, 0o644, 7)
     receipt.path(di).write_bytes(rec.dumps())
     assert receipt.read(di) == rec
+    # keys a later vpatch adds do not stop this one from undoing the install
+    text = rec.dumps().replace(b'"release"', b'"by": "vpatch 9", "release"')
+    receipt.path(di).write_bytes(text)
+    assert receipt.read(di) == rec
     assert receipt.saved(di, "vllm/a.py") == di / "vpatch/orig/vllm/a.py.orig"
     assert receipt.saved_record(di) == di / "vpatch/RECORD.orig"
 

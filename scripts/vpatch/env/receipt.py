@@ -16,7 +16,7 @@ rest of the distribution and `pip show -f` lists them.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ..errors import TreeError
@@ -53,14 +53,23 @@ class Receipt:
     def loads(cls, data: bytes, where: Path) -> Receipt:
         try:
             d = json.loads(data)
-            if d.pop("format", None) != FORMAT:
-                raise ValueError("unknown format")
-            d["files"] = {k: FileState(**v) for k, v in d["files"].items()}
-            d["bytecode"] = {k: FileState(**v) for k, v in d["bytecode"].items()}
-            d["record"] = FileState(**d["record"]) if d.get("record") else None
+            if d.get("format") != FORMAT:
+                raise ValueError(f"format {d.get('format')!r}, this vpatch reads {FORMAT}")
+            d = _known(cls, d)  # keys a later vpatch may add are not needed to undo
+            d["files"] = {k: FileState(**_known(FileState, v)) for k, v in d["files"].items()}
+            d["bytecode"] = {k: FileState(**_known(FileState, v)) for k, v in d["bytecode"].items()}
+            d["record"] = FileState(**_known(FileState, d["record"])) if d.get("record") else None
             return cls(**d)
         except (ValueError, TypeError, KeyError, AttributeError) as e:
-            raise TreeError(f"{where} is not a vpatch receipt this vpatch can read ({e})") from None
+            raise TreeError(
+                f"{where} is not a vpatch receipt this vpatch can read ({e}); undo it with the "
+                "vpatch that wrote it, or reinstall vLLM with pip (--force-reinstall --no-deps)"
+            ) from None
+
+
+def _known(cls, d: dict) -> dict:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
 
 
 def path(dist_info: Path) -> Path:
