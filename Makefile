@@ -11,7 +11,7 @@ VPATCH := $(BIN)/vpatch
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: apply fetch status wheel test test-unit test-integration test-vllm lint matrix \
-	bench-forward bench-wheel bench-matrix clean
+	bench-forward bench-wheel bench-matrix bench-install clean
 
 $(BIN)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,9 @@ bench-wheel: $(BIN)/.installed
 
 bench-matrix: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_matrix.py
+
+bench-install: $(BIN)/.installed
+	$(BIN)/python benchmarks/bench_install.py $(VLLM)
 
 clean:
 	rm -rf build dist pr $(VENV) .pytest_cache

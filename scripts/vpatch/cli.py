@@ -5,6 +5,7 @@ one line `vpatch: error: ...` and the error's exit code (errors.py)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import traceback
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import gitutil, lock
-from .commands import apply, export, lint, matrix, port, pr, verify, wheel
+from .commands import apply, check, export, install, lint, matrix, port, pr, verify, wheel
 from .errors import PatchError, VpatchError, disk_error
 from .sources import SOURCES, VLLM_REMOTE
 from .sources.refresh import refresh
@@ -219,6 +220,49 @@ def cmd_verify_wheel(args: argparse.Namespace) -> int:
     return res.exit_code
 
 
+# -- install / uninstall / check (one Python environment) ---------------------
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    res = install.install(args.python, _path(args.series), dry_run=args.dry_run, say=say)
+    where = f"{res.dist.name} {res.dist.version} at {res.dist.root}"
+    if res.action == "nothing":
+        print(f"{where}: {res.message}; nothing to do")
+    elif res.action == "dry-run":
+        print(f"{where}: {res.message} (dry run: nothing changed)")
+        for f in res.files:
+            print(f"  replace  {f}")
+        for f, what in res.bytecode.items():
+            print(f"  {what:24} {f}")
+    else:
+        print(f"{where}: {res.action} {res.message}")
+    return 0
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    res = install.uninstall(args.python, dry_run=args.dry_run, say=say)
+    where = f"{res.dist.name} {res.dist.version} at {res.dist.root}"
+    if res.action == "nothing":
+        print(f"{where}: {res.message}; nothing to do")
+    elif res.action == "dry-run":
+        print(f"{where}: {res.message} (dry run: nothing changed)")
+        for f in res.files:
+            print(f"  restore  {f}")
+    else:
+        print(f"{where}: uninstalled {res.message}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Exit 0 when EAGLE-3 is ready, 1 when not (the report says why)."""
+    report = check.inspect(args.python)
+    if args.format == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(check.format_text(report))
+    return 0 if report.eagle3_ready else 1
+
+
 # ----------------------------------------------------------------------------
 
 
@@ -312,6 +356,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", help="required arch, e.g. sm_100 (default for CUDA wheels)")
     p.add_argument("--tree", help="patched tree to compare the wheel's Python files with")
     p.add_argument("--offline", action="store_true", help="use the cache only")
+
+    py_help = "the environment's interpreter (default: python3 on PATH, the active venv)"
+    p = add("install", cmd_install, "patch the vLLM installed in a Python environment")
+    p.add_argument("--python", metavar="PY", help=py_help)
+    p.add_argument("--series", help="install the series in this folder instead")
+    p.add_argument("--dry-run", action="store_true", help="say what would change; change nothing")
+
+    p = add("uninstall", cmd_uninstall, "restore the vLLM files vpatch install replaced")
+    p.add_argument("--python", metavar="PY", help=py_help)
+    p.add_argument("--dry-run", action="store_true", help="say what would change; change nothing")
+
+    p = add("check", cmd_check, "each patch in an environment's vLLM; EAGLE-3 ready or not")
+    p.add_argument("--python", metavar="PY", help=py_help)
+    p.add_argument("--format", choices=("text", "json"), default="text")
     return ap
 
 

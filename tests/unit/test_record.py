@@ -1,13 +1,15 @@
 """record.py: RECORD rows (path, sha256=<urlsafe b64, no padding>, size),
-checked against hashes computed here with hashlib and base64 directly."""
+checked against hashes computed here with hashlib and base64 directly, and
+against pip's own reading and writing of them."""
 
 import base64
+import csv
 import hashlib
+import io
 
 import pytest
 from support import rhash
 from vpatch import record
-from vpatch.errors import RecordMismatch
 
 
 @pytest.mark.parametrize("data", [b"", b"a", b"hello world\n" * 1000, bytes(range(256))])
@@ -32,20 +34,20 @@ def test_parse_and_dumps_round_trip_odd_paths():
 
 def test_parse_skips_blank_lines_and_refuses_other_shapes():
     assert record.parse(b"a,,\n\nb,sha256=x,1\n") == [("a", "", ""), ("b", "sha256=x", "1")]
-    with pytest.raises(RecordMismatch, match="w.whl: RECORD line \\['a', 'b'\\] does not have 3"):
-        record.parse(b"a,b\n", "w.whl")
-    with pytest.raises(RecordMismatch, match="RECORD is not valid CSV"):
+    with pytest.raises(record.RecordError, match="RECORD line \\['a', 'b'\\] does not have 3"):
+        record.parse(b"a,b\n")
+    with pytest.raises(record.RecordError, match="RECORD is not UTF-8"):
         record.parse(b"\xff\xfe,,\n")
 
 
-def test_matches_takes_any_hashlib_algorithm_padded_or_not():
+def test_check_takes_any_hashlib_algorithm_padded_or_not():
     data = b"payload"
-    assert record.matches(data, record.hash_of(data))
-    assert not record.matches(data + b"!", record.hash_of(data))
+    assert record.check(data, record.hash_of(data))
+    assert not record.check(data + b"!", record.hash_of(data))
     padded = "sha384=" + base64.urlsafe_b64encode(hashlib.sha384(data).digest()).decode()
-    assert record.matches(data, padded)
-    with pytest.raises(RecordMismatch, match="unknown hash 'crc99'"):
-        record.matches(data, "crc99=abc")
+    assert record.check(data, padded)
+    with pytest.raises(record.RecordError, match="unknown hash algorithm 'crc99'"):
+        record.check(data, "crc99=abc")
 
 
 def test_hasher_streams_to_the_same_answer():
@@ -54,5 +56,56 @@ def test_hasher_streams_to_the_same_answer():
     for i in range(0, len(data), 4096):
         h.update(data[i : i + 4096])
     assert record.b64(h.digest()) == want
-    with pytest.raises(RecordMismatch, match="unknown hash"):
+    with pytest.raises(record.RecordError, match="unknown hash"):
         record.hasher("nope=abc")
+
+
+def test_hash_is_urlsafe_b64_sha256_without_padding():
+    data = b"\xfb\xff" * 100  # digest bytes that need '-' and '_' in urlsafe b64
+    want = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
+    assert want.endswith("=")
+    got = record.hash_of(data)
+    assert got == "sha256=" + want.rstrip("=")
+    assert record.row_of("a/b.py", data) == ("a/b.py", got, "200")
+
+
+def test_check_accepts_padding_other_algorithms_and_refuses_changes():
+    data = b"hello"
+    spec = record.hash_of(data)
+    assert record.check(data, spec)
+    assert record.check(data, spec + "=")  # padded, as some installers write it
+    assert not record.check(b"hellO", spec)
+    sha1 = "sha1=" + base64.urlsafe_b64encode(hashlib.sha1(data).digest()).decode().rstrip("=")
+    assert record.check(data, sha1)
+    with pytest.raises(record.RecordError, match="unknown hash algorithm"):
+        record.check(data, "nosuch=abc")
+    with pytest.raises(record.RecordError, match="no hash"):
+        record.check(data, "")
+
+
+def test_round_trip_keeps_quoting_and_pip_line_endings():
+    rows = [
+        record.Row("pkg/a,b.py", "sha256=x", "1"),  # a comma: quoted
+        record.Row('pkg/q"uote.py', "sha256=y", "2"),
+        record.Row("pkg/__pycache__/a.cpython-311.pyc", "", ""),
+        record.Row("pkg-1.0.dist-info/RECORD", "", ""),
+    ]
+    # what pip writes: csv.writer with the default dialect (CRLF)
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerows(rows)
+    pip_bytes = buf.getvalue().encode()
+    assert b'"pkg/a,b.py"' in pip_bytes and b"\r\n" in pip_bytes
+    assert record.parse(pip_bytes) == rows
+    assert record.eol(pip_bytes) == "\r\n"
+    assert record.dumps(record.parse(pip_bytes), record.eol(pip_bytes)) == pip_bytes
+    lf = record.dumps(rows)
+    assert record.eol(lf) == "\n" and b"\r" not in lf
+    assert record.parse(lf) == rows
+
+
+def test_bad_records_raise_value_error():
+    with pytest.raises(record.RecordError, match="3 fields"):
+        record.parse(b"a,b\n")
+    with pytest.raises(record.RecordError, match="not UTF-8"):
+        record.parse(b"\xff\xfe,x,1\n")
+    assert record.parse(b"\n\na,sha256=x,1\n\n") == [("a", "sha256=x", "1")]

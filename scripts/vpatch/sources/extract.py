@@ -159,16 +159,18 @@ def extract_wheel_lazy(artifact: Artifact, dest: Path) -> int:
                 raise IntegrityError(
                     f"{what}: RECORD does not match the lock's record_sha256; nothing was written"
                 )
-            hashes = {r.path: r.hash for r in record.parse(data, what)}
+            hashes = {r.path: r.hash for r in record.parse(data)}
             files = []
             for info, rel in plan:
                 member = zf.read(info)
                 spec = hashes.get(info.filename, "")
-                if not spec.startswith("sha256=") or not record.matches(member, spec):
+                if not spec.startswith("sha256=") or not record.check(member, spec):
                     raise IntegrityError(f"{what}: {info.filename} does not match its RECORD hash")
                 files.append((rel, member))
         except ARCHIVE_ERRORS as e:
             raise IntegrityError(f"{what}: a member cannot be read: {e}") from None
+        except record.RecordError as e:
+            raise IntegrityError(f"{what}: {e}") from None
     try:
         for rel, member in files:  # written only once every member checked out
             target = dest / rel

@@ -147,9 +147,9 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: Path) -> byt
 
 def _check_hash(name: str, data: bytes, spec: str, where: Path) -> None:
     try:
-        ok = record.matches(data, spec)
-    except RecordMismatch as e:
-        raise RecordMismatch(f"{where.name}: {e} for {name}") from None
+        ok = record.check(data, spec)
+    except record.RecordError as e:
+        raise RecordMismatch(f"{where.name}: RECORD mismatch: {e} for {name}") from None
     if not ok:
         raise RecordMismatch(
             f"{where.name}: RECORD mismatch: {name} does not have the hash RECORD lists"
@@ -186,9 +186,9 @@ def _check(path: Path, zf: zipfile.ZipFile) -> WheelFile:
             f"{path.name}: file name project {fn_project!r} is not METADATA's {meta['Name']!r}"
         )
     try:
-        rows = record.parse(_read_member(zf, zf.getinfo(record_name), path), path.name)
-    except RecordMismatch as e:
-        raise WheelError(str(e)) from None  # not even CSV: no wheel to report on
+        rows = record.parse(_read_member(zf, zf.getinfo(record_name), path))
+    except record.RecordError as e:
+        raise WheelError(f"{path.name}: {e}") from None  # not even CSV: no wheel to report on
     w = WheelFile(
         path,
         zf,

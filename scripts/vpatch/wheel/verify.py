@@ -106,8 +106,8 @@ def _scan_wheel(
             if r is not None and r.hash:
                 try:
                     h, want = record.hasher(r.hash)
-                except RecordMismatch as e:
-                    problems.append(f"{e} for {i.filename}")
+                except record.RecordError as e:
+                    problems.append(f"RECORD mismatch: {e} for {i.filename}")
             try:
                 if fatbin.is_extension(i.filename):
                     reports.append(fatbin.scan_member(zf, i, h.update if h else None))

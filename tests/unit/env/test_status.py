@@ -1,0 +1,67 @@
+"""env.status: which patches are reported for a release, and wheel labels."""
+
+from __future__ import annotations
+
+from support import make_series
+from vpatch import lock, series
+from vpatch.env import status
+from vpatch.env.dist import Dist
+
+
+def dist(version: str) -> Dist:
+    return Dist("py", "vllm", version, None, None, "cpython-311")
+
+
+def test_wheel_series_and_hash_normalization():
+    assert status.wheel_series(dist("0.17.1+eagle3.1a2b3c4d")) == "1a2b3c4d"
+    assert status.wheel_series(dist("0.17.1+cu129.eagle3.1a2b3c4d")) == "1a2b3c4d"
+    assert status.wheel_series(dist("0.17.1+cu129")) is None
+    assert status.wheel_series(dist("0.17.1")) is None
+    assert status.same_hash("1a2b3c4d", "1a2b3c4d" + "0" * 56)
+    # an all-digit chunk loses its leading zeros in PEP 440 normalization
+    assert status.same_hash("1234567", "01234567" + "0" * 56)
+    assert not status.same_hash("1a2b3c4e", "1a2b3c4d" + "0" * 56)
+
+
+def test_subjects_own_series_first_then_the_newest_patched_then_upstream_fixes(tmp_path):
+    base = {"vllm/a.py": "a\n", "vllm/b.py": "b\n"}
+
+    def s(name, steps):
+        """A series whose patch files are named after their subjects."""
+        (tmp_path / name).mkdir()
+        d = make_series(tmp_path / name, base, steps)
+        names = []
+        for i, (subject, _) in enumerate(steps, 1):
+            slug = series.key_of(subject)
+            (d / f"{i:04d}-step-{i}.patch").rename(d / f"{i:04d}-{slug}.patch")
+            names.append(f"{i:04d}-{slug}.patch")
+        (d / "series").write_text("\n".join(names) + "\n")
+        return d
+
+    old = s("old", [("a: one", {"vllm/a.py": "a1\n"})])
+    new = s("new", [("a: one", {"vllm/a.py": "a1\n"}), ("b: two", {"vllm/b.py": "b2\n"})])
+    fix = s("fix", [("b: layer zero", {"vllm/b.py": "b0\n"})])
+    rel = lambda v, st, ser="": lock.Release(v, f"v{v}", "c", st, str(ser))  # noqa: E731
+    pins = lock.Lock(
+        {
+            r.version: r
+            for r in [
+                rel("1.0.0", "patched", old),
+                rel("1.1.0", "patched", new),
+                rel("2.0.0", "upstream"),
+                rel("2.1.0", "upstream", fix),
+            ]
+        },
+        tmp_path / "L",
+    )
+
+    subs = status.subjects(pins, series.load(old))
+    assert [(x.name, x.own) for x in subs] == [("0001-a-one", True), ("0002-b-two", False)]
+    subs = status.subjects(pins, None)  # a release without a series
+    assert [(x.name, x.own) for x in subs] == [
+        ("0001-a-one", False),
+        ("0002-b-two", False),
+        ("0001-b-layer-zero", False),
+    ]
+    assert status.ready({"a": "applied", "b": "upstream"})
+    assert not status.ready({"a": "applied", "b": "missing"}) and not status.ready({})
