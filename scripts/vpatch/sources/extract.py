@@ -125,8 +125,18 @@ def record_member(zf: zipfile.ZipFile, what: str) -> zipfile.ZipInfo:
     return rows[0]
 
 
+def local_record_sha256(wheel: Path) -> str:
+    """sha256 of a (cached, verified) wheel's RECORD."""
+    with open_zip(wheel) as zf:
+        try:
+            return hashlib.sha256(zf.read(record_member(zf, wheel.name))).hexdigest()
+        except ARCHIVE_ERRORS as e:
+            raise IntegrityError(f"{wheel.name}: RECORD cannot be read: {e}") from None
+
+
 def record_sha256(url: str, size: int) -> str:
-    """sha256 of a remote wheel's RECORD, read with range requests."""
+    """sha256 of a remote wheel's RECORD, read with range requests
+    (RangeUnsupported when the server does not honour them)."""
     name = url.rsplit("/", 1)[-1]
     try:
         with zipfile.ZipFile(RangeFile(url, size)) as zf:
