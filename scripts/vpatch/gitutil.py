@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,8 +133,12 @@ _THIRD_PARTY = (git.exc.GitError, gitdb.exc.ODBError, ValueError)
 
 def _message(e: BaseException) -> str:
     if isinstance(e, git.GitCommandError):
-        err = str(e.stderr or e.stdout or "").strip().splitlines()
-        lines = [ln.strip() for ln in err if ln.strip()]
+        # GitPython wraps the output as "\n  stderr: '<git's text>'"
+        err = str(e.stderr or e.stdout or "").strip()
+        for wrap in ("stderr: '", "stdout: '"):
+            if err.startswith(wrap) and err.endswith("'"):
+                err = err[len(wrap) : -1]
+        lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
         fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
         return (fatal or lines or [str(e.status)])[-1]
     if isinstance(e, git.InvalidGitRepositoryError):
@@ -269,7 +274,13 @@ def open_repo(path: Path) -> git.Repo | None:
     """The repository whose top level is path, or None."""
     try:
         repo = git.Repo(path)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+    except git.NoSuchPathError:
+        return None
+    except git.InvalidGitRepositoryError:
+        if (Path(path) / ".git").exists():  # a repository git cannot read: say so
+            raise GitError(
+                f"{path}/.git is not a readable git repository (a damaged HEAD or config?)"
+            ) from None
         return None
     except _THIRD_PARTY as e:
         raise GitError(f"cannot open the git repository in {path}: {_message(e)}") from None
@@ -295,8 +306,11 @@ def init(path: Path) -> git.Repo:
 
 
 @converts("commit")
-def commit_all(repo: git.Repo, message: str, date: str = EPOCH) -> str:
-    repo.git.add("-A", "--force")
+def commit_all(
+    repo: git.Repo, message: str, date: str = EPOCH, exclude: tuple[str, ...] = ()
+) -> str:
+    """Commit everything in the work tree (ignored files too) but `exclude`."""
+    repo.git.add("-A", "--force", "--", ".", *(f":(exclude){x}" for x in exclude))
     with repo.git.custom_environment(**_who(date)):
         repo.git.commit("--allow-empty", "--no-verify", "-q", "--cleanup=whitespace", "-m", message)
     return repo.head.commit.hexsha
@@ -343,6 +357,23 @@ def commits(repo: git.Repo, base: str, tip: str = "HEAD") -> list[Commit] | None
         summary = c.summary if isinstance(c.summary, str) else c.summary.decode()
         out.append(Commit(c.hexsha, summary, message, c.authored_datetime.isoformat()))
     return out
+
+
+@converts("reset")
+def recover(repo: git.Repo, ref: str) -> None:
+    """Back to ref after a killed run: drop the lock files a killed git
+    leaves behind and any `git am` session (even a half-made one), then
+    reset --hard and clean. Only for a repository no other git can be
+    running in (the caller holds its lock)."""
+    gd = Path(repo.git_dir)
+    stale = [gd / f"{n}.lock" for n in ("index", "HEAD", "ORIG_HEAD", "packed-refs", "config")]
+    for lock in [*stale, *(gd / "refs").rglob("*.lock")]:
+        lock.unlink(missing_ok=True)
+    with contextlib.suppress(git.GitCommandError):
+        repo.git.am("--quit")
+    shutil.rmtree(gd / "rebase-apply", ignore_errors=True)
+    repo.git.reset("--hard", "-q", ref)
+    repo.git.clean("-fdq")
 
 
 @converts("reset")
@@ -394,12 +425,19 @@ def format_patch(repo: git.Repo, sha: str) -> bytes:
 
 @converts("clone")
 def clone_tag(url: str, tag_name: str, dest: Path) -> str:
-    """Shallow clone of one tag into the empty folder dest; the commit id."""
-    git.Git(dest).execute(
-        ["git", *_config_args(), "clone", f"--branch={tag_name}", "--depth=1", "--quiet"]
-        + ["--", url, str(dest)],
-        env=HERMETIC_ENV,  # clone makes the locations; scrub_environ() keeps the caller's out
-    )
+    """Shallow checkout of one tag into dest, which holds no repository (it
+    may hold untracked files, as a `git clone` would refuse: a run's marker):
+    the commit id. Like `git clone --depth=1 --branch=<tag>`: HEAD detached
+    at the tag, the tag itself, remote `origin`."""
+    env = _new_repo_env(dest)
+    ref = f"refs/tags/{tag_name}"
+    for cmd in (
+        ["init", "-q", "--initial-branch=main", str(dest)],
+        ["fetch", "-q", "--depth=1", "--no-tags", "--", url, f"+{ref}:{ref}"],
+        ["checkout", "-q", "--detach", ref],
+        ["remote", "add", "origin", url],
+    ):
+        git.Git(dest).execute(["git", *_config_args(), *cmd], env=env)
     return str(_pin(git.Repo(dest)).head.commit.hexsha)
 
 
@@ -536,11 +574,11 @@ def conflicted(repo: git.Repo) -> list[str]:
     return [line for line in out.splitlines() if line]
 
 
+@converts("merge-base --is-ancestor")
 def is_ancestor(repo: git.Repo, ref: str, tip: str = "HEAD") -> bool:
-    try:
-        return bool(repo.is_ancestor(ref, tip))  # type: ignore[arg-type]  # refs work too
-    except _THIRD_PARTY:
-        return False
+    """Whether ref is an ancestor of tip; GitError when git cannot tell (a
+    damaged object), rather than a silent no."""
+    return bool(repo.is_ancestor(ref, tip))  # type: ignore[arg-type]  # refs work too
 
 
 @converts("tag --list")
