@@ -100,6 +100,7 @@ _ERRNO = {
     errno.ENOTDIR: "a path component is not a folder",
     errno.EISDIR: "is a folder",
     errno.ENOENT: "no such file or folder",
+    errno.EEXIST: "already exists",
 }
 
 

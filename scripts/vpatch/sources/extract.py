@@ -76,7 +76,8 @@ def extract_sdist(archive: Path, dest: Path, top: str) -> None:
                     m.linkname = str(PurePosixPath(*PurePosixPath(m.linkname).parts[1:]))
                 tar.extract(m, dest, filter="data")
     except ARCHIVE_ERRORS as e:
-        raise IntegrityError(f"{what} is not a readable tar.gz archive: {e}") from None
+        why = str(e).splitlines()[0].rstrip(": ") if str(e) else type(e).__name__
+        raise IntegrityError(f"{what} is not a readable tar.gz archive ({why})") from None
     except OSError as e:
         raise disk_error(e, f"cannot unpack {what}") from None
 
