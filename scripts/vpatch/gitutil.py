@@ -342,7 +342,9 @@ def head(repo: git.Repo) -> str | None:
 @converts("status")
 def dirty(repo: git.Repo, untracked: bool = True) -> list[str]:
     """Paths with uncommitted changes, untracked files included unless not."""
-    out = repo.git.status("--porcelain", f"--untracked-files={'all' if untracked else 'no'}")
+    # no optional locks: a status killed mid-way must not leave an index.lock behind
+    with repo.git.custom_environment(GIT_OPTIONAL_LOCKS="0"):
+        out = repo.git.status("--porcelain", f"--untracked-files={'all' if untracked else 'no'}")
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
