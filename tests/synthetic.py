@@ -256,6 +256,7 @@ class Index(http.server.ThreadingHTTPServer):
         self.ranges = "ok"
         self.log: list[tuple[str, str, int]] = []  # (path, Range header, status)
         self.release = threading.Event()
+        self.holding = 0  # answers whose body is held back (ranges = "ignore")
 
     @property
     def url(self) -> str:
@@ -335,7 +336,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data[:1024])
             self.wfile.flush()
-            s.release.wait(30)  # a client reading the body waits, then fails
+            s.holding += 1  # the rest of the body is held back: a client reading it waits
+            s.release.wait(60)
+            s.holding -= 1
             return
         part = data[start:end]
         headers = {"Content-Range": f"bytes {start}-{end - 1}/{len(data)}", **accept}

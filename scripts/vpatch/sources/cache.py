@@ -49,9 +49,11 @@ def sha256_file(path: Path) -> str:
 
 def cached(artifact: Artifact, say: Say = quiet, offline: bool = False) -> Path | None:
     """The cached file, when its bytes have the lock's sha256 (hashed in full,
-    now); else None. A cached file with other bytes is deleted and said so
-    in one line; with `offline` that is an IntegrityError instead, as nothing
-    can replace it. Temporary files of killed downloads are removed."""
+    now); else None, and the caller downloads it again (or reads what it
+    needs with range requests). A cached file with other bytes is deleted
+    and said so in one line; with `offline` that is an IntegrityError
+    instead, as nothing can replace it. Temporary files of killed downloads
+    are removed."""
     path = downloads() / artifact.filename
     try:
         sweep(path.parent)
@@ -74,7 +76,7 @@ def cached(artifact: Artifact, say: Say = quiet, offline: bool = False) -> Path 
     )
     if offline:
         raise IntegrityError(f"{damaged}; run once without --offline to download it again")
-    say(f"{damaged}; downloading it again")
+    say(damaged)
     return None
 
 
