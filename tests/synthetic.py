@@ -241,11 +241,12 @@ def make_release(base: Path, bulk: int = 0, so_size: int = 1 << 20) -> Release:
 class Index(http.server.ThreadingHTTPServer):
     """PEP 691 pages for /simple/<project>/ and the files of `www` under
     /files/. `mode`: "json" (a correct index), "html" (an index without the
-    JSON API), "broken" (JSON that does not parse). `ranges`: "ok", "ignore"
-    (200 and the whole file: the body is held back until `release` is set,
-    so a client that reads it hangs and then fails), "no-accept" (206
-    without Accept-Ranges), "short", "long" (206 with fewer or more bytes
-    than asked)."""
+    JSON API), "broken" (JSON that does not parse). `ranges`: "ok" (HEAD and
+    206 answers say Accept-Ranges: bytes), "ignore" (HEAD says so, but a
+    range request gets 200 and the whole file: the body is held back until
+    `release` is set, so a client that reads it hangs), "no-accept" (no
+    Accept-Ranges anywhere), "no-head" (HEAD refused: 405), "short", "long"
+    (206 with fewer or more bytes than asked)."""
 
     daemon_threads = True
 
@@ -302,6 +303,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        s = self.server
+        path = s.www / self.path.removeprefix("/files/")
+        found = self.path.startswith("/files/") and path.is_file()
+        status = (405 if s.ranges == "no-head" else 200) if found else 404
+        s.log.append((self.path, "HEAD", status))
+        self.send_response(status)
+        self.send_header("Content-Length", str(path.stat().st_size if found else 0))
+        if found and s.ranges != "no-accept":  # "ignore": says so, then does not
+            self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
 
     def do_GET(self) -> None:
         s = self.server

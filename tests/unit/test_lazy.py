@@ -32,9 +32,12 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
         else:
             self.send_response(200)
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("Accept-Ranges", "bytes")  # a server that honours ranges says so
         self.end_headers()
         self.wfile.write(data)
+
+    def end_headers(self):
+        self.send_header("Accept-Ranges", "bytes")  # a server that honours ranges says so
+        super().end_headers()
 
 
 @pytest.fixture

@@ -6,12 +6,14 @@ Reads are served from blocks fetched on demand; `prefetch` fetches a list of
 ranges up front, merging neighbours, so reading many members costs a handful
 of requests instead of one per member.
 
-Mirrors and proxies do not all honour ranges. Every answer is checked: a
-206 (a 200 means the whole file is coming: its body is not read, the
-connection is closed), `Accept-Ranges: bytes` on the first answer, the
-Content-Range asked for (when the server names one), exactly the bytes asked
-for. Anything else raises
-RangeUnsupported, on which callers fall back to a plain download.
+Mirrors and proxies do not all honour ranges. As pip's lazy wheel does,
+the file is first asked for with HEAD, which must say `Accept-Ranges: bytes`
+(and the size the index gave): the package index used here sends that
+header on a HEAD or a 200, not on a 206. Then every answer is checked: a 206
+(a 200 means the whole file is coming: its body is not read, the connection
+is closed), the Content-Range asked for (when the server names one),
+exactly the bytes asked for. Anything else raises RangeUnsupported, on
+which callers fall back to a plain download.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class RangeFile(io.RawIOBase):
         self.pos = 0
         self.fetched = 0  # bytes that crossed the network
         self._spans: list[tuple[int, bytes]] = []  # (start, data), fetched so far
-        self._accepted = False  # the server said Accept-Ranges: bytes
+        self._probed = False  # HEAD said Accept-Ranges: bytes
 
     # -- io.RawIOBase ---------------------------------------------------------
 
@@ -100,7 +102,32 @@ class RangeFile(io.RawIOBase):
         self._spans.append((lo, data))
         return data[start - lo : end - lo]
 
+    def _probe(self) -> None:
+        """HEAD: the server must say it honours byte ranges, and the size."""
+        req = urllib.request.Request(self.url, method="HEAD")
+        try:
+            with opener().open(req, timeout=120) as resp:
+                accept = resp.headers.get("Accept-Ranges", "").strip().lower()
+                length = resp.headers.get("Content-Length")
+        except urllib.error.HTTPError as e:  # HEAD not allowed: ranges cannot be trusted
+            e.close()
+            raise RangeUnsupported(f"{self.name}: the server refused HEAD ({e.code})") from None
+        except HTTP_ERRORS as e:
+            reason = getattr(e, "reason", None) or e
+            raise NetworkError(f"HEAD request for {self.name} failed: {reason}") from None
+        if accept != "bytes":
+            raise RangeUnsupported(
+                f"{self.name}: the server ignores range requests (no Accept-Ranges: bytes)"
+            )
+        if length is not None and length.isdigit() and int(length) != self.size:
+            raise RangeUnsupported(
+                f"{self.name}: the server has {length} bytes, the index said {self.size}"
+            )
+        self._probed = True
+
     def _fetch(self, start: int, end: int) -> bytes:
+        if not self._probed:
+            self._probe()
         want = end - start
         span = f"bytes={start}-{end - 1}"
         req = urllib.request.Request(self.url, headers={"Range": span})
@@ -133,12 +160,6 @@ class RangeFile(io.RawIOBase):
             raise RangeUnsupported(
                 f"{self.name}: the server ignores range requests (answered {resp.status})"
             )
-        if not self._accepted:
-            if resp.headers.get("Accept-Ranges", "").strip().lower() != "bytes":
-                raise RangeUnsupported(
-                    f"{self.name}: the server ignores range requests (no Accept-Ranges: bytes)"
-                )
-            self._accepted = True
         got = resp.headers.get("Content-Range")
         if got is not None and not got.startswith(f"bytes {start}-{end - 1}/"):
             raise RangeUnsupported(
