@@ -13,14 +13,19 @@ import http.server
 import os
 import pty
 import select
+import shutil
+import ssl
 import subprocess
 import sys
 import termios
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
 import synthetic as S
+from vpatch.errors import NetworkError
+from vpatch.sources import index
 
 GITCONFIG = """\
 [apply]
@@ -187,3 +192,44 @@ def test_no_password_prompt_even_when_asked_for(rel, tmp_path):
     assert code == 10 and "Username" not in text and "Password" not in text, text
     assert text.strip().splitlines()[-1].startswith("vpatch: error: git clone failed")
     assert not (tmp_path / "d").exists()
+
+
+def test_certificate_checks_cannot_be_switched_off(monkeypatch):
+    """What PYTHONHTTPSVERIFY=0 (on the distributions that honour it) or a
+    sitecustomize does: swap Python's default HTTPS context for one that
+    checks nothing. vpatch's requests keep their own."""
+    monkeypatch.setattr(ssl, "_create_default_https_context", ssl._create_unverified_context)
+    monkeypatch.setenv("PYTHONHTTPSVERIFY", "0")
+    index.opener.cache_clear()
+    try:
+        (https,) = [
+            h for h in index.opener().handlers if isinstance(h, urllib.request.HTTPSHandler)
+        ]
+        ctx = https._context
+    finally:
+        index.opener.cache_clear()
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl for a certificate")
+def test_a_self_signed_index_is_refused(tmp_path, monkeypatch):
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+        + ["-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Auth)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    monkeypatch.setattr(ssl, "_create_default_https_context", ssl._create_unverified_context)
+    index.opener.cache_clear()
+    try:
+        with pytest.raises(NetworkError, match="CERTIFICATE_VERIFY_FAILED|certificate verify"):
+            index.open_url(f"https://127.0.0.1:{httpd.server_address[1]}/simple/", "index")
+    finally:
+        index.opener.cache_clear()
+        httpd.shutdown()
