@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 VPATCH := $(BIN)/vpatch
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: apply fetch status wheel test test-unit test-integration test-vllm lint matrix \
+.PHONY: apply fetch status wheel test test-unit test-integration test-vllm lint matrix crash \
 	bench-forward bench-wheel bench-matrix bench-install clean
 
 $(BIN)/.installed: pyproject.toml setup.py
@@ -37,6 +37,11 @@ test-unit: $(BIN)/.installed
 
 test-integration: $(BIN)/.installed
 	$(PYTEST) tests/integration
+
+# crash consistency, longer than CI's 20 kills per command
+CRASH_RUNS ?= 200
+crash: $(BIN)/.installed
+	CRASH_RUNS=$(CRASH_RUNS) $(PYTEST) tests/unit/test_crash.py -s
 
 test-vllm: $(BIN)/.installed
 	VLLM=$(VLLM) $(PYTEST) tests/vllm

@@ -11,10 +11,11 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from . import gitutil, lock
 from .commands import apply, check, export, install, lint, matrix, port, pr, verify, wheel
-from .errors import PatchError, VpatchError, disk_error
+from .errors import ConfigError, PatchError, VpatchError, WheelError, disk_error
 from .sources import SOURCES, VLLM_REMOTE
 from .sources.refresh import refresh
 from .wheel.build import BuildPlan, format_plan
@@ -217,7 +218,10 @@ def cmd_verify_wheel(args: argparse.Namespace) -> int:
         Path(args.wheel), arch=args.arch, tree=_path(args.tree), offline=args.offline
     )
     print(format_verify(res))
-    return res.exit_code
+    if not res.ok:
+        n = len(res.problems)
+        raise WheelError(f"verify-wheel found {n} problem{'s' * (n != 1)} (listed above)")
+    return 0
 
 
 # -- install / uninstall / check (one Python environment) ---------------------
@@ -266,8 +270,17 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error said like any other: one line, exit 2
+    (ConfigError's code, and argparse's)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"vpatch: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        sys.exit(ConfigError.exit_code)
+
+
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="vpatch", description="The EAGLE-3 patch set for vLLM 0.15-0.17, and its tools."
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -371,9 +384,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--python", metavar="PY", help=py_help)
     p.add_argument("--format", choices=("text", "json"), default="text")
     return ap
-
-
-Parser = argparse.ArgumentParser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,14 @@ class NetworkError(VpatchError):
     exit_code = 3
 
 
+class RangeUnsupported(NetworkError):
+    """A server that does not honour HTTP range requests (a 200 instead of
+    206, no `Accept-Ranges: bytes`, a short or oversized answer). Raised by
+    the lazy wheel reader (sources/lazy.py); its callers catch it and fall
+    back to a full, hash-checked download, as pip's lazy wheel does. Should
+    one escape, it is a network problem (exit 3)."""
+
+
 class IntegrityError(VpatchError):
     """A download or checkout is not what the lock pins."""
 
@@ -92,6 +100,7 @@ _ERRNO = {
     errno.ENOTDIR: "a path component is not a folder",
     errno.EISDIR: "is a folder",
     errno.ENOENT: "no such file or folder",
+    errno.EEXIST: "already exists",
 }
 
 

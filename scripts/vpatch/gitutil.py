@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -278,7 +279,13 @@ def open_repo(path: Path) -> git.Repo | None:
     """The repository whose top level is path, or None."""
     try:
         repo = git.Repo(path)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+    except git.NoSuchPathError:
+        return None
+    except git.InvalidGitRepositoryError:
+        if (Path(path) / ".git").exists():  # a repository git cannot read: say so
+            raise GitError(
+                f"{path}/.git is not a readable git repository (a damaged HEAD or config?)"
+            ) from None
         return None
     except _THIRD_PARTY as e:
         raise GitError(f"cannot open the git repository in {path}: {_message(e)}") from None
@@ -304,8 +311,11 @@ def init(path: Path) -> git.Repo:
 
 
 @converts("commit")
-def commit_all(repo: git.Repo, message: str, date: str = EPOCH) -> str:
-    repo.git.add("-A", "--force")
+def commit_all(
+    repo: git.Repo, message: str, date: str = EPOCH, exclude: tuple[str, ...] = ()
+) -> str:
+    """Commit everything in the work tree (ignored files too) but `exclude`."""
+    repo.git.add("-A", "--force", "--", ".", *(f":(exclude){x}" for x in exclude))
     with repo.git.custom_environment(**_who(date)):
         repo.git.commit("--allow-empty", "--no-verify", "-q", "--cleanup=whitespace", "-m", message)
     return repo.head.commit.hexsha
@@ -343,7 +353,9 @@ def head(repo: git.Repo) -> str | None:
 @converts("status")
 def dirty(repo: git.Repo, untracked: bool = True) -> list[str]:
     """Paths with uncommitted changes, untracked files included unless not."""
-    out = repo.git.status("--porcelain", f"--untracked-files={'all' if untracked else 'no'}")
+    # no optional locks: a status killed mid-way must not leave an index.lock behind
+    with repo.git.custom_environment(GIT_OPTIONAL_LOCKS="0"):
+        out = repo.git.status("--porcelain", f"--untracked-files={'all' if untracked else 'no'}")
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
@@ -358,6 +370,23 @@ def commits(repo: git.Repo, base: str, tip: str = "HEAD") -> list[Commit] | None
         summary = c.summary if isinstance(c.summary, str) else c.summary.decode()
         out.append(Commit(c.hexsha, summary, message, c.authored_datetime.isoformat()))
     return out
+
+
+@converts("reset")
+def recover(repo: git.Repo, ref: str) -> None:
+    """Back to ref after a killed run: drop the lock files a killed git
+    leaves behind and any `git am` session (even a half-made one), then
+    reset --hard and clean. Only for a repository no other git can be
+    running in (the caller holds its lock)."""
+    gd = Path(repo.git_dir)
+    stale = [gd / f"{n}.lock" for n in ("index", "HEAD", "ORIG_HEAD", "packed-refs", "config")]
+    for lock in [*stale, *(gd / "refs").rglob("*.lock")]:
+        lock.unlink(missing_ok=True)
+    with contextlib.suppress(git.GitCommandError):
+        repo.git.am("--quit")
+    shutil.rmtree(gd / "rebase-apply", ignore_errors=True)
+    repo.git.reset("--hard", "-q", ref)
+    repo.git.clean("-fdq")
 
 
 @converts("reset")
@@ -409,12 +438,19 @@ def format_patch(repo: git.Repo, sha: str) -> bytes:
 
 @converts("clone")
 def clone_tag(url: str, tag_name: str, dest: Path) -> str:
-    """Shallow clone of one tag into the empty folder dest; the commit id."""
-    git.Git(dest).execute(
-        ["git", *_config_args(), "clone", f"--branch={tag_name}", "--depth=1", "--quiet"]
-        + ["--", url, str(dest)],
-        env=HERMETIC_ENV,  # clone makes the locations; scrub_environ() keeps the caller's out
-    )
+    """Shallow checkout of one tag into dest, which holds no repository (it
+    may hold untracked files, as a `git clone` would refuse: a run's marker):
+    the commit id. Like `git clone --depth=1 --branch=<tag>`: HEAD detached
+    at the tag, the tag itself, remote `origin`."""
+    env = _new_repo_env(dest)
+    ref = f"refs/tags/{tag_name}"
+    for cmd in (
+        ["init", "-q", "--initial-branch=main", str(dest)],
+        ["fetch", "-q", "--depth=1", "--no-tags", "--", url, f"+{ref}:{ref}"],
+        ["checkout", "-q", "--detach", ref],
+        ["remote", "add", "origin", url],
+    ):
+        git.Git(dest).execute(["git", *_config_args(), *cmd], env=env)
     return str(_pin(git.Repo(dest)).head.commit.hexsha)
 
 
@@ -551,11 +587,23 @@ def conflicted(repo: git.Repo) -> list[str]:
     return [line for line in out.splitlines() if line]
 
 
+@converts("merge-base --is-ancestor")
 def is_ancestor(repo: git.Repo, ref: str, tip: str = "HEAD") -> bool:
-    try:
-        return bool(repo.is_ancestor(ref, tip))  # type: ignore[arg-type]  # refs work too
-    except _THIRD_PARTY:
+    """Whether ref is an ancestor of tip: no when either names no commit;
+    GitError when git cannot tell (a damaged object), rather than a silent no."""
+    if not (_names_something(repo, ref) and _names_something(repo, tip)):
         return False
+    return bool(repo.is_ancestor(ref, tip))  # type: ignore[arg-type]  # refs work too
+
+
+def _names_something(repo: git.Repo, name: str) -> bool:
+    """Whether a name resolves to an object id (without reading the object:
+    a damaged one still resolves, and reading it is what fails)."""
+    try:
+        repo.git.rev_parse("--verify", "--quiet", "--end-of-options", name)
+    except git.GitCommandError:
+        return False
+    return True
 
 
 @converts("tag --list")

@@ -1,13 +1,25 @@
-"""Path safety shared by archives, wheels and patches: nothing may write
-outside its destination."""
+"""Paths: safety shared by archives, wheels and patches (nothing may write
+outside its destination), and the traces a killed run leaves behind.
+
+A run that is killed (SIGKILL, power loss) cannot clean up. So whatever
+vpatch writes is either made under a temporary name and renamed into place
+(`.<name>.<pid>.part` / `.tmp`: `tmp_path`), which a later run removes once
+that process is gone (`sweep`) and never uses; or, for a folder vpatch
+fills (fetch --dest, apply's first fetch), marked with PARTIAL until it is
+complete, so a later run knows the half-made folder is its own and starts
+it over, while a folder with anyone else's content is still refused."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path, PurePosixPath
 
-from .errors import UnsafePathError
+from .errors import UnsafePathError, disk_error
+
+PARTIAL = ".vpatch-partial"
+_TEMP = re.compile(r"^\..+\.(\d+)\.(part|tmp)$")
 
 
 def safe_relpath(name: str, what: str) -> PurePosixPath:
@@ -45,3 +57,59 @@ def empty(folder: Path) -> None:
             shutil.rmtree(p)
         else:
             p.unlink()
+
+
+def tmp_path(path: Path, kind: str = "tmp") -> Path:
+    """The temporary name a file is written under before it is renamed to
+    path: `.<name>.<pid>.<kind>` beside it (kind: part for downloads, tmp)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{kind}")
+
+
+def alive(pid: int) -> bool:
+    """Whether a process with this id runs (one of another user counts)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, and is not ours
+        return True
+    return True
+
+
+def sweep(folder: Path) -> list[Path]:
+    """Remove the temporary files (tmp_path) in folder whose process is gone;
+    the removed paths. A missing folder has none."""
+    removed: list[Path] = []
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    except OSError as e:
+        raise disk_error(e, "cannot list a folder") from None
+    for name in names:
+        m = _TEMP.match(name)
+        if m and not alive(int(m.group(1))):
+            p = folder / name
+            try:
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink(missing_ok=True)
+            except OSError as e:
+                raise disk_error(e, "cannot remove a killed run's temporary file") from None
+            removed.append(p)
+    return removed
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """path with data, or as it was: written under tmp_path, then renamed.
+    OSError is the caller's to convert (it knows what it was writing)."""
+    tmp = tmp_path(path)
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -2,7 +2,13 @@
 tagged `vpatch/base-<release>`, then one commit per patch in series order.
 
 That makes every state inspectable with plain git and makes all-or-nothing
-cheap: on any failure the tree is reset to where it started. One
+cheap: on any failure the tree is reset to where it started. A run that is
+killed cannot reset anything, so it leaves a note for the next run: while
+the release's source is written into a new tree, the tree holds the marker
+paths.PARTIAL (the next run empties it and starts over); while the series
+is applied, .git/vpatch-applying holds the HEAD before it (the next run
+resets to that HEAD, ending the killed `git am`, and applies the series
+again). A person's own `git am` session has no journal and is refused. One
 implementation of each rule on trees lives here: opening a tree (the release
 of the one baseline tag HEAD is built on), refusing a dirty tree or a
 `git am` in progress, locking a tree against a second run, applying a
@@ -22,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import gitutil, lock, series, sources
-from .errors import PatchError, TreeError, VpatchError, disk_error
-from .paths import empty
+from .errors import GitError, PatchError, TreeError, disk_error
+from .paths import PARTIAL, empty, sweep, write_atomic
 
 BASE_TAG = "vpatch/base-{}"
+JOURNAL = "vpatch-applying"  # in .git: the HEAD before the series, while it is applied
 Say = Callable[[str], None]
 
 
@@ -180,16 +187,26 @@ def _open_or_create(
     say: Say,
 ) -> gitutil.Repo:
     tag = BASE_TAG.format(release.version)
+    marker = dest / PARTIAL
+    if marker.is_file():
+        say(f"{dest}: a vpatch run was interrupted while making it; starting over")
+        empty_folder(dest)
     if not any(dest.iterdir()):
         say(f"fetching vLLM {release.version} ({sources.resolve(release, source)})")
         try:
+            mark(marker)
             result.source = sources.materialize(release, source, dest, offline, remote, say)
             repo = gitutil.open_repo(dest) or gitutil.init(dest)
             if gitutil.head(repo) is None:  # not a git checkout: record the baseline
-                gitutil.commit_all(repo, f"vLLM {release.version} ({result.source})")
+                message = f"vLLM {release.version} ({result.source})"
+                gitutil.commit_all(repo, message, exclude=(PARTIAL,))
             gitutil.tag(repo, tag)
+            marker.unlink()
+        except OSError as e:
+            empty_folder(dest)
+            raise disk_error(e, f"cannot make the tree {dest}") from None
         except BaseException:
-            empty(dest)  # back to the empty folder we were given
+            empty_folder(dest)  # back to the empty folder we were given
             raise
         result.created = True
         return repo
@@ -200,6 +217,43 @@ def _open_or_create(
             f"(no tag {tag}); pick another --dest or remove it"
         )
     return found
+
+
+def mark(marker: Path) -> None:
+    """The PARTIAL marker, first thing in a folder vpatch is about to fill."""
+    try:
+        marker.write_bytes(b"")
+    except OSError as e:
+        raise disk_error(e, f"cannot write into {marker.parent}") from None
+
+
+def empty_folder(dest: Path) -> None:
+    try:
+        empty(dest)
+    except OSError as e:
+        raise disk_error(e, f"cannot empty {dest}") from None
+
+
+def _recover(repo: gitutil.Repo, say: Say) -> None:
+    """Undo what a killed run left mid-series: the journal names the HEAD
+    before the series (see the module docstring)."""
+    git_dir = Path(repo.git_dir)
+    journal = git_dir / JOURNAL
+    try:
+        sweep(git_dir)
+        start = journal.read_text().strip()
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError):
+        start = ""
+    if not re.fullmatch(r"[0-9a-f]{40}", start):
+        raise TreeError(f"{journal} is damaged; remove it, and reset the tree to its baseline")
+    say(
+        f"{repo.working_tree_dir}: a vpatch run was interrupted while applying the series; "
+        f"back to {start[:10]}, then again"
+    )
+    gitutil.recover(repo, start)
+    journal.unlink()
 
 
 def _applied_prefix(repo: gitutil.Repo, version: str, todo: series.Series) -> list[gitutil.Commit]:
@@ -217,25 +271,36 @@ def _applied_prefix(repo: gitutil.Repo, version: str, todo: series.Series) -> li
 def _apply_series(
     repo: gitutil.Repo, version: str, todo: series.Series, result: Applied, say: Say
 ) -> None:
+    _recover(repo, say)
     refuse_am(repo)
     refuse_dirty(repo)
     done = _applied_prefix(repo, version, todo)
     result.already = [p.name for p in todo.patches[: len(done)]]
+    left = todo.patches[len(done) :]
+    if not left:
+        return
     start = gitutil.head(repo)
     assert start is not None
+    journal = Path(repo.git_dir) / JOURNAL
     try:
-        for patch in todo.patches[len(done) :]:
+        write_atomic(journal, f"{start}\n".encode())
+    except OSError as e:
+        raise disk_error(e, "cannot write into the tree's .git") from None
+    try:
+        for patch in left:
             say(f"applying {patch.name}")
             try:
                 gitutil.am(repo, patch.path)
-            except VpatchError:
+            except GitError:
                 gitutil.reset_hard(repo, "HEAD")
                 raise PatchError(_why(repo, patch, version)) from None
             result.applied.append(patch.name)
     except BaseException:
         gitutil.reset_hard(repo, start)  # all or nothing, Ctrl-C included
         result.applied.clear()
+        journal.unlink(missing_ok=True)  # kept if the reset failed: the next run resets
         raise
+    journal.unlink()
 
 
 def _why(repo: gitutil.Repo, patch: series.Patch, version: str) -> str:

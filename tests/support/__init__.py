@@ -401,6 +401,11 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def end_headers(self):
+        if self.ranges:
+            self.send_header("Accept-Ranges", "bytes")  # a server that honours ranges says so
+        super().end_headers()
+
     def do_GET(self):
         type(self).requests += 1
         path = Path(self.directory, self.path.lstrip("/"))

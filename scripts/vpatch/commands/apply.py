@@ -3,12 +3,13 @@ patched tree of it (see tree.py for what a vpatch tree is)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from .. import lock, series, sources
 from .. import tree as trees
 from ..errors import ConfigError, TreeError, disk_error
-from ..paths import empty
+from ..paths import PARTIAL
 from ..sources.cache import Say, download, quiet
 
 
@@ -21,8 +22,9 @@ def fetch(
     say: Say = quiet,
 ) -> tuple[lock.Release, Path, str]:
     """The release's source into the cache (sdist / wheel / cpu-wheel) and,
-    with dest, its unpacked tree into that empty or new folder. Returns
-    (release, the cached file or dest, what it came from)."""
+    with dest, its unpacked tree into that empty or new folder (or one a
+    killed fetch left half made: see tree.py). Returns (release, the cached
+    file or dest, what it came from)."""
     release = lock.load().get(version)
     if dest is None:
         kind = sources.resolve(release, source)
@@ -30,7 +32,7 @@ def fetch(
             raise ConfigError(f"--source {source} has nothing to cache; give --dest DIR")
         path = download(release.artifact(kind), offline, say)
         return release, path, path.name
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+    if dest.exists() and not dest.is_dir():
         raise TreeError(f"{dest} is not an empty folder; pick an empty or new one")
     created = not dest.exists()
     try:
@@ -38,19 +40,33 @@ def fetch(
     except OSError as e:
         raise disk_error(e, "cannot make the folder") from None
     try:
-        what = sources.materialize(release, source, dest, offline, remote, say)
+        with trees.locked(dest):
+            marker = dest / PARTIAL
+            if marker.is_file():
+                say(f"{dest}: a vpatch run was interrupted while filling it; starting over")
+                trees.empty_folder(dest)
+            elif any(dest.iterdir()):
+                raise TreeError(f"{dest} is not an empty folder; pick an empty or new one")
+            try:
+                trees.mark(marker)
+                what = sources.materialize(release, source, dest, offline, remote, say)
+                marker.unlink()
+            except OSError as e:
+                trees.empty_folder(dest)
+                raise disk_error(e, f"cannot fill {dest}") from None
+            except BaseException:
+                trees.empty_folder(dest)
+                raise
     except BaseException:
         if created:
             _remove(dest)
-        else:
-            empty(dest)
         raise
     return release, dest, what
 
 
 def _remove(dest: Path) -> None:
-    empty(dest)
-    dest.rmdir()
+    with contextlib.suppress(OSError):  # emptied above; a folder made by this run goes
+        dest.rmdir()
 
 
 def apply(

@@ -79,6 +79,8 @@ def port(
     dst = resolve(pins, to_version, offline)
     todo = series.load(pins.series_dir(src))
     work = Path(work or default_work(dst.version))
+    if work.exists() and not work.is_dir():
+        raise TreeError(f"{work} exists and is not a folder; pick another --work")
     if work.exists() and any(work.iterdir()):
         raise TreeError(f"{work} exists; remove it, or finish a port there with --continue")
     report = Ported(src.version, dst.version, work)

@@ -18,9 +18,9 @@ import shutil
 from pathlib import Path
 
 from .. import gitutil
-from ..errors import ConfigError, IntegrityError, NetworkError
+from ..errors import ConfigError, IntegrityError, NetworkError, RangeUnsupported
 from ..lock import Release
-from .cache import Say, cached, download, quiet
+from .cache import Say, cached, download, from_index, quiet
 from .extract import copy_folder, extract_sdist, extract_wheel, extract_wheel_lazy
 
 VLLM_REMOTE = "https://github.com/vllm-project/vllm.git"
@@ -42,7 +42,10 @@ def materialize(
     remote: str | None = None,
     say: Say = quiet,
 ) -> str:
-    """Write release's source tree into the empty folder dest; say what it came from."""
+    """Write release's source tree into the empty folder dest; say what it
+    came from. A cached archive is hashed once (cached or downloaded, never
+    both); a wheel that is not cached is read member by member with range
+    requests, or downloaded whole when the server does not honour them."""
     kind = resolve(release, source)
     if kind == "sdist":
         path = download(release.artifact("sdist"), offline, say)
@@ -50,11 +53,14 @@ def materialize(
         return path.name
     if kind in ("wheel", "cpu-wheel"):
         art = release.artifact(kind)
-        hit = cached(art)
+        hit = cached(art, say, offline)
         if hit is None and art.record_sha256 and not offline:
-            extract_wheel_lazy(art, dest)
-            return art.filename
-        path = hit or download(art, offline, say)
+            try:
+                extract_wheel_lazy(art, dest)  # writes nothing before every read succeeded
+                return art.filename
+            except RangeUnsupported as e:
+                say(f"{e}; downloading the whole wheel instead")
+        path = hit or from_index(art, offline, say)
         extract_wheel(path, dest)
         return path.name
     if kind == "git":

@@ -76,7 +76,8 @@ def extract_sdist(archive: Path, dest: Path, top: str) -> None:
                     m.linkname = str(PurePosixPath(*PurePosixPath(m.linkname).parts[1:]))
                 tar.extract(m, dest, filter="data")
     except ARCHIVE_ERRORS as e:
-        raise IntegrityError(f"{what} is not a readable tar.gz archive: {e}") from None
+        why = str(e).splitlines()[0].rstrip(": ") if str(e) else type(e).__name__
+        raise IntegrityError(f"{what} is not a readable tar.gz archive ({why})") from None
     except OSError as e:
         raise disk_error(e, f"cannot unpack {what}") from None
 
@@ -125,8 +126,18 @@ def record_member(zf: zipfile.ZipFile, what: str) -> zipfile.ZipInfo:
     return rows[0]
 
 
+def local_record_sha256(wheel: Path) -> str:
+    """sha256 of a (cached, verified) wheel's RECORD."""
+    with open_zip(wheel) as zf:
+        try:
+            return hashlib.sha256(zf.read(record_member(zf, wheel.name))).hexdigest()
+        except ARCHIVE_ERRORS as e:
+            raise IntegrityError(f"{wheel.name}: RECORD cannot be read: {e}") from None
+
+
 def record_sha256(url: str, size: int) -> str:
-    """sha256 of a remote wheel's RECORD, read with range requests."""
+    """sha256 of a remote wheel's RECORD, read with range requests
+    (RangeUnsupported when the server does not honour them)."""
     name = url.rsplit("/", 1)[-1]
     try:
         with zipfile.ZipFile(RangeFile(url, size)) as zf:

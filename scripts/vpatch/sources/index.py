@@ -3,12 +3,23 @@
 The index URL comes from pip's own configuration, so whatever index or mirror
 pip uses, vpatch uses too: PIP_INDEX_URL, then `pip config` (index-url),
 then pip's built-in default.
+
+Every HTTP request vpatch makes goes through `opener()`: proxies come from
+the environment (http_proxy, https_proxy, no_proxy), as they should, but
+TLS always checks certificates and host names with a context of our own,
+so nothing that swaps Python's default HTTPS context (PYTHONHTTPSVERIFY=0
+on some distributions, a sitecustomize) turns the checks off. A CA bundle
+named by SSL_CERT_FILE / SSL_CERT_DIR is honoured: it adds trust, it does
+not remove the check. Trust in what is downloaded comes from the lock's
+sha256 in any case.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -23,6 +34,33 @@ from packaging.utils import canonicalize_name
 from ..errors import NetworkError
 
 ACCEPT = "application/vnd.pypi.simple.v1+json"
+
+
+# what a request can raise besides HTTPError: refused, timed out, reset (OSError,
+# URLError), a broken answer (HTTPException), a URL urllib cannot use (ValueError)
+HTTP_ERRORS = (OSError, http.client.HTTPException, ValueError)
+
+
+@cache
+def opener() -> urllib.request.OpenerDirector:
+    """urllib with the environment's proxies and certificate checks that
+    cannot be turned off (see the module docstring)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = True
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return urllib.request.build_opener(urllib.request.HTTPSHandler(context=ctx))
+
+
+def open_url(req: str | urllib.request.Request, what: str, timeout: float = 120) -> Any:
+    """The response to a request, or NetworkError naming `what` failed."""
+    try:
+        return opener().open(req, timeout=timeout)
+    except urllib.error.HTTPError as e:
+        e.close()
+        raise NetworkError(f"{what}: the server answered {e.code} {e.reason}") from None
+    except HTTP_ERRORS as e:
+        reason = getattr(e, "reason", None) or e
+        raise NetworkError(f"{what}: {reason}") from None
 
 
 @dataclass(frozen=True)
@@ -67,8 +105,9 @@ def project(name: str) -> dict[str, Any]:
     """The PEP 691 project page: {"files": [...], "versions": [...]}"""
     url = index_url() + _normalize(name) + "/"
     req = urllib.request.Request(url, headers={"Accept": ACCEPT})
+    resp = open_url(req, f"cannot reach the package index at {url}", timeout=60)
     try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
+        with resp:
             ctype = resp.headers.get("Content-Type", "")
             if "json" not in ctype:
                 raise NetworkError(
@@ -76,8 +115,8 @@ def project(name: str) -> dict[str, Any]:
                     "point PIP_INDEX_URL at one that does"
                 )
             page = json.load(resp)
-    except (urllib.error.URLError, OSError) as e:
-        raise NetworkError(f"cannot reach the package index for {name!r}: {e}") from None
+    except (OSError, http.client.HTTPException) as e:  # the answer broke off
+        raise NetworkError(f"cannot read the package index's page for {name!r}: {e}") from None
     except ValueError as e:  # JSON that does not parse, bytes that are not UTF-8
         raise NetworkError(f"the package index answered broken JSON for {name!r}: {e}") from None
     if not isinstance(page, dict) or not isinstance(page.get("files", []), list):

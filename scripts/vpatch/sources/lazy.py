@@ -5,15 +5,26 @@ and only those bytes cross the network (a few MB of a 509 MB wheel).
 Reads are served from blocks fetched on demand; `prefetch` fetches a list of
 ranges up front, merging neighbours, so reading many members costs a handful
 of requests instead of one per member.
+
+Mirrors and proxies do not all honour ranges. As pip's lazy wheel does,
+the file is first asked for with HEAD, which must say `Accept-Ranges: bytes`
+(and the size the index gave): the package index used here sends that
+header on a HEAD or a 200, not on a 206. Then every answer is checked: a 206
+(a 200 means the whole file is coming: its body is not read, the connection
+is closed), the Content-Range asked for (when the server names one),
+exactly the bytes asked for. Anything else raises RangeUnsupported, on
+which callers fall back to a plain download.
 """
 
 from __future__ import annotations
 
+import http.client
 import io
 import urllib.error
 import urllib.request
 
-from ..errors import NetworkError
+from ..errors import NetworkError, RangeUnsupported
+from .index import HTTP_ERRORS, opener
 
 BLOCK = 1 << 16
 MERGE_GAP = 1 << 20  # fetch a gap this small rather than make another request
@@ -22,10 +33,14 @@ MERGE_GAP = 1 << 20  # fetch a gap this small rather than make another request
 class RangeFile(io.RawIOBase):
     def __init__(self, url: str, size: int):
         self.url = url
+        self.name = url.rsplit("/", 1)[-1]
+        if size <= 0:
+            raise RangeUnsupported(f"{self.name}: the index gives no size to read ranges of")
         self.size = size
         self.pos = 0
         self.fetched = 0  # bytes that crossed the network
         self._spans: list[tuple[int, bytes]] = []  # (start, data), fetched so far
+        self._probed = False  # HEAD said Accept-Ranges: bytes
 
     # -- io.RawIOBase ---------------------------------------------------------
 
@@ -87,16 +102,66 @@ class RangeFile(io.RawIOBase):
         self._spans.append((lo, data))
         return data[start - lo : end - lo]
 
-    def _fetch(self, start: int, end: int) -> bytes:
-        req = urllib.request.Request(self.url, headers={"Range": f"bytes={start}-{end - 1}"})
+    def _probe(self) -> None:
+        """HEAD: the server must say it honours byte ranges, and the size."""
+        req = urllib.request.Request(self.url, method="HEAD")
         try:
-            with urllib.request.urlopen(req, timeout=120) as resp:
-                if resp.status != 206:
-                    raise NetworkError(f"{self.url}: the server ignores range requests")
-                data: bytes = resp.read()
-        except (urllib.error.URLError, OSError) as e:
-            raise NetworkError(f"range request to {self.url} failed: {e}") from None
-        if len(data) != end - start:
-            raise NetworkError(f"{self.url}: asked for {end - start} bytes, got {len(data)}")
+            with opener().open(req, timeout=120) as resp:
+                accept = resp.headers.get("Accept-Ranges", "").strip().lower()
+                length = resp.headers.get("Content-Length")
+        except urllib.error.HTTPError as e:  # HEAD not allowed: ranges cannot be trusted
+            e.close()
+            raise RangeUnsupported(f"{self.name}: the server refused HEAD ({e.code})") from None
+        except HTTP_ERRORS as e:
+            reason = getattr(e, "reason", None) or e
+            raise NetworkError(f"HEAD request for {self.name} failed: {reason}") from None
+        if accept != "bytes":
+            raise RangeUnsupported(
+                f"{self.name}: the server ignores range requests (no Accept-Ranges: bytes)"
+            )
+        if length is not None and length.isdigit() and int(length) != self.size:
+            raise RangeUnsupported(
+                f"{self.name}: the server has {length} bytes, the index said {self.size}"
+            )
+        self._probed = True
+
+    def _fetch(self, start: int, end: int) -> bytes:
+        if not self._probed:
+            self._probe()
+        want = end - start
+        span = f"bytes={start}-{end - 1}"
+        req = urllib.request.Request(self.url, headers={"Range": span})
+        try:
+            with opener().open(req, timeout=120) as resp:
+                self._check(resp, start, end)
+                data: bytes = resp.read(want + 1)  # one byte more shows an oversized answer
+        except urllib.error.HTTPError as e:
+            e.close()
+            if e.code == 416:  # "range not satisfiable": the index's size is not the file's
+                raise RangeUnsupported(f"{self.name}: the server refused {span} (416)") from None
+            raise NetworkError(f"range request for {self.name}: {e.code} {e.reason}") from None
+        except http.client.IncompleteRead as e:
+            raise RangeUnsupported(
+                f"{self.name}: asked the server for {want} bytes, got {len(e.partial)}"
+            ) from None
+        except HTTP_ERRORS as e:
+            reason = getattr(e, "reason", None) or e
+            raise NetworkError(f"range request for {self.name} failed: {reason}") from None
+        if len(data) != want:
+            n = "more" if len(data) > want else str(len(data))
+            raise RangeUnsupported(f"{self.name}: asked the server for {want} bytes, got {n}")
         self.fetched += len(data)
         return data
+
+    def _check(self, resp: http.client.HTTPResponse, start: int, end: int) -> None:
+        """RangeUnsupported unless the answer is the range asked for; a 200's
+        body (the whole file) is left unread: the caller closes it."""
+        if resp.status != 206:
+            raise RangeUnsupported(
+                f"{self.name}: the server ignores range requests (answered {resp.status})"
+            )
+        got = resp.headers.get("Content-Range")
+        if got is not None and not got.startswith(f"bytes {start}-{end - 1}/"):
+            raise RangeUnsupported(
+                f"{self.name}: asked for bytes {start}-{end - 1}, the server sent {got!r}"
+            )

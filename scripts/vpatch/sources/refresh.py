@@ -12,10 +12,10 @@ from dataclasses import replace
 from packaging.utils import parse_sdist_filename, parse_wheel_filename
 from packaging.version import Version
 
-from ..errors import ConfigError, IntegrityError, NetworkError
+from ..errors import ConfigError, IntegrityError, NetworkError, RangeUnsupported
 from ..lock import Artifact, Lock, Release
 from .cache import Say, download, index_file, quiet
-from .extract import ARCHIVE_ERRORS, open_zip, record_sha256
+from .extract import ARCHIVE_ERRORS, local_record_sha256, open_zip, record_sha256
 from .index import IndexFile
 from .index import files as index_files
 from .index import versions as index_versions
@@ -55,15 +55,21 @@ def artifacts_for(version: str) -> dict[str, Artifact]:
     return {kind: Artifact(kind, f.filename, f.sha256, f.size) for kind, f in found.items() if f}
 
 
-def with_record(art: Artifact, old: Artifact | None = None) -> Artifact:
+def with_record(art: Artifact, old: Artifact | None = None, say: Say = quiet) -> Artifact:
     """A wheel artifact with the sha256 of its RECORD (read with range
-    requests), kept from `old` when the wheel itself did not change."""
+    requests; from the whole wheel, downloaded and checked against the
+    index's sha256, when the server does not honour them), kept from `old`
+    when the wheel itself did not change."""
     if art.kind == "sdist":
         return art
     if old is not None and old.sha256 == art.sha256 and old.record_sha256:
         return replace(art, record_sha256=old.record_sha256)
     f = index_file(art)
-    return replace(art, record_sha256=record_sha256(f.url, f.size))
+    try:
+        return replace(art, record_sha256=record_sha256(f.url, f.size))
+    except RangeUnsupported as e:
+        say(f"{e}; downloading the whole wheel to read its RECORD")
+    return replace(art, record_sha256=local_record_sha256(download(art, say=say)))
 
 
 def commit_of(arts: dict[str, Artifact], offline: bool = False) -> str:
@@ -97,7 +103,7 @@ def refresh(pins: Lock, say: Say = quiet) -> Lock:
         missing = set(rel.artifacts) - set(arts)
         if missing:
             raise NetworkError(f"the index no longer lists {', '.join(sorted(missing))} of {v}")
-        new = {k: with_record(arts[k], rel.artifacts[k]) for k in rel.artifacts}
+        new = {k: with_record(arts[k], rel.artifacts[k], say) for k in rel.artifacts}
         for k, a in new.items():
             if rel.artifacts[k].sha256 != a.sha256:
                 say(f"{v} {k}: sha256 changed to {a.sha256[:12]}")
@@ -111,7 +117,7 @@ def refresh(pins: Lock, say: Say = quiet) -> Lock:
         if "wheel" not in arts:
             continue  # a release with no x86_64 wheel is not one our users can run
         say(f"pinning {v} (upstream)")
-        arts = {k: with_record(a) for k, a in arts.items()}
+        arts = {k: with_record(a, say=say) for k, a in arts.items()}
         rel = Release(str(v), f"v{v}", commit_of(arts), "upstream", "", arts)
         out = out.with_release(rel)
     return out

@@ -13,6 +13,7 @@ recompressed. Output is a function of the input wheel and the series only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zipfile
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from .. import record
 from ..errors import disk_error
+from ..paths import sweep, tmp_path
 from ..series import Series
 from . import zipcopy
 from .file import SIGNATURES, WheelFile, local_version, open_zip, set_version, wheel_filename
@@ -54,11 +56,13 @@ def overlay(wheel_path: Path, todo: Series, out_dir: Path) -> Overlaid:
     the series applied."""
     wheel_path, out_dir = Path(wheel_path), Path(out_dir)
     zf = open_zip(wheel_path)
-    tmp = out_dir / f".{wheel_path.name}.{os.getpid()}.tmp"
+    tmp = tmp_path(out_dir / wheel_path.name)
+    created = not out_dir.exists()
     with zf, open(wheel_path, "rb", buffering=0) as srcf:
         src = srcf.fileno()
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
+            sweep(out_dir)  # what killed runs left
             out = zipcopy.Output(tmp)
             try:
                 ends = zipcopy.member_ends(zf)
@@ -79,16 +83,24 @@ def overlay(wheel_path: Path, todo: Series, out_dir: Path) -> Overlaid:
             final = out_dir / names.out_name
             os.replace(tmp, final)
         except OSError as e:
-            tmp.unlink(missing_ok=True)
+            _undo(tmp, out_dir, created)
             raise disk_error(e, f"cannot write the wheel in {out_dir}") from None
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            _undo(tmp, out_dir, created)
             raise
     result.path = final
     return result
 
 
 _DATA_DESCRIPTOR = 0x8  # general purpose flag: sizes and CRC follow the data
+
+
+def _undo(tmp: Path, out_dir: Path, created: bool) -> None:
+    """Leave out_dir as it was: no temporary file, and gone if this made it."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
+        if created:
+            out_dir.rmdir()
 
 
 class _Names:

@@ -69,6 +69,8 @@ def scan(wheel_path: Path, arch: str | None = None) -> tuple[Verified, WheelFile
     does not match: nothing more can be checked). Raises WheelError only
     when the file is not a readable wheel at all."""
     wheel_path = Path(wheel_path)
+    if arch is not None:
+        _parse_arch(arch)  # a bad option fails before the wheel is read
     w: WheelFile | None
     problems: list[str] = []
     try:
@@ -129,10 +131,7 @@ def _check_arch(res: Verified, arch: str | None) -> None:
     if arch is None and res.variant == "cpu":
         return
     arch = arch or fatbin.DEFAULT_ARCH
-    try:
-        fatbin.parse_arch(arch)
-    except ValueError as bad:
-        raise ConfigError(str(bad)) from None
+    _parse_arch(arch)
     res.arch = arch
     if res.variant == "cpu":
         res.problems.append(
@@ -154,6 +153,13 @@ def _check_arch(res: Verified, arch: str | None) -> None:
         res.arch_checks.append((found.name, ok, why))
         if not ok:
             res.problems.append(f"{found.name}: {why}")
+
+
+def _parse_arch(arch: str) -> None:
+    try:
+        fatbin.parse_arch(arch)
+    except ValueError as bad:
+        raise ConfigError(str(bad)) from None
 
 
 def check_version(res: Verified, w: WheelFile, todo: Series) -> list[str] | None:

@@ -82,15 +82,17 @@ def test_cache_entry_with_wrong_hash_is_not_used(cache_root):
     assert cache.cached(art) is None
 
 
-def test_a_stamp_records_the_check_and_a_stale_one_is_redone(cache_root):
+def test_no_stamp_is_trusted_the_bytes_are_checked_every_time(cache_root):
+    """A stamp beside the file (what older vpatch wrote) is removed and never
+    trusted: a same-size file with other bytes is refused and deleted."""
     art = cache_file(cache_root, "wheel", "x.whl", b"good")
     path = cache_root / "downloads" / "x.whl"
     stamp = path.with_name("x.whl.sha256")
-    assert not stamp.exists()
+    stamp.write_text(f"{art.sha256} 4\n")
     assert cache.cached(art) == path
-    assert stamp.read_text().split() == [art.sha256, "4"]
-    stamp.write_text(f"{'0' * 64} 4\n")  # verified against another hash: check again
-    assert cache.cached(art) == path and stamp.read_text().split()[0] == art.sha256
-    path.write_bytes(b"bad!")  # same size, other bytes, and a stamp for other bytes
-    stamp.write_text(f"{'1' * 64} 4\n")
-    assert cache.cached(art) is None
+    assert not stamp.exists()
+    path.write_bytes(b"bad!")  # same size, other bytes
+    stamp.write_text(f"{art.sha256} 4\n")  # and a stamp that vouches for them
+    said: list[str] = []
+    assert cache.cached(art, said.append) is None
+    assert not path.exists() and len(said) == 1 and "x.whl" in said[0]

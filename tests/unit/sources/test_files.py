@@ -5,7 +5,7 @@ import json
 import zipfile
 
 import pytest
-from support import cache_file, listing, sdist, targz
+from support import cache_file, listing, sdist, sha256, targz
 from vpatch import lock
 from vpatch.errors import IntegrityError, NetworkError
 from vpatch.sources import files
@@ -25,9 +25,9 @@ def test_reads_what_the_globs_match_once(cache_root):
     assert tree == home / "tree"
     assert listing(tree) == ["vllm/a.py", "vllm/b.py"]  # `*` stays in one folder
     assert (tree / "vllm/a.py").read_text() == "a\n"
-    assert json.loads((home / "manifest.json").read_text()) == {
-        "vllm/*.py": ["vllm/a.py", "vllm/b.py"]
-    }
+    manifest = json.loads((home / "manifest.json").read_text())
+    assert manifest["globs"] == {"vllm/*.py": ["vllm/a.py", "vllm/b.py"]}
+    assert manifest["files"] == {f: sha256(FILES[f].encode()) for f in ("vllm/a.py", "vllm/b.py")}
     (cache_root / "downloads" / "vllm-9.9.0.tar.gz").unlink()
     # asked before: no archive needed; a new glob needs it again
     assert files.release_files(rel, {"vllm/*.py"}, offline=True) == tree
@@ -41,11 +41,12 @@ def test_a_new_glob_adds_to_the_tree_and_the_manifest(cache_root):
     tree = files.release_files(rel, {"vllm/a.py", "vllm/sub/*.py", "gone.py"})
     assert listing(tree) == ["vllm/a.py", "vllm/sub/c.py"]
     manifest = json.loads((tree.parent / "manifest.json").read_text())
-    assert manifest == {
+    assert manifest["globs"] == {
         "gone.py": [],
         "vllm/a.py": ["vllm/a.py"],
         "vllm/sub/*.py": ["vllm/sub/c.py"],
     }
+    assert sorted(manifest["files"]) == ["vllm/a.py", "vllm/sub/c.py"]
 
 
 def test_a_damaged_manifest_reads_the_archive_again(cache_root):

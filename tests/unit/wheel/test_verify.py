@@ -69,7 +69,7 @@ def test_unknown_hashes_and_unreadable_members_are_problems(tmp_path):
     src.write_bytes(bytes(data))
     res, w = verify.scan(src)
     w.zf.close()
-    assert "RECORD uses an unknown hash 'md9' for vllm/blob.bin" in res.record_problems
+    assert "RECORD mismatch: unknown hash algorithm 'md9' for vllm/blob.bin" in res.record_problems
     assert any(p.startswith("vllm/model.py: cannot read: ") for p in res.record_problems)
     assert not res.ok and res.problems == res.record_problems
 

@@ -1,0 +1,771 @@
+"""Hostile inputs for every subcommand. Each case asserts the documented exit
+code (README, "Errors"), exactly one `vpatch: error:` line on stderr (the
+last one; progress lines may precede it), no traceback, nothing changed
+anywhere in the sandbox (the destination included: files, modes, symlinks;
+.git's index, reflogs and new unreachable objects aside), and no temporary
+file left in the cache or in TMPDIR.
+
+Most cases run `vpatch.cli.main` in this process (file-system faults are
+injected there with an audit hook: an OSError(ENOSPC / EROFS / EACCES) for
+any file created under a path, as a full or read-only disk gives); the
+`sub` ones run `python -m vpatch.cli` to show no traceback reaches stderr.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from support import synthetic as S
+from vpatch import cli, gitutil
+from vpatch.sources import index
+
+# -- the world: a synthetic release, three stand-in indexes, a vpatch tree ----
+
+
+@dataclass
+class World:
+    rel: S.Release
+    urls: dict[str, str]  # good / html / broken / closed
+    tree: Path  # a patched vpatch tree of the release
+    base: Path  # a tree at its baseline (unapplied)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Iterator[World]:
+    base = tmp_path_factory.mktemp("world")
+    rel = S.make_release(base)
+    S.make_wheel(rel.www / NO_RECORD, S.source_files(), 1024, record=False)
+    S.make_wheel(rel.www / TAMPERED, S.source_files(), 0, tamper="vllm/model.py")
+    with S.serve(rel.www) as good, S.serve(rel.www) as html, S.serve(rel.www) as broken:
+        html.mode, broken.mode = "html", "broken"
+        urls = {"good": good.url, "html": html.url, "broken": broken.url}
+        urls["closed"] = S.closed_port()
+        env = {
+            **os.environ,
+            "VPATCH_ROOT": str(rel.root),
+            "VPATCH_CACHE": str(base / "cache"),
+            "PIP_INDEX_URL": good.url,
+        }
+        tree = base / "tree"
+        r = S.vpatch("apply", "--dest", str(tree), env=env)
+        assert r.returncode == 0, r.stderr
+        at_base = base / "at-base"
+        shutil.copytree(tree, at_base, symlinks=True)
+        S.git(at_base, "reset", "-q", "--hard", "vpatch/base-9.9.0")
+        yield World(rel, urls, tree, at_base)
+
+
+# -- a sandbox per case --------------------------------------------------------
+
+
+@dataclass
+class Box:
+    world: World
+    dir: Path
+    index: str = "good"
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def root(self) -> Path:
+        return self.dir / "root"
+
+    @property
+    def cache(self) -> Path:
+        return self.dir / "cache"
+
+    @property
+    def downloads(self) -> Path:
+        return self.cache / "downloads"
+
+    @property
+    def work(self) -> Path:
+        return self.dir / "work"
+
+    @property
+    def series(self) -> Path:
+        return self.root / "patches" / S.VERSION
+
+    def seed(self, *names: str) -> None:
+        """Put artifacts into the cache."""
+        self.downloads.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            shutil.copy(self.world.rel.www / name, self.downloads / name)
+
+    def pin(self, kind: str, name: str, data: bytes, cache: bool = True) -> None:
+        """The lock pins these bytes as the release's `kind` artifact, named
+        `name` (cached, unless not `cache`: then the index serves it)."""
+        if cache:
+            self.downloads.mkdir(parents=True, exist_ok=True)
+            (self.downloads / name).write_bytes(data)
+        www = self.world.rel.www
+        arts = {
+            "sdist": (S.SDIST, (www / S.SDIST).read_bytes()),
+            "wheel": (S.WHEEL, (www / S.WHEEL).read_bytes()),
+        }
+        arts[kind] = (name, data)
+        S.write_lock(self.root, arts, "0" * 64)
+
+    def tree(self, name: str = "tree", at_base: bool = False) -> Path:
+        dest = self.dir / name
+        shutil.copytree(self.world.base if at_base else self.world.tree, dest, symlinks=True)
+        return dest
+
+    def damage_object(self, tree: Path) -> None:
+        """Garbage in place of the loose object of HEAD's commit."""
+        head = S.git(tree, "rev-parse", "HEAD").strip()
+        obj = tree / ".git" / "objects" / head[:2] / head[2:]
+        obj.chmod(0o644)
+        obj.write_bytes(b"garbage, not zlib")
+
+    def patch(self, edit: Callable[[bytes], bytes], which: int = 0) -> None:
+        """Rewrite one patch file of the root's series."""
+        p = sorted(self.series.glob("*.patch"))[which]
+        p.write_bytes(edit(p.read_bytes()))
+
+
+@pytest.fixture
+def box(world, tmp_path) -> Box:
+    b = Box(world, tmp_path / "sb")
+    shutil.copytree(world.rel.root, b.root)
+    for d in ("work", "home", "tmp"):
+        (b.dir / d).mkdir(parents=True)
+    return b
+
+
+# -- file-system faults --------------------------------------------------------
+
+_FAULT: dict[str, object] = {}
+_WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_CREATE = {"os.mkdir", "os.rename", "os.replace", "os.symlink", "os.link", "os.truncate"}
+
+
+def _hook(event: str, args: tuple) -> None:
+    if not _FAULT:
+        return
+    if event == "open":
+        path, mode, flags = args
+        if not (isinstance(flags, int) and flags & _WRITE):
+            return
+    elif event in _CREATE:
+        path = args[1] if event in ("os.rename", "os.replace", "os.link") else args[0]
+    else:
+        return
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        return
+    p = os.path.abspath(os.fsdecode(path))
+    under = str(_FAULT["under"])
+    if p != under and not p.startswith(under + os.sep):
+        return
+    left = int(_FAULT["after"])  # type: ignore[call-overload]
+    if left > 0:
+        _FAULT["after"] = left - 1
+        return
+    code = int(_FAULT["errno"])  # type: ignore[call-overload]
+    raise OSError(code, os.strerror(code), p)
+
+
+sys.addaudithook(_hook)
+
+
+@contextmanager
+def fault(under: Path, code: int, after: int = 0) -> Iterator[None]:
+    """OSError(code) for every file or folder created under `under`, after
+    the first `after` succeed."""
+    _FAULT.update(under=str(under.resolve() if under.exists() else under), errno=code, after=after)
+    try:
+        yield
+    finally:
+        _FAULT.clear()
+
+
+# -- running a case ----------------------------------------------------------------
+
+
+def env_of(box: Box) -> dict[str, str]:
+    return {
+        "VPATCH_ROOT": str(box.root),
+        "VPATCH_CACHE": str(box.cache),
+        "PIP_INDEX_URL": box.world.urls[box.index],
+        "HOME": str(box.dir / "home"),
+        "TMPDIR": str(box.dir / "tmp"),
+        **box.env,
+    }
+
+
+def run(box: Box, argv: list[str], monkeypatch, capsys, how: str = "inproc", **kw) -> tuple:
+    if how == "sub":
+        r = S.vpatch(*argv, env={**os.environ, **env_of(box)}, cwd=box.work)
+        return r.returncode, r.stderr
+    for k, v in env_of(box).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(box.work)
+    monkeypatch.setattr(tempfile, "tempdir", str(box.dir / "tmp"))
+    index.index_url.cache_clear()
+    index.project.cache_clear()
+    capsys.readouterr()
+    try:
+        under = kw.get("fault")
+        try:
+            if under is not None:
+                with fault(under[0], under[1], under[2] if len(under) > 2 else 0):
+                    code = cli.main(argv)
+            else:
+                code = cli.main(argv)
+        except SystemExit as e:  # argparse: --help, or a usage error (said in one line)
+            code = int(e.code or 0)
+    finally:
+        index.index_url.cache_clear()
+        index.project.cache_clear()
+    return code, capsys.readouterr().err
+
+
+def check(box: Box, code: int, err: str, want: int, before: dict) -> None:
+    lines = err.strip().splitlines()
+    errors = [ln for ln in lines if ln.startswith("vpatch: error:")]
+    if os.environ.get("SHOW"):
+        print(f"\n{code}: {errors}")
+    assert code == want, err
+    assert len(errors) == 1 and lines[-1] == errors[0], err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert S.same(before, S.snapshot(box.dir, skip=("cache",))) == []
+    leftovers = [p.name for p in box.cache.rglob(".*") if p.name.endswith((".part", ".tmp"))]
+    assert leftovers == []
+    assert list((box.dir / "tmp").iterdir()) == []
+
+
+# -- the corpus ------------------------------------------------------------------------
+
+Setup = Callable[[Box], list[str]]
+
+
+def not_gzip(b: Box) -> None:
+    b.pin("sdist", S.SDIST, b"this is not a gzip file\n" * 100)
+
+
+NO_RECORD = "vllm-9.9.0-py3-none-any.whl"  # in the index's files: a wheel without RECORD
+TAMPERED = "vllm-9.9.0-py3-none-win32.whl"  # vllm/model.py is not what RECORD says, no .so
+
+
+def no_record(b: Box) -> None:
+    """The lock pins a wheel without RECORD, cached."""
+    b.pin("wheel", NO_RECORD, (b.world.rel.www / NO_RECORD).read_bytes())
+
+
+def no_record_remote(b: Box) -> None:
+    """... not cached: read with range requests."""
+    b.pin("wheel", NO_RECORD, (b.world.rel.www / NO_RECORD).read_bytes(), cache=False)
+
+
+def flip(b: Box, name: str) -> None:
+    b.seed(name)
+    p = b.downloads / name
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    p.write_bytes(bytes(data))
+
+
+def truncated(d: bytes) -> bytes:
+    return d[: len(d) * 2 // 3]
+
+
+def garbled(d: bytes) -> bytes:
+    head, _, tail = d.partition(b"\n@@ ")
+    return head + b"\n@@ this is no hunk @@\n+++ nonsense\n-- more\n" + tail[len(tail) // 2 :]
+
+
+def crlf(d: bytes) -> bytes:
+    return d.replace(b"\n", b"\r\n")
+
+
+def binary(d: bytes) -> bytes:
+    return d.replace(b"line five", b"line \x00\x01\x02 five", 1)
+
+
+def latin1(d: bytes) -> bytes:
+    return d.replace(b"line five", b"line f\xeff\xe9 five", 1)
+
+
+PATCH_EDITS = {
+    "truncated": truncated,
+    "garbled": garbled,
+    "crlf": crlf,
+    "binary": binary,
+    "non-utf8": latin1,
+}
+
+
+@dataclass
+class Case:
+    id: str
+    argv: Callable[[Box], list[str]]
+    code: int
+    setup: Callable[[Box], object] = lambda b: None
+    index: str = "good"
+    how: str = "inproc"
+    fault: Callable[[Box], tuple] | None = None
+    env: Callable[[Box], dict[str, str]] = lambda b: {}
+
+
+def dest(b: Box) -> str:
+    return str(b.dir / "dest")
+
+
+def tree(b: Box) -> Path:
+    return b.dir / "tree"
+
+
+def missing_in_series(b: Box) -> None:
+    (b.series / "series").write_text("0001-model-first-change.patch\n0009-not-there.patch\n")
+
+
+def garbage_head(b: Box) -> None:
+    (b.tree() / ".git" / "HEAD").write_text("garbage\n")
+
+
+def damaged(b: Box) -> None:
+    b.damage_object(b.tree())
+
+
+def file_at(name: str) -> Callable[[Box], None]:
+    def make(b: Box) -> None:
+        (b.dir / name).write_text("a file, not a folder\n")
+
+    return make
+
+
+def escaping_member(b: Box) -> None:
+    import io
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for name in ("vllm-9.9.0/vllm/ok.py", "vllm-9.9.0/../../evil.py"):
+            info = tarfile.TarInfo(name)
+            info.size = 3
+            tar.addfile(info, io.BytesIO(b"x=1"))
+    b.pin("sdist", S.SDIST, raw.getvalue())
+
+
+def escaping_patch(d: bytes) -> bytes:
+    return d.replace(b"a/vllm/model.py", b"a/../evil.py").replace(
+        b"b/vllm/model.py", b"b/../evil.py"
+    )
+
+
+def no_nvcc(b: Box) -> dict[str, str]:
+    """PATH with git alone: no nvcc anywhere, CUDA_HOME nowhere."""
+    bin_ = b.dir / "bin"
+    bin_.mkdir(exist_ok=True)
+    (bin_ / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    return {"PATH": str(bin_), "CUDA_HOME": str(b.dir / "no-cuda")}
+
+
+def bad_lock(b: Box) -> None:
+    (b.root / "VERSIONS.lock").write_bytes(b"\xff\xfe[releases\n")
+
+
+CASES = [
+    # fetch
+    Case(
+        "fetch-unreachable-index",
+        lambda b: ["fetch", "--dest", dest(b)],
+        3,
+        index="closed",
+        how="sub",
+    ),
+    Case("fetch-index-html", lambda b: ["fetch", "--dest", dest(b)], 3, index="html"),
+    Case("fetch-index-broken-json", lambda b: ["fetch", "--dest", dest(b)], 3, index="broken"),
+    Case("fetch-not-gzip", lambda b: ["fetch", "--dest", dest(b)], 4, not_gzip, how="sub"),
+    Case(
+        "fetch-damaged-cache-offline",
+        lambda b: ["fetch", "--dest", dest(b), "--offline"],
+        4,
+        lambda b: flip(b, S.SDIST),
+    ),
+    Case("fetch-dest-is-a-file", lambda b: ["fetch", "--dest", dest(b)], 6, file_at("dest")),
+    Case(
+        "fetch-dest-name-too-long",
+        lambda b: ["fetch", "--dest", str(b.dir / ("x" * 300))],
+        11,
+        lambda b: b.seed(S.SDIST),
+    ),
+    Case(
+        "fetch-disk-full",
+        lambda b: ["fetch", "--dest", dest(b)],
+        11,
+        lambda b: b.seed(S.SDIST),
+        fault=lambda b: (b.dir / "dest", errno.ENOSPC, 4),
+    ),
+    Case(
+        "fetch-read-only",
+        lambda b: ["fetch", "--dest", dest(b)],
+        11,
+        lambda b: b.seed(S.SDIST),
+        fault=lambda b: (b.dir / "dest", errno.EROFS),
+    ),
+    Case("fetch-cache-read-only", lambda b: ["fetch"], 11, fault=lambda b: (b.cache, errno.EACCES)),
+    Case("fetch-unknown-release", lambda b: ["fetch", "0.0.1"], 2),
+    Case(
+        "fetch-archive-member-escapes", lambda b: ["fetch", "--dest", dest(b)], 7, escaping_member
+    ),
+    Case(
+        "fetch-lazy-wheel-without-record",
+        lambda b: ["fetch", "--source", "wheel", "--dest", dest(b)],
+        4,
+        no_record_remote,
+    ),
+    # apply
+    Case("apply-unreachable-index", lambda b: ["apply", "--dest", dest(b)], 3, index="closed"),
+    Case("apply-not-gzip", lambda b: ["apply", "--dest", dest(b)], 4, not_gzip),
+    Case(
+        "apply-damaged-cache-offline",
+        lambda b: ["apply", "--dest", dest(b), "--offline"],
+        4,
+        lambda b: flip(b, S.SDIST),
+        how="sub",
+    ),
+    Case(
+        "apply-series-names-a-missing-file",
+        lambda b: ["apply", "--dest", dest(b)],
+        5,
+        missing_in_series,
+    ),
+    *[
+        Case(
+            f"apply-{k}-patch",
+            lambda b: ["apply", "--dest", dest(b)],
+            5,
+            lambda b, e=e: (b.seed(S.SDIST), b.patch(e, 0)),
+        )
+        for k, e in PATCH_EDITS.items()
+    ],
+    Case(
+        "apply-crlf-patch-on-a-tree",
+        lambda b: ["apply", "--dest", str(b.tree(at_base=True))],
+        5,
+        lambda b: b.patch(crlf, 2),
+    ),
+    Case(
+        "apply-dest-name-too-long",
+        lambda b: ["apply", "--dest", str(b.dir / ("x" * 300))],
+        11,
+        lambda b: b.seed(S.SDIST),
+    ),
+    Case(
+        "apply-patch-escapes-the-tree",
+        lambda b: ["apply", "--dest", dest(b)],
+        7,
+        lambda b: b.patch(escaping_patch),
+    ),
+    Case("apply-dest-is-a-file", lambda b: ["apply", "--dest", dest(b)], 6, file_at("dest")),
+    Case("apply-damaged-object", lambda b: ["apply", "--dest", str(tree(b))], 10, damaged),
+    Case(
+        "apply-garbage-head",
+        lambda b: ["apply", "--dest", str(tree(b))],
+        10,
+        garbage_head,
+        how="sub",
+    ),
+    Case(
+        "apply-disk-full",
+        lambda b: ["apply", "--dest", dest(b)],
+        11,
+        lambda b: b.seed(S.SDIST),
+        fault=lambda b: (b.dir / "dest", errno.ENOSPC, 4),
+    ),
+    Case(
+        "apply-read-only",
+        lambda b: ["apply", "--dest", dest(b)],
+        11,
+        lambda b: b.seed(S.SDIST),
+        fault=lambda b: (b.dir / "dest", errno.EROFS),
+    ),
+    Case(
+        "apply-disk-full-on-a-tree",
+        lambda b: ["apply", "--dest", str(tree(b))],
+        11,
+        lambda b: b.tree(at_base=True),
+        fault=lambda b: (tree(b) / ".git", errno.ENOSPC),
+    ),
+    Case("apply-bad-option", lambda b: ["apply", "--no-such-option"], 2),
+    # status, unapply
+    Case("status-damaged-object", lambda b: ["status", str(tree(b))], 10, damaged),
+    Case("status-garbage-head", lambda b: ["status", str(tree(b))], 10, garbage_head),
+    Case(
+        "status-series-names-a-missing-file",
+        lambda b: ["status", str(tree(b))],
+        5,
+        lambda b: (b.tree(), missing_in_series(b)),
+    ),
+    Case("status-not-a-tree", lambda b: ["status", str(b.work)], 6),
+    Case("status-a-file", lambda b: ["status", str(b.dir / "f")], 6, file_at("f")),
+    Case("unapply-damaged-object", lambda b: ["unapply", str(tree(b))], 10, damaged, how="sub"),
+    Case("unapply-garbage-head", lambda b: ["unapply", str(tree(b))], 10, garbage_head),
+    # lock
+    Case("lock-refresh-unreachable-index", lambda b: ["lock", "--refresh"], 3, index="closed"),
+    Case("lock-refresh-index-html", lambda b: ["lock", "--refresh"], 3, index="html"),
+    Case(
+        "lock-refresh-index-broken-json",
+        lambda b: ["lock", "--refresh"],
+        3,
+        index="broken",
+        how="sub",
+    ),
+    Case("lock-not-toml", lambda b: ["lock"], 2, bad_lock),
+    Case(
+        "lock-refresh-read-only",
+        lambda b: ["lock", "--refresh"],
+        11,
+        fault=lambda b: (b.root, errno.EROFS),
+    ),
+    # matrix
+    Case(
+        "matrix-unreachable-index", lambda b: ["matrix", "--versions", "9.9.1"], 3, index="closed"
+    ),
+    Case("matrix-not-gzip", lambda b: ["matrix", "--jobs", "1"], 4, not_gzip),
+    Case(
+        "matrix-garbled-patch", lambda b: ["matrix", "--jobs", "1"], 5, lambda b: b.patch(garbled)
+    ),
+    Case("matrix-not-a-version", lambda b: ["matrix", "--versions", "not/a/version"], 2),
+    Case(
+        "matrix-disk-full",
+        lambda b: ["matrix", "--jobs", "1"],
+        11,
+        lambda b: b.seed(S.SDIST),
+        fault=lambda b: (b.cache / "files", errno.ENOSPC),
+    ),
+    # port
+    Case("port-unreachable-index", lambda b: ["port", "9.9.0", "9.9.1"], 3, index="closed"),
+    Case("port-non-utf8-patch", lambda b: ["port", "9.9.0", "9.9.0"], 5, lambda b: b.patch(latin1)),
+    Case(
+        "port-work-is-a-file",
+        lambda b: ["port", "9.9.0", "9.9.0", "--work", str(b.dir / "f")],
+        6,
+        file_at("f"),
+    ),
+    # export
+    Case(
+        "export-damaged-object", lambda b: ["export", str(tree(b)), "--into", dest(b)], 10, damaged
+    ),
+    Case(
+        "export-garbage-head",
+        lambda b: ["export", str(tree(b)), "--into", dest(b)],
+        10,
+        garbage_head,
+    ),
+    Case(
+        "export-into-a-file",
+        lambda b: ["export", str(tree(b)), "--into", dest(b)],
+        11,
+        lambda b: (b.tree(), file_at("dest")(b)),
+    ),
+    Case(
+        "export-read-only",
+        lambda b: ["export", str(tree(b)), "--into", dest(b)],
+        11,
+        lambda b: b.tree(),
+        fault=lambda b: (b.dir / "dest", errno.EROFS),
+    ),
+    Case("export-not-a-tree", lambda b: ["export", str(b.work)], 6),
+    # lint
+    Case("lint-garbled-patch", lambda b: ["lint"], 5, lambda b: b.patch(garbled)),
+    Case("lint-series-names-a-missing-file", lambda b: ["lint"], 5, missing_in_series),
+    Case("lint-not-toml", lambda b: ["lint"], 2, bad_lock),
+    # pr
+    Case(
+        "pr-unreachable-index",
+        lambda b: ["pr", "--onto", "9.9.1", "--signoff", "A <a@b.c>"],
+        3,
+        index="closed",
+    ),
+    Case(
+        "pr-onto-garbage-head",
+        lambda b: ["pr", "--onto", str(tree(b)), "--signoff", "A <a@b.c>"],
+        10,
+        garbage_head,
+    ),
+    Case(
+        "pr-onto-a-file",
+        lambda b: ["pr", "--onto", str(b.dir / "f"), "--signoff", "A <a@b.c>"],
+        2,
+        file_at("f"),
+    ),
+    Case(
+        "pr-onto-damaged-object",
+        lambda b: ["pr", "--onto", str(tree(b)), "--signoff", "A <a@b.c>"],
+        10,
+        damaged,
+    ),
+    # wheel
+    Case("wheel-without-record", lambda b: ["wheel", "--out", dest(b)], 8, no_record, how="sub"),
+    Case(
+        "wheel-not-a-zip",
+        lambda b: ["wheel", "--out", dest(b)],
+        8,
+        lambda b: b.pin("wheel", S.WHEEL, b"PK\x03\x04 not really a zip" * 10),
+    ),
+    Case("wheel-unreachable-index", lambda b: ["wheel", "--out", dest(b)], 3, index="closed"),
+    Case(
+        "wheel-damaged-cache-offline",
+        lambda b: ["wheel", "--out", dest(b), "--offline"],
+        4,
+        lambda b: flip(b, S.WHEEL),
+    ),
+    Case(
+        "wheel-garbled-patch",
+        lambda b: ["wheel", "--out", dest(b)],
+        5,
+        lambda b: (b.seed(S.WHEEL), b.patch(garbled)),
+    ),
+    Case(
+        "wheel-out-is-a-file",
+        lambda b: ["wheel", "--out", dest(b)],
+        11,
+        lambda b: (b.seed(S.WHEEL), file_at("dest")(b)),
+    ),
+    Case(
+        "wheel-read-only",
+        lambda b: ["wheel", "--out", dest(b)],
+        11,
+        lambda b: b.seed(S.WHEEL),
+        fault=lambda b: (b.dir / "dest", errno.EROFS),
+    ),
+    Case(
+        "wheel-disk-full",
+        lambda b: ["wheel", "--out", dest(b)],
+        11,
+        lambda b: b.seed(S.WHEEL),
+        fault=lambda b: (b.dir / "dest", errno.ENOSPC, 1),
+    ),
+    Case(
+        "wheel-source-without-nvcc",
+        lambda b: ["wheel", "--mode", "source", "--out", dest(b)],
+        9,
+        lambda b: b.seed(S.SDIST),
+        env=no_nvcc,
+    ),
+    # verify-wheel
+    Case(
+        "verify-wheel-garbage",
+        lambda b: ["verify-wheel", str(b.dir / "x.whl")],
+        8,
+        lambda b: (b.dir / "x.whl").write_bytes(b"garbage" * 50),
+    ),
+    Case(
+        "verify-wheel-without-record",
+        lambda b: ["verify-wheel", str(b.downloads / NO_RECORD)],
+        8,
+        no_record,
+    ),
+    Case("verify-wheel-missing", lambda b: ["verify-wheel", str(b.dir / "none.whl")], 8),
+    Case(
+        "verify-wheel-bad-arch",
+        lambda b: ["verify-wheel", str(b.downloads / S.WHEEL), "--arch", "sm_x"],
+        2,
+        lambda b: b.seed(S.WHEEL),
+    ),
+    Case(
+        "verify-wheel-extension-not-elf",
+        lambda b: ["verify-wheel", str(b.downloads / S.WHEEL), "--arch", "sm_100"],
+        8,
+        lambda b: b.seed(S.WHEEL),
+        how="sub",
+    ),
+    Case(
+        "verify-wheel-record-mismatch",
+        lambda b: ["verify-wheel", str(b.dir / TAMPERED)],
+        8,
+        lambda b: shutil.copy(b.world.rel.www / TAMPERED, b.dir / TAMPERED),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile(case: Case, box: Box, monkeypatch, capsys) -> None:
+    case.setup(box)
+    box.index, box.env = case.index, case.env(box)
+    argv = case.argv(box)
+    before = S.snapshot(box.dir, skip=("cache",))
+    kw = {"fault": case.fault(box)} if case.fault else {}
+    code, err = run(box, argv, monkeypatch, capsys, case.how, **kw)
+    check(box, code, err, case.code, before)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_destination(box, monkeypatch, capsys) -> None:
+    box.seed(S.SDIST)
+    d = box.dir / "dest"
+    d.mkdir()
+    d.chmod(0o555)
+    before = S.snapshot(box.dir, skip=("cache",))
+    try:
+        code, err = run(box, ["apply", "--dest", str(d)], monkeypatch, capsys, "sub")
+    finally:
+        d.chmod(0o755)
+    check(box, code, err, 11, before)
+
+
+# -- Ctrl-C --------------------------------------------------------------------------------
+
+
+def test_interrupted_apply_rolls_back(box, monkeypatch, capsys) -> None:
+    t = box.tree(at_base=True)
+    before = S.snapshot(box.dir, skip=("cache",))
+    real, calls = gitutil.am, []
+
+    def am(repo, patch):
+        calls.append(patch)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(repo, patch)
+
+    monkeypatch.setattr(gitutil, "am", am)
+    code, err = run(box, ["apply", "--dest", str(t)], monkeypatch, capsys)
+    check(box, code, err, 130, before)
+    assert len(calls) == 2 and "interrupted" in err
+    assert not (t / ".git" / "vpatch-applying").exists()
+
+
+def test_interrupted_fetch_removes_what_it_wrote(box, monkeypatch, capsys) -> None:
+    box.seed(S.SDIST)
+    real, calls = tarfile.TarFile.extract, []
+
+    def extract(self, member, path="", **kw):
+        calls.append(member)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, member, path, **kw)
+
+    monkeypatch.setattr(tarfile.TarFile, "extract", extract)
+    for made in (False, True):  # a new destination, and an empty one given
+        if made:
+            (box.dir / "dest").mkdir()
+        before = S.snapshot(box.dir, skip=("cache",))
+        calls.clear()
+        code, err = run(box, ["fetch", "--dest", dest(box)], monkeypatch, capsys)
+        check(box, code, err, 130, before)
+        assert len(calls) == 3
+
+
+def test_the_corpus_covers_every_exit_code() -> None:
+    from vpatch import errors
+
+    codes = {
+        c.exit_code
+        for c in vars(errors).values()
+        if isinstance(c, type) and issubclass(c, errors.VpatchError)
+    }
+    covered = {c.code for c in CASES} | {130}
+    assert codes - {1} <= covered  # 1: the base class, never raised itself
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    for c in sorted(covered):
+        assert f"| {c} |" in readme, f"exit code {c} is not in README's table"
