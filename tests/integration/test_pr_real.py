@@ -53,6 +53,11 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     assert msg.rstrip().endswith(f"Signed-off-by: {SIGNOFF}")
     assert git(tree, "log", "-1", "--format=%an <%ae>").strip() == SIGNOFF
     assert git(tree, "remote").strip() == ""  # nowhere to push: nothing was
+    # the commit carries the fix and its regression test, in vLLM's own tree
+    assert git(tree, "show", "--format=", "--name-only", "HEAD").split() == [
+        "tests/v1/spec_decode/test_deepseek_eagle3_aux_hidden_states.py",
+        "vllm/model_executor/models/deepseek_v2.py",
+    ]
 
     # series/: that commit, the same change as patches/0.33.0
     names = series.read_names(out / "series/series")
@@ -71,17 +76,24 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     assert any("gh pr create --repo vllm-project/vllm" in line for line in lines)
 
 
-def test_layer_0_probe_holds_where_residual_none_is_tolerated(tmp_path):
+def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
     """False on every unpatched release (0.18.0-0.33.0 crash, older ones have
-    no aux states), true on the patched 0.17.1 and 0.33.0 trees."""
+    no aux states); true on the patched trees of both variants of the fix;
+    false again when the fix takes `hidden_states` itself at layer 0 (the
+    tensor the decoder layer makes its residual and, on CUDA, overwrites)."""
     checks = probes.load()[LAYER0]
     globs = probes.patterns({LAYER0: checks})
     for v in PINS.versions():
         files = probes.folder_files(matrix.release_files(PINS.releases[v], globs), globs)
         assert not probes.holds(checks, files), v
-    for v in ("0.17.1", "0.33.0"):
+    for v in ("0.18.0", "0.24.0", "0.25.0", "0.33.0"):
         todo = series.load(PINS.get(v).series_dir())
         base = matrix.release_files(PINS.get(v), globs | set(todo.files))
         tree = tmp_path / v
         engine.apply(v, dest=tree, source=str(base), series_dir=todo.dir)
-        assert probes.holds(checks, probes.folder_files(tree, globs)), v
+        patched = probes.folder_files(tree, globs)
+        assert probes.holds(checks, patched), v
+        aliased = {
+            f: text.replace("hidden_states.clone()", "hidden_states") for f, text in patched.items()
+        }
+        assert aliased != patched and not probes.holds(checks, aliased), v
