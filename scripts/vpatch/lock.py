@@ -166,9 +166,10 @@ HEADER = """\
 # fetches and their sha256. Files are looked up by name on the package index
 # from pip's configuration. Rewrite the hashes with `vpatch lock --refresh`.
 # status: "patched" = patches/<release> carries the EAGLE-3 series;
-#         "upstream" = the release has EAGLE-3 for DeepSeek/Kimi itself (vLLM >= 0.18.0);
-#         "upstream-fix" = EAGLE-3 upstream, and patches/<release> carries our
-#         fixes of what upstream still lacks (the layer-0 aux hidden state).
+#         "upstream" = the release has the fixes itself and needs no series;
+#         "upstream-fix" = EAGLE-3 is upstream (vLLM >= 0.18.0) and
+#         patches/<release> carries only what upstream still lacks: the
+#         layer-0 aux hidden state fix (0.18.0-0.33.0).
 """
 
 

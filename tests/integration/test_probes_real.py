@@ -34,17 +34,24 @@ def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
         assert got == {"baseline": False, "patched": True, "0.18.0": True}, p.name
 
 
-def test_layer_0_probe_holds_where_residual_none_is_tolerated(tmp_path):
+def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
     """False on every unpatched release (0.18.0-0.33.0 crash, older ones have
-    no aux states), true on the patched 0.17.1 and 0.33.0 trees."""
+    no aux states); true on the patched trees of both variants of the fix;
+    false again when the fix takes `hidden_states` itself at layer 0 (the
+    tensor the decoder layer makes its residual and, on CUDA, overwrites)."""
     checks = probes.load()[LAYER0]
     globs = probes.patterns({LAYER0: checks})
     for v in PINS.versions():
         have = probes.folder_files(files.release_files(PINS.releases[v], globs), globs)
         assert not probes.holds(checks, have), v
-    for v in ("0.17.1", "0.33.0"):
+    for v in ("0.18.0", "0.24.0", "0.25.0", "0.33.0"):
         todo = series.load(PINS.series_dir(PINS.get(v)))
         base = files.release_files(PINS.get(v), globs | set(todo.files))
         tree = tmp_path / v
         apply.apply(v, dest=tree, source=str(base), series_dir=todo.dir)
-        assert probes.holds(checks, probes.folder_files(tree, globs)), v
+        patched = probes.folder_files(tree, globs)
+        assert probes.holds(checks, patched), v
+        aliased = {
+            f: text.replace("hidden_states.clone()", "hidden_states") for f, text in patched.items()
+        }
+        assert aliased != patched and not probes.holds(checks, aliased), v

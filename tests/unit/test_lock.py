@@ -29,11 +29,13 @@ def test_round_trip(tmp_path, pins):
         "patches/9.9.0",
         {"sdist": lock.Artifact("sdist", "vllm-9.9.0.tar.gz", "a" * 64, 10)},
     )
-    pins = pins.with_release(rel)
+    fixed = lock.Release("10.1.0", "v10.1.0", "def5678", "upstream-fix", "patches/10.1.0")
+    pins = pins.with_release(rel).with_release(fixed)
     path = tmp_path / "VERSIONS.lock"
     path.write_text(lock.dumps(pins))
     back = lock.load(path)
     assert back.releases == pins.releases
+    assert back.versions("upstream-fix") == ["10.1.0"] and "10.1.0" in back.with_series()
 
 
 @pytest.mark.parametrize(
@@ -59,8 +61,10 @@ def test_the_real_lock():
     pins = lock.load()
     assert pins.versions("patched") == ["0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1"]
     assert pins.default().version == "0.17.1"
-    upstream = pins.versions("upstream")
-    assert upstream[0] == "0.18.0" and len(upstream) >= 8
+    # EAGLE-3 upstream from 0.18.0, each with our layer-0 fix on top
+    fixed = pins.versions("upstream-fix")
+    assert fixed[0] == "0.18.0" and fixed[-1] == "0.33.0" and len(fixed) >= 8
+    assert set(fixed) <= set(pins.with_series())
     for v in pins.versions():
         r = pins.get(v)
         assert r.tag == f"v{v}" and len(r.commit) >= 7

@@ -130,7 +130,7 @@ def candidates(pins: lock.Lock, meta_path: Path | None = None) -> list[Candidate
         for p in s.patches:
             newest[p.key] = (v, p)
     picked = [pins.default().version]
-    upstream = [v for v in loaded if pins.releases[v].status != "patched"]
+    upstream = [v for v in loaded if pins.releases[v].status in ("upstream", "upstream-fix")]
     picked += upstream[-1:]
     out: dict[str, Candidate] = {}
     for v in picked:

