@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from . import apply as engine
-from . import export, lint, lock, matrix, port, pr, sources, verify, wheel
+from . import doctor, export, lint, lock, matrix, port, pr, sources, verify, wheel
 from .errors import PatchError, VpatchError
 from .paths import empty
 
@@ -222,6 +222,34 @@ def cmd_verify_wheel(args) -> int:
     return res.exit_code
 
 
+# -- doctor ------------------------------------------------------------------
+
+
+def cmd_doctor(args) -> int:
+    opts = doctor.Options(
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        num_speculative_tokens=args.num_speculative_tokens,
+    )
+    report = doctor.run(args.target, args.drafter, python=args.python, opts=opts)
+    print(report.to_json() if args.format == "json" else report.to_text())
+    return 0 if report.ok else 1
+
+
+def add_doctor(sub) -> None:
+    p = sub.add_parser(
+        "doctor", help="check an EAGLE-3 drafter, its target and vLLM before serving"
+    )
+    p.add_argument("--target", required=True, help="target model folder or hub id (local cache)")
+    p.add_argument("--drafter", required=True, help="EAGLE-3 drafter folder or hub id")
+    p.add_argument("--python", default="python3", help="the serving environment's python")
+    p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
+    p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="N")
+    p.add_argument("--num-speculative-tokens", type=int, default=3, metavar="K")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_doctor)
+
+
 # ----------------------------------------------------------------------------
 
 
@@ -322,6 +350,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tree", help="patched tree to compare the wheel's Python files with")
     p.add_argument("--offline", action="store_true", help="use the cache only")
     p.set_defaults(func=cmd_verify_wheel)
+
+    add_doctor(sub)
     return ap
 
 
