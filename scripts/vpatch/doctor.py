@@ -130,10 +130,11 @@ Ready = Callable[[VllmEnv], "bool | None"]
 
 
 def ready_by_probes(env: VllmEnv) -> bool | None:
-    """Stand-in for `vpatch check`: every patch of the release's series holds
-    on the installed files (patches.toml's probes hold for our patch and for
-    upstream's wording alike); a release the lock marks `upstream` without a
-    series is ready; no vLLM, or a release the lock does not pin: None."""
+    """Stand-in for `vpatch check`: the probe of every patch of the release's
+    series holds on the installed files (patches.toml's probes hold for our
+    patch and for upstream's wording alike; a patch without a probe is not
+    checked); a release the lock marks `upstream` without a series is ready;
+    no vLLM, or a release the lock does not pin: None."""
     from . import lock, probes
 
     if env.version is None or env.location is None:
@@ -147,8 +148,9 @@ def ready_by_probes(env: VllmEnv) -> bool | None:
         return pin.status == "upstream"
     checks = probes.load()
     names = [probes.key(n) for n in _series_names(lock.ROOT / pin.series / "series")]
+    # a patch without a probe (0.15.x's 0005) cannot be told apart here
     wanted = {n: checks[n] for n in names if n in checks}
-    if not names or len(wanted) != len(names):
+    if not wanted:
         return None
     files = probes.folder_files(Path(env.location), probes.patterns(wanted))
     return all(probes.holds(c, files) for c in wanted.values())
@@ -302,12 +304,12 @@ def check_vllm(p: Pair) -> Finding:
     if p.assumed:
         return Finding("vllm", "warning", f"{where}: {p.assumed}")
     if p.series and not p.ready:
-        how = "not installed" if p.ready is False else "could not be confirmed"
+        how = "is not installed" if p.ready is False else "could not be confirmed"
         return Finding(
             "vllm",
             "error",
             f"{where}: EAGLE-3 for {t.architecture} targets needs vpatch's {p.release} series "
-            f"on this release, and it is {how}: vLLM refuses the pair at startup "
+            f"on this release, and it {how}: vLLM refuses the pair at startup "
             "(SpeculativeConfig: 'Eagle3 is only supported for ... models'); run "
             f"`vpatch install --python {env.python}`, then `vpatch check`",
         )
@@ -453,9 +455,10 @@ def check_nested_ids(p: Pair) -> Finding:
         return Finding(
             "nested_layer_ids",
             "warning",
-            f"ids only in eagle_config {_ids(nested)}: vLLM {rel}'s V1 model runner reads them "
-            "there (0.22.0+), but 0.15-0.21 and the V2 runner (default from 0.29.0) ignore "
-            "them; copy them to the top-level eagle_aux_hidden_state_layer_ids",
+            f"ids only in eagle_config {_ids(nested)}: vLLM {rel}'s {rn.upper()} model runner "
+            f"takes {_ids(used)} from {source}, but 0.15-0.21 ignore ids there and the V2 "
+            "runner (default from 0.29.0) reads only eagle_config.layer_ids; copy them to the "
+            "top-level eagle_aux_hidden_state_layer_ids",
         )
     default = list(releases.default_ids(p.n))
     where = f"vLLM {rel} ({rn.upper()} model runner) ignores ids written only in eagle_config"
