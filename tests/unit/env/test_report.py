@@ -1,0 +1,31 @@
+"""env/report.py: the readiness report `vpatch check` prints and `vpatch
+doctor` asks, on the fake vLLM (support.env)."""
+
+from __future__ import annotations
+
+from support import env as fake_env
+from support.env import RELEASE
+from vpatch.commands import check
+from vpatch.env import report
+
+fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
+
+
+def test_inspect_api(fake):
+    rep = report.inspect(fake.py, pins=fake.pins(), checks=fake.checks())
+    assert isinstance(rep, report.Report)
+    assert (rep.dist, rep.version, rep.release, rep.series) == ("vllm", RELEASE, RELEASE, "series")
+    assert rep.location == str(fake.root) and rep.python.endswith("/bin/python")
+    assert rep.patches == {"0001-step-1": "missing", "0002-step-2": "missing"}
+    assert rep.eagle3_ready is False and rep.installed is None and rep.recovered is None
+    assert rep.to_json()["vllm"] == {"dist": "vllm", "version": RELEASE, "location": str(fake.root)}
+    assert "NOT ready" in check.format_text(rep)
+
+
+def test_inspect_rolls_back_an_interrupted_install_first(fake):
+    """A journal left by a killed install is rolled back before the report."""
+    r = fake.run("install", env={"VPATCH_TEST_KILL_AT": "3"})
+    assert r.returncode != 0
+    rep = report.inspect(fake.py, pins=fake.pins(), checks=fake.checks())
+    assert rep.recovered and not rep.eagle3_ready
+    assert set(rep.patches.values()) == {"missing"}

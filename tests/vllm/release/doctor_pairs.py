@@ -1,0 +1,309 @@
+"""EAGLE-3 drafter variants for `vpatch doctor`'s tier tests, made at test time
+from the tiny fixtures (tests/vllm/fixtures.py: target n = 8 layers, hidden
+64, vocab 256), and the two sides each test compares:
+
+* `verdict(...)`: what vpatch doctor says about (target, variant) on the vLLM
+  running this process (its own check functions, imported from the repo's
+  scripts/, with the environment found by doctor.find_vllm);
+* `observe(...)`: what that vLLM does with the pair, step by step as serving
+  does it: the speculative config (SpeculativeConfig via EngineArgs), the
+  drafter load (the release's EagleProposer.load_model against the real
+  target model), the aux layer ids the release's model runner asks for, the
+  target forward that returns the aux states, and a draft step: the drafter's
+  fc over the concatenated states, its decoder layer, compute_logits and the
+  argmax. The CPU runner refuses speculative decoding, so the draft step runs
+  the drafter's modules directly; attention there has no metadata, so its
+  output values are not meaningful (shapes and control flow are), and the
+  logits are taken on finite hidden states. A fc whose width does not match
+  the states is caught before the call (the CPU GEMM aborts the process where
+  CUDA's raises).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO = Path(__file__).resolve().parents[3]
+if str(REPO / "scripts") not in sys.path:
+    sys.path.insert(0, str(REPO / "scripts"))
+
+DRAFT_VOCAB = 128  # < the target's 256: the drafter needs d2t
+
+
+# ------------------------------------------------------------------ variants
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    check: str  # the doctor check that speaks about what is wrong
+    config: dict = field(default_factory=dict)  # keys set on the drafter config
+    delete: tuple[str, ...] = ()  # keys removed from it
+    fc_states: int = 3  # fc.weight is [hidden, fc_states * hidden_for_fc]
+    fc_hidden: int | None = None  # None: the target's hidden size
+    d2t: str = "spread"  # "spread": draft i -> target 2i; "none"; "zeros" (vocab stays 256)
+    speculators: bool = False  # write it in the speculators format
+
+
+VARIANTS = {
+    v.name: v
+    for v in [
+        Variant("good", "aux_layers"),
+        Variant("speculators", "drafter_format", speculators=True),
+        # the tiny fixture as fixtures.py writes it: draft vocab == target vocab, d2t zeros
+        Variant("same_vocab_d2t", "d2t", d2t="zeros"),
+        Variant("no_d2t", "d2t", d2t="none"),
+        Variant(
+            "ids_out_of_range",
+            "aux_layers",
+            config={"eagle_aux_hidden_state_layer_ids": [2, 4, 99]},
+        ),
+        Variant(
+            "final_norm_id", "aux_layers", config={"eagle_aux_hidden_state_layer_ids": [2, 4, 8]}
+        ),
+        Variant("layer0", "aux_layers", config={"eagle_aux_hidden_state_layer_ids": [0, 4, 5]}),
+        Variant("two_states", "fc", config={"eagle_aux_hidden_state_layer_ids": [3, 6]}),
+        Variant(
+            "fc_four_states",
+            "fc",
+            config={"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 7]},
+            fc_states=4,
+        ),
+        Variant(
+            "fc_four_states_num_aux",
+            "fc",
+            config={"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 7], "num_aux_hidden_states": 4},
+            fc_states=4,
+        ),
+        Variant(
+            "nested_only",
+            "nested_layer_ids",
+            config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 6]}},
+        ),
+        Variant(
+            "nested_equals_default",
+            "nested_layer_ids",
+            config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}},
+        ),
+        Variant("hidden_mismatch", "hidden_size", config={"target_hidden_size": 32}, fc_hidden=32),
+        Variant(
+            "mtp_rewrite",
+            "drafter_format",
+            config={"model_type": "deepseek_v3", "architectures": ["Eagle3DeepseekV3ForCausalLM"]},
+        ),
+    ]
+}
+# Without this key (the fixture has none) vLLM uses the target's default (2, 4, 5).
+DEFAULT_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+
+
+def make(fixtures: Path, out: Path, v: Variant) -> Path:
+    """Write variant `v` of the tiny EAGLE-3 drafter into `out` (real
+    weights, drawn from the fixture's)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    base = fixtures / "eagle3"
+    cfg = json.loads((base / "config.json").read_text())
+    t = load_file(str(base / "model.safetensors"))
+    hidden, vocab = cfg["hidden_size"], cfg["vocab_size"]
+    gen = torch.Generator().manual_seed(7)
+
+    t.pop("d2t"), t.pop("t2d")
+    if v.d2t == "zeros":
+        t["d2t"] = torch.zeros(vocab, dtype=torch.long)
+        t["t2d"] = torch.ones(vocab, dtype=torch.bool)
+    else:
+        cfg["draft_vocab_size"] = DRAFT_VOCAB
+        t["lm_head.weight"] = t["lm_head.weight"][:DRAFT_VOCAB].clone()
+        if v.d2t == "spread":
+            t["d2t"] = torch.arange(DRAFT_VOCAB, dtype=torch.long)  # draft i -> target 2i
+            t2d = torch.zeros(vocab, dtype=torch.bool)
+            t2d[::2] = True
+            t["t2d"] = t2d
+    width = v.fc_states * (v.fc_hidden or hidden)
+    if width != t["fc.weight"].shape[1]:
+        t["fc.weight"] = torch.randn(hidden, width, generator=gen) / math.sqrt(width)
+    cfg.update(v.config)
+    for k in v.delete:
+        cfg.pop(k, None)
+    if v.speculators:
+        cfg = _speculators(cfg)
+        t = {k.replace("midlayer.", "layers.0."): x for k, x in t.items()}
+
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    save_file(t, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
+def _speculators(cfg: dict) -> dict:
+    top = ("draft_vocab_size", "target_hidden_size", DEFAULT_IDS_KEY, "architectures")
+    layer = {k: x for k, x in cfg.items() if k not in top}
+    out = {
+        "architectures": ["Eagle3Speculator"],
+        "speculators_model_type": "eagle3",
+        "speculators_config": {
+            "algorithm": "eagle3",
+            "default_proposal_method": "greedy",
+            "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+            "verifier": {"architectures": ["DeepseekV3ForCausalLM"], "name_or_path": "tiny"},
+        },
+        "transformer_layer_config": layer,
+        "draft_vocab_size": cfg["draft_vocab_size"],
+        "target_hidden_size": None,
+    }
+    if DEFAULT_IDS_KEY in cfg:
+        out[DEFAULT_IDS_KEY] = cfg[DEFAULT_IDS_KEY]
+    return out
+
+
+# ------------------------------------------------------------------ doctor's side
+
+
+def environment():
+    """The vLLM of this process, as vpatch doctor finds it for --python."""
+    from vpatch import doctor
+
+    env = doctor.find_vllm(sys.executable)
+    return env, doctor.ready_by_probes(env)
+
+
+def verdict(target: Path, drafter: Path, pp: int = 1):
+    """vpatch doctor's report for (target, drafter) on this process's vLLM."""
+    from vpatch import doctor
+    from vpatch.deploy import hub
+
+    env, ready = environment()
+    opts = doctor.Options(pipeline_parallel_size=pp)
+    return doctor.diagnose(hub.resolve(str(target)), hub.resolve(str(drafter)), env, ready, opts)
+
+
+def severity(report, check: str) -> str:
+    return next(f.severity for f in report.findings if f.check == check)
+
+
+def rules():
+    from vpatch.deploy import releases
+
+    env, _ = environment()
+    place = releases.place(env.version, releases.known_releases())
+    return releases.rules(place.release)
+
+
+# ------------------------------------------------------------------ vLLM's side
+
+
+@dataclass
+class Outcome:
+    stage: str  # "config" | "load" | "target" | "draft" (where it failed) or "ok"
+    error: BaseException | None = None
+    ids: tuple[int, ...] = ()
+    proposer: object = None
+    draft_ids: list[int] = field(default_factory=list)
+    mapped: set[int] = field(default_factory=set)  # target ids the drafter can propose
+
+    @property
+    def failed(self) -> bool:
+        return self.stage != "ok"
+
+
+def speculative_engine_config(target: Path, drafter: Path):
+    from helpers import engine_args
+
+    spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3}
+    return engine_args(str(target), speculative_config=spec).create_engine_config()
+
+
+def runner_ids(runner: str, sc, model) -> tuple[int, ...]:
+    """The aux layer ids the release's model runner sets on the target: from
+    the drafter config (V1: GPUModelRunner._get_eagle3_aux_layers_from_config;
+    V2: eagle3_utils.get_eagle3_aux_layers_from_config), else the model's
+    default."""
+    if runner == "v2":
+        from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (
+            get_eagle3_aux_layers_from_config,
+        )
+
+        ids = get_eagle3_aux_layers_from_config(sc)
+    else:
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+        ids = GPUModelRunner._get_eagle3_aux_layers_from_config(
+            SimpleNamespace(speculative_config=sc)
+        )
+    return tuple(ids) if ids else tuple(model.get_eagle3_aux_hidden_state_layers())
+
+
+def load(cfg, model):
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.v1.spec_decode.eagle import EagleProposer
+
+    with set_current_vllm_config(cfg):
+        proposer = EagleProposer(cfg, torch.device("cpu"))
+        proposer.load_model(model)
+    return proposer
+
+
+def observe(target: Path, drafter: Path, model, vllm_config, runner: str) -> Outcome:
+    """What this vLLM does with the pair (the model is the loaded target)."""
+    import torch
+    from helpers import direct_forward
+    from vllm.config import set_current_vllm_config
+    from vllm.forward_context import set_forward_context
+
+    try:
+        cfg = speculative_engine_config(target, drafter)
+    except Exception as e:
+        return Outcome("config", e)
+    try:
+        proposer = load(cfg, model)
+    except Exception as e:
+        return Outcome("load", e)
+    ids = runner_ids(runner, cfg.speculative_config, model)
+    try:
+        model.set_aux_hidden_state_layers(ids)
+        out = direct_forward(model, vllm_config)
+        aux = out[1]
+    except Exception as e:
+        return Outcome("target", e, ids, proposer)
+    finally:
+        model.set_aux_hidden_state_layers(())
+    drafter_model = proposer.model
+    n_tok = aux[0].shape[0]
+    states = torch.cat(aux, dim=-1)
+    fc = getattr(drafter_model.model, "fc", None)
+    if fc is not None and states.shape[-1] != fc.input_size:
+        # On CUDA, F.linear raises "mat1 and mat2 shapes cannot be multiplied";
+        # the CPU build's oneDNN GEMM aborts the whole process instead, so the
+        # width the release built fc for is compared here, before the call.
+        msg = (
+            f"fc takes {fc.input_size} features, the states have {states.shape[-1]}: shape mismatch"
+        )
+        return Outcome("draft", RuntimeError(msg), ids, proposer)
+    try:
+        hidden = drafter_model.combine_hidden_states(states)
+        with set_current_vllm_config(cfg), set_forward_context(None, cfg):
+            drafted, _ = drafter_model(torch.arange(4, 4 + n_tok), torch.arange(n_tok), hidden)
+        assert drafted.shape == hidden.shape
+        gen = torch.Generator().manual_seed(0)
+        logits = drafter_model.compute_logits(torch.randn(8, hidden.shape[-1], generator=gen))
+    except Exception as e:
+        return Outcome("draft", e, ids, proposer)
+    finite = torch.isfinite(logits[0]).nonzero().flatten().tolist()
+    return Outcome(
+        "ok",
+        ids=ids,
+        proposer=proposer,
+        draft_ids=logits.argmax(dim=-1).tolist(),
+        mapped=set(finite),
+    )

