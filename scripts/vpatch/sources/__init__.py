@@ -19,12 +19,9 @@ from pathlib import Path
 
 from .. import gitutil
 from ..errors import ConfigError, IntegrityError, NetworkError, RangeUnsupported
-from ..lock import Release
+from ..lock import SOURCES, VLLM_REMOTE, Release
 from .cache import Say, cached, download, from_index, quiet
 from .extract import copy_folder, extract_sdist, extract_wheel, extract_wheel_lazy
-
-VLLM_REMOTE = "https://github.com/vllm-project/vllm.git"
-SOURCES = ("auto", "sdist", "wheel", "cpu-wheel", "git")
 
 
 def resolve(release: Release, source: str) -> str:

@@ -78,9 +78,8 @@ def apply_series(w: WheelFile, todo: Series) -> Patched:
                     continue
                 ok, report = gitutil.apply_folder(root, patch.path, 3, shipped)
                 if not ok:
-                    raise PatchError(
-                        f"{patch.name} does not apply to {w.path.name}: {_error(report)}"
-                    )
+                    why = gitutil.apply_reason(report)
+                    raise PatchError(f"{patch.name} does not apply to {w.path.name}: {why}")
             for f in shipped:
                 p = root / f
                 if p.is_file():
@@ -92,12 +91,3 @@ def apply_series(w: WheelFile, todo: Series) -> Patched:
     except OSError as e:
         raise disk_error(e, "cannot patch the wheel's files in a temporary folder") from None
     return out
-
-
-def _error(report: str) -> str:
-    """git apply's own reason: the `patch failed: <file>:<line>` line, else
-    its first error."""
-    lines = [ln.strip() for ln in report.splitlines() if ln.strip()] or ["git apply failed"]
-    errors = [ln.removeprefix("error: ") for ln in lines if ln.startswith("error:")]
-    failed = [e for e in errors if e.startswith("patch failed:")]
-    return (failed or [e for e in errors if e != "while searching for:"] or lines[-1:])[0]
