@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from . import gitutil, lock
 from .errors import ConfigError, PatchError, VpatchError, WheelError, disk_error
@@ -258,17 +258,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     from .commands import install
 
     res = install.install(args.python, _path(args.series), dry_run=args.dry_run, say=say)
-    where = f"{res.dist.name} {res.dist.version} at {res.dist.root}"
-    if res.action == "nothing":
-        print(f"{where}: {res.message}; nothing to do")
-    elif res.action == "dry-run":
-        print(f"{where}: {res.message} (dry run: nothing changed)")
-        for f in res.files:
-            print(f"  replace  {f}")
-        for f, what in res.bytecode.items():
-            print(f"  {what:24} {f}")
-    else:
-        print(f"{where}: {res.action} {res.message}")
+    _print_env_result(res, "replace", "")
     return 0
 
 
@@ -276,16 +266,23 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     from .commands import install
 
     res = install.uninstall(args.python, dry_run=args.dry_run, say=say)
+    _print_env_result(res, "restore", "uninstalled ")
+    return 0
+
+
+def _print_env_result(res: Any, verb: str, done: str) -> None:
+    """install's and uninstall's report: what changed (or, dry, would)."""
     where = f"{res.dist.name} {res.dist.version} at {res.dist.root}"
     if res.action == "nothing":
         print(f"{where}: {res.message}; nothing to do")
     elif res.action == "dry-run":
         print(f"{where}: {res.message} (dry run: nothing changed)")
         for f in res.files:
-            print(f"  restore  {f}")
+            print(f"  {verb}  {f}")
+        for f, what in res.bytecode.items():
+            print(f"  {what:24} {f}")
     else:
-        print(f"{where}: uninstalled {res.message}")
-    return 0
+        print(f"{where}: {done or res.action + ' '}{res.message}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:

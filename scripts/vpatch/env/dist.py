@@ -207,31 +207,26 @@ def find(python: str | os.PathLike[str] | None = None) -> Dist:
     if len(owners) > 1:
         names = " and ".join(sorted(f"{d['name']} {d['version']}" for d in owners))
         raise TreeError(f"{root} has both {names} installed over one vllm/; uninstall one with pip")
-    if owners:
-        d = owners[0]
+
+    def dist(d: dict[str, Any], editable: Path | None = None) -> Dist:
+        info_dir = Path(d["path"])
         return Dist(
             exe,
             d["name"],
             d["version"],
             root,
-            Path(d["path"]),
+            info_dir,
             info["cache_tag"],
-            direct_url=_direct_url(Path(d["path"])),
+            editable=editable,
+            direct_url=_direct_url(info_dir),
             magic=info.get("magic", ""),
         )
+
+    if owners:
+        return dist(owners[0])
     for d in dists:
-        url = _direct_url(Path(d["path"]))
-        if url.get("dir_info", {}).get("editable"):
-            return Dist(
-                exe,
-                d["name"],
-                d["version"],
-                root,
-                Path(d["path"]),
-                info["cache_tag"],
-                editable=root,
-                direct_url=url,
-            )
+        if _direct_url(Path(d["path"])).get("dir_info", {}).get("editable"):
+            return dist(d, editable=root)
     if dists:
         d = dists[0]
         raise TreeError(
