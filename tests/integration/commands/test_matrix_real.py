@@ -24,20 +24,30 @@ def real() -> matrix.Matrix:
     return matrix.build()
 
 
-def test_matrix_covers_the_lock_and_the_newest_series(real):
+LAYER0 = "0001-deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
+EAGLE3 = [p.stem for p in series.load(PINS.series_dir(NEWEST)).patches]
+
+
+def test_matrix_covers_the_lock_and_every_patch_of_every_series(real):
     assert list(real.releases) == PINS.versions()
-    names = [p.stem for p in series.load(PINS.series_dir(NEWEST)).patches]
-    assert real.patches == names and len(names) == 4
-    assert all(list(row) == names for row in real.releases.values())
+    keys = {p.key for v in PINS.with_series() for p in series.load(PINS.series_dir(v)).patches}
+    assert {series.key(n) for n in real.patches} == keys and len(real.patches) == 6
+    assert real.patches[:4] == EAGLE3 and LAYER0 in real.patches
+    assert real.source[LAYER0] == "0.33.0" and real.source[EAGLE3[0]] == NEWEST.version
+    assert all(list(row) == real.patches for row in real.releases.values())
+    assert set(real.series.values()) == {"applies"}  # every release's own series applies
 
 
-def test_old_releases_need_every_patch_new_ones_have_them(real):
+def test_old_releases_need_every_patch_new_ones_the_layer_0_fix(real):
     for v, row in real.releases.items():
+        eagle3 = {row[n] for n in EAGLE3}
         if Version(v) < UPSTREAM_FROM:
-            assert "upstream" not in row.values(), (v, row)
+            assert "upstream" not in eagle3, (v, row)
         else:
-            assert set(row.values()) == {"upstream"}, (v, row)
-    assert set(real.releases[NEWEST.version].values()) == {"clean"}
+            assert eagle3 == {"upstream"}, (v, row)
+            assert row[LAYER0] != "upstream", (v, row)  # upstream still lacks it
+    assert {real.releases[NEWEST.version][n] for n in EAGLE3} == {"clean"}
+    assert real.releases["0.33.0"][LAYER0] == "clean"
 
 
 def test_cli_json_for_a_few_releases():
@@ -58,5 +68,9 @@ def test_cli_json_for_a_few_releases():
         check=True,
     )
     data = json.loads(out.stdout)
-    assert list(data) == ["releases"] and list(data["releases"]) == ["0.17.1", "0.18.0"]
-    assert data["releases"]["0.18.0"] == dict.fromkeys(data["releases"]["0.17.1"], "upstream")
+    assert list(data) == ["releases", "series"]
+    assert list(data["releases"]) == ["0.17.1", "0.18.0"]
+    for name in EAGLE3:
+        assert data["releases"]["0.18.0"][name] == "upstream"
+    assert data["releases"]["0.18.0"][LAYER0] != "upstream"
+    assert data["series"] == {"0.17.1": "applies", "0.18.0": "applies"}

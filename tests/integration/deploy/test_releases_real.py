@@ -9,8 +9,9 @@ import ast
 import re
 
 import pytest
-from vpatch import lock, matrix
+from vpatch import lock
 from vpatch.deploy import releases
+from vpatch.sources import files
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +33,7 @@ TARGET_ARCHS = {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForCon
 
 @pytest.fixture(scope="module", params=releases.known_releases())
 def src(request):
-    tree = matrix.release_files(lock.load().get(request.param), set(FILES.values()))
+    tree = files.release_files(lock.load().get(request.param), set(FILES.values()))
     text = {}
     for k, rel in FILES.items():
         p = tree / rel
