@@ -256,6 +256,67 @@ def test_cuda_contract_catches_an_aliasing_layer0_fix(release, tier_env, request
     assert not bad, "\n".join(bad) + f"\n(log: {run.log})"
 
 
+def _series_test_releases() -> list:
+    found = []
+    for r in selected_releases():
+        sdir = releases.series_dir(r)
+        if sdir is not None and upstream.series_tests(sdir):
+            found.append(r)
+    why = "no selected release's series adds a test to vLLM's own test tree"
+    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("release", _series_test_releases())
+def test_series_own_tests_under_the_cuda_contract(release, tier_env, request, tmp_path_factory):
+    """The tests a series adds to vLLM's own test tree (the regression test that
+    goes upstream with the fix) run from the patched sdist's tests/ under the
+    CUDA contract (-p cuda_contract): every one must fail on the unpatched
+    install and pass on the patched one."""
+    sdir = releases.series_dir(release)
+    files = upstream.series_tests(sdir)
+    out = tmp_path_factory.mktemp(f"vllm-{release}-series-tests")
+    with _show(request):
+        root = upstream.patched_tests(release, sdir)
+    runs = {}
+    for variant in ("unpatched", "patched"):
+        runs[variant] = runner.run_inner(
+            release,
+            variant,
+            out,
+            fixtures=tier_env,
+            name=f"series-{variant}",
+            tests=tuple(files),
+            rootdir=root,
+            inifile=None,
+            confcutdir=None,
+            pytest_args=("-p", "no:cacheprovider", "-p", "cuda_contract", "-q"),
+        )
+    u, p = runs["unpatched"], runs["patched"]
+    bad = [f"patched run unusable: {p.crashed}\n{p.tail()}"] if p.crashed else []
+    # Unpatched, a test may also fail to be collected (it imports what the fix
+    # adds): pytest then reports an error case and exits 2.
+    collection_error = u.returncode == 2 and any(c.outcome == "error" for c in u.cases.values())
+    if u.crashed and not collection_error:
+        bad.append(f"unpatched run unusable: {u.crashed}\n{u.tail()}")
+    outcomes = []
+    missing = "error" if collection_error else "missing"
+    for cid, case in sorted(p.cases.items()):
+        uo = u.cases[cid].outcome if cid in u.cases else missing
+        outcomes.append(f"{cid} {uo} -> {case.outcome}")
+        if uo not in ("failed", "error") or case.outcome != "passed":
+            bad.append(f"{cid}: expected fail -> pass, got unpatched={uo} patched={case.outcome}")
+    _summaries(request.config).append(
+        f"vLLM {release}: the series' own tests ({', '.join(files)}) under the CUDA contract, "
+        f"unpatched {u.seconds:.0f}s / patched {p.seconds:.0f}s: "
+        + (", ".join(outcomes) or "no tests collected")
+        + ("; OK" if not bad and outcomes else "; PROBLEM")
+    )
+    if not outcomes:
+        bad.append("the patched run collected no test")
+    assert not bad, "\n".join(bad) + f"\n(logs in {out})"
+
+
 @pytest.mark.vllm
 @pytest.mark.parametrize("release", selected_releases())
 def test_upstream_tests_on_patched_tree(release, tier_env, request):

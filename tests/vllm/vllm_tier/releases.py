@@ -127,9 +127,12 @@ def inner_select(release: str) -> tuple[str, ...]:
 
 
 def series_dir(release: str) -> Path | None:
-    """The release's series folder: ``$VPATCH_PATCHES_DIR/<release>`` when set
-    (to try a series made with ``vpatch port ... --into DIR/<release>``), else
-    the one VERSIONS.lock gives (``patches/<release>``); None without one."""
+    """The release's series folder: ``$VPATCH_PATCHES_DIR/<release>`` when that
+    holds one (to try a series made with ``vpatch port ... --into
+    DIR/<release>``), else the one VERSIONS.lock gives (``patches/<release>``);
+    None without one."""
     base = os.environ.get("VPATCH_PATCHES_DIR")
-    d = Path(base) / release if base else pins().get(release).series_dir()
-    return d if (d / "series").is_file() else None
+    for d in ([Path(base) / release] if base else []) + [pins().get(release).series_dir()]:
+        if (d / "series").is_file():
+            return d
+    return None
