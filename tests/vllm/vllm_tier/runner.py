@@ -159,6 +159,15 @@ def run_inner(
     return InnerRun(release, variant, rc, time.monotonic() - t0, junit, log, parse_junit(junit))
 
 
+def _without_mode(case: Case) -> str:
+    """The test id without its kernel mode: `t[far-cuda]` -> `t[far]`."""
+    name, _, params = case.id.partition("[")
+    if not params:
+        return name
+    rest = [p for p in params.removesuffix("]").split("-") if p != case.kernels]
+    return f"{name}[{'-'.join(rest)}]" if rest else name
+
+
 def compare(unpatched: InnerRun, patched: InnerRun) -> tuple[list[str], list[str]]:
     """(table lines, violations) for a release's two runs.
 
@@ -177,8 +186,7 @@ def compare(unpatched: InnerRun, patched: InnerRun) -> tuple[list[str], list[str
         modes: dict[str, set[str]] = {}
         for c in run.cases.values():
             if c.patch_effect:
-                base = c.id.replace(f"-{c.kernels}]", "]").replace(f"[{c.kernels}]", "")
-                modes.setdefault(base, set()).add(c.kernels or "none")
+                modes.setdefault(_without_mode(c), set()).add(c.kernels or "none")
         for base, seen in sorted(modes.items()):
             if seen != {"cpu", "cuda"}:
                 bad.append(f"{run.variant}: {base} ran in modes {sorted(seen)}, not cpu and cuda")
