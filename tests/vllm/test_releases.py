@@ -9,8 +9,10 @@ patched one, each in its own process in the release's venv, and check that
 * the CUDA contract bites: a layer-0 fix that aliases the embedding (the old
   0.32.0 fix, kept in series/0.32.0-aliasing) passes on the CPU path and fails
   under the contract,
-* vLLM's own tests from the release sdist that cover the patched files and
-  run on CPU pass on the patched tree.
+* tests a series adds to vLLM's own test tree fail unpatched and pass patched,
+  under the contract,
+* vLLM's own registry tests from the release sdist pass on the patched tree
+  where the series adds EAGLE-3 (0.15-0.17).
 
 ``VLLM=<release>`` restricts the run (any release in vllm_tier.releases); by
 default the releases of releases.DEFAULT run. The environment (venvs,
@@ -21,9 +23,11 @@ installs, fixtures) is built on first use with progress shown, and cached
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,6 +37,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from vllm_tier import TierError, cache, models, releases, runner, targets, upstream  # noqa: E402
+from vpatch.errors import VpatchError  # noqa: E402
+
+# Inner runs at once: one per core. Each is mostly one busy thread (vLLM on CPU
+# with one torch thread, and its imports), so two fill this 2-core machine.
+JOBS = int(os.environ.get("VPATCH_VLLM_JOBS", "2"))
 
 # Fixture series that must FAIL under the CUDA contract: layer-0 fixes whose aux
 # state is the embedding tensor itself (series/<release>-aliasing).
@@ -73,72 +82,129 @@ def _show(request):
     return capman.global_and_fixture_disabled()
 
 
-@pytest.fixture(scope="session")
-def tier_env(request, tmp_path_factory):
-    """Venv + fixtures, built (with progress on the terminal) or reused.
+class Session:
+    """Every inner run of the session, prepared first (with progress on the
+    terminal) and then started at once on a pool of JOBS processes; each
+    outer test waits for its own runs. A release that cannot be prepared (no
+    series, a failed install) fails only its own tests."""
 
-    It also starts vLLM's own tests for the selected releases in a background
-    thread (one process at a time), so that they overlap the patch-effect runs
-    on the second core; test_upstream_tests_on_patched_tree collects them."""
-    t0 = time.monotonic()
-    upstream_runs = [
-        item.callspec.params["release"]
-        for item in request.session.items
-        if getattr(item, "originalname", "") == "test_upstream_tests_on_patched_tree"
-        and item.callspec.params["release"] is not None
-    ]
-    roots = {}
-    chosen = selected_releases()
-    with _show(request):
-        fixtures = models.ensure(chosen[0])
-        for release in upstream_runs:
-            roots[release] = upstream.ensure(release)
-            if roots[release] is not None:
-                targets.patched(release)
-    took = time.monotonic() - t0
-    _summaries(request.config).append(f"environment ready in {took:.0f}s ({cache.root()})")
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vllm-upstream")
-    futures = {}
-    for release, root in roots.items():
-        if root is not None:
-            out = tmp_path_factory.mktemp(f"vllm-upstream-{release}")
-            futures[release] = pool.submit(_run_upstream, release, root, out, fixtures)
-    request.config._vpatch_vllm_upstream = {"roots": roots, "futures": futures}
-    yield fixtures
-    pool.shutdown(wait=True, cancel_futures=True)
+    def __init__(self, fixtures: Path, out: Path):
+        self.fixtures = fixtures
+        self.out = out
+        self.pool = ThreadPoolExecutor(max_workers=JOBS, thread_name_prefix="vllm-inner")
+        self.runs: dict[tuple[str, str, str], Future] = {}
+        self.errors: dict[tuple[str, str], str] = {}
+        self.upstream_roots: dict[str, Path | None] = {}
+
+    def start(self, test: str, release: str, variant: str, **kw) -> None:
+        folder = self.out / f"{release}-{test.removeprefix('test_')}"
+        kw.setdefault("fixtures", self.fixtures)
+        self.runs[test, release, variant] = self.pool.submit(
+            runner.run_inner, release, variant, folder, **kw
+        )
+
+    def result(self, test: str, release: str, variant: str) -> runner.InnerRun:
+        if (test, release) in self.errors:
+            pytest.fail(f"vLLM {release}: {self.errors[test, release]}", pytrace=False)
+        return self.runs[test, release, variant].result()
 
 
-def _run_upstream(release: str, root: Path, out: Path, fixtures: Path):
-    return runner.run_inner(
-        release,
-        "patched",
-        out,
-        fixtures=fixtures,
-        name="upstream",
-        tests=UPSTREAM_TESTS,
-        rootdir=root,
-        inifile=None,
-        confcutdir=None,
-        pytest_args=(
-            "-p",
-            "no:cacheprovider",
-            # vLLM's own tests under the CUDA contract (the plugin is on the
-            # run's PYTHONPATH, see vllm_tier.runenv)
-            "-p",
-            "cuda_contract",
-            "-q",
-            "-k",
-            UPSTREAM_SELECT,
-            "-o",
-            "asyncio_default_fixture_loop_scope=function",
-        ),
-    )
-
-
-def _prepare(release: str, request) -> None:
-    with _show(request):
+def _prepare_and_start(session: Session, test: str, release: str) -> None:
+    """Make what `test` needs for `release` and start its runs."""
+    folder = session.out / f"{release}-{test.removeprefix('test_')}"
+    if test == "test_patch_effects":
         targets.unpatched(release)
         targets.patched(release)
+        for variant in ("unpatched", "patched"):
+            tokens = folder / f"{variant}-tokens.json"
+            session.start(test, release, variant, extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)})
+    elif test == "test_cuda_contract_catches_an_aliasing_layer0_fix":
+        target = targets.patched(release, ALIASING[release], label="aliasing")
+        session.start(
+            test,
+            release,
+            "aliasing",
+            target=target,
+            tests=(str(runner.INNER / "test_aux_hidden_states.py"),),
+            pytest_args=("-m", "layer0_fix"),
+        )
+    elif test == "test_series_own_tests_under_the_cuda_contract":
+        sdir = releases.series_dir(release)
+        root = upstream.patched_tests(release, sdir)
+        targets.unpatched(release)
+        targets.patched(release)
+        for variant in ("unpatched", "patched"):
+            session.start(
+                test,
+                release,
+                variant,
+                name=f"series-{variant}",
+                tests=tuple(upstream.series_tests(sdir)),
+                rootdir=root,
+                inifile=None,
+                confcutdir=None,
+                pytest_args=("-p", "no:cacheprovider", "-p", "cuda_contract", "-q"),
+            )
+    elif test == "test_upstream_tests_on_patched_tree":
+        root = session.upstream_roots[release] = upstream.ensure(release)
+        if root is None:
+            return
+        targets.patched(release)
+        session.start(
+            test,
+            release,
+            "patched",
+            name="upstream",
+            tests=UPSTREAM_TESTS,
+            rootdir=root,
+            inifile=None,
+            confcutdir=None,
+            pytest_args=(
+                "-p",
+                "no:cacheprovider",
+                # vLLM's own tests under the CUDA contract (the plugin is on
+                # the run's PYTHONPATH, see vllm_tier.runenv)
+                "-p",
+                "cuda_contract",
+                "-q",
+                "-k",
+                UPSTREAM_SELECT,
+                "-o",
+                "asyncio_default_fixture_loop_scope=function",
+            ),
+        )
+
+
+@pytest.fixture(scope="session")
+def tier(request, tmp_path_factory):
+    """The session's runs: venvs, installs and fixtures built (with progress on
+    the terminal) or reused, then every selected run started on the pool,
+    release by release (so that the first results come early)."""
+    t0 = time.monotonic()
+    wanted: dict[str, list[str]] = {}
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        release = callspec.params.get("release") if callspec else None
+        if release is not None:
+            wanted.setdefault(release, []).append(item.originalname)
+    with _show(request):
+        session = Session(
+            models.ensure(next(iter(wanted), selected_releases()[0])),
+            tmp_path_factory.mktemp("vllm"),
+        )
+        for release, tests in wanted.items():
+            for test in tests:
+                try:
+                    _prepare_and_start(session, test, release)
+                except (TierError, VpatchError, subprocess.CalledProcessError) as e:
+                    session.errors[test, release] = f"cannot prepare {test}: {e}"
+    took = time.monotonic() - t0
+    _summaries(request.config).append(
+        f"environment ready in {took:.0f}s ({cache.root()}); {len(session.runs)} inner runs "
+        f"on {JOBS} processes at once"
+    )
+    yield session
+    session.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _save_results(release: str, *runs) -> None:
@@ -158,25 +224,11 @@ def _save_results(release: str, *runs) -> None:
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("release", selected_releases())
-def test_patch_effects(release, tier_env, request, tmp_path_factory):
-    out = tmp_path_factory.mktemp(f"vllm-{release}")
-    _prepare(release, request)
-    tokens = out / "unpatched-tokens.json"
-    u = runner.run_inner(
-        release,
-        "unpatched",
-        out,
-        fixtures=tier_env,
-        extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)},
-    )
-    p = runner.run_inner(
-        release,
-        "patched",
-        out,
-        fixtures=tier_env,
-        extra_env={"VPATCH_VLLM_TOKENS_REF": str(tokens)},
-    )
+def test_patch_effects(release, tier, request):
+    u = tier.result("test_patch_effects", release, "unpatched")
+    p = tier.result("test_patch_effects", release, "patched")
     lines, bad = runner.compare(u, p)
+    bad += _same_tokens(u, p)
     _save_results(release, u, p)
     effects = [c for c in p.cases.values() if c.patch_effect]
     contract = sum(1 for c in p.cases.values() if c.kernels == "cuda")
@@ -196,7 +248,21 @@ def test_patch_effects(release, tier_env, request, tmp_path_factory):
         f"{'OK' if not bad else f'{len(bad)} PROBLEM(S)'}"
     )
     _summaries(request.config).append("\n".join([head, *lines]))
-    assert not bad, f"vLLM {release}: \n" + "\n".join(bad) + f"\n(logs in {out})"
+    assert not bad, f"vLLM {release}: \n" + "\n".join(bad) + f"\n(logs in {p.log.parent})"
+
+
+def _same_tokens(u: runner.InnerRun, p: runner.InnerRun) -> list[str]:
+    """With no aux layers the patched release generates exactly what the
+    unpatched one does (greedy, same checkpoint): each run's
+    test_greedy_generation_is_deterministic wrote its tokens."""
+    files = [r.log.parent / f"{r.variant}-tokens.json" for r in (u, p)]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        return [f"no greedy tokens written: {', '.join(missing)}"]
+    want, got = (json.loads(f.read_text()) for f in files)
+    if want != got:
+        return ["greedy tokens differ between the unpatched and the patched release"]
+    return []
 
 
 def _aliasing_releases() -> list:
@@ -207,25 +273,14 @@ def _aliasing_releases() -> list:
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("release", _aliasing_releases())
-def test_cuda_contract_catches_an_aliasing_layer0_fix(release, tier_env, request, tmp_path_factory):
+def test_cuda_contract_catches_an_aliasing_layer0_fix(release, tier, request):
     """The mode bites. The old layer-0 fix (series/<release>-aliasing) hands
     the drafter the embedding tensor itself, which the decoder layer then uses
     as its residual: vLLM's CPU path leaves it alone, CUDA's fused_add_rms_norm
     overwrites it with embedding + attention output later in the forward. So
     every layer-0 test must pass in [cpu] and fail in [cuda], on the aux state
     check; the release's own series passes both (test_patch_effects)."""
-    out = tmp_path_factory.mktemp(f"vllm-{release}-aliasing")
-    with _show(request):
-        target = targets.patched(release, ALIASING[release], label="aliasing")
-    run = runner.run_inner(
-        release,
-        "aliasing",
-        out,
-        fixtures=tier_env,
-        target=target,
-        tests=(str(runner.INNER / "test_aux_hidden_states.py"),),
-        pytest_args=("-m", "layer0_fix"),
-    )
+    run = tier.result("test_cuda_contract_catches_an_aliasing_layer0_fix", release, "aliasing")
     assert run.crashed is None, f"{run.crashed}\n{run.tail()}"
     cpu = {c.id: c for c in run.cases.values() if c.kernels == "cpu"}
     cuda = {c.id: c for c in run.cases.values() if c.kernels == "cuda"}
@@ -259,30 +314,16 @@ def _series_test_releases() -> list:
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("release", _series_test_releases())
-def test_series_own_tests_under_the_cuda_contract(release, tier_env, request, tmp_path_factory):
+def test_series_own_tests_under_the_cuda_contract(release, tier, request):
     """The tests a series adds to vLLM's own test tree (the regression test that
     goes upstream with the fix) run from the patched sdist's tests/ under the
     CUDA contract (-p cuda_contract): every one must fail on the unpatched
     install and pass on the patched one."""
-    sdir = releases.series_dir(release)
-    files = upstream.series_tests(sdir)
-    out = tmp_path_factory.mktemp(f"vllm-{release}-series-tests")
-    with _show(request):
-        root = upstream.patched_tests(release, sdir)
-    runs = {}
-    for variant in ("unpatched", "patched"):
-        runs[variant] = runner.run_inner(
-            release,
-            variant,
-            out,
-            fixtures=tier_env,
-            name=f"series-{variant}",
-            tests=tuple(files),
-            rootdir=root,
-            inifile=None,
-            confcutdir=None,
-            pytest_args=("-p", "no:cacheprovider", "-p", "cuda_contract", "-q"),
-        )
+    files = upstream.series_tests(releases.series_dir(release))
+    runs = {
+        v: tier.result("test_series_own_tests_under_the_cuda_contract", release, v)
+        for v in ("unpatched", "patched")
+    }
     u, p = runs["unpatched"], runs["patched"]
     bad = [f"patched run unusable: {p.crashed}\n{p.tail()}"] if p.crashed else []
     # Unpatched, a test may also fail to be collected (it imports what the fix
@@ -305,7 +346,7 @@ def test_series_own_tests_under_the_cuda_contract(release, tier_env, request, tm
     )
     if not outcomes:
         bad.append("the patched run collected no test")
-    assert not bad, "\n".join(bad) + f"\n(logs in {out})"
+    assert not bad, "\n".join(bad) + f"\n(logs in {p.log.parent})"
 
 
 def _upstream_releases() -> list:
@@ -320,11 +361,12 @@ def _upstream_releases() -> list:
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("release", _upstream_releases())
-def test_upstream_tests_on_patched_tree(release, tier_env, request):
-    state = request.config._vpatch_vllm_upstream
-    if state["roots"].get(release) is None:
+def test_upstream_tests_on_patched_tree(release, tier, request):
+    if ("test_upstream_tests_on_patched_tree", release) not in tier.errors and (
+        tier.upstream_roots.get(release) is None
+    ):
         pytest.skip(f"vLLM's own tests for {release} are not available (no sdist in the lock)")
-    run = state["futures"][release].result()
+    run = tier.result("test_upstream_tests_on_patched_tree", release, "patched")
     cases = run.cases.values()
     counts = {
         k: sum(1 for c in cases if c.outcome == k) for k in ("passed", "failed", "error", "skipped")
