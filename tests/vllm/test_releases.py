@@ -22,7 +22,6 @@ installs, fixtures) is built on first use with progress shown, and cached
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import subprocess
@@ -89,7 +88,8 @@ class Session:
     outer test waits for its own runs. A release that cannot be prepared (no
     series, a failed install) fails only its own tests."""
 
-    def __init__(self, out: Path):
+    def __init__(self, fixtures: Path, out: Path):
+        self.fixtures = fixtures
         self.out = out
         self.pool = ThreadPoolExecutor(max_workers=JOBS, thread_name_prefix="vllm-inner")
         self.runs: dict[tuple[str, str, str], Future] = {}
@@ -98,6 +98,7 @@ class Session:
 
     def start(self, test: str, release: str, variant: str, **kw) -> None:
         folder = self.out / f"{release}-{test.removeprefix('test_')}"
+        kw.setdefault("fixtures", self.fixtures)
         self.runs[test, release, variant] = self.pool.submit(
             runner.run_inner, release, variant, folder, **kw
         )
@@ -108,19 +109,18 @@ class Session:
         return self.runs[test, release, variant].result()
 
 
-def _prepare_and_start(session: Session, test: str, release: str, fixtures: Path) -> None:
+def _prepare_and_start(session: Session, test: str, release: str) -> None:
     """Make what `test` needs for `release` and start its runs."""
     folder = session.out / f"{release}-{test.removeprefix('test_')}"
-    start = functools.partial(session.start, fixtures=fixtures)
     if test == "test_patch_effects":
         targets.unpatched(release)
         targets.patched(release)
         for variant in ("unpatched", "patched"):
             tokens = folder / f"{variant}-tokens.json"
-            start(test, release, variant, extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)})
+            session.start(test, release, variant, extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)})
     elif test == "test_cuda_contract_catches_an_aliasing_layer0_fix":
         target = targets.patched(release, ALIASING[release], label="aliasing")
-        start(
+        session.start(
             test,
             release,
             "aliasing",
@@ -134,7 +134,7 @@ def _prepare_and_start(session: Session, test: str, release: str, fixtures: Path
         targets.unpatched(release)
         targets.patched(release)
         for variant in ("unpatched", "patched"):
-            start(
+            session.start(
                 test,
                 release,
                 variant,
@@ -150,7 +150,7 @@ def _prepare_and_start(session: Session, test: str, release: str, fixtures: Path
         if root is None:
             return
         targets.patched(release)
-        start(
+        session.start(
             test,
             release,
             "patched",
@@ -178,9 +178,8 @@ def _prepare_and_start(session: Session, test: str, release: str, fixtures: Path
 @pytest.fixture(scope="session")
 def tier(request, tmp_path_factory):
     """The session's runs: venvs, installs and fixtures built (with progress on
-    the terminal) or reused, and every selected run started on the pool as
-    soon as its release is ready. The releases of each venv are prepared in
-    their own thread, so that a cold session builds its venvs side by side."""
+    the terminal) or reused, then every selected run started on the pool,
+    release by release (so that the first results come early)."""
     t0 = time.monotonic()
     wanted: dict[str, list[str]] = {}
     for item in request.session.items:
@@ -188,24 +187,17 @@ def tier(request, tmp_path_factory):
         release = callspec.params.get("release") if callspec else None
         if release is not None:
             wanted.setdefault(release, []).append(item.originalname)
-    groups: dict[str, list[str]] = {}
-    for release in wanted:
-        groups.setdefault(releases.venv_of(release).name, []).append(release)
-    session = Session(tmp_path_factory.mktemp("vllm"))
-
-    def prepare(group: list[str]) -> None:
-        fixtures = None
-        for release in group:
-            for test in wanted[release]:
+    with _show(request):
+        session = Session(
+            models.ensure(next(iter(wanted), selected_releases()[0])),
+            tmp_path_factory.mktemp("vllm"),
+        )
+        for release, tests in wanted.items():
+            for test in tests:
                 try:
-                    fixtures = fixtures or models.ensure(release)
-                    _prepare_and_start(session, test, release, fixtures)
+                    _prepare_and_start(session, test, release)
                 except (TierError, VpatchError, subprocess.CalledProcessError) as e:
                     session.errors[test, release] = f"cannot prepare {test}: {e}"
-
-    with _show(request), ThreadPoolExecutor(max(1, len(groups))) as preparers:
-        for done in [preparers.submit(prepare, g) for g in groups.values()]:
-            done.result()
     took = time.monotonic() - t0
     _summaries(request.config).append(
         f"environment ready in {took:.0f}s ({cache.root()}); {len(session.runs)} inner runs "
