@@ -4,6 +4,7 @@ torch, safetensors, tokenizers), kept under ``fixtures/<hash of fixtures.py>``."
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from . import TIER, cache, venvs
@@ -19,7 +20,11 @@ def ensure(release: str) -> Path:
     return cache.built(
         cache.root() / "fixtures" / key,
         key,
-        lambda out: run([py, src, "--out", out]),
+        # bytecode into the runs' own tree (see runenv), not into the venv
+        lambda out: run(
+            [py, src, "--out", out],
+            env={**os.environ, "PYTHONPYCACHEPREFIX": str(cache.root() / "pycache")},
+        ),
         "the tiny model fixtures",
         prune="*",
     )

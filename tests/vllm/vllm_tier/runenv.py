@@ -19,6 +19,7 @@ def runtime_env(
     and the settings the tiny model needs on CPU."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.pop("PYTHONPATH", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     path = [str(target), *([str(overlay)] if overlay else []), str(TIER / "release")]
     env.update(
         PYTHONPATH=os.pathsep.join(path),
@@ -32,7 +33,11 @@ def runtime_env(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
-        PYTHONDONTWRITEBYTECODE="1",
+        # Bytecode of whatever a run imports goes to one tree of our own,
+        # written once and read by every later run: nothing is written into
+        # the venvs, the installs or the repository, and nothing is compiled
+        # that no run imports (a cold venv or install is not byte-compiled).
+        PYTHONPYCACHEPREFIX=str(cache.root() / "pycache"),
         VPATCH_INNER="1",
         # gloo binds to this address: keep every socket on the loopback.
         VLLM_HOST_IP="127.0.0.1",

