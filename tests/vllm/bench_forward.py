@@ -89,18 +89,14 @@ def worker(args) -> int:
 # --------------------------------------------------------------------- driver side
 
 
-def _load_env():
-    sys.path.insert(0, str(HERE))
-    import runner  # noqa: E402  (tests/vllm is not a package)
+def one(release: str, variant: str, fixtures: Path, args) -> dict:
+    from vllm_tier import targets, venvs
+    from vllm_tier.runenv import runtime_env
 
-    return runner.load_env()
-
-
-def one(env, release: str, variant: str, fixtures: Path, args) -> dict:
-    target = env.ensure_target(release, variant == "patched")
-    renv = env.runtime_env(target, fixtures, threads=1)
+    target = targets.target(release, variant == "patched")
+    renv = runtime_env(target, fixtures, venvs.overlay(release), threads=1)
     cmd = [
-        str(env.venv_python(release)),
+        str(venvs.ensure(release)),
         str(Path(__file__).resolve()),
         "--worker",
         "--generates",
@@ -127,10 +123,10 @@ def main(argv=None) -> int:
     if args.worker:
         return worker(args)
 
-    env = _load_env()
-    release = args.release or env.RELEASES[-1]
-    env.ensure_venv(release)
-    fixtures = env.ensure_fixtures()
+    from vllm_tier import models, releases
+
+    release = args.release or releases.DEFAULT[-1]
+    fixtures = models.ensure(release)
     print(
         f"bench-forward: vLLM {release}, tiny DeepSeek-V3 ({fixtures.name}), CPU, 1 thread, "
         f"{args.runs} alternating runs x {args.generates} generates x {args.tokens} tokens",
@@ -140,11 +136,11 @@ def main(argv=None) -> int:
     for i in range(args.runs):
         # alternate which variant goes first, so slow drift cancels out
         if i % 2 == 0:
-            u = one(env, release, "unpatched", fixtures, args)
-            p = one(env, release, "patched", fixtures, args)
+            u = one(release, "unpatched", fixtures, args)
+            p = one(release, "patched", fixtures, args)
         else:
-            p = one(env, release, "patched", fixtures, args)
-            u = one(env, release, "unpatched", fixtures, args)
+            p = one(release, "patched", fixtures, args)
+            u = one(release, "unpatched", fixtures, args)
         row = {
             "unpatched_ms": u["no_aux"]["best_ms"],
             "patched_ms": p["no_aux"]["best_ms"],

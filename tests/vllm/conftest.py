@@ -1,10 +1,10 @@
 """The patched-vLLM tier (outer side).  It runs under the project's python;
-the inner suite in release/ runs in the tier's own venv (see env.py) and must
-never be collected here."""
+the inner suite in release/ runs in a tier venv (see vllm_tier) and must never
+be collected here."""
 
 from __future__ import annotations
 
-collect_ignore = ["release", "bench_forward.py", "env.py", "fixtures.py", "runner.py"]
+collect_ignore = ["release", "series", "vllm_tier", "bench_forward.py", "env.py", "fixtures.py"]
 
 
 def pytest_terminal_summary(terminalreporter):

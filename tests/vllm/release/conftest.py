@@ -7,6 +7,9 @@ Run by hand::
     eval "$(python tests/vllm/env.py --release 0.16.0 --patched --print-env)"
     vpy -m pytest -c tests/vllm/release/pytest.ini tests/vllm/release
 
+With ``VPATCH_CUDA_CONTRACT=1`` it runs under the CUDA contract
+(cuda_contract.py).
+
 Every test marked ``patch_effect`` must FAIL on the unpatched release and PASS
 on the patched one; every other test must pass on both.  The marker is copied
 into the junit report (property ``patch_effect``) for the outer runner.
@@ -27,6 +30,15 @@ from unittest import mock
 import pytest
 from helpers import FIXTURES, Capture, engine_args, engine_kwargs
 
+# The CUDA contract (cuda_contract.py): vLLM's CPU ops write into their inputs
+# where the CUDA kernels do. VPATCH_CUDA_CONTRACT=1: the whole session under it;
+# =0: not installed at all; unset (the tier): installed switched off, and every
+# aux and patch-effect test runs once per mode, [cpu] then [cuda]. Either way
+# vLLM is patched in pytest_configure, before the session's model is built.
+CONTRACT = os.environ.get("VPATCH_CUDA_CONTRACT", "")
+pytest_plugins = ["cuda_contract"] if CONTRACT == "1" else []
+MODES = ("cpu", "cuda") if CONTRACT not in ("0", "1") else ()
+
 
 def pytest_configure(config):
     if not os.environ.get("VPATCH_VLLM_FIXTURES"):
@@ -35,6 +47,31 @@ def pytest_configure(config):
             'or `eval "$(python tests/vllm/env.py --release X --print-env)"`',
             returncode=4,
         )
+    if MODES:
+        import cuda_contract
+
+        cuda_contract.install(on=False)
+
+
+def pytest_generate_tests(metafunc):
+    """Aux and patch-effect tests run once per kernel mode (see MODES)."""
+    node = metafunc.definition
+    if MODES and (node.get_closest_marker("patch_effect") or node.get_closest_marker("kernels")):
+        metafunc.parametrize("kernels", MODES, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def kernels(request):
+    """The kernel mode of this test: "cuda" runs it under the CUDA contract.
+    Autouse, so that a parametrized mode is always set up around the test."""
+    import cuda_contract
+
+    mode = getattr(request, "param", None)
+    if mode is None:  # not parametrized: the session's mode
+        yield "cuda" if cuda_contract.enabled() else "cpu"
+        return
+    with cuda_contract.emulating(mode == "cuda"):
+        yield mode
 
 
 def pytest_collection_modifyitems(config, items):
@@ -44,6 +81,9 @@ def pytest_collection_modifyitems(config, items):
         for name in ("patch_effect", "gpu"):
             if item.get_closest_marker(name) is not None:
                 item.user_properties.append((name, "1"))
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "kernels" in callspec.params:
+            item.user_properties.append(("kernels", callspec.params["kernels"]))
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,22 +171,54 @@ def _speculators(cfg: dict) -> dict:
 # ------------------------------------------------------------------ doctor's side
 
 
+def vpatch(*args: str) -> subprocess.CompletedProcess:
+    """The project's vpatch CLI, as a user runs it (`VPATCH_PYTHON`: the
+    python the tier runs under, which has vpatch and its dependencies; this
+    venv has neither unidiff nor GitPython). It inherits this process's
+    environment, PYTHONPATH included, so `--python sys.executable` sees the
+    vLLM under test."""
+    py = os.environ.get("VPATCH_PYTHON")
+    if not py:
+        raise RuntimeError("VPATCH_PYTHON is not set: run through the tier (tests/vllm/env.py)")
+    return subprocess.run(
+        [py, "-m", "vpatch.cli", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def _json(proc: subprocess.CompletedProcess, ok_codes: tuple[int, ...]) -> dict:
+    if proc.returncode not in ok_codes:
+        raise AssertionError(f"vpatch exit {proc.returncode}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
 def environment():
-    """The vLLM of this process, as vpatch doctor finds it for --python."""
-    from vpatch import doctor
+    """What `vpatch check --python sys.executable` says about this process's
+    vLLM: (its dist and version, whether EAGLE-3 is ready)."""
+    out = _json(vpatch("check", "--python", sys.executable, "--format", "json"), (0, 1))
+    vllm = out["vllm"]
+    return SimpleNamespace(dist=vllm["dist"], version=vllm["version"]), out["eagle3_ready"]
 
-    env = doctor.find_vllm(sys.executable)
-    return env, doctor.ready_by_probes(env)
+
+@dataclass
+class Report:
+    """`vpatch doctor --format json`, read back."""
+
+    findings: list
+    serve: str
+    ok: bool
+
+    def to_text(self) -> str:
+        lines = [f"  {f.severity:8} {f.check}  {f.message}" for f in self.findings]
+        return "\n".join([*lines, "", "ok" if self.ok else "NOT ok", self.serve])
 
 
-def verdict(target: Path, drafter: Path, pp: int = 1):
-    """vpatch doctor's report for (target, drafter) on this process's vLLM."""
-    from vpatch import doctor
-    from vpatch.deploy import hub
-
-    env, ready = environment()
-    opts = doctor.Options(pipeline_parallel_size=pp)
-    return doctor.diagnose(hub.resolve(str(target)), hub.resolve(str(drafter)), env, ready, opts)
+def verdict(target: Path, drafter: Path, pp: int = 1) -> Report:
+    """`vpatch doctor` on (target, drafter) with this process's vLLM."""
+    args = ["doctor", str(target), str(drafter), "--python", sys.executable]
+    args += ["--pipeline-parallel-size", str(pp), "--format", "json"]
+    out = _json(vpatch(*args), (0, 1))
+    found = [SimpleNamespace(**f) for f in out["findings"]]
+    return Report(found, out["serve"], out["ok"])
 
 
 def severity(report, check: str) -> str:

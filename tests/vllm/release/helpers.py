@@ -44,8 +44,17 @@ class Capture:
     what forward returned, and - independently of the code under test - the
     input of every decoder layer (forward pre-hooks: hidden_states + residual,
     hidden_states alone for the first layer) and of the final norm
-    (index num_layers), cloned at once so that later in-place ops cannot
-    touch them."""
+    (index num_layers).
+
+    The hooks' values are copies taken at capture time, so later in-place ops
+    (the CUDA contract's fused_add_rms_norm) cannot touch them. What forward
+    returned is kept by reference on purpose: the tests compare it after the
+    whole forward (after every in-place write), which is when EAGLE-3's drafter
+    reads it.
+
+    A forward that raises (vLLM 0.18-0.33 asked for layer 0) is answered once
+    more without aux layers so that the engine stays consistent for the next
+    test; the error is raised when the generate is over."""
 
     def __init__(self, model):
         self.model = model
@@ -83,6 +92,15 @@ class Capture:
         except Exception as e:
             self.errors.append(e)
 
+    def _without_aux(self, orig, args, kwargs):
+        inner = self.model.model
+        layers = getattr(inner, "aux_hidden_state_layers", ())
+        inner.aux_hidden_state_layers = ()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            inner.aux_hidden_state_layers = layers
+
     @contextmanager
     def active(self):
         inner = self.model.model
@@ -99,7 +117,11 @@ class Capture:
 
         def forward(*args, **kwargs):
             self.calls.append({"expected": {}})
-            out = orig(*args, **kwargs)
+            try:
+                out = orig(*args, **kwargs)
+            except Exception as e:
+                self.errors.append(e)
+                out = self._without_aux(orig, args, kwargs)
             self.calls[-1]["out"] = out
             # vLLM's CPU runner expects a tensor; hand it the hidden states.
             return out[0] if isinstance(out, tuple) else out

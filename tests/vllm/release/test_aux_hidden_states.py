@@ -7,7 +7,9 @@ import pytest
 import torch
 from helpers import PROMPTS, Capture, direct_forward, greedy
 
-pytestmark = pytest.mark.usefixtures("aux_reset")
+# Every test here also runs under the CUDA contract ([cuda]): aux states are
+# read after the whole forward, after the in-place writes the GPU would make.
+pytestmark = [pytest.mark.usefixtures("aux_reset"), pytest.mark.kernels]
 
 
 def _run_with_aux(llm, model, capture: Capture, layers):
@@ -50,6 +52,7 @@ def test_default_aux_layers(llm, model, capture, manifest):
 
 
 @pytest.mark.patch_effect
+@pytest.mark.layer0_fix
 def test_explicit_aux_layers_with_layer_0(llm, model, capture, manifest):
     n = manifest["num_layers"]
     layers = (0, 1, n - 1)
@@ -62,15 +65,32 @@ def test_explicit_aux_layers_with_layer_0(llm, model, capture, manifest):
 
 @pytest.mark.patch_effect
 @pytest.mark.layer0_fix
-def test_layer_0_alone_is_the_embedding(model, vllm_config):
+def test_layer_0_alone_is_the_embedding(llm, model, capture):
     """Layer 0 on the first rank has no residual yet: its aux hidden state is
-    the embedding itself (vLLM 0.18-0.33 add None to it and crash)."""
-    model.set_aux_hidden_state_layers((0,))
-    out = direct_forward(model, vllm_config)
-    assert isinstance(out, tuple), f"forward returned {type(out).__name__}, expected a tuple"
-    _, aux = out
-    ids = torch.arange(4, 9, dtype=torch.long)  # what direct_forward feeds
-    assert len(aux) == 1 and torch.equal(aux[0], model.model.embed_tokens(ids))
+    the embedding itself (vLLM 0.18-0.33 add None to it and crash).
+
+    Checked during a real generate step, AFTER the whole forward, against a
+    copy of the embedding taken when it was made: under the CUDA contract an
+    aux state that aliases the embedding (which vLLM >= 0.25 uses as layer 0's
+    residual) has been overwritten by then with embedding + attention output."""
+    embeddings = []
+    hook = model.model.embed_tokens.register_forward_hook(
+        lambda module, args, out: embeddings.append(out.detach().clone())
+    )
+    try:
+        calls = _run_with_aux(llm, model, capture, (0,))
+    finally:
+        hook.remove()
+    assert len(embeddings) == len(calls), (len(embeddings), len(calls))
+    for call, embedding in zip(calls, embeddings, strict=True):
+        out = call["out"]
+        assert isinstance(out, tuple), f"forward returned {type(out).__name__}, expected a tuple"
+        _, aux = out
+        assert len(aux) == 1 and aux[0].shape == embedding.shape
+        assert torch.equal(aux[0], embedding), (
+            "layer 0's aux hidden state is not the embedding after the forward: "
+            f"max |diff| = {(aux[0] - embedding).abs().max().item()}"
+        )
 
 
 @pytest.mark.patch_effect

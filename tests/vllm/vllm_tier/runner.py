@@ -1,33 +1,22 @@
-"""Run the inner suite (tests/vllm/release) for one release x variant in its own
-process and read back its junit report.  Standard library only: used by the
-outer pytest (tests/vllm/test_releases.py) and by bench_forward.py."""
+"""One run of the inner suite (tests/vllm/release) for a release and an
+install, in its own process in the release's venv, and its junit report read
+back; comparing an unpatched and a patched run."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-INNER = HERE / "release"
+from . import TIER, targets, venvs
+from .releases import inner_select
+from .runenv import runtime_env
+
+INNER = TIER / "release"
 INNER_TIMEOUT = int(os.environ.get("VPATCH_VLLM_INNER_TIMEOUT", "900"))
-
-
-def load_env():
-    """tests/vllm/env.py as a module (the tests folder is not a package)."""
-    name = "vpatch_vllm_tier_env"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, HERE / "env.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @dataclass
@@ -44,6 +33,11 @@ class Case:
     @property
     def gpu(self) -> bool:
         return self.props.get("gpu") == "1"
+
+    @property
+    def kernels(self) -> str | None:
+        """ "cpu" or "cuda" (the CUDA contract) for a test run in both modes."""
+        return self.props.get("kernels")
 
 
 @dataclass
@@ -103,6 +97,7 @@ def run_inner(
     out_dir: Path,
     *,
     fixtures: Path,
+    target: Path | None = None,
     extra_env: dict | None = None,
     pytest_args: tuple[str, ...] = (),
     tests: tuple[str, ...] = (str(INNER),),
@@ -111,17 +106,18 @@ def run_inner(
     confcutdir: Path | None = INNER,
     name: str | None = None,
 ) -> InnerRun:
-    """One pytest process in the tier's venv with `release` (`variant` =
-    unpatched | patched) first on PYTHONPATH."""
-    env_mod = load_env()
-    target = env_mod.ensure_target(release, variant == "patched")
-    py = env_mod.venv_python(release)
+    """One pytest process in the release's venv with its install first on
+    PYTHONPATH: ``variant`` (unpatched | patched) names it, ``target`` (default:
+    the release's unpatched or patched install) is what runs."""
+    if target is None:
+        target = targets.target(release, variant == "patched")
+    py = venvs.ensure(release)
     name = name or variant
     out_dir.mkdir(parents=True, exist_ok=True)
     junit = out_dir / f"{name}.xml"
     log = out_dir / f"{name}.log"
     junit.unlink(missing_ok=True)
-    env = env_mod.runtime_env(target, fixtures)
+    env = runtime_env(target, fixtures, venvs.overlay(release))
     env["VPATCH_VLLM_VARIANT"] = variant
     env["VPATCH_VLLM_RELEASE"] = release
     env.update(extra_env or {})
@@ -141,8 +137,8 @@ def run_inner(
         cmd += ["-c", str(inifile)]
     if confcutdir is not None:
         cmd += ["--confcutdir", str(confcutdir)]
-    if tests == (str(INNER),) and release in env_mod.SELECT:
-        cmd += env_mod.SELECT[release]
+    if tests == (str(INNER),):
+        cmd += inner_select(release)
     cmd += [*pytest_args, *tests]
     t0 = time.monotonic()
     with open(log, "w") as fh:
@@ -163,6 +159,15 @@ def run_inner(
     return InnerRun(release, variant, rc, time.monotonic() - t0, junit, log, parse_junit(junit))
 
 
+def _without_mode(case: Case) -> str:
+    """The test id without its kernel mode: `t[far-cuda]` -> `t[far]`."""
+    name, _, params = case.id.partition("[")
+    if not params:
+        return name
+    rest = [p for p in params.removesuffix("]").split("-") if p != case.kernels]
+    return f"{name}[{'-'.join(rest)}]" if rest else name
+
+
 def compare(unpatched: InnerRun, patched: InnerRun) -> tuple[list[str], list[str]]:
     """(table lines, violations) for a release's two runs.
 
@@ -176,6 +181,15 @@ def compare(unpatched: InnerRun, patched: InnerRun) -> tuple[list[str], list[str
                 f"{run.variant} run unusable: {why}\n--- {run.log} (tail) ---\n" + run.tail()
             )
     ids = sorted(set(unpatched.cases) | set(patched.cases))
+    for run in (unpatched, patched):
+        # a patch-effect test must run in both kernel modes, [cpu] and [cuda]
+        modes: dict[str, set[str]] = {}
+        for c in run.cases.values():
+            if c.patch_effect:
+                modes.setdefault(_without_mode(c), set()).add(c.kernels or "none")
+        for base, seen in sorted(modes.items()):
+            if seen != {"cpu", "cuda"}:
+                bad.append(f"{run.variant}: {base} ran in modes {sorted(seen)}, not cpu and cuda")
     for cid in ids:
         u, p = unpatched.cases.get(cid), patched.cases.get(cid)
         uo = u.outcome if u else "missing"

