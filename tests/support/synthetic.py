@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 VERSION = "9.9.0"
 SDIST = f"vllm-{VERSION}.tar.gz"
@@ -376,6 +377,24 @@ def serve(www: Path) -> Iterator[Index]:
         httpd.release.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+@contextmanager
+def serving(www: Path, cache: Path, monkeypatch: Any) -> Iterator[Index]:
+    """serve(www) as this process's package index (PIP_INDEX_URL) with an
+    empty vpatch cache; vpatch's memoised index lookups cleared both ways."""
+    from vpatch.sources import index
+
+    with serve(www) as idx:
+        monkeypatch.setenv("PIP_INDEX_URL", idx.url)
+        monkeypatch.setenv("VPATCH_CACHE", str(cache))
+        index.index_url.cache_clear()
+        index.project.cache_clear()
+        try:
+            yield idx
+        finally:
+            index.index_url.cache_clear()
+            index.project.cache_clear()
 
 
 def closed_port() -> str:

@@ -4,7 +4,23 @@ be collected here."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 collect_ignore = ["release", "series", "vllm_tier", "bench_forward.py", "env.py", "fixtures.py"]
+
+
+def pytest_collection_finish(session):
+    """When other tests run before the tier (`make test`: unit, integration),
+    build the tier's venvs and installs meanwhile (vllm_tier.prepare)."""
+    items = session.items
+    first = next((i for i, it in enumerate(items) if it.get_closest_marker("vllm")), None)
+    if not first or session.config.option.collectonly:  # None, or the tier runs first
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from vllm_tier import prepare
+
+    prepare.ahead(prepare.wanted_by(items))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -36,16 +36,13 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from vllm_tier import TierError, cache, models, releases, runner, targets, upstream  # noqa: E402
+from vllm_tier import TierError, cache, models, prepare, releases, runner, upstream  # noqa: E402
+from vllm_tier.prepare import ALIASING  # noqa: E402
 from vpatch.errors import VpatchError  # noqa: E402
 
 # Inner runs at once: one per core. Each is mostly one busy thread (vLLM on CPU
 # with one torch thread, and its imports), so two fill this 2-core machine.
 JOBS = int(os.environ.get("VPATCH_VLLM_JOBS", "2"))
-
-# Fixture series that must FAIL under the CUDA contract: layer-0 fixes whose aux
-# state is the embedding tensor itself (series/<release>-aliasing).
-ALIASING = {d.name.removesuffix("-aliasing"): d for d in (HERE / "series").glob("*-aliasing")}
 
 
 def selected_releases() -> list[str]:
@@ -110,46 +107,44 @@ class Session:
 
 
 def _prepare_and_start(session: Session, test: str, release: str) -> None:
-    """Make what `test` needs for `release` and start its runs."""
-    folder = session.out / f"{release}-{test.removeprefix('test_')}"
+    """Make what `test` needs for `release` (prepare.build) and start its runs."""
+    made = prepare.build(test, release)
     if test == "test_patch_effects":
-        targets.unpatched(release)
-        targets.patched(release)
+        folder = session.out / f"{release}-{test.removeprefix('test_')}"
         for variant in ("unpatched", "patched"):
             tokens = folder / f"{variant}-tokens.json"
             session.start(test, release, variant, extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)})
     elif test == "test_cuda_contract_catches_an_aliasing_layer0_fix":
-        target = targets.patched(release, ALIASING[release], label="aliasing")
         session.start(
             test,
             release,
             "aliasing",
-            target=target,
+            target=made["target"],
             tests=(str(runner.INNER / "test_aux_hidden_states.py"),),
             pytest_args=("-m", "layer0_fix"),
         )
     elif test == "test_series_own_tests_under_the_cuda_contract":
-        sdir = releases.series_dir(release)
-        root = upstream.patched_tests(release, sdir)
-        targets.unpatched(release)
-        targets.patched(release)
         for variant in ("unpatched", "patched"):
             session.start(
                 test,
                 release,
                 variant,
                 name=f"series-{variant}",
-                tests=tuple(upstream.series_tests(sdir)),
-                rootdir=root,
+                tests=tuple(upstream.series_tests(releases.series_dir(release))),
+                rootdir=made["rootdir"],
                 inifile=None,
                 confcutdir=None,
                 pytest_args=("-p", "no:cacheprovider", "-p", "cuda_contract", "-q"),
+                # vLLM's defaults, as its CI runs the test: MLA attention, the
+                # path DeepSeek takes on B200. (With MLA disabled, the CPU
+                # attention of a forward without metadata leaves its output
+                # uninitialised, and the test compares garbage.)
+                extra_env={"VLLM_MLA_DISABLE": None},
             )
     elif test == "test_upstream_tests_on_patched_tree":
-        root = session.upstream_roots[release] = upstream.ensure(release)
+        root = session.upstream_roots[release] = made["rootdir"]
         if root is None:
             return
-        targets.patched(release)
         session.start(
             test,
             release,
@@ -181,12 +176,14 @@ def tier(request, tmp_path_factory):
     the terminal) or reused, then every selected run started on the pool,
     release by release (so that the first results come early)."""
     t0 = time.monotonic()
-    wanted: dict[str, list[str]] = {}
-    for item in request.session.items:
-        callspec = getattr(item, "callspec", None)
-        release = callspec.params.get("release") if callspec else None
-        if release is not None:
-            wanted.setdefault(release, []).append(item.originalname)
+    ahead = prepare.wait()
+    if ahead:
+        _summaries(request.config).append(ahead)
+    wanted = {
+        r: [t for t in tests if t != "test_install_check_uninstall_on_real_vllm"]
+        for r, tests in prepare.wanted_by(request.session.items).items()
+    }
+    wanted = {r: tests for r, tests in wanted.items() if tests}
     with _show(request):
         session = Session(
             models.ensure(next(iter(wanted), selected_releases()[0])),

@@ -13,7 +13,7 @@ from support import synthetic as S
 from vpatch import lock, sources
 from vpatch.commands import apply, wheel
 from vpatch.errors import IntegrityError
-from vpatch.sources import cache, files, index
+from vpatch.sources import cache, files
 
 
 @pytest.fixture(scope="module")
@@ -23,14 +23,8 @@ def rel(tmp_path_factory) -> S.Release:
 
 @pytest.fixture
 def server(rel, tmp_path, monkeypatch) -> Iterator[S.Index]:
-    with S.serve(rel.www) as idx:
-        monkeypatch.setenv("PIP_INDEX_URL", idx.url)
-        monkeypatch.setenv("VPATCH_CACHE", str(tmp_path / "cache"))
-        index.index_url.cache_clear()
-        index.project.cache_clear()
+    with S.serving(rel.www, tmp_path / "cache", monkeypatch) as idx:
         yield idx
-    index.index_url.cache_clear()
-    index.project.cache_clear()
 
 
 def release(rel: S.Release) -> lock.Release:

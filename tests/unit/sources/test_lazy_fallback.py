@@ -12,7 +12,7 @@ import pytest
 from support import synthetic as S
 from vpatch import lock, sources
 from vpatch.errors import RangeUnsupported
-from vpatch.sources import index, lazy, refresh
+from vpatch.sources import lazy, refresh
 
 BAD = ["ignore", "no-accept", "no-head", "short", "long"]
 
@@ -24,14 +24,8 @@ def rel(tmp_path_factory) -> S.Release:
 
 @pytest.fixture
 def server(rel, tmp_path, monkeypatch) -> Iterator[S.Index]:
-    with S.serve(rel.www) as idx:
-        monkeypatch.setenv("PIP_INDEX_URL", idx.url)
-        monkeypatch.setenv("VPATCH_CACHE", str(tmp_path / "cache"))
-        index.index_url.cache_clear()
-        index.project.cache_clear()
+    with S.serving(rel.www, tmp_path / "cache", monkeypatch) as idx:
         yield idx
-    index.index_url.cache_clear()
-    index.project.cache_clear()
 
 
 def tree(d: Path) -> dict[str, bytes]:

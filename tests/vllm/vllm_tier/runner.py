@@ -120,7 +120,11 @@ def run_inner(
     env = runtime_env(target, fixtures, venvs.overlay(release))
     env["VPATCH_VLLM_VARIANT"] = variant
     env["VPATCH_VLLM_RELEASE"] = release
-    env.update(extra_env or {})
+    for k, v in (extra_env or {}).items():  # None: leave the variable out
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     cmd = [
         str(py),
         "-m",
