@@ -128,6 +128,9 @@ def _expected_failure(name: str, r, series: bool, ready) -> tuple[str, type, str
         if series:
             return "target", ValueError, "(?i)invalid eagle-3 aux"
         return "draft", RuntimeError, "(?i)shape"
+    if name == "final_norm_id" and not series and not r.final_norm_id:
+        # 0.18-0.24: id n matches no layer, the target returns two states
+        return "draft", RuntimeError, "(?i)shape"
     if name == "layer0" and not series and not ready:
         return "target", TypeError, "NoneType"
     if name in ("two_states", "hidden_mismatch"):
@@ -197,7 +200,10 @@ def test_nested_ids_are_read_only_where_doctor_says(variants, model, vllm_config
         # before 0.29 the V2 runner is not the default for DeepseekV3ForCausalLM
         default_v2 = getattr(vllm_config_module(), "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES", ())
         assert "DeepseekV3ForCausalLM" not in default_v2
-    assert severity(report, "nested_layer_ids") == "error"
+    # 0.22-0.28 (the V1 runner, which reads them): they work, doctor warns that
+    # other releases and the V2 runner ignore them; elsewhere ignored: error
+    reads = _runner(r) == "v1" and r.v1_reads_nested_ids
+    assert severity(report, "nested_layer_ids") == ("warning" if reads else "error")
 
 
 def vllm_config_module():
