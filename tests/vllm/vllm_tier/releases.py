@@ -132,7 +132,7 @@ def series_dir(release: str) -> Path | None:
     DIR/<release>``), else the one VERSIONS.lock gives (``patches/<release>``);
     None without one."""
     base = os.environ.get("VPATCH_PATCHES_DIR")
-    for d in ([Path(base) / release] if base else []) + [pins().get(release).series_dir()]:
+    for d in ([Path(base) / release] if base else []) + [pins().series_dir(release)]:
         if (d / "series").is_file():
             return d
     return None
