@@ -189,16 +189,24 @@ def check_aux(call: dict, layers, num_layers: int) -> None:
 
 
 @contextmanager
-def zero_attention(decoder):
+def stand_in_attention(decoder):
     """Outside the engine there is no attention metadata, and vLLM's CPU
-    attention then leaves its output buffer as it was allocated (NaN, garbage).
-    Make every layer's attention output zeros, so that the residual stream
-    holds values that can be compared (the MLPs and norms still change it)."""
+    attention then leaves its output buffer as allocated (NaN, garbage); with
+    dummy weights (within +-1e-3) the MLPs' updates are also far below the
+    residual stream's rounding. So each layer's attention output is replaced
+    by seeded values of its own: the residual stream then differs from layer
+    to layer, and an aux state of the wrong layer shows."""
     import torch
 
+    def hook(index):
+        def replace(module, args, out):
+            gen = torch.Generator().manual_seed(index)
+            return torch.randn(out.shape, generator=gen).to(out.dtype)
+
+        return replace
+
     handles = [
-        layer.self_attn.register_forward_hook(lambda m, args, out: torch.zeros_like(out))
-        for layer in decoder.layers
+        layer.self_attn.register_forward_hook(hook(i)) for i, layer in enumerate(decoder.layers)
     ]
     try:
         yield

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import Capture, check_aux, direct_forward, zero_attention
+from helpers import Capture, check_aux, direct_forward, stand_in_attention
 
 
 @pytest.mark.patch_effect
@@ -47,14 +47,14 @@ def test_kimi_k25_set_get_reach_the_language_model(kimi_model, kimi_config, mani
     capture = Capture(kimi_model, decoder)
     try:
         kimi_model.set_aux_hidden_state_layers(layers)
-        with zero_attention(decoder), capture.active():
+        with stand_in_attention(decoder), capture.active():
             for num_tokens in (5, 1):
                 direct_forward(kimi_model, kimi_config, num_tokens=num_tokens)
         assert len(capture.calls) == 2
         for call in capture.calls:
             check_aux(call, layers, n)
-            # the layers tell apart (dummy weights still move the residual
-            # stream), so an aux state from the wrong layer would show
+            # the layers tell apart (see stand_in_attention), so an aux
+            # state of the wrong layer would show
             assert not torch.equal(call["expected"][1], call["expected"][3])
         out_lm = direct_forward(decoder, kimi_config, num_tokens=5)
         assert isinstance(out_lm, tuple) and len(out_lm[1]) == len(layers)
