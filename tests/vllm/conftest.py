@@ -4,7 +4,15 @@ be collected here."""
 
 from __future__ import annotations
 
-collect_ignore = ["release", "series", "vllm_tier", "bench_forward.py", "env.py", "fixtures.py"]
+collect_ignore = [
+    "release",
+    "series",
+    "vllm_tier",
+    "bench_forward.py",
+    "env.py",
+    "fixtures.py",
+    "mutants.py",
+]
 
 
 def pytest_terminal_summary(terminalreporter):
