@@ -94,7 +94,11 @@ MUTANTS = (
         "                 positions, hidden_states, residual, llama_4_scaling\n"
         "             )\n"
         "+            if aux_layers and idx in aux_layers:\n"
-        "+                aux_hidden_states.append(\n" + LOOP_AUX + "+                )\n",
+        "+                aux_hidden_states.append(\n" + LOOP_AUX + "+                )\n"
+        # trailing context: git apply anchors a hunk without any to the file's end
+        " \n"
+        "         if not get_pp_group().is_last_rank:\n"
+        "             return IntermediateTensors(\n",
         "the aux state is collected after the layer ran: its output, not its input",
         (AUX,),
     ),
@@ -420,17 +424,18 @@ def main(argv: list[str] | None = None) -> int:
     def one(m: Mutant) -> Result:
         start = time.monotonic()
         try:
-            with build:
-                target = targets.patched(m.release, series[m.name], label=f"mutant-{m.name}")
-        except Exception as e:  # a mutant that does not build is a broken mutant
-            return Result(m, "ERROR", f"did not build: {e}", time.monotonic() - start)
-        try:
+            try:
+                with build:
+                    target = targets.patched(m.release, series[m.name], label=f"mutant-{m.name}")
+            except Exception as e:  # a mutant that does not build is a broken mutant
+                return Result(m, "ERROR", f"did not build: {e}", time.monotonic() - start)
             run = inner(m.release, target, list(m.tests), m.name)
             status, detail = verdict(m, run, baselines[m.release])
+            return Result(m, status, detail, time.monotonic() - start)
         finally:
-            if not args.keep:
-                shutil.rmtree(target, ignore_errors=True)
-        return Result(m, status, detail, time.monotonic() - start)
+            if not args.keep:  # the install, or what a failed build left (.tmp, .tmp.wheel)
+                for f in targets.folder(m.release).glob(f"patched-mutant-{m.name}-{'?' * 12}*"):
+                    shutil.rmtree(f, ignore_errors=True)
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(one, mutants))
