@@ -354,6 +354,8 @@ def verdict(m: Mutant, run: runner.InnerRun, baseline: runner.InnerRun) -> tuple
     failed = _failed(m, run, baseline)
     if run.returncode is None:
         return "ERROR", f"timed out ({run.log})"
+    if not run.cases:  # pytest itself failed (no report): not a test telling
+        return "ERROR", f"{run.crashed} ({run.log})"
     if not failed:
         return "SURVIVED", f"every test passed ({len(run.cases)} cases; {run.log})"
     modes = sorted({c.kernels or "-" for c in failed})
