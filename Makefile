@@ -1,6 +1,7 @@
 # vpatch: the EAGLE-3 patch set for vLLM 0.15.0-0.17.1.
 #   make apply [VLLM=0.15.1]   patched source tree in build/vllm-<release>
 #   make test                  the whole suite (unit, integration, vLLM tier)
+#   make mutants               mutants of the series through the vLLM tier (not in `test`)
 # VLLM defaults to the newest release VERSIONS.lock marks `patched`.
 
 VLLM ?=
@@ -10,7 +11,7 @@ BIN := $(VENV)/bin
 VPATCH := $(BIN)/vpatch
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: apply fetch status wheel test test-unit test-integration test-vllm lint matrix crash \
+.PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint matrix crash \
 	bench-forward bench-wheel bench-matrix bench-install clean
 
 $(BIN)/.installed: pyproject.toml setup.py
@@ -45,6 +46,10 @@ crash: $(BIN)/.installed
 
 test-vllm: $(BIN)/.installed
 	VLLM=$(VLLM) $(PYTEST) tests/vllm
+
+# every mutant of tests/vllm/mutants.py must be killed by the inner suite
+mutants: $(BIN)/.installed
+	$(BIN)/python tests/vllm/mutants.py
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check scripts tests benchmarks setup.py

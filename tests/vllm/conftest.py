@@ -7,7 +7,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-collect_ignore = ["release", "series", "vllm_tier", "bench_forward.py", "env.py", "fixtures.py"]
+collect_ignore = [
+    "release",
+    "series",
+    "vllm_tier",
+    "bench_forward.py",
+    "env.py",
+    "fixtures.py",
+    "mutants.py",
+]
 
 
 def pytest_collection_finish(session):

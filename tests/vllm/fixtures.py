@@ -17,6 +17,12 @@ and writes::
                        config + a tiny MoonViT vision config + media_placeholder_token_id;
                        no weights (load it with load_format="dummy"), same tokenizer,
                        an offline stand-in for its remote-code media processor
+    DIR/deepseek_v2/   DeepseekV2ForCausalLM config (model_type deepseek_v2, greedy softmax
+                       routing, no q_lora, as DeepSeek-V2-Lite); no weights, same tokenizer
+    DIR/kimi_k2/       Kimi-K2's config: DeepseekV3ForCausalLM with model_type kimi_k2,
+                       which transformers does not know: like the real one it names its
+                       config class in auto_map (remote code, a file in the folder); no
+                       weights, same tokenizer
     DIR/manifest.json  the numbers the tests need (layers, vocab, placeholder id)
 
 Nothing is downloaded; env.py caches DIR by the hash of this file.
@@ -136,6 +142,43 @@ def deepseek_v3_weights(gen) -> dict:
         t[s + "up_proj.weight"] = w(MOE_INTERMEDIATE * N_SHARED, HIDDEN)
         t[s + "down_proj.weight"] = w(HIDDEN, MOE_INTERMEDIATE * N_SHARED)
     return t
+
+
+def deepseek_v2_config() -> dict:
+    """DeepSeek-V2 in its own model_type and class (the tests need the config
+    only: SpeculativeConfig admits a target by its text config's model_type)."""
+    c = deepseek_v3_config()
+    c.update(
+        architectures=["DeepseekV2ForCausalLM"],
+        model_type="deepseek_v2",
+        topk_method="greedy",
+        scoring_func="softmax",
+        q_lora_rank=None,
+    )
+    return c
+
+
+# A real Kimi-K2 config says model_type "kimi_k2" with DeepseekV3ForCausalLM;
+# transformers has no "kimi_k2", so the checkpoint ships its config class as
+# remote code (auto_map), as this stand-in does.
+KIMI_K2_CONFIG_MODULE = '''
+from transformers import DeepseekV3Config as _DeepseekV3Config
+
+
+class DeepseekV3Config(_DeepseekV3Config):
+    """Kimi-K2's config class: DeepSeek-V3's under its own model_type."""
+
+    model_type = "kimi_k2"
+'''
+
+
+def kimi_k2_config() -> dict:
+    c = deepseek_v3_config()
+    c.update(
+        model_type="kimi_k2",
+        auto_map={"AutoConfig": "configuration_deepseek.DeepseekV3Config"},
+    )
+    return c
 
 
 EAGLE_HEADS = 4
@@ -345,6 +388,14 @@ def build(out: Path) -> None:
     write_tokenizer(km)
     write_kimi_processor(km)
 
+    for name, config in (("deepseek_v2", deepseek_v2_config()), ("kimi_k2", kimi_k2_config())):
+        d = out / name
+        d.mkdir(exist_ok=True)
+        write_json(d / "config.json", config)
+        write_json(d / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1})
+        write_tokenizer(d)
+    (out / "kimi_k2" / "configuration_deepseek.py").write_text(KIMI_K2_CONFIG_MODULE.lstrip())
+
     write_json(
         out / "manifest.json",
         {
@@ -356,6 +407,8 @@ def build(out: Path) -> None:
             "deepseek_v3": "deepseek_v3",
             "eagle3": "eagle3",
             "kimi_k25": "kimi_k25",
+            "deepseek_v2": "deepseek_v2",
+            "kimi_k2": "kimi_k2",
         },
     )
 

@@ -93,11 +93,8 @@ def manifest() -> dict:
 
 @pytest.fixture(scope="session")
 def paths() -> dict:
-    return {
-        "deepseek_v3": str(FIXTURES / "deepseek_v3"),
-        "eagle3": str(FIXTURES / "eagle3"),
-        "kimi_k25": str(FIXTURES / "kimi_k25"),
-    }
+    names = ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "eagle3")
+    return {name: str(FIXTURES / name) for name in names}
 
 
 @pytest.fixture(scope="session")

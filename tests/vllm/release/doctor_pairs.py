@@ -214,15 +214,8 @@ class Report:
 
 def verdict(target: Path, drafter: Path, pp: int = 1) -> Report:
     """`vpatch doctor` on (target, drafter) with this process's vLLM."""
-    args = [
-        "doctor",
-        "--target",
-        str(target),
-        "--drafter",
-        str(drafter),
-        "--python",
-        sys.executable,
-    ]
+    args = ["doctor", "--target", str(target), "--drafter", str(drafter)]
+    args += ["--python", sys.executable]
     args += ["--pipeline-parallel-size", str(pp), "--format", "json"]
     out = _json(vpatch(*args), (0, 1))
     found = [SimpleNamespace(**f) for f in out["findings"]]

@@ -33,6 +33,26 @@ def engine_args(model: str, **kw):
     return EngineArgs(model=model, **engine_kwargs(**kw))
 
 
+# The targets SpeculativeConfig must admit for EAGLE-3, and the model_type of
+# each one's text config, which is what it matches its allowlist against (an
+# entry matches when it is a substring). Kimi-K2's config says kimi_k2 and is
+# remote code (trust_remote_code); Kimi-K2.5's text config is DeepSeek-V3's,
+# as vLLM's KimiK25Config always makes it.
+TARGETS = {
+    "deepseek_v2": "deepseek_v2",
+    "deepseek_v3": "deepseek_v3",
+    "kimi_k2": "kimi_k2",
+    "kimi_k25": "deepseek_v3",
+}
+
+
+def target_args(paths: dict, target: str, **kw):
+    """The engine arguments of one of TARGETS (no weights are loaded)."""
+    if target == "kimi_k2":
+        kw.setdefault("trust_remote_code", True)
+    return engine_args(paths[target], load_format="dummy", **kw)
+
+
 def greedy(max_tokens: int):
     from vllm import SamplingParams
 
@@ -56,8 +76,11 @@ class Capture:
     more without aux layers so that the engine stays consistent for the next
     test; the error is raised when the generate is over."""
 
-    def __init__(self, model):
+    def __init__(self, model, decoder=None):
         self.model = model
+        # the DeepseekV2Model whose layers are hooked: model.model, or the
+        # language model's for a wrapper such as Kimi-K2.5
+        self.decoder = decoder if decoder is not None else model.model
         self.calls: list[dict] = []
         self.errors: list[Exception] = []
         self._handles = []
@@ -93,7 +116,7 @@ class Capture:
             self.errors.append(e)
 
     def _without_aux(self, orig, args, kwargs):
-        inner = self.model.model
+        inner = self.decoder
         layers = getattr(inner, "aux_hidden_state_layers", ())
         inner.aux_hidden_state_layers = ()
         try:
@@ -103,7 +126,7 @@ class Capture:
 
     @contextmanager
     def active(self):
-        inner = self.model.model
+        inner = self.decoder
         n = len(inner.layers)
         for i in range(n):
             self._handles.append(
@@ -136,6 +159,60 @@ class Capture:
             self._handles.clear()
         if self.errors:
             raise self.errors[0]
+
+
+def check_aux(call: dict, layers, num_layers: int) -> None:
+    """One forward call recorded by Capture returned the hidden states and, for
+    each requested layer in order, exactly the input the hooks captured."""
+    import torch
+
+    out = call["out"]
+    assert isinstance(out, tuple) and len(out) == 2, (
+        f"forward returned {type(out).__name__}, expected (hidden_states, aux_hidden_states)"
+    )
+    hidden, aux = out
+    assert isinstance(hidden, torch.Tensor)
+    assert isinstance(aux, list | tuple) and len(aux) == len(layers), (
+        f"{len(aux)} aux hidden states for layers {layers}"
+    )
+    # The hidden states are still the normalised output of the model.
+    assert torch.equal(hidden, call["norm_out"])
+    for layer, got in zip(sorted(layers), aux, strict=True):
+        want = call["expected"][layer]
+        assert got.dtype == torch.float32
+        assert got.shape == want.shape, (layer, got.shape, want.shape)
+        assert torch.equal(got, want), (
+            f"aux hidden state of layer {layer} (of {num_layers}) differs from the "
+            f"input captured by the hook ({want.shape[0]} tokens): "
+            f"max |diff| = {(got - want).abs().max().item()}"
+        )
+
+
+@contextmanager
+def stand_in_attention(decoder):
+    """Outside the engine there is no attention metadata, and vLLM's CPU
+    attention then leaves its output buffer as allocated (NaN, garbage); with
+    dummy weights (within +-1e-3) the MLPs' updates are also far below the
+    residual stream's rounding. So each layer's attention output is replaced
+    by seeded values of its own: the residual stream then differs from layer
+    to layer, and an aux state of the wrong layer shows."""
+    import torch
+
+    def hook(index):
+        def replace(module, args, out):
+            gen = torch.Generator().manual_seed(index)
+            return torch.randn(out.shape, generator=gen).to(out.dtype)
+
+        return replace
+
+    handles = [
+        layer.self_attn.register_forward_hook(hook(i)) for i, layer in enumerate(decoder.layers)
+    ]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def direct_forward(model, vllm_config, num_tokens: int = 5):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import PROMPTS, Capture, direct_forward, greedy
+from helpers import PROMPTS, Capture, check_aux, direct_forward, greedy
 
 # Every test here also runs under the CUDA contract ([cuda]): aux states are
 # read after the whole forward, after the in-place writes the GPU would make.
@@ -13,33 +13,17 @@ pytestmark = [pytest.mark.usefixtures("aux_reset"), pytest.mark.kernels]
 
 
 def _run_with_aux(llm, model, capture: Capture, layers):
+    """One real generate with aux layers set. Two prompts, one stopping after
+    2 tokens and one after 4: the steps are a prefill of both, a decode of 2
+    tokens, then decodes of a single token. An aux state wrong only for some
+    batch shapes (a decode of one token, or many tokens) shows in one of them."""
     model.set_aux_hidden_state_layers(tuple(layers))
     with capture.active():
-        llm.generate(PROMPTS[:2], greedy(2), use_tqdm=False)
+        llm.generate(PROMPTS[:2], [greedy(2), greedy(4)], use_tqdm=False)
     assert capture.calls, "the model's forward was never called"
+    sizes = sorted({call["expected"][0].shape[0] for call in capture.calls})
+    assert sizes[0] == 1 and len(sizes) >= 3, f"tokens per forward call: {sizes}"
     return capture.calls
-
-
-def _check_call(call, layers, num_layers):
-    out = call["out"]
-    assert isinstance(out, tuple) and len(out) == 2, (
-        f"forward returned {type(out).__name__}, expected (hidden_states, aux_hidden_states)"
-    )
-    hidden, aux = out
-    assert isinstance(hidden, torch.Tensor)
-    assert isinstance(aux, list | tuple) and len(aux) == len(layers), (
-        f"{len(aux)} aux hidden states for layers {layers}"
-    )
-    # The hidden states are still the normalised output of the model.
-    assert torch.equal(hidden, call["norm_out"])
-    for layer, got in zip(sorted(layers), aux, strict=True):
-        want = call["expected"][layer]
-        assert got.dtype == torch.float32
-        assert got.shape == want.shape, (layer, got.shape, want.shape)
-        assert torch.equal(got, want), (
-            f"aux hidden state of layer {layer} (of {num_layers}) differs from the "
-            f"input captured by the hook: max |diff| = {(got - want).abs().max().item()}"
-        )
 
 
 @pytest.mark.patch_effect
@@ -48,7 +32,7 @@ def test_default_aux_layers(llm, model, capture, manifest):
     layers = model.get_eagle3_aux_hidden_state_layers()
     assert tuple(layers) == (2, n // 2, n - 3) == tuple(manifest["default_aux_layers"])
     for call in _run_with_aux(llm, model, capture, layers):
-        _check_call(call, layers, n)
+        check_aux(call, layers, n)
 
 
 @pytest.mark.patch_effect
@@ -58,7 +42,7 @@ def test_explicit_aux_layers_with_layer_0(llm, model, capture, manifest):
     layers = (0, 1, n - 1)
     calls = _run_with_aux(llm, model, capture, layers)
     for call in calls:
-        _check_call(call, layers, n)
+        check_aux(call, layers, n)
         # layer 0: just the embeddings (no residual yet)
         assert torch.equal(call["out"][1][0], call["expected"][0])
 
@@ -98,7 +82,7 @@ def test_final_index_is_pre_norm_output(llm, model, capture, manifest):
     n = manifest["num_layers"]
     layers = (3, n)
     for call in _run_with_aux(llm, model, capture, layers):
-        _check_call(call, layers, n)
+        check_aux(call, layers, n)
 
 
 @pytest.mark.patch_effect

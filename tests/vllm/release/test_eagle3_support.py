@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import direct_forward
+from helpers import Capture, check_aux, direct_forward, stand_in_attention
 
 
 @pytest.mark.patch_effect
@@ -39,17 +39,25 @@ def test_kimi_k25_set_get_reach_the_language_model(kimi_model, kimi_config, mani
     assert tuple(kimi_model.get_eagle3_aux_hidden_state_layers()) == (2, n // 2, n - 3)
     if hasattr(lm, "get_eagle3_aux_hidden_state_layers"):
         assert tuple(lm.get_eagle3_aux_hidden_state_layers()) == (2, n // 2, n - 3)
-    # set: the wrapper's forward, and the language model's decoder itself,
-    # then return the aux hidden states of the requested layers
+    # set: the wrapper's forward returns, for each requested layer, exactly the
+    # input that reached that layer of the language model (hooks on its
+    # decoder layers and final norm take copies), for a prefill-sized and a
+    # single-token call alike; the decoder itself returns them too.
+    layers = (1, 3, n)
+    capture = Capture(kimi_model, decoder)
     try:
-        kimi_model.set_aux_hidden_state_layers((1, 3))
-        out = direct_forward(kimi_model, kimi_config, num_tokens=5)
-        assert isinstance(out, tuple) and len(out) == 2, type(out)
-        hidden, aux = out
-        assert len(aux) == 2
-        assert all(a.shape == hidden.shape == (5, manifest["hidden_size"]) for a in aux)
+        kimi_model.set_aux_hidden_state_layers(layers)
+        with stand_in_attention(decoder), capture.active():
+            for num_tokens in (5, 1):
+                direct_forward(kimi_model, kimi_config, num_tokens=num_tokens)
+        assert len(capture.calls) == 2
+        for call in capture.calls:
+            check_aux(call, layers, n)
+            # the layers tell apart (see stand_in_attention), so an aux
+            # state of the wrong layer would show
+            assert not torch.equal(call["expected"][1], call["expected"][3])
         out_lm = direct_forward(decoder, kimi_config, num_tokens=5)
-        assert isinstance(out_lm, tuple) and len(out_lm[1]) == 2
+        assert isinstance(out_lm, tuple) and len(out_lm[1]) == len(layers)
     finally:
         if hasattr(kimi_model, "set_aux_hidden_state_layers"):
             kimi_model.set_aux_hidden_state_layers(())

@@ -26,5 +26,7 @@ def ensure(release: str) -> Path:
             env={**os.environ, "PYTHONPYCACHEPREFIX": str(cache.root() / "pycache")},
         ),
         "the tiny model fixtures",
-        prune="*",
+        # No pruning: checkouts that share the cache (worktrees of branches
+        # with different fixtures.py) run side by side, and pruning deleted
+        # the fixtures under another checkout's running session. Each is 3 MB.
     )

@@ -1,0 +1,464 @@
+"""Mutation runs of the tier (``make mutants``): does the inner suite bite
+everywhere?
+
+Each mutant is one small, named edit of one patch of a series (old text ->
+new text, in a copy of the series), the kind of mistake a port or a rebase
+could make. It is built into an install of its own through the tier
+(``vllm_tier.targets.patched(..., label="mutant-<name>")``: ``vpatch wheel``
+applies the mutated series, so a mutant that no longer applies is an error,
+not a kill), and the inner tests that matter for it run against it. The
+mutant is killed when a test that passes with the real series fails with it,
+in either kernel mode; a mutant marked ``cuda_only`` must be killed in
+``[cuda]`` and nowhere in ``[cpu]`` (the aliasing the CUDA contract exists
+for). A table and the score are printed; the exit status is 1 when any mutant
+survives or cannot be built.
+
+Dropping an allowlist entry of patch 0004 is a mutant per entry, unless
+another entry is a substring of it: the check admits a target when any entry
+is a substring of its text model_type, so such a drop admits exactly the same
+targets (equivalent; listed with the reason, not run).
+
+    .venv/bin/python tests/vllm/mutants.py               # every mutant
+    .venv/bin/python tests/vllm/mutants.py --only tuple-always --keep
+
+Each mutant's install (225 MB for 0.17.1, 517 MB for 0.32.0) is deleted after
+its run unless ``--keep``; logs and mutated series stay in a temporary folder
+(printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from vllm_tier import models, releases, runner, targets
+from vllm_tier.log import say
+from vpatch import series as vseries
+
+INNER = runner.INNER
+AUX = "test_aux_hidden_states.py"
+SUPPORT = "test_eagle3_support.py"
+PROPOSER = "test_proposer.py"
+CONFIG = "test_speculative_config.py"
+
+# Per release: the pytest arguments of every run (the baseline's and the
+# mutants'). 0.32.0's series is only the layer-0 fix: its layer-0 tests.
+SELECT = {"0.17.1": (), "0.32.0": ("-m", "layer0_fix")}
+
+# In the 0.17.1 series (patch 0001), the aux state of a layer inside the loop
+# (20 spaces: the final norm's line is indented less).
+LOOP_AUX = "+                    hidden_states if residual is None else hidden_states + residual\n"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    release: str
+    patch: str  # the patch file's number, "0001"
+    old: str  # text of the patch file, found exactly once
+    new: str
+    why: str  # the mistake it stands for
+    tests: tuple[str, ...]  # inner test files that matter for it
+    cuda_only: bool = False  # killed in [cuda] only (aliasing)
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    name: str
+    release: str
+    patch: str
+    why: str
+
+
+MUTANTS = (
+    Mutant(
+        "collect-after-layer",
+        "0.17.1",
+        "0001",
+        "+            if aux_layers and idx in aux_layers:\n"
+        "+                # EAGLE-3 takes the input of the layer; the first layer on the\n"
+        "+                # first rank has no residual yet.\n"
+        "+                aux_hidden_states.append(\n" + LOOP_AUX + "+                )\n"
+        "             hidden_states, residual = layer(\n"
+        "                 positions, hidden_states, residual, llama_4_scaling\n"
+        "             )\n",
+        "             hidden_states, residual = layer(\n"
+        "                 positions, hidden_states, residual, llama_4_scaling\n"
+        "             )\n"
+        "+            if aux_layers and idx in aux_layers:\n"
+        "+                aux_hidden_states.append(\n" + LOOP_AUX + "+                )\n"
+        # trailing context: git apply anchors a hunk without any to the file's end
+        " \n"
+        "         if not get_pp_group().is_last_rank:\n"
+        "             return IntermediateTensors(\n",
+        "the aux state is collected after the layer ran: its output, not its input",
+        (AUX,),
+    ),
+    Mutant(
+        "residual-dropped",
+        "0.17.1",
+        "0001",
+        LOOP_AUX,
+        "+                    hidden_states\n",
+        "the aux state is the layer's hidden_states without the residual added",
+        (AUX,),
+    ),
+    Mutant(
+        "final-index-dropped",
+        "0.17.1",
+        "0001",
+        "+        # Index num_hidden_layers selects the input of the final norm.\n"
+        "+        if aux_layers and len(self.layers) in aux_layers:\n"
+        "+            aux_hidden_states.append(\n"
+        "+                hidden_states if residual is None else hidden_states + residual\n"
+        "+            )\n"
+        "+\n",
+        "",
+        "index num_layers (the final norm's input) is accepted but never collected",
+        (AUX,),
+    ),
+    Mutant(
+        "defaults-changed",
+        "0.17.1",
+        "0001",
+        "+        return (2, num_layers // 2, num_layers - 3)\n",
+        "+        return (2, num_layers // 2, num_layers - 2)\n",
+        "the default aux layers are off by one (n-2 instead of n-3)",
+        (AUX,),
+    ),
+    Mutant(
+        "validation-removed",
+        "0.17.1",
+        "0001",
+        "+        _validate_aux_hidden_state_layers(self.model, layers)\n",
+        "",
+        "set_aux_hidden_state_layers no longer validates: out-of-range and "
+        "unowned layers are dropped silently",
+        (AUX,),
+    ),
+    Mutant(
+        "ownership-check-removed",
+        "0.17.1",
+        "0001",
+        "+    unowned = [i for i in layers if i not in owned]\n",
+        "+    unowned: list[int] = []\n",
+        "layers of another pipeline-parallel rank are accepted (range is still checked)",
+        (AUX,),
+    ),
+    Mutant(
+        "tuple-always",
+        "0.17.1",
+        "0001",
+        "+        if aux_hidden_states:\n",
+        "+        if aux_layers is not None:\n",
+        "forward returns (hidden_states, []) even with no aux layers",
+        (AUX,),
+    ),
+    Mutant(
+        "corrupt-decode",
+        "0.17.1",
+        "0001",
+        LOOP_AUX,
+        "+                    hidden_states if residual is None or hidden_states.shape[0] == 1"
+        " else hidden_states + residual\n",
+        "the aux state is wrong (no residual) only on single-token steps: decode of one sequence",
+        (AUX,),
+    ),
+    Mutant(
+        "corrupt-batch",
+        "0.17.1",
+        "0001",
+        LOOP_AUX,
+        "+                    hidden_states if residual is None or hidden_states.shape[0] > 1"
+        " else hidden_states + residual\n",
+        "the aux state is wrong (no residual) only on steps of more than one token",
+        (AUX,),
+    ),
+    Mutant(
+        "wrapper-set-noop",
+        "0.17.1",
+        "0002",
+        "+        self.language_model.set_aux_hidden_state_layers(layers)\n",
+        "+        pass\n",
+        "Kimi-K2.5's set_aux_hidden_state_layers does not reach its language model",
+        (SUPPORT,),
+    ),
+    Mutant(
+        "wrapper-get-noop",
+        "0.17.1",
+        "0002",
+        "+        return self.language_model.get_eagle3_aux_hidden_state_layers()\n",
+        "+        return ()\n",
+        "Kimi-K2.5's get_eagle3_aux_hidden_state_layers does not ask its language model",
+        (SUPPORT,),
+    ),
+    Mutant(
+        "alias-wrong-attribute",
+        "0.17.1",
+        "0003",
+        "+                    target_model.config.media_placeholder_token_id\n",
+        "+                    target_model.config.pad_token_id\n",
+        "the drafter's image_token_index is read from another attribute of the Kimi config",
+        (PROPOSER,),
+    ),
+    Mutant(
+        "aliasing",
+        "0.32.0",
+        "0001",
+        "+                    aux_hidden_state = hidden_states.clone()\n",
+        "+                    aux_hidden_state = hidden_states\n",
+        "layer 0's aux state is the embedding tensor itself, which CUDA's fused_add_rms_norm "
+        "overwrites as layer 0's residual (the old fix, tests/vllm/series/0.32.0-aliasing)",
+        (AUX,),
+        cuda_only=True,
+    ),
+)
+
+ALLOWLIST_PATCH = ("0.17.1", "0004")
+_ENTRY = re.compile(r'^([ +])\s+"([a-z0-9_]+)",$')
+
+
+def allowlist_mutants() -> tuple[list[Mutant], list[Equivalent]]:
+    """One mutant per entry patch 0004 adds (its line dropped), or, when another
+    entry (added or already there) is a substring of it, an equivalent: the
+    check is `any(entry in model_type ...)`, so every model_type the dropped
+    entry matches is still matched by the other one."""
+    release, number = ALLOWLIST_PATCH
+    text = patch_file(release, number).read_text()
+    entries = [(m.group(1), m.group(2)) for m in map(_ENTRY.match, text.splitlines()) if m]
+    names = [name for _, name in entries]
+    found, same = [], []
+    for sign, entry in entries:
+        if sign != "+":
+            continue
+        covering = [o for o in names if o != entry and o in entry]
+        name = f"allowlist-drop-{entry}"
+        if covering:
+            same.append(
+                Equivalent(
+                    name,
+                    release,
+                    number,
+                    f'"{covering[0]}" is a substring of "{entry}": every model_type that '
+                    f'contains "{entry}" contains "{covering[0]}", so the check admits the '
+                    "same targets without it",
+                )
+            )
+            continue
+        found.append(
+            Mutant(
+                name,
+                release,
+                number,
+                f'+            "{entry}",\n',
+                "",
+                f"SpeculativeConfig refuses eagle3 for text model_type {entry}",
+                (CONFIG,),
+            )
+        )
+    return found, same
+
+
+def patch_file(release: str, number: str) -> Path:
+    sdir = releases.series_dir(release)
+    assert sdir is not None, f"no series for {release}"
+    (path,) = sdir.glob(f"{number}-*.patch")
+    return path
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+
+
+def _counts(text: str) -> tuple[int, int]:
+    """(old, new) line counts of hunk body lines: context counts for both."""
+    lines = text.splitlines()
+    old = sum(1 for line in lines if line[:1] in (" ", "-"))
+    new = sum(1 for line in lines if line[:1] in (" ", "+"))
+    return old, new
+
+
+def mutate(text: str, old: str, new: str) -> str:
+    """`text` (a patch) with `old` replaced by `new`, the hunk header around it
+    corrected for the lines added or removed (and the next hunks' new start)."""
+    if text.count(old) != 1:
+        raise ValueError(f"expected the mutated text once in the patch, found {text.count(old)}")
+    at = text.index(old)
+    (o1, n1), (o2, n2) = _counts(old), _counts(new)
+    d_old, d_new = o2 - o1, n2 - n1
+    out = text[:at] + new + text[at + len(old) :]
+    lines = out.splitlines(keepends=True)
+    # the hunk holding the edit: the last header before it
+    line_at = text[:at].count("\n")
+    header = max(i for i, line in enumerate(lines[: line_at + 1]) if line.startswith("@@ "))
+    for i in range(header, len(lines)):
+        m = _HUNK.match(lines[i].rstrip("\n"))
+        if m is None:
+            if lines[i].startswith("diff --git") and i > header:
+                break  # the next file: its line numbers are its own
+            continue
+        a, b, c, d, rest = m.groups()
+        b_, d_ = int(b or 1), int(d or 1)
+        if i == header:
+            b_, d_ = b_ + d_old, d_ + d_new
+            lines[i] = f"@@ -{a},{b_} +{c},{d_} @@{rest}\n"
+        else:  # later hunks of the same file start lower or higher in the result
+            lines[i] = f"@@ -{a},{b_} +{int(c) + d_new - d_old},{d_} @@{rest}\n"
+    return "".join(lines)
+
+
+def mutated_series(m: Mutant, work: Path) -> Path:
+    """A copy of the release's series with the mutant's edit in its patch."""
+    src = releases.series_dir(m.release)
+    assert src is not None
+    dest = work / m.name / m.release
+    shutil.copytree(src, dest)
+    path = dest / patch_file(m.release, m.patch).name
+    path.write_text(mutate(path.read_text(), m.old, m.new))
+    vseries.load(dest)  # it still parses as a series (each patch as a diff)
+    return dest
+
+
+@dataclass
+class Result:
+    mutant: Mutant
+    status: str  # killed | SURVIVED | ERROR
+    detail: str
+    seconds: float
+
+
+def _failed(m: Mutant, run: runner.InnerRun, baseline: runner.InnerRun) -> list[runner.Case]:
+    """The mutant's tests that pass with the real series and fail (or are
+    missing) with the mutant. The baseline ran every file of the release."""
+    modules = {f.removesuffix(".py") for f in m.tests}
+    out = []
+    for cid, base in baseline.cases.items():
+        if base.outcome != "passed" or cid.split("::")[0] not in modules:
+            continue
+        got = run.cases.get(cid)
+        if got is None:
+            out.append(runner.Case(cid, "missing", props=base.props))
+        elif got.outcome in ("failed", "error"):
+            out.append(got)
+    return out
+
+
+def verdict(m: Mutant, run: runner.InnerRun, baseline: runner.InnerRun) -> tuple[str, str]:
+    failed = _failed(m, run, baseline)
+    if run.returncode is None:
+        return "ERROR", f"timed out ({run.log})"
+    if not run.cases:  # pytest itself failed (no report): not a test telling
+        return "ERROR", f"{run.crashed} ({run.log})"
+    if not failed:
+        return "SURVIVED", f"every test passed ({len(run.cases)} cases; {run.log})"
+    modes = sorted({c.kernels or "-" for c in failed})
+    first = failed[0]
+    detail = f"{len(failed)} failed [{', '.join(modes)}], e.g. {first.id}"
+    if first.message:
+        detail += f": {first.message[:90]}"
+    if m.cuda_only:
+        cpu = [c for c in failed if c.kernels != "cuda"]
+        if cpu:
+            return "ERROR", f"expected to fail in [cuda] only, failed {cpu[0].id}"
+        detail += "; every [cpu] test passed"
+    return "killed", detail
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", help="run this mutant (repeatable)")
+    ap.add_argument("--keep", action="store_true", help="keep the mutants' installs")
+    ap.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    args = ap.parse_args(argv)
+    t0 = time.monotonic()
+
+    drops, equivalents = allowlist_mutants()
+    mutants = [*MUTANTS, *drops]
+    if args.only:
+        unknown = set(args.only) - {m.name for m in mutants}
+        if unknown:
+            ap.error(f"unknown mutant(s): {', '.join(sorted(unknown))}")
+        mutants = [m for m in mutants if m.name in args.only]
+    work = Path(tempfile.mkdtemp(prefix="vpatch-mutants-"))
+    say(f"{len(mutants)} mutants; logs and mutated series in {work}")
+    # every edit still applies textually before anything is built
+    series = {m.name: mutated_series(m, work) for m in mutants}
+
+    wanted = sorted({m.release for m in mutants})
+    fixtures = models.ensure(wanted[0])
+    files = {r: sorted({f for m in mutants if m.release == r for f in m.tests}) for r in wanted}
+
+    def inner(release: str, target: Path, tests: list[str], name: str) -> runner.InnerRun:
+        return runner.run_inner(
+            release,
+            "patched",
+            work / "runs",
+            fixtures=fixtures,
+            target=target,
+            tests=tuple(str(INNER / f) for f in tests),
+            pytest_args=SELECT[release],
+            name=name,
+        )
+
+    # the real series on each release: which tests pass, the ones that can kill
+    base_targets = {r: targets.patched(r) for r in wanted}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {
+            r: pool.submit(inner, r, base_targets[r], files[r], f"baseline-{r}") for r in wanted
+        }
+        baselines = {r: f.result() for r, f in futures.items()}
+    for r, b in baselines.items():
+        passed = sum(c.outcome == "passed" for c in b.cases.values())
+        say(f"baseline {r}: {passed}/{len(b.cases)} passed in {b.seconds:.0f}s")
+        if b.crashed or not passed:
+            print(f"the real series of {r} does not pass its tests: {b.crashed}\n{b.tail()}")
+            return 2
+
+    build = threading.Lock()  # one vpatch wheel at a time; the runs in parallel
+
+    def one(m: Mutant) -> Result:
+        start = time.monotonic()
+        try:
+            try:
+                with build:
+                    target = targets.patched(m.release, series[m.name], label=f"mutant-{m.name}")
+            except Exception as e:  # a mutant that does not build is a broken mutant
+                return Result(m, "ERROR", f"did not build: {e}", time.monotonic() - start)
+            run = inner(m.release, target, list(m.tests), m.name)
+            status, detail = verdict(m, run, baselines[m.release])
+            return Result(m, status, detail, time.monotonic() - start)
+        finally:
+            if not args.keep:  # the install, or what a failed build left (.tmp, .tmp.wheel)
+                for f in targets.folder(m.release).glob(f"patched-mutant-{m.name}-{'?' * 12}*"):
+                    shutil.rmtree(f, ignore_errors=True)
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(one, mutants))
+
+    took = time.monotonic() - t0
+    width = max(len(m.name) for m in mutants)
+    print(f"\n{'mutant':{width}}  release patch  result    time  tests that told")
+    for r in results:
+        m = r.mutant
+        row = f"{m.name:{width}}  {m.release:7} {m.patch}   {r.status:8} {r.seconds:4.0f}s"
+        print(f"{row}  {r.detail}")
+        print(f"{'':{width}}  ({m.why})")
+    for e in equivalents:
+        print(f"{e.name:{width}}  {e.release:7} {e.patch}   equivalent, not run: {e.why}")
+    killed = sum(r.status == "killed" for r in results)
+    print(
+        f"\n{killed}/{len(results)} mutants killed, {len(equivalents)} equivalent left out; "
+        f"{took / 60:.1f} min with {args.jobs} at once (logs: {work})"
+    )
+    return 0 if killed == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
