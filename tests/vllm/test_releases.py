@@ -135,11 +135,6 @@ def _prepare_and_start(session: Session, test: str, release: str) -> None:
                 inifile=None,
                 confcutdir=None,
                 pytest_args=("-p", "no:cacheprovider", "-p", "cuda_contract", "-q"),
-                # vLLM's defaults, as its CI runs the test: MLA attention, the
-                # path DeepSeek takes on B200. (With MLA disabled, the CPU
-                # attention of a forward without metadata leaves its output
-                # uninitialised, and the test compares garbage.)
-                extra_env={"VLLM_MLA_DISABLE": None},
             )
     elif test == "test_upstream_tests_on_patched_tree":
         root = session.upstream_roots[release] = made["rootdir"]

@@ -120,11 +120,7 @@ def run_inner(
     env = runtime_env(target, fixtures, venvs.overlay(release))
     env["VPATCH_VLLM_VARIANT"] = variant
     env["VPATCH_VLLM_RELEASE"] = release
-    for k, v in (extra_env or {}).items():  # None: leave the variable out
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
+    env.update(extra_env or {})
     cmd = [
         str(py),
         "-m",
