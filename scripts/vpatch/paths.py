@@ -14,12 +14,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
 from pathlib import Path, PurePosixPath
 
 from .errors import UnsafePathError, disk_error
 
 PARTIAL = ".vpatch-partial"
-_TEMP = re.compile(r"^\..+\.(\d+)\.(part|tmp)$")
+_TEMP = re.compile(r"^\..+\.(\d+)(?:-\d+)?\.(part|tmp)$")
 
 
 def safe_relpath(name: str, what: str) -> PurePosixPath:
@@ -61,8 +62,11 @@ def empty(folder: Path) -> None:
 
 def tmp_path(path: Path, kind: str = "tmp") -> Path:
     """The temporary name a file is written under before it is renamed to
-    path: `.<name>.<pid>.<kind>` beside it (kind: part for downloads, tmp)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{kind}")
+    path: `.<name>.<pid>-<thread>.<kind>` beside it (kind: part for
+    downloads, tmp). The thread id keeps two threads of one process (a
+    library caller building in parallel) off each other's file; the pid
+    tells sweep whether its writer is gone."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{threading.get_native_id()}.{kind}")
 
 
 def alive(pid: int) -> bool:

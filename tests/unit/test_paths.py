@@ -1,11 +1,14 @@
 """paths.py: nothing an archive, a wheel or a patch names may land outside
 its destination."""
 
+import subprocess
+import sys
+import threading
 from pathlib import Path, PurePosixPath
 
 import pytest
 from vpatch.errors import UnsafePathError
-from vpatch.paths import check_link, empty, inside, safe_relpath
+from vpatch.paths import check_link, empty, inside, safe_relpath, sweep, tmp_path
 
 
 @pytest.mark.parametrize("name", ["vllm/a.py", "a", "vllm/..b/c..py", "dir/"])
@@ -72,3 +75,33 @@ def test_empty_keeps_the_folder_and_does_not_follow_links(tmp_path):
     empty(folder)
     assert folder.is_dir() and list(folder.iterdir()) == []
     assert (keep / "precious").read_text() == "x"  # the link went, not what it points at
+
+
+def test_two_threads_write_under_different_temporary_names(tmp_path):
+    """Two threads of one process fetching the same artifact must not share a
+    temporary file (one would rename it under the other)."""
+    target = tmp_path / "x.whl"
+    names: list[Path] = []
+    threads = [threading.Thread(target=lambda: names.append(tmp_path_of(target))) for _ in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(names)) == 2
+
+
+def tmp_path_of(target: Path) -> Path:
+    return tmp_path(target, "part")
+
+
+def test_sweep_removes_only_files_of_gone_processes(tmp_path):
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = int(gone.stdout)
+    mine = tmp_path_of(tmp_path / "x.whl")
+    for name in (f".x.whl.{dead}-7.part", f".y.{dead}.tmp", mine.name, "x.whl"):
+        (tmp_path / name).write_text("")
+    removed = sorted(p.name for p in sweep(tmp_path))
+    assert removed == sorted([f".x.whl.{dead}-7.part", f".y.{dead}.tmp"])
+    assert mine.exists() and (tmp_path / "x.whl").exists()
