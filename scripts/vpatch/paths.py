@@ -17,7 +17,7 @@ import shutil
 import threading
 from pathlib import Path, PurePosixPath
 
-from .errors import UnsafePathError, disk_error
+from .errors import TreeError, UnsafePathError, disk_error
 
 PARTIAL = ".vpatch-partial"
 _TEMP = re.compile(r"^\..+\.(\d+)(?:-\d+)?\.(part|tmp)$")
@@ -58,6 +58,20 @@ def empty(folder: Path) -> None:
             shutil.rmtree(p)
         else:
             p.unlink()
+
+
+def make_folder(dest: Path, what: str) -> bool:
+    """Make dest (and its parents) unless it is a folder already; whether this
+    made it, so that a failed run removes only what it created. A file there
+    is refused (TreeError)."""
+    if dest.exists() and not dest.is_dir():
+        raise TreeError(f"{dest} exists and is not a folder; pick an empty or new one")
+    created = not dest.exists()
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise disk_error(e, f"cannot make {what}") from None
+    return created
 
 
 def tmp_path(path: Path, kind: str = "tmp") -> Path:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from . import gitutil, lock, series, sources
 from .errors import GitError, PatchError, TreeError, disk_error
-from .paths import PARTIAL, empty, sweep, write_atomic
+from .paths import PARTIAL, empty, make_folder, sweep, write_atomic
 
 BASE_TAG = "vpatch/base-{}"
 JOURNAL = "vpatch-applying"  # in .git: the HEAD before the series, while it is applied
@@ -158,13 +158,7 @@ def apply(
     (or new) folder, or continue a vpatch tree of the same release, then
     apply the series' missing patches, all or nothing. A folder this made is
     removed again when nothing could be applied."""
-    if dest.exists() and not dest.is_dir():
-        raise TreeError(f"{dest} exists and is not a folder")
-    created = not dest.exists()
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise disk_error(e, "cannot make the tree") from None
+    created = make_folder(dest, "the tree")
     result = Applied(dest, release.version, created=created)
     try:
         with locked(dest):

@@ -7,8 +7,8 @@ import threading
 from pathlib import Path, PurePosixPath
 
 import pytest
-from vpatch.errors import UnsafePathError
-from vpatch.paths import check_link, empty, inside, safe_relpath, sweep, tmp_path
+from vpatch.errors import TreeError, UnsafePathError
+from vpatch.paths import check_link, empty, inside, make_folder, safe_relpath, sweep, tmp_path
 
 
 @pytest.mark.parametrize("name", ["vllm/a.py", "a", "vllm/..b/c..py", "dir/"])
@@ -105,3 +105,13 @@ def test_sweep_removes_only_files_of_gone_processes(tmp_path):
     removed = sorted(p.name for p in sweep(tmp_path))
     assert removed == sorted([f".x.whl.{dead}-7.part", f".y.{dead}.tmp"])
     assert mine.exists() and (tmp_path / "x.whl").exists()
+
+
+def test_make_folder_says_whether_it_made_it_and_refuses_a_file(tmp_path):
+    new = tmp_path / "a" / "b"
+    assert make_folder(new, "the tree") is True
+    assert make_folder(new, "the tree") is False
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(TreeError, match="exists and is not a folder"):
+        make_folder(tmp_path / "f", "the tree")
+    assert (tmp_path / "f").read_text() == "x"

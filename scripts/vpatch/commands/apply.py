@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import lock, series, sources
 from .. import tree as trees
 from ..errors import ConfigError, TreeError, disk_error
-from ..paths import PARTIAL
+from ..paths import PARTIAL, make_folder
 from ..sources.cache import Say, download, quiet
 
 
@@ -32,13 +32,7 @@ def fetch(
             raise ConfigError(f"--source {source} has nothing to cache; give --dest DIR")
         path = download(release.artifact(kind), offline, say)
         return release, path, path.name
-    if dest.exists() and not dest.is_dir():
-        raise TreeError(f"{dest} is not an empty folder; pick an empty or new one")
-    created = not dest.exists()
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise disk_error(e, "cannot make the folder") from None
+    created = make_folder(dest, "the folder")
     try:
         with trees.locked(dest):
             marker = dest / PARTIAL
