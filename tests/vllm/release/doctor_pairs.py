@@ -21,6 +21,7 @@ from the tiny fixtures (tests/vllm/fixtures.py: target n = 8 layers, hidden
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -191,9 +192,11 @@ def _json(proc: subprocess.CompletedProcess, ok_codes: tuple[int, ...]) -> dict:
     return json.loads(proc.stdout)
 
 
+@functools.cache
 def environment():
     """What `vpatch check --python sys.executable` says about this process's
-    vLLM: (its dist and version, whether EAGLE-3 is ready)."""
+    vLLM: (its dist and version, whether EAGLE-3 is ready). Asked once: the
+    vLLM of a process does not change, and every pair test wants it."""
     out = _json(vpatch("check", "--python", sys.executable, "--format", "json"), (0, 1))
     vllm = out["vllm"]
     return SimpleNamespace(dist=vllm["dist"], version=vllm["version"]), out["eagle3_ready"]
