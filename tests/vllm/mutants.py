@@ -375,7 +375,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", help="run this mutant (repeatable)")
     ap.add_argument("--keep", action="store_true", help="keep the mutants' installs")
-    ap.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=runner.JOBS,
+        help="mutants run at once (default and upper bound: VPATCH_VLLM_JOBS, 2)",
+    )
     args = ap.parse_args(argv)
     t0 = time.monotonic()
 

@@ -23,11 +23,8 @@ installs, fixtures) is built on first use with progress shown, and cached
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,13 +33,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from vllm_tier import TierError, cache, models, prepare, releases, runner, upstream  # noqa: E402
+from vllm_tier import TierError, cache, prepare, releases, runner, session, upstream  # noqa: E402
 from vllm_tier.prepare import ALIASING  # noqa: E402
-from vpatch.errors import VpatchError  # noqa: E402
-
-# Inner runs at once: one per core. Each is mostly one busy thread (vLLM on CPU
-# with one torch thread, and its imports), so two fill this 2-core machine.
-JOBS = int(os.environ.get("VPATCH_VLLM_JOBS", "2"))
 
 
 def selected_releases() -> list[str]:
@@ -50,17 +42,6 @@ def selected_releases() -> list[str]:
         return releases.selected()
     except TierError as e:
         raise pytest.UsageError(str(e)) from None
-
-
-# vLLM's own tests that exercise the patched files and run on CPU, offline:
-# the model registry imports every model class (deepseek_v2, kimi_k25, the
-# EAGLE-3 heads) and checks their interfaces; DeepSeek's pipeline-parallel
-# support is inspected in a subprocess.  tests/v1/spec_decode/* needs CUDA
-# (its parametrisation raises "Unsupported platform" on CPU) or hub models.
-UPSTREAM_TESTS = ("tests/models/test_registry.py",)
-UPSTREAM_SELECT = (
-    "test_registry_imports and (Deepseek or Kimi or Eagle3) or test_registry_is_pp and Deepseek"
-)
 
 
 def _summaries(config) -> list[str]:
@@ -79,97 +60,12 @@ def _show(request):
     return capman.global_and_fixture_disabled()
 
 
-class Session:
-    """Every inner run of the session, prepared first (with progress on the
-    terminal) and then started at once on a pool of JOBS processes; each
-    outer test waits for its own runs. A release that cannot be prepared (no
-    series, a failed install) fails only its own tests."""
-
-    def __init__(self, fixtures: Path, out: Path):
-        self.fixtures = fixtures
-        self.out = out
-        self.pool = ThreadPoolExecutor(max_workers=JOBS, thread_name_prefix="vllm-inner")
-        self.runs: dict[tuple[str, str, str], Future] = {}
-        self.errors: dict[tuple[str, str], str] = {}
-        self.upstream_roots: dict[str, Path | None] = {}
-
-    def start(self, test: str, release: str, variant: str, **kw) -> None:
-        folder = self.out / f"{release}-{test.removeprefix('test_')}"
-        kw.setdefault("fixtures", self.fixtures)
-        self.runs[test, release, variant] = self.pool.submit(
-            runner.run_inner, release, variant, folder, **kw
-        )
-
-    def result(self, test: str, release: str, variant: str) -> runner.InnerRun:
-        if (test, release) in self.errors:
-            pytest.fail(f"vLLM {release}: {self.errors[test, release]}", pytrace=False)
-        return self.runs[test, release, variant].result()
-
-
-def _prepare_and_start(session: Session, test: str, release: str) -> None:
-    """Make what `test` needs for `release` (prepare.build) and start its runs."""
-    made = prepare.build(test, release)
-    if test == "test_patch_effects":
-        folder = session.out / f"{release}-{test.removeprefix('test_')}"
-        for variant in ("unpatched", "patched"):
-            tokens = folder / f"{variant}-tokens.json"
-            session.start(test, release, variant, extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)})
-    elif test == "test_cuda_contract_catches_an_aliasing_layer0_fix":
-        session.start(
-            test,
-            release,
-            "aliasing",
-            target=made["target"],
-            tests=(str(runner.INNER / "test_aux_hidden_states.py"),),
-            pytest_args=("-m", "layer0_fix"),
-        )
-    elif test == "test_series_own_tests_under_the_cuda_contract":
-        for variant in ("unpatched", "patched"):
-            session.start(
-                test,
-                release,
-                variant,
-                name=f"series-{variant}",
-                tests=tuple(upstream.series_tests(releases.series_dir(release))),
-                rootdir=made["rootdir"],
-                inifile=None,
-                confcutdir=None,
-                pytest_args=("-p", "no:cacheprovider", "-p", "cuda_contract", "-q"),
-            )
-    elif test == "test_upstream_tests_on_patched_tree":
-        root = session.upstream_roots[release] = made["rootdir"]
-        if root is None:
-            return
-        session.start(
-            test,
-            release,
-            "patched",
-            name="upstream",
-            tests=UPSTREAM_TESTS,
-            rootdir=root,
-            inifile=None,
-            confcutdir=None,
-            pytest_args=(
-                "-p",
-                "no:cacheprovider",
-                # vLLM's own tests under the CUDA contract (the plugin is on
-                # the run's PYTHONPATH, see vllm_tier.runenv)
-                "-p",
-                "cuda_contract",
-                "-q",
-                "-k",
-                UPSTREAM_SELECT,
-                "-o",
-                "asyncio_default_fixture_loop_scope=function",
-            ),
-        )
-
-
 @pytest.fixture(scope="session")
 def tier(request, tmp_path_factory):
     """The session's runs: venvs, installs and fixtures built (with progress on
-    the terminal) or reused, then every selected run started on the pool,
-    release by release (so that the first results come early)."""
+    the terminal) or reused, and every selected run started on the pool,
+    release by release (so that the first results come early). Runs started
+    ahead (vllm_tier.prepare) are running or done already."""
     t0 = time.monotonic()
     ahead = prepare.wait()
     if ahead:
@@ -179,24 +75,22 @@ def tier(request, tmp_path_factory):
         for r, tests in prepare.wanted_by(request.session.items).items()
     }
     wanted = {r: tests for r, tests in wanted.items() if tests}
+    runs = session.current() or session.begin(
+        tmp_path_factory.mktemp("vllm"), next(iter(wanted), selected_releases()[0])
+    )
+    early = sum(1 for f in runs.runs.values() if f.done())
     with _show(request):
-        session = Session(
-            models.ensure(next(iter(wanted), selected_releases()[0])),
-            tmp_path_factory.mktemp("vllm"),
-        )
         for release, tests in wanted.items():
             for test in tests:
-                try:
-                    _prepare_and_start(session, test, release)
-                except (TierError, VpatchError, subprocess.CalledProcessError) as e:
-                    session.errors[test, release] = f"cannot prepare {test}: {e}"
+                if not runs.started(test, release):
+                    runs.build_and_start(test, release)
     took = time.monotonic() - t0
     _summaries(request.config).append(
-        f"environment ready in {took:.0f}s ({cache.root()}); {len(session.runs)} inner runs "
-        f"on {JOBS} processes at once"
+        f"environment ready in {took:.0f}s ({cache.root()}); {len(runs.runs)} inner runs "
+        f"on {runner.JOBS} processes at once"
+        + (f", {early} of them done already (started ahead)" if early else "")
     )
-    yield session
-    session.pool.shutdown(wait=True, cancel_futures=True)
+    return runs
 
 
 def _save_results(release: str, *runs) -> None:
@@ -365,8 +259,8 @@ def test_upstream_tests_on_patched_tree(release, tier, request):
     }
     src = upstream.tests_of(release)
     _summaries(request.config).append(
-        f"vLLM {release} patched: vLLM {src}'s own {', '.join(UPSTREAM_TESTS)} "
-        f"[-k {UPSTREAM_SELECT}] in {run.seconds:.0f}s: "
+        f"vLLM {release} patched: vLLM {src}'s own {', '.join(session.UPSTREAM_TESTS)} "
+        f"[-k {session.UPSTREAM_SELECT}] in {run.seconds:.0f}s: "
         + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
         + "\n    "
         + " ".join(sorted(c.id.split("::")[-1] for c in cases))

@@ -36,7 +36,7 @@ from helpers import FIXTURES, Capture, engine_args, engine_kwargs
 # aux and patch-effect test runs once per mode, [cpu] then [cuda]. Either way
 # vLLM is patched in pytest_configure, before the session's model is built.
 CONTRACT = os.environ.get("VPATCH_CUDA_CONTRACT", "")
-pytest_plugins = ["cuda_contract"] if CONTRACT == "1" else []
+pytest_plugins = ["inspect_in_process"] + (["cuda_contract"] if CONTRACT == "1" else [])
 MODES = ("cpu", "cuda") if CONTRACT not in ("0", "1") else ()
 
 

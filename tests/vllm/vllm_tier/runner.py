@@ -4,8 +4,10 @@ back; comparing an unpatched and a patched run."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -17,6 +19,29 @@ from .runenv import runtime_env
 
 INNER = TIER / "release"
 INNER_TIMEOUT = int(os.environ.get("VPATCH_VLLM_INNER_TIMEOUT", "900"))
+
+# Busy processes at once: one per core. An inner run is mostly one busy thread
+# (vLLM on CPU with one torch thread, and its imports), so two fill this 2-core
+# machine. Every inner process holds a slot while it runs, and so does the
+# session's own pytest process while it runs other tests before the tier's
+# (see tests/vllm/conftest.py): runs started early take the core it leaves.
+JOBS = int(os.environ.get("VPATCH_VLLM_JOBS", "2"))
+_slots = threading.BoundedSemaphore(JOBS)
+
+
+@contextlib.contextmanager
+def slot():
+    """One of the JOBS slots, held for as long as the block runs."""
+    with _slots:
+        yield
+
+
+def take_slot() -> None:
+    _slots.acquire()
+
+
+def give_slot() -> None:
+    _slots.release()
 
 
 @dataclass
@@ -140,8 +165,8 @@ def run_inner(
     if tests == (str(INNER),):
         cmd += inner_select(release)
     cmd += [*pytest_args, *tests]
-    t0 = time.monotonic()
-    with open(log, "w") as fh:
+    with slot(), open(log, "w") as fh:
+        t0 = time.monotonic()
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
         try:

@@ -1,0 +1,170 @@
+"""A session's inner runs: which runs each outer test of test_releases.py
+needs for a release (``Session.start``), started on a pool as soon as what
+they run is built, and their results, which the outer tests wait for.
+
+A session starts in one of two ways. When other tests run first (``make test``:
+unit and integration), tests/vllm/conftest.py starts it right after collection
+and ``prepare.ahead`` starts each release's runs as soon as its builds are done,
+so they run beside those tests on the core they leave free (runner.slot). Else
+(``make test-vllm``) the tier's session fixture starts it. Either way the
+fixture then starts, in line, whatever is not running yet; what cannot be
+built fails only the outer tests that need it."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from vpatch.errors import VpatchError
+
+from . import TierError, models, prepare, releases, runner, upstream
+
+# vLLM's own tests that exercise the patched files and run on CPU, offline:
+# the model registry imports every model class (deepseek_v2, kimi_k25, the
+# EAGLE-3 heads) and checks their interfaces; DeepSeek's pipeline-parallel
+# support is inspected in a subprocess.  tests/v1/spec_decode/* needs CUDA
+# (its parametrisation raises "Unsupported platform" on CPU) or hub models.
+UPSTREAM_TESTS = ("tests/models/test_registry.py",)
+UPSTREAM_SELECT = (
+    "test_registry_imports and (Deepseek or Kimi or Eagle3) or test_registry_is_pp and Deepseek"
+)
+
+
+class Session:
+    """Every inner run of the session on a pool of runner.JOBS threads (each
+    run also holds a runner slot while its process runs)."""
+
+    def __init__(self, out: Path, fixtures_from: str):
+        self.out = out
+        self.fixtures_from = fixtures_from  # the release whose venv makes the fixtures
+        self.pool = ThreadPoolExecutor(max_workers=runner.JOBS, thread_name_prefix="vllm-inner")
+        self.runs: dict[tuple[str, str, str], Future] = {}
+        self.errors: dict[tuple[str, str], str] = {}
+        self.upstream_roots: dict[str, Path | None] = {}
+        self._started: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def started(self, test: str, release: str) -> bool:
+        with self._lock:
+            return (test, release) in self._started
+
+    def build_and_start(self, test: str, release: str) -> None:
+        """Make what ``test`` needs for ``release`` (prepare.build) and start its
+        runs; a failure to build is recorded for the outer test to report."""
+        try:
+            self.start(test, release, prepare.build(test, release))
+        except (TierError, VpatchError, subprocess.CalledProcessError) as e:
+            with self._lock:
+                self.errors[test, release] = f"cannot prepare {test}: {e}"
+
+    def start(self, test: str, release: str, made: dict) -> None:
+        """Start the runs of ``test`` for ``release``; ``made`` is what
+        prepare.build returned for them."""
+        with self._lock:
+            if (test, release) in self._started:
+                return
+            self._started.add((test, release))
+        if test == "test_patch_effects":
+            folder = self._folder(test, release)
+            for variant in ("unpatched", "patched"):
+                tokens = folder / f"{variant}-tokens.json"
+                self._submit(
+                    test, release, variant, extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)}
+                )
+        elif test == "test_cuda_contract_catches_an_aliasing_layer0_fix":
+            self._submit(
+                test,
+                release,
+                "aliasing",
+                target=made["target"],
+                tests=(str(runner.INNER / "test_aux_hidden_states.py"),),
+                pytest_args=("-m", "layer0_fix"),
+            )
+        elif test == "test_series_own_tests_under_the_cuda_contract":
+            for variant in ("unpatched", "patched"):
+                self._submit(
+                    test,
+                    release,
+                    variant,
+                    name=f"series-{variant}",
+                    tests=tuple(upstream.series_tests(releases.series_dir(release))),
+                    rootdir=made["rootdir"],
+                    inifile=None,
+                    confcutdir=None,
+                    pytest_args=(
+                        "-p",
+                        "no:cacheprovider",
+                        "-p",
+                        "cuda_contract",
+                        "-p",
+                        "inspect_in_process",
+                        "-q",
+                    ),
+                )
+        elif test == "test_upstream_tests_on_patched_tree":
+            root = self.upstream_roots[release] = made["rootdir"]
+            if root is None:
+                return
+            self._submit(
+                test,
+                release,
+                "patched",
+                name="upstream",
+                tests=UPSTREAM_TESTS,
+                rootdir=root,
+                inifile=None,
+                confcutdir=None,
+                pytest_args=(
+                    "-p",
+                    "no:cacheprovider",
+                    # vLLM's own tests under the CUDA contract (the plugin is on
+                    # the run's PYTHONPATH, see vllm_tier.runenv)
+                    "-p",
+                    "cuda_contract",
+                    "-p",
+                    "inspect_in_process",
+                    "-q",
+                    "-k",
+                    UPSTREAM_SELECT,
+                    "-o",
+                    "asyncio_default_fixture_loop_scope=function",
+                ),
+            )
+
+    def _folder(self, test: str, release: str) -> Path:
+        return self.out / f"{release}-{test.removeprefix('test_')}"
+
+    def _submit(self, test: str, release: str, variant: str, **kw) -> None:
+        kw.setdefault("fixtures", models.ensure(self.fixtures_from))
+        future = self.pool.submit(
+            runner.run_inner, release, variant, self._folder(test, release), **kw
+        )
+        with self._lock:
+            self.runs[test, release, variant] = future
+
+    def result(self, test: str, release: str, variant: str) -> runner.InnerRun:
+        if (test, release) in self.errors:
+            pytest.fail(f"vLLM {release}: {self.errors[test, release]}", pytrace=False)
+        return self.runs[test, release, variant].result()
+
+    def stop(self) -> None:
+        """Cancel the runs not started; wait for the running ones."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+_current: Session | None = None
+
+
+def begin(out: Path, fixtures_from: str) -> Session:
+    """The session's Session (made on the first call)."""
+    global _current
+    if _current is None:
+        _current = Session(out, fixtures_from)
+    return _current
+
+
+def current() -> Session | None:
+    return _current
