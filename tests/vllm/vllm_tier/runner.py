@@ -20,11 +20,10 @@ from .runenv import runtime_env
 INNER = TIER / "release"
 INNER_TIMEOUT = int(os.environ.get("VPATCH_VLLM_INNER_TIMEOUT", "900"))
 
-# Busy processes at once: one per core. An inner run is mostly one busy thread
+# Inner processes at once: one per core. An inner run is mostly one busy thread
 # (vLLM on CPU with one torch thread, and its imports), so two fill this 2-core
-# machine. Every inner process holds a slot while it runs, and so does the
-# session's own pytest process while it runs other tests before the tier's
-# (see tests/vllm/conftest.py): runs started early take the core it leaves.
+# machine. Each holds a slot while it runs; in the background process
+# (background.py) the pytest process, busy with other tests, holds one too.
 JOBS = int(os.environ.get("VPATCH_VLLM_JOBS", "2"))
 _slots = threading.BoundedSemaphore(JOBS)
 

@@ -2,16 +2,16 @@
 needs for a release (``Session.start``), started on a pool as soon as what
 they run is built, and their results, which the outer tests wait for.
 
-A session starts in one of two ways. When other tests run first (``make test``:
-unit and integration), tests/vllm/conftest.py starts it right after collection
-and ``prepare.ahead`` starts each release's runs as soon as its builds are done,
-so they run beside those tests on the core they leave free (runner.slot). Else
-(``make test-vllm``) the tier's session fixture starts it. Either way the
-fixture then starts, in line, whatever is not running yet; what cannot be
-built fails only the outer tests that need it."""
+When other tests run first in the session (``make test``), the runs are
+started in a process of their own beside them (vllm_tier.background), which
+saves what ran (``save``) for the tier's session fixture to ``load``. The
+fixture starts, in line, whatever is not running or done yet (``make
+test-vllm``: everything); what cannot be built fails only the outer tests
+that need it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -150,21 +150,68 @@ class Session:
             pytest.fail(f"vLLM {release}: {self.errors[test, release]}", pytrace=False)
         return self.runs[test, release, variant].result()
 
+    def finish(self) -> None:
+        """Wait for every run."""
+        self.pool.shutdown(wait=True)
+
     def stop(self) -> None:
         """Cancel the runs not started; wait for the running ones."""
         self.pool.shutdown(wait=True, cancel_futures=True)
 
+    def save(self, path: Path) -> None:
+        """What ran to the end (after ``finish``): the outer tests whose runs
+        all finished, and each run's exit, time and files."""
+        done = {
+            key: f.result()
+            for key, f in self.runs.items()
+            if f.done() and not f.cancelled() and f.exception() is None
+        }
+        started = [
+            [test, release]
+            for test, release in sorted(self._started)
+            if all(key in done for key in self.runs if key[:2] == (test, release))
+        ]
+        data = {
+            "started": started,
+            "runs": [
+                {
+                    "test": test,
+                    "release": release,
+                    "variant": variant,
+                    "returncode": run.returncode,
+                    "seconds": run.seconds,
+                    "junit": str(run.junit),
+                    "log": str(run.log),
+                }
+                for (test, release, variant), run in done.items()
+            ],
+            "upstream_roots": {r: str(p) if p else None for r, p in self.upstream_roots.items()},
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.rename(path)
 
-_current: Session | None = None
-
-
-def begin(out: Path, fixtures_from: str) -> Session:
-    """The session's Session (made on the first call)."""
-    global _current
-    if _current is None:
-        _current = Session(out, fixtures_from)
-    return _current
-
-
-def current() -> Session | None:
-    return _current
+    @classmethod
+    def load(cls, path: Path, out: Path, fixtures_from: str) -> Session:
+        """A session holding the runs ``save`` wrote (done), to start more in."""
+        data = json.loads(path.read_text())
+        s = cls(out, fixtures_from)
+        s._started = {(test, release) for test, release in data["started"]}
+        for r in data["runs"]:
+            if (r["test"], r["release"]) not in s._started:
+                continue
+            junit = Path(r["junit"])
+            run = runner.InnerRun(
+                r["release"],
+                r["variant"],
+                r["returncode"],
+                r["seconds"],
+                junit,
+                Path(r["log"]),
+                runner.parse_junit(junit),
+            )
+            f: Future = Future()
+            f.set_result(run)
+            s.runs[r["test"], r["release"], r["variant"]] = f
+        s.upstream_roots = {r: Path(p) if p else None for r, p in data["upstream_roots"].items()}
+        return s
