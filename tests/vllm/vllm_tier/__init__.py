@@ -9,7 +9,8 @@
     runenv    the environment variables of one inner run
     runner    one inner pytest run and its junit report; comparing two runs; slots
     session   the session's inner runs: started on a pool, waited for by the outer tests
-    prepare   what each outer test needs built; building it ahead
+    prepare   what each outer test needs built; building it all at once
+    background  builds and runs in a process of their own beside other tests
     cache     the tier's folder in vpatch's cache and build-once-per-key folders
     log       progress, subprocesses, file locks
 
