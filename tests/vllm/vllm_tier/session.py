@@ -84,55 +84,53 @@ class Session:
                 pytest_args=("-m", "layer0_fix"),
             )
         elif test == "test_series_own_tests_under_the_cuda_contract":
+            tests = tuple(upstream.series_tests(releases.series_dir(release)))
             for variant in ("unpatched", "patched"):
-                self._submit(
-                    test,
-                    release,
-                    variant,
-                    name=f"series-{variant}",
-                    tests=tuple(upstream.series_tests(releases.series_dir(release))),
-                    rootdir=made["rootdir"],
-                    inifile=None,
-                    confcutdir=None,
-                    pytest_args=(
-                        "-p",
-                        "no:cacheprovider",
-                        "-p",
-                        "cuda_contract",
-                        "-p",
-                        "inspect_in_process",
-                        "-q",
-                    ),
-                )
+                name = f"series-{variant}"
+                self._submit_vllm_tests(test, release, variant, name, tests, made["rootdir"])
         elif test == "test_upstream_tests_on_patched_tree":
             root = self.upstream_roots[release] = made["rootdir"]
             if root is None:
                 return
-            self._submit(
+            self._submit_vllm_tests(
                 test,
                 release,
                 "patched",
-                name="upstream",
-                tests=UPSTREAM_TESTS,
-                rootdir=root,
-                inifile=None,
-                confcutdir=None,
-                pytest_args=(
-                    "-p",
-                    "no:cacheprovider",
-                    # vLLM's own tests under the CUDA contract (the plugin is on
-                    # the run's PYTHONPATH, see vllm_tier.runenv)
-                    "-p",
-                    "cuda_contract",
-                    "-p",
-                    "inspect_in_process",
-                    "-q",
-                    "-k",
-                    UPSTREAM_SELECT,
-                    "-o",
-                    "asyncio_default_fixture_loop_scope=function",
-                ),
+                "upstream",
+                UPSTREAM_TESTS,
+                root,
+                ("-k", UPSTREAM_SELECT, "-o", "asyncio_default_fixture_loop_scope=function"),
             )
+
+    def _submit_vllm_tests(
+        self,
+        test: str,
+        release: str,
+        variant: str,
+        name: str,
+        tests: tuple[str, ...],
+        rootdir: Path,
+        more: tuple[str, ...] = (),
+    ) -> None:
+        """A run of vLLM's own tests: in its test tree, under its conftest, no
+        cache written there, under the CUDA contract, vLLM's registry
+        inspecting in process (both plugins are on the run's PYTHONPATH, see
+        vllm_tier.runenv)."""
+        self._submit(
+            test,
+            release,
+            variant,
+            name=name,
+            tests=tests,
+            rootdir=rootdir,
+            inifile=None,
+            confcutdir=None,
+            pytest_args=(
+                *("-p", "no:cacheprovider", "-p", "cuda_contract", "-p", "inspect_in_process"),
+                "-q",
+                *more,
+            ),
+        )
 
     def _folder(self, test: str, release: str) -> Path:
         return self.out / f"{release}-{test.removeprefix('test_')}"
