@@ -118,7 +118,7 @@ def current() -> Background | None:
 
 def _wait_for_go() -> None:
     if sys.stdin.readline().strip() == "go":
-        runner.give_slot()
+        runner.SLOTS.release()
     else:  # stdin closed: the pytest process is gone; so are we, runs included
         os.killpg(0, signal.SIGKILL)
 
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wanted", required=True, help="JSON: {release: [outer test names]}")
     args = ap.parse_args(argv)
     wanted: dict[str, list[str]] = json.loads(args.wanted)
-    runner.take_slot()  # the pytest process's, until it says go
+    runner.SLOTS.acquire()  # the pytest process's, until it says go
     threading.Thread(target=_wait_for_go, name="go", daemon=True).start()
     runs = Session(args.out, fixtures_from=next(iter(wanted)))
     took = prepare.ahead(wanted, then=runs.start)

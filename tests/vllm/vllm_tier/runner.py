@@ -4,7 +4,6 @@ back; comparing an unpatched and a patched run."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import threading
@@ -25,22 +24,7 @@ INNER_TIMEOUT = int(os.environ.get("VPATCH_VLLM_INNER_TIMEOUT", "900"))
 # machine. Each holds a slot while it runs; in the background process
 # (background.py) the pytest process, busy with other tests, holds one too.
 JOBS = int(os.environ.get("VPATCH_VLLM_JOBS", "2"))
-_slots = threading.BoundedSemaphore(JOBS)
-
-
-@contextlib.contextmanager
-def slot():
-    """One of the JOBS slots, held for as long as the block runs."""
-    with _slots:
-        yield
-
-
-def take_slot() -> None:
-    _slots.acquire()
-
-
-def give_slot() -> None:
-    _slots.release()
+SLOTS = threading.BoundedSemaphore(JOBS)
 
 
 @dataclass
@@ -164,7 +148,7 @@ def run_inner(
     if tests == (str(INNER),):
         cmd += inner_select(release)
     cmd += [*pytest_args, *tests]
-    with slot(), open(log, "w") as fh:
+    with SLOTS, open(log, "w") as fh:
         t0 = time.monotonic()
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()

@@ -158,19 +158,20 @@ class Session:
 
     def save(self, path: Path) -> None:
         """What ran to the end (after ``finish``): the outer tests whose runs
-        all finished, and each run's exit, time and files."""
+        all finished, and those runs' exit, time and files (an outer test
+        with a run that did not finish is left out whole, to run in line)."""
         done = {
             key: f.result()
             for key, f in self.runs.items()
             if f.done() and not f.cancelled() and f.exception() is None
         }
-        started = [
-            [test, release]
-            for test, release in sorted(self._started)
+        complete = {
+            (test, release)
+            for test, release in self._started
             if all(key in done for key in self.runs if key[:2] == (test, release))
-        ]
+        }
         data = {
-            "started": started,
+            "started": sorted(complete),
             "runs": [
                 {
                     "test": test,
@@ -182,6 +183,7 @@ class Session:
                     "log": str(run.log),
                 }
                 for (test, release, variant), run in done.items()
+                if (test, release) in complete
             ],
             "upstream_roots": {r: str(p) if p else None for r, p in self.upstream_roots.items()},
         }
@@ -196,8 +198,6 @@ class Session:
         s = cls(out, fixtures_from)
         s._started = {(test, release) for test, release in data["started"]}
         for r in data["runs"]:
-            if (r["test"], r["release"]) not in s._started:
-                continue
             junit = Path(r["junit"])
             run = runner.InnerRun(
                 r["release"],
