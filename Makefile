@@ -14,7 +14,7 @@ PYTEST := $(BIN)/python -m pytest
 .PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint matrix crash \
 	bench-forward bench-wheel bench-matrix bench-install clean
 
-$(BIN)/.installed: pyproject.toml setup.py
+$(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -52,8 +52,8 @@ mutants: $(BIN)/.installed
 	$(BIN)/python tests/vllm/mutants.py
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check scripts tests benchmarks setup.py
-	$(BIN)/ruff format --check scripts tests benchmarks setup.py
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 	$(VPATCH) lint
 

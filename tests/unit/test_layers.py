@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[2] / "scripts" / "vpatch"
+PKG = Path(__file__).resolve().parents[2] / "src" / "vpatch"
 # lowest first; a module may import modules of its own layer or below
 LAYERS = (
     ("core", ("errors", "paths", "resources", "record", "lock", "series", "probes")),

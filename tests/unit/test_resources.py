@@ -1,5 +1,5 @@
 """resources.py: where VERSIONS.lock and patches/ are found (VPATCH_ROOT, the
-checkout, the installed package's data), and which commands may edit them."""
+package's data), and which commands may edit them."""
 
 from pathlib import Path
 
@@ -8,6 +8,7 @@ from vpatch import resources
 from vpatch.errors import ConfigError
 
 CHECKOUT = Path(__file__).resolve().parents[2]
+DATA = CHECKOUT / "src" / "vpatch" / "data"
 
 
 def data_root(path: Path) -> Path:
@@ -18,10 +19,11 @@ def data_root(path: Path) -> Path:
 
 def test_a_checkout_finds_its_own_data(monkeypatch):
     monkeypatch.delenv("VPATCH_ROOT", raising=False)
-    assert resources.root() == CHECKOUT
-    assert resources.lock_path() == CHECKOUT / "VERSIONS.lock"
-    assert resources.patches_toml() == CHECKOUT / "patches" / "patches.toml"
-    assert resources.writable("vpatch export") == CHECKOUT
+    assert resources.root() == DATA
+    assert resources.lock_path() == DATA / "VERSIONS.lock"
+    assert resources.patches_toml() == DATA / "patches" / "patches.toml"
+    assert resources.checkout() == CHECKOUT
+    assert resources.writable("vpatch export") == DATA
 
 
 def test_vpatch_root_names_another_checkout(monkeypatch, tmp_path):
@@ -39,21 +41,21 @@ def test_vpatch_root_without_data_is_a_config_error(monkeypatch, tmp_path):
         resources.root()
 
 
-def test_the_package_data_is_read_only(monkeypatch, tmp_path):
-    data = data_root(tmp_path / "_data")
+def test_installed_package_data_is_read_only(monkeypatch, tmp_path):
+    data = data_root(tmp_path / "site-packages" / "vpatch" / "data")
     monkeypatch.setattr(resources, "PACKAGE_DATA", data.resolve())
-    monkeypatch.setenv("VPATCH_ROOT", str(data))
+    monkeypatch.delenv("VPATCH_ROOT", raising=False)
     assert resources.root() == data.resolve()
+    assert resources.checkout(data) is None
     with pytest.raises(ConfigError, match="^vpatch port edits the patch set: run it in a vpatch"):
         resources.writable("vpatch port")
 
 
 def test_no_data_anywhere_says_how_to_fix_it(monkeypatch, tmp_path):
     monkeypatch.delenv("VPATCH_ROOT", raising=False)
-    monkeypatch.setattr(resources, "_HERE", tmp_path / "a" / "b" / "vpatch")
     monkeypatch.setattr(resources, "PACKAGE_DATA", tmp_path / "nowhere")
     with pytest.raises(ConfigError, match="cannot find its VERSIONS.lock and patches/"):
         resources.root()
     data = data_root(tmp_path / "pkg")
     monkeypatch.setattr(resources, "PACKAGE_DATA", data)
-    assert resources.root() == data  # an installed vpatch falls back to its package data
+    assert resources.root() == data

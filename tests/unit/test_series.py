@@ -97,7 +97,7 @@ def test_key_of():
 
 
 @pytest.mark.parametrize(
-    "d", sorted((ROOT / "patches").glob("*/series")), ids=lambda p: p.parent.name
+    "d", sorted((ROOT / "src/vpatch/data/patches").glob("*/series")), ids=lambda p: p.parent.name
 )
 def test_every_committed_patch_has_dep3_fields(d):
     for p in series.load(d.parent).patches:

@@ -30,7 +30,7 @@ REPO = TIER.parent.parent
 try:  # the project's .venv has vpatch installed (editable); a bare checkout has it here
     import vpatch  # noqa: F401
 except ImportError:
-    sys.path.insert(0, str(REPO / "scripts"))
+    sys.path.insert(0, str(REPO / "src"))
 
 
 class TierError(Exception):

@@ -42,7 +42,7 @@ def unpatched(release: str) -> Path:
 def _tool_hash() -> str:
     """The overlay wheel depends on vpatch's own code too."""
     h = hashlib.sha256()
-    src = REPO / "scripts" / "vpatch"
+    src = REPO / "src" / "vpatch"
     for f in sorted(src.rglob("*.py")):
         h.update(f.relative_to(src).as_posix().encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
@@ -80,7 +80,7 @@ def patched(release: str, series: Path | None = None, label: str = "series") -> 
                 "--out",
                 out,
             ],
-            env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
+            env={**os.environ, "PYTHONPATH": str(REPO / "src")},
         )
         built = sorted(out.glob("*.whl"))
         if len(built) != 1:

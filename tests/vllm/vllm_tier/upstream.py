@@ -62,7 +62,7 @@ def patched_tests(release: str, sdir: Path) -> Path:
         tree = out / "tree"
         run(
             [host_python(), "-m", "vpatch.cli", "apply", release, "--series", sdir, "--dest", tree],
-            env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
+            env={**os.environ, "PYTHONPATH": str(REPO / "src")},
         )
         (tree / "tests").rename(out / "tests")
         shutil.rmtree(tree)
