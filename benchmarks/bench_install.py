@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from vpatch import lock, series  # noqa: E402
+from vpatch import lock  # noqa: E402
 from vpatch.commands import wheel  # noqa: E402
 from vpatch.sources.cache import download  # noqa: E402
 from vpatch.wheel.overlay import overlay as make_overlay  # noqa: E402
@@ -75,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     official = download(release.artifact(wheel.ARTIFACT_KIND[args.variant]), offline=args.offline)
     vpatch = [sys.executable, "-m", "vpatch"]
     with tempfile.TemporaryDirectory(prefix="bench-install-") as tmp:
-        overlay = make_overlay(official, series.load(pins.series_dir(release)), Path(tmp)).path
+        todo = pins.series(release)
+        assert todo is not None, f"vLLM {release} carries no series"
+        overlay = make_overlay(official, todo, Path(tmp)).path
         venv = Path(tmp) / "venv"
         print(f"venv {venv} with {official.name} (no deps) ...", file=sys.stderr, flush=True)
         run(sys.executable, "-m", "venv", venv)

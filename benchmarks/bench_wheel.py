@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from vpatch import lock, series  # noqa: E402
+from vpatch import lock  # noqa: E402
 from vpatch.commands import wheel  # noqa: E402
 from vpatch.sources.cache import download  # noqa: E402
 from vpatch.wheel.overlay import overlay  # noqa: E402
@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
     pins = lock.load()
     release = pins.get(args.version)
-    series_dir = args.series or pins.series_dir(release)
+    todo = pins.series(release, args.series)
+    assert todo is not None, f"vLLM {release.version} carries no series"
     src = args.wheel or download(
         release.artifact(wheel.ARTIFACT_KIND[args.variant]), offline=args.offline
     )
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copyfile(src, copy_dir / src.name)
 
         def do_overlay() -> None:
-            overlay(src, series.load(series_dir), ov_dir)
+            overlay(src, todo, ov_dir)
 
         def fresh() -> None:
             shutil.rmtree(copy_dir, ignore_errors=True)

@@ -33,9 +33,9 @@ def good_series(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def pins(tmp_path: Path) -> lock.Lock:
-    rel = lock.Release("9.9.0", "v9.9.0", "abc1234", "patched", "")
-    old = lock.Release("9.8.0", "v9.8.0", "def5678", "patched", "")
-    new = lock.Release("10.0.0", "v10.0.0", "0123456", "upstream", "")
+    rel = lock.Release("9.9.0", "v9.9.0", "abc1234", "patched")
+    old = lock.Release("9.8.0", "v9.8.0", "def5678", "patched")
+    new = lock.Release("10.0.0", "v10.0.0", "0123456", "upstream")
     return lock.Lock({r.version: r for r in (rel, old, new)}, tmp_path / "VERSIONS.lock")
 
 

@@ -148,6 +148,8 @@ def cmd_port(args: argparse.Namespace) -> int:
         )
     for name, status in r.status.items():
         print(f"  {status:8}  {name}")
+    for slug, what in r.variants.items():
+        print(f"  {what:9}  {slug}")
     if r.conflict:
         again = "".join(f" --{k} {v}" for k in ("work", "into") if (v := getattr(args, k)))
         raise PatchError(
@@ -163,10 +165,20 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .commands import export
 
     done = export.export(Path(args.dir), _path(args.into))
+    for slug, what in done.variants.items():
+        print(f"  {what:9}  {slug}")
     print(
         f"{done.dir}: {len(done.names)} patches for vLLM {done.version} "
-        f"({len(done.written)} files written, {len(done.removed)} removed)"
+        f"({len(done.written)} written, {len(done.removed)} removed)"
     )
+    return 0
+
+
+def cmd_series(args: argparse.Namespace) -> int:
+    from .commands import export
+
+    done = export.render(args.version, Path(args.out))
+    print(f"{done.dir}: {len(done.names)} patches for vLLM {done.version} (series)")
     return 0
 
 
@@ -374,16 +386,20 @@ def parser() -> argparse.ArgumentParser:
         help="export a port whose conflicts you resolved",
     )
     p.add_argument("--work", help="work tree (default: build/port-TO)")
-    p.add_argument("--into", help="series folder to write (default: patches/TO)")
+    p.add_argument("--into", help="write a plain series folder here (default: the patch set)")
     p.add_argument("--keep", action="store_true", help="keep the work tree after a clean port")
     p.add_argument("--source", default="auto", metavar="auto|sdist|wheel|cpu-wheel|git")
     p.add_argument("--offline", action="store_true", help="use the cache only")
 
-    p = add("export", cmd_export, "write a patched tree's commits as its series")
+    p = add("export", cmd_export, "write a patched tree's commits into the patch set")
     p.add_argument("dir", help="a vpatch tree (vpatch apply, then your commits)")
-    p.add_argument("--into", help="series folder (default: the release's, patches/VERSION)")
+    p.add_argument("--into", help="write a plain series folder here instead")
 
-    p = add("lint", cmd_lint, "check every series: files, DEP-3, up to date, same change")
+    p = add("series", cmd_series, "write a release's series as plain files (git am, patch -p1)")
+    p.add_argument("version", nargs="?", help="release (default: newest patched)")
+    p.add_argument("--out", required=True, help="folder for NNNN-<slug>.patch and `series`")
+
+    p = add("lint", cmd_lint, "check the patch set: files, DEP-3, every release up to date")
     p.add_argument("--offline", action="store_true", help="skip releases not in the cache")
 
     p = add("pr", cmd_pr, "draft the vLLM pull request of what upstream still lacks")

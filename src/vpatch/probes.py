@@ -1,15 +1,13 @@
 """What we know about each patch beyond its bytes: patches/patches.toml.
 
-One table per patch, keyed by the patch's key (series.key: the file name
-without `NNNN-` and `.patch`), so it survives renumbering and leaves the
-patch bytes alone:
+One table per patch, keyed by its slug (series.key: a series' file name
+without `NNNN-` and `.patch`); its `releases` are patchset.py's. This module
+reads the rest:
 
   probe     checks that a release's own source already does what the patch
             does; all must hold. They read the structure of the code with
             `ast`, never our patch text: upstream writes the same behaviour
             differently.
-  variants  groups of releases whose copy of the patch deliberately changes
-            other lines (see lint.py).
 
 A check names a `file` (a path, or a glob whose `*` stays within one folder:
 any match will do), an optional scope (`class`, or `function` as
@@ -38,9 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import tomllib
-
-from . import resources
+from . import patchset, resources
 from .errors import ConfigError
 
 TESTS = ("has_base", "defines", "uses", "list", "is_none")
@@ -77,12 +73,7 @@ Probes = dict[str, list[Check]]
 
 def _read(path: Path | None) -> tuple[Path, dict[str, Any]]:
     path = path or resources.patches_toml()
-    try:
-        return path, tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        return path, {}
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
+    return path, patchset.read(path)
 
 
 def load(path: Path | None = None) -> Probes:
@@ -91,7 +82,7 @@ def load(path: Path | None = None) -> Probes:
     for name, t in data.items():
         if not isinstance(t, dict):
             raise ConfigError(f"{path.name} [{name}]: not a table")
-        unknown = set(t) - {"probe", "variants", *PR_KEYS}
+        unknown = set(t) - {"probe", patchset.KEY, *PR_KEYS}
         if unknown:
             raise ConfigError(f"{path.name} [{name}]: unknown keys {', '.join(sorted(unknown))}")
     return {
@@ -99,19 +90,6 @@ def load(path: Path | None = None) -> Probes:
         for name, t in data.items()
         if t.get("probe")
     }
-
-
-def variants(path: Path | None = None) -> dict[str, list[set[str]]]:
-    """{patch key: [group of releases, ...]} of the patches that declare variants."""
-    path, data = _read(path)
-    out = {}
-    for name, t in data.items():
-        groups = t.get("variants", [])
-        if not all(isinstance(g, list) and all(isinstance(v, str) for v in g) for g in groups):
-            raise ConfigError(f"{path.name} [{name}]: variants is a list of lists of releases")
-        if groups:
-            out[name] = [set(g) for g in groups]
-    return out
 
 
 def pr_titles(path: Path | None = None) -> dict[str, dict[str, str]]:

@@ -86,8 +86,11 @@ class Patch:
 
 @dataclass
 class Series:
-    dir: Path
+    """Patches in order. `name` says whose: a release's (rendered from the
+    patch set, patchset.py) or a folder's (`--series DIR`, load())."""
+
     patches: list[Patch]
+    name: str = ""
 
     @property
     def files(self) -> list[str]:
@@ -97,10 +100,26 @@ class Series:
             seen.update(dict.fromkeys(p.files))
         return list(seen)
 
+    def files_out(self) -> dict[str, bytes]:
+        """The series as plain files, {name: bytes}: each patch under its name
+        and a `series` file listing them (what `git am`, `quilt` and
+        `patch -p1` take; `vpatch series V --out DIR` writes it)."""
+        out: dict[str, bytes] = {}
+        try:
+            for p in self.patches:
+                out[p.name] = p.path.read_bytes()
+        except OSError as e:
+            raise disk_error(e, "cannot read a patch") from None
+        out["series"] = "".join(f"{p.name}\n" for p in self.patches).encode()
+        return out
+
     def content_hash(self) -> str:
-        h = hashlib.sha256((self.dir / "series").read_bytes())
-        for p in self.patches:
-            h.update(p.path.read_bytes())
+        """sha256 of the series as plain files (files_out): what a wheel's local
+        version and an install's receipt name."""
+        files = self.files_out()
+        h = hashlib.sha256(files.pop("series"))
+        for data in files.values():
+            h.update(data)
         return h.hexdigest()
 
 
@@ -135,38 +154,42 @@ def load(directory: Path) -> Series:
         if not path.is_file():
             raise PatchError(f"{series_file} names {name}, but {path} does not exist")
         patches.append(parse(path))
-    return Series(directory, patches)
+    return Series(patches, directory.name)
 
 
-def parse(path: Path) -> Patch:
+def parse(path: Path, name: str | None = None) -> Patch:
+    """The patch in `path`; `name` is what a series calls it (default: the
+    file's name)."""
+    called = name or path.name
+    shown = path.name if name is None else f"{path.parent.name}/{path.name}"
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
-        raise PatchError(f"malformed patch {path.name}: not UTF-8 (byte {e.start})") from None
+        raise PatchError(f"malformed patch {shown}: not UTF-8 (byte {e.start})") from None
     except OSError as e:
         raise disk_error(e, "cannot read a patch") from None
     if "\0" in text:
-        raise PatchError(f"malformed patch {path.name}: binary content")
-    headers, body, diff_text = _split_mail(text, path)
+        raise PatchError(f"malformed patch {shown}: binary content")
+    headers, body, diff_text = _split_mail(text, shown)
     try:
         diff = PatchSet(diff_text)
     except UnidiffParseError as e:
-        raise PatchError(f"malformed patch {path.name}: {e}") from None
+        raise PatchError(f"malformed patch {shown}: {e}") from None
     if not len(diff):
-        raise PatchError(f"malformed patch {path.name}: it changes no file")
+        raise PatchError(f"malformed patch {shown}: it changes no file")
     files = []
     for f in diff:
-        for name in {f.source_file, f.target_file} - {"/dev/null"}:
-            if name.startswith(("a/", "b/")):
-                name = name[2:]
+        for side in {f.source_file, f.target_file} - {"/dev/null"}:
+            if side.startswith(("a/", "b/")):
+                side = side[2:]
             else:
-                raise PatchError(f"malformed patch {path.name}: {name!r} lacks the a/ b/ prefix")
-            safe_relpath(name, f"patch {path.name}")
+                raise PatchError(f"malformed patch {shown}: {side!r} lacks the a/ b/ prefix")
+            safe_relpath(side, f"patch {shown}")
         if _is_symlink(f):
-            raise UnsafePathError(f"patch {path.name}: {f.path} is a symlink; refused")
+            raise UnsafePathError(f"patch {shown}: {f.path} is a symlink; refused")
         files.append(f.path)
     return Patch(
-        name=path.name,
+        name=called,
         path=path,
         author=headers.get("From", ""),
         date=headers.get("Date", ""),
@@ -185,10 +208,10 @@ def _is_symlink(f: PatchedFile) -> bool:
     )
 
 
-def _split_mail(text: str, path: Path) -> tuple[dict[str, str], str, str]:
+def _split_mail(text: str, shown: str) -> tuple[dict[str, str], str, str]:
     lines = text.splitlines(keepends=True)
     if not lines or not lines[0].startswith("From "):
-        raise PatchError(f"malformed patch {path.name}: not a git format-patch mail")
+        raise PatchError(f"malformed patch {shown}: not a git format-patch mail")
     headers: dict[str, str] = {}
     i = 1
     name = None
@@ -204,7 +227,7 @@ def _split_mail(text: str, path: Path) -> tuple[dict[str, str], str, str]:
         headers[k] = str(make_header(decode_header(v)))
     start = next((j for j in range(i, len(lines)) if lines[j].startswith("diff --git ")), None)
     if start is None:
-        raise PatchError(f"malformed patch {path.name}: no 'diff --git' section")
+        raise PatchError(f"malformed patch {shown}: no 'diff --git' section")
     msg = "".join(lines[i:start])
     body = msg.split("\n---\n", 1)[0].strip("\n")
     return headers, body + "\n", "".join(lines[start:])

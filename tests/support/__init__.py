@@ -83,6 +83,26 @@ def make_series(tmp: Path, base: dict[str, str], steps: list[tuple[str, dict[str
     return out
 
 
+def publish(root: Path, version: str, folder: Path) -> Path:
+    """The plain series in `folder` (make_series) as release `version`'s variants
+    in the patch set under root: patches/<slug>/<version>.patch and the spans
+    in patches/patches.toml, appended to what is there. Returns patches.toml."""
+    from vpatch import patchset
+
+    toml = root / "patches" / "patches.toml"
+    toml.parent.mkdir(parents=True, exist_ok=True)
+    ps = patchset.load(toml)
+    prev = None
+    for p in series.load(folder).patches:
+        dest = ps.file(p.key, version)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p.path, dest)
+        spans = [v.span for v in ps.variants.get(p.key, [])] + [version]
+        patchset.set_spans(toml, p.key, spans, prev)
+        prev = p.key
+    return toml
+
+
 def named_series(
     tmp: Path,
     into: Path,
@@ -176,7 +196,7 @@ def sdist(cache: Path, version: str, files: dict[str, str]) -> lock.Release:
     """A release whose sdist (vllm-V/...) sits verified in the download cache."""
     data = targz({f"vllm-{version}/{p}": t.encode() for p, t in files.items()})
     art = cache_file(cache, "sdist", f"vllm-{version}.tar.gz", data)
-    return lock.Release(version, f"v{version}", "abc1234", "patched", "", {"sdist": art})
+    return lock.Release(version, f"v{version}", "abc1234", "patched", {"sdist": art})
 
 
 # -- ELF and CUDA fatbin builders ---------------------------------------------------

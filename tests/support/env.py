@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from support import make_series, make_wheel
+from support import make_series, make_wheel, publish
 
 RELEASE = "9.9.0"
 UPSTREAM = "10.0.0"  # has everything upstream: no series
@@ -74,20 +74,19 @@ def write_lock(where: Path, series_dir: Path) -> Path:
     path = where / "VERSIONS.lock"
     path.write_text(
         f'[releases."9.8.0"]\ntag = "v9.8.0"\ncommit = "aaa"\nstatus = "patched"\n\n'
-        f'[releases."{RELEASE}"]\ntag = "v{RELEASE}"\ncommit = "bbb"\nstatus = "patched"\n'
-        f'series = "{series_dir}"\n\n'
+        f'[releases."{RELEASE}"]\ntag = "v{RELEASE}"\ncommit = "bbb"\nstatus = "patched"\n\n'
         f'[releases."{UPSTREAM}"]\ntag = "v{UPSTREAM}"\ncommit = "ccc"\nstatus = "upstream"\n'
     )
     return path
 
 
-def write_probes(where: Path) -> Path:
-    """patches/patches.toml beside the fake VERSIONS.lock: VPATCH_ROOT=where
-    makes them vpatch's data."""
+def write_probes(where: Path, series_dir: Path) -> Path:
+    """patches/ beside the fake VERSIONS.lock, the fake release's series in it
+    and the probes: VPATCH_ROOT=where makes them vpatch's data."""
     path = where / "patches" / "patches.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(PROBES)
-    return path
+    return publish(where, RELEASE, series_dir)
 
 
 def pip(*args: str, python: Path | None = None) -> subprocess.CompletedProcess:
@@ -211,7 +210,7 @@ def fake_release(tmp_path_factory) -> tuple[Path, Path, Path]:
     """(series folder, VERSIONS.lock, patches.toml) of the fake release."""
     where = tmp_path_factory.mktemp("fake-release")
     series_dir = make_fake_series(where / "work")
-    return series_dir, write_lock(where, series_dir), write_probes(where)
+    return series_dir, write_lock(where, series_dir), write_probes(where, series_dir)
 
 
 @pytest.fixture(scope="session")

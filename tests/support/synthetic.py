@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from support import publish
+
 VERSION = "9.9.0"
 SDIST = f"vllm-{VERSION}.tar.gz"
 WHEEL = f"vllm-{VERSION}-cp38-abi3-manylinux_2_31_x86_64.whl"
@@ -194,7 +196,8 @@ class Release:
 
     @property
     def series(self) -> Path:
-        return self.root / "patches" / VERSION
+        """The release's series as a plain folder (what the patch set was made from)."""
+        return self.root.parent / "series"
 
 
 def write_lock(root: Path, arts: dict[str, tuple[str, bytes]], record_sha: str = "") -> None:
@@ -204,7 +207,6 @@ def write_lock(root: Path, arts: dict[str, tuple[str, bytes]], record_sha: str =
         'tag = "v9.9.0"',
         'commit = "abc1234"',
         'status = "patched"',
-        f'series = "patches/{VERSION}"',
     ]
     for kind, (name, data) in arts.items():
         lines += [
@@ -227,9 +229,14 @@ def make_release(base: Path, bulk: int = 0, so_size: int = 1 << 20) -> Release:
     sdist, wheel = www / SDIST, www / WHEEL
     make_sdist(sdist, files)
     rec = make_wheel(wheel, files, so_size)
-    make_series(base / "series-work", root / "patches" / VERSION, files, default_steps())
-    (root / "patches" / "patches.toml").write_text(
-        '["model-first-change"]\nprobe = [{ file = "vllm/model.py", uses = "five" }]\n'
+    make_series(base / "series-work", base / "series", files, default_steps())
+    publish(root, VERSION, base / "series")
+    meta = root / "patches" / "patches.toml"
+    meta.write_text(
+        meta.read_text().replace(
+            '["model-first-change"]\n',
+            '["model-first-change"]\nprobe = [{ file = "vllm/model.py", uses = "five" }]\n',
+        )
     )
     arts = {"sdist": (SDIST, sdist.read_bytes()), "wheel": (WHEEL, wheel.read_bytes())}
     write_lock(root, arts, sha256(rec))

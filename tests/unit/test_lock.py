@@ -26,16 +26,17 @@ def test_round_trip(tmp_path, pins):
         "v9.9.0",
         "abc1234",
         "patched",
-        "patches/9.9.0",
         {"sdist": lock.Artifact("sdist", "vllm-9.9.0.tar.gz", "a" * 64, 10)},
     )
-    fixed = lock.Release("10.1.0", "v10.1.0", "def5678", "upstream-fix", "patches/10.1.0")
+    fixed = lock.Release("10.1.0", "v10.1.0", "def5678", "upstream-fix")
     pins = pins.with_release(rel).with_release(fixed)
     path = tmp_path / "VERSIONS.lock"
     path.write_text(lock.dumps(pins))
     back = lock.load(path)
     assert back.releases == pins.releases
-    assert back.versions("upstream-fix") == ["10.1.0"] and "10.1.0" in back.with_series()
+    assert back.versions("upstream-fix") == ["10.1.0"]
+    # which release carries what is the patch set's (patches/patches.toml), not the lock's
+    assert back.with_series() == [] and back.series("10.1.0") is None
 
 
 @pytest.mark.parametrize(
@@ -76,5 +77,10 @@ def test_the_real_lock():
     for v in ("0.15.0", "0.15.1"):
         assert "sdist" not in pins.get(v).artifacts  # wheel-only releases
     assert set(pins.versions("patched")) <= set(pins.with_series())
+    # every release carries a series: EAGLE-3 (patched) or our fixes (upstream-fix)
+    assert pins.with_series() == pins.versions()
     for v in pins.with_series():
-        assert pins.series_dir(v).joinpath("series").is_file()
+        todo = pins.series(v)
+        assert todo is not None and todo.name == v
+        numbers = [f"{i:04d}" for i in range(1, len(todo.patches) + 1)]
+        assert [p.name[:4] for p in todo.patches] == numbers

@@ -1,5 +1,5 @@
 """probes.py: patches/patches.toml's checks that a release's own source
-already does what a patch does, read with `ast`; variants and PR titles."""
+already does what a patch does, read with `ast`; PR titles."""
 
 import json
 
@@ -90,7 +90,7 @@ class Model:
 
 def test_a_missing_file_declares_nothing(tmp_path):
     missing = tmp_path / "nowhere.toml"
-    assert probes.load(missing) == {} and probes.variants(missing) == {}
+    assert probes.load(missing) == {}
     assert probes.pr_titles(missing) == {}
 
 
@@ -98,7 +98,7 @@ def test_load_keeps_only_tables_with_a_probe_and_reads_every_key(tmp_path):
     path = toml(
         tmp_path,
         '["a"]\nprobe = [{ file = "x/*.py", class = "C", function = "C.f", when = "K", '
-        'uses = "u" }]\n["b"]\nvariants = [["1.0"]]\n'
+        'uses = "u" }]\n["b"]\nreleases = ["1.0"]\n'
         '["c"]\nprobe = [{ file = "y.py", list = "n", includes = ["p", "q"], or_absent = true }]\n',
     )
     got = probes.load(path)
@@ -120,16 +120,15 @@ def test_more_bad_declarations(tmp_path, text, message):
         probes.load(toml(tmp_path, text))
 
 
-def test_variants_and_pr_titles(tmp_path):
+def test_pr_titles(tmp_path):
     path = toml(
         tmp_path,
-        '["a"]\nvariants = [["1.0", "1.1"], ["2.0"]]\npr_title = "A: fix"\n'
-        '["b"]\npr_prefix = "[Bugfix]"\n["c"]\nvariants = []\n',
+        '["a"]\nreleases = ["1.0:1.1", "2.0"]\npr_title = "A: fix"\n'
+        '["b"]\npr_prefix = "[Bugfix]"\n["c"]\nreleases = []\n',
     )
-    assert probes.variants(path) == {"a": [{"1.0", "1.1"}, {"2.0"}]}
     assert probes.pr_titles(path) == {"a": {"pr_title": "A: fix"}, "b": {"pr_prefix": "[Bugfix]"}}
-    with pytest.raises(ConfigError, match="variants is a list of lists"):
-        probes.variants(toml(tmp_path, '["a"]\nvariants = ["1.0"]\n'))
+    with pytest.raises(ConfigError, match="unknown keys variants"):
+        probes.load(toml(tmp_path, '["a"]\nvariants = [["1.0"]]\n'))
     with pytest.raises(ConfigError, match="pr_prefix and pr_title are strings"):
         probes.pr_titles(toml(tmp_path, '["a"]\npr_title = " "\n'))
 

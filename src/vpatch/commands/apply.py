@@ -77,12 +77,12 @@ def apply(
     (default build/vllm-<release>)."""
     pins = pins or lock.load()
     release = pins.get(version)
-    if series_dir is None and not release.series:
+    todo = pins.series(release, series_dir)
+    if todo is None:
         raise ConfigError(
             f"vLLM {release.version} needs no patches (status {release.status}: it has the "
             f"EAGLE-3 changes itself); patched releases: {', '.join(pins.versions('patched'))}"
         )
-    todo = series.load(series_dir or pins.series_dir(release))
     return trees.apply(
         release,
         todo,
@@ -99,8 +99,8 @@ def status(
 ) -> trees.Status:
     repo, version = trees.open_tree(Path(dest))
     pins = pins or lock.load()
-    todo = series.load(series_dir or pins.series_dir(version))
-    return trees.status(Path(dest), repo, version, todo)
+    todo = pins.series(version, series_dir)
+    return trees.status(Path(dest), repo, version, todo or series.Series([], version))
 
 
 def unapply(dest: Path) -> tuple[str, int]:

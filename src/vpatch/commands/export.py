@@ -1,10 +1,14 @@
-"""`vpatch export`: write the series of a patched tree from its commits.
+"""`vpatch export`: write a patched tree's commits back as patches.
 
-The commits on top of the tree's baseline (tag vpatch/base-<release>) become
-NNNN-<key of subject>.patch files and a `series` file. The bytes derive
-from the commits alone (gitutil.format_patch is hermetic), so the same
-commits give the same files on any machine and git version, whoever made
-them and whenever.
+The commits on top of the tree's baseline (tag vpatch/base-<release>) are
+rendered with `git format-patch` (hermetic: the same commits give the same
+bytes on any machine and git version, whoever made them and whenever).
+Into the patch set (the default; patchset.record): each commit's slug is
+the key of its subject, and only what vLLM <release> gets changes: a
+variant that serves it keeps its file when the change is the same (hunk
+positions and blob ids aside), is rewritten when the release is the one it
+was exported from, and otherwise the release starts a variant of its own.
+With `--into DIR`: a plain series folder (NNNN-<slug>.patch and `series`).
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import lock, resources, series
+from .. import lock, patchset, resources, series
 from .. import tree as trees
+from ..errors import ConfigError, TreeError
 
 
 @dataclass
@@ -23,21 +28,49 @@ class Exported:
     names: list[str]
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    variants: dict[str, str] = field(default_factory=dict)  # slug -> what record() did
 
 
 def export(tree: Path, into: Path | None = None, pins: lock.Lock | None = None) -> Exported:
-    """Write the tree's series into `into` (default: the release's series
-    folder in the checkout)."""
+    """Write the tree's patches into the patch set, or into folder `into`."""
     repo, version = trees.open_tree(tree)
     trees.refuse_am(repo)
     trees.refuse_dirty(repo)
-    if into is None:
-        if pins is None:
-            resources.writable("vpatch export")
-            pins = lock.load()
-        rel = pins.releases.get(version)
-        into = pins.series_dir(rel) if rel else pins.root / "patches" / version
     files = trees.render(repo, trees.BASE_TAG.format(version))
-    done = Exported(Path(into), version, [n for n in files if n != "series"])
-    done.written, done.removed = series.write(Path(into), files)
+    names = [n for n in files if n != "series"]
+    if into is not None:
+        done = Exported(Path(into), version, names)
+        done.written, done.removed = series.write(Path(into), files)
+        return done
+    if pins is None:
+        resources.writable("vpatch export")
+        pins = lock.load()
+    rec = patchset.record(
+        pins.patchset, pins.versions(), version, [(series.key(n), files[n]) for n in names]
+    )
+    done = Exported(pins.patchset.dir, version, names, variants=rec.done)
+    done.written = [s for s, what in rec.done.items() if what != "unchanged"]
+    return done
+
+
+def render(version: str | None, out: Path, pins: lock.Lock | None = None) -> Exported:
+    """`vpatch series`: release `version`'s series as plain files in `out`
+    (NNNN-<slug>.patch and `series`, for `git am`, quilt or `patch -p1`),
+    which must be new, empty, or a series folder this wrote before."""
+    pins = pins or lock.load()
+    release = pins.get(version)
+    todo = pins.series(release)
+    if todo is None:
+        raise ConfigError(
+            f"vLLM {release.version} carries no series (status {release.status}); releases "
+            f"with one: {', '.join(pins.with_series())}"
+        )
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise TreeError(f"{out} exists and is not a folder")
+    if out.is_dir() and any(p.name != "series" and p.suffix != ".patch" for p in out.iterdir()):
+        raise TreeError(f"{out} holds other files than a series; pick a new or empty folder")
+    files = todo.files_out()
+    done = Exported(out, release.version, [n for n in files if n != "series"])
+    done.written, done.removed = series.write(out, files)
     return done

@@ -102,7 +102,7 @@ def install(
 
 def _series_of(d: Dist, pins: lock.Lock) -> series.Series | None:
     rel = pins.releases.get(d.public)
-    return series.load(pins.series_dir(rel)) if rel and rel.series else None
+    return pins.series(rel) if rel else None
 
 
 def _choose(
@@ -123,8 +123,9 @@ def _choose(
             f"{d.name} {d.version}: vLLM {d.public} is not a release vpatch knows; "
             f"pinned: {', '.join(pins.versions())}"
         )
-    if rel.series:
-        return series.load(pins.series_dir(rel)), ""
+    own = pins.series(rel)
+    if own is not None:
+        return own, ""
     subs = status.subjects(pins, None)
     st = status.statuses(d, subs, None, rows, rec, checks if checks is not None else probes.load())
     lacking = [name for name, v in st.items() if v not in status.READY]
@@ -150,8 +151,8 @@ def _install(
         return Result(d, "nothing", why, release=d.public)
     digest = todo.content_hash()
     n = len(todo.patches)
-    label = f"series {todo.dir.name} ({n} patch{'es' * (n != 1)}, {digest[:8]})"
-    res = Result(d, "dry-run" if dry_run else "installed", release=d.public, series=todo.dir.name)
+    label = f"series {todo.name} ({n} patch{'es' * (n != 1)}, {digest[:8]})"
+    res = Result(d, "dry-run" if dry_run else "installed", release=d.public, series=todo.name)
     chunk = status.wheel_series(d)
     if chunk and rec is None:
         if status.same_hash(chunk, digest):
@@ -201,7 +202,7 @@ def _install(
     if dry_run:
         res.message = f"would install {label}" + (f"; {res.message}" if res.message else "")
         return res
-    new = Receipt(d.public, todo.dir.name, digest, [p.name for p in todo.patches])
+    new = Receipt(d.public, todo.name, digest, [p.name for p in todo.patches])
     _transact_install(d, orig, changed, pycs, new)
     n, k = len(res.files), sum(v.startswith("recompiled") for v in res.bytecode.values())
     res.message = f"{label}: {n} file{'s' * (n != 1)} replaced, {k} .pyc recompiled"

@@ -1,16 +1,17 @@
-"""`vpatch lint`: the patch sets are consistent, well-formed and up to date.
+"""`vpatch lint`: the patch set is consistent, well-formed and up to date.
 
-- every series folder is pinned by VERSIONS.lock and vice versa, and each
-  `series` file and its folder's .patch files agree;
-- file names are NNNN-<key of subject>.patch, numbered in series order;
-- DEP-3 fields are present and well-formed;
-- every series is up to date: applied to its release's files (from the cache,
-  downloaded when missing) and exported again, it gives the same bytes;
-- a patch carries the same change in every release that has it (added and
-  removed lines; context may differ), unless patches.toml declares the
-  release's copy a deliberate variant (0.15.x's 0002 and 0004);
-- every patch of the newest series has an upstream probe, and patches.toml
-  names only patches that exist.
+- patches.toml reads (spans of pinned releases, no two variants of a patch
+  overlapping), every variant has its file patches/<slug>/<first>.patch and
+  every file under patches/ is a variant;
+- a patch's subject gives its slug (series.key_of), and its DEP-3 fields are
+  present and well-formed;
+- every release's series is up to date: applied to the release's files (from
+  the cache, downloaded when missing) the way `vpatch apply` applies it (git
+  am: full context, no fuzz; a variant's hunks may sit at other lines in the
+  later releases of its span) and exported again, it gives each variant's
+  bytes on the release the variant was exported from (its first) and the
+  same change on the others;
+- every patch of the newest patched series has an upstream probe.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .. import lock, probes, series
+from .. import lock, patchset, probes, series
 from .. import tree as trees
 from ..errors import NetworkError, VpatchError
 from ..sources.cache import Say, quiet
@@ -61,39 +62,55 @@ def lint(
     sources: bool = True,
     say: Say = quiet,
 ) -> Linted:
-    """Lint every series of pins (and patches/ beside its lock file).
-    `sources=False` leaves out the up-to-date check, the one that reads the
+    """Lint the patch set beside pins' lock (patches/patches.toml and the
+    variant files). `sources=False` leaves out the checks that read the
     releases' files; with `offline`, releases not in the cache are skipped."""
     pins = pins or lock.load()
     root = pins.root
     meta_path = meta_path or pins.patches_toml
     out = Linted()
     add = out.problems.append
+    try:
+        ps = patchset.load(meta_path)
+    except VpatchError as e:
+        add(Problem(meta_path.name, str(e)))
+        return out
+    pinned = set(pins.versions())
+    claimed = set()
+    for slug, variants in ps.variants.items():
+        where = f"{_rel(meta_path, root)} [{slug}]"
+        if not variants:
+            add(Problem(where, "releases lists no variant"))
+        for var in variants:
+            for end in {var.first, var.last} - pinned:
+                add(Problem(where, f"variant {var.span}: {end} is not a pinned release"))
+            claimed.add(var.path.resolve())
+            if not var.path.is_file():
+                add(Problem(where, f"variant {var.span} has no file {_rel(var.path, root)}"))
+                continue
+            try:
+                p = series.parse(var.path, name=f"{slug}.patch")
+            except VpatchError as e:
+                add(Problem(_rel(var.path, root), str(e)))
+                continue
+            _patch(p, slug, _rel(var.path, root), add)
+    for f in sorted(ps.dir.rglob("*")) if ps.dir.is_dir() else []:
+        if f.is_file() and f != meta_path and f.resolve() not in claimed:
+            add(Problem(_rel(f, root), "no variant in patches.toml is this file"))
     loaded: dict[str, series.Series] = {}
-    pinned = {}
-    for v in pins.with_series():
-        d = pins.series_dir(v)
-        pinned[d.resolve()] = v
-        if not d.is_dir():
-            add(Problem(pins.path.name, f"{v}: series folder {_rel(d, root)} does not exist"))
-    for d in sorted((root / "patches").iterdir()) if (root / "patches").is_dir() else []:
-        has_series = d.is_dir() and (any(d.glob("*.patch")) or (d / "series").exists())
-        if has_series and d.resolve() not in pinned:
-            add(Problem(_rel(d, root), "no release in VERSIONS.lock pins this series"))
-    for d, v in pinned.items():
-        if d.is_dir():
-            s = _series(d, root, add)
-            if s is not None:
-                loaded[v] = s
-    for s in loaded.values():
-        for i, p in enumerate(s.patches, 1):
-            _patch(p, i, _rel(p.path, root), add)
-    groups = _meta(pins, loaded, meta_path, add)
-    _same_change(loaded, groups, root, add)
+    for version in pins.versions():
+        try:
+            s = ps.series(version)
+        except VpatchError as e:
+            add(Problem(pins.path.name, f"{version}: {e}"))
+            continue
+        if s is not None:
+            loaded[version] = s
+    _meta(pins, loaded, meta_path, add)
     if sources:
-        for v, s in loaded.items():
-            say(f"lint: {v}: apply and export")
-            _up_to_date(pins, v, s, root, offline, out)
+        for version, s in loaded.items():
+            say(f"lint: {version}: apply and export")
+            _up_to_date(pins, ps, version, s, offline, out)
     return out
 
 
@@ -104,37 +121,13 @@ def _rel(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _series(d: Path, root: Path, add: Add) -> series.Series | None:
-    where = _rel(d, root)
-    if not (d / "series").is_file():
-        add(Problem(where, "no series file"))
-        return None
-    names = series.read_names(d / "series")
-    for name in sorted({n for n in names if names.count(n) > 1}):
-        add(Problem(f"{where}/series", f"{name} is listed twice"))
-    for name in names:
-        if not (d / name).is_file():
-            add(Problem(f"{where}/series", f"lists {name}, which does not exist"))
-    for p in sorted(d.glob("*.patch")):
-        if p.name not in names:
-            add(Problem(f"{where}/{p.name}", "not listed in the series file"))
-    patches = []
-    for name in names:
-        try:
-            patches.append(series.parse(d / name))
-        except FileNotFoundError:
-            pass  # reported above
-        except VpatchError as e:
-            add(Problem(f"{where}/{name}", str(e)))
-    return series.Series(d, patches) if len(patches) == len(names) else None
-
-
-def _patch(p: series.Patch, i: int, where: str, add: Add) -> None:
-    want = series.file_name(i, p.subject)
-    if p.name != want:
+def _patch(p: series.Patch, slug: str, where: str, add: Add) -> None:
+    if series.key_of(p.subject) != slug:
         add(
             Problem(
-                where, f"is number {i} in the series with subject {p.subject!r}: name it {want}"
+                where,
+                f"subject {p.subject!r} gives the slug {series.key_of(p.subject)!r}: rename the "
+                f"patch's table and folder, or its subject",
             )
         )
     for name in series.REQUIRED_FIELDS:
@@ -173,81 +166,59 @@ def _is_date(value: str) -> bool:
     return True
 
 
-def _same_change(
-    loaded: dict[str, series.Series], groups: dict[str, list[set[str]]], root: Path, add: Add
-) -> None:
-    """Same-named patches change the same lines in every release, within each
-    declared group of variant releases and among the releases in none."""
-    copies: dict[tuple[str, int], list[series.Patch]] = {}
-    for v in sorted(loaded, key=Version, reverse=True):  # newest first: the reference
-        for p in loaded[v].patches:
-            group = next((i for i, g in enumerate(groups.get(p.key, []), 1) if v in g), 0)
-            copies.setdefault((p.key, group), []).append(p)
-    for same in copies.values():
-        ref = same[0]
-        for p in same[1:]:
-            if p.changes() != ref.changes():
-                add(
-                    Problem(
-                        _rel(p.path, root),
-                        f"changes other lines than {_rel(ref.path, root)}; make them agree, or "
-                        f"declare the release a variant in patches.toml",
-                    )
-                )
-
-
-def _meta(
-    pins: lock.Lock, loaded: dict[str, series.Series], path: Path, add: Add
-) -> dict[str, list[set[str]]]:
-    """Checks patches.toml against the series; returns the declared variants."""
+def _meta(pins: lock.Lock, loaded: dict[str, series.Series], path: Path, add: Add) -> None:
+    """Every patch of the newest series has a probe (the matrix tells
+    `upstream` by it), and the probes are well-formed."""
     try:
-        checks, groups = probes.load(path), probes.variants(path)
+        checks = probes.load(path)
     except VpatchError as e:
         add(Problem(path.name, str(e)))
-        return {}
+        return
     newest = pins.default().version
-    carried: dict[str, set[str]] = {}
-    for v, s in loaded.items():
-        for p in s.patches:
-            carried.setdefault(p.key, set()).add(v)
     for p in loaded[newest].patches if newest in loaded else []:
         if not checks.get(p.key):
-            add(Problem(path.name, f"no probe for {p.name} (the matrix cannot tell `upstream`)"))
-    for name in sorted((set(checks) | set(groups)) - set(carried)):
-        add(Problem(path.name, f"[{name}] names no patch"))
-    for name, gs in sorted(groups.items()):
-        for v in sorted(set().union(*gs) - carried.get(name, set())):
-            add(Problem(path.name, f"[{name}] variants: {v} does not carry the patch"))
-    return groups
+            add(Problem(path.name, f"no probe for {p.key} (the matrix cannot tell `upstream`)"))
 
 
 def _up_to_date(
-    pins: lock.Lock, version: str, s: series.Series, root: Path, offline: bool, out: Linted
+    pins: lock.Lock,
+    ps: patchset.PatchSet,
+    version: str,
+    s: series.Series,
+    offline: bool,
+    out: Linted,
 ) -> None:
-    where = _rel(s.dir, root)
+    """The release's series applies as `vpatch apply` applies it (git am: full
+    context, no fuzz) and exported again gives each variant's change: its
+    bytes on the release it was exported from (its first), the same change
+    elsewhere (hunk positions and blob ids aside)."""
     try:
         files = release_files(pins.releases[version], set(s.files), offline)
     except NetworkError as e:
         if not offline:
             raise
-        out.skipped.append(f"{where}: not checked against its release: {e}")
+        out.skipped.append(f"{version}: not checked against its release: {e}")
         return
     with tempfile.TemporaryDirectory(prefix="vpatch-lint-") as tmp:
         dest = Path(tmp) / "tree"
         try:
             trees.apply(pins.releases[version], s, dest, source=str(files))
         except VpatchError as e:
-            out.problems.append(Problem(where, f"does not apply to vLLM {version}: {e}"))
+            out.problems.append(Problem(version, f"its series does not apply: {e}"))
             return
         repo, _ = trees.open_tree(dest)
         fresh = trees.render(repo, trees.BASE_TAG.format(version))
-    for name, data in fresh.items():
-        path = s.dir / name
-        if not path.is_file() or path.read_bytes() != data:
+    for p in s.patches:
+        v = ps.variant(p.key, version)
+        assert v is not None  # s is ps's series of version
+        data, made = fresh.get(p.name, b""), p.path.read_bytes()
+        exact = version == v.first
+        if (data != made) if exact else not patchset.same_change(data, made):
+            what = "its bytes" if exact else "its change"
             out.problems.append(
                 Problem(
-                    f"{where}/{name}",
-                    "is not what apply + export gives; run `vpatch apply "
-                    f"{version}` and `vpatch export build/vllm-{version}`",
+                    f"{_rel(p.path, pins.root)} ({version})",
+                    f"apply + export of vLLM {version} does not give {what}; run `vpatch "
+                    f"apply {version}` and `vpatch export build/vllm-{version}`",
                 )
             )

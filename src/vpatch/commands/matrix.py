@@ -48,7 +48,7 @@ def every_patch(pins: lock.Lock) -> list[tuple[str, series.Patch]]:
     each from the newest series that has it, in first-appearance order."""
     newest: dict[str, tuple[str, series.Patch]] = {}
     for v in pins.with_series():  # oldest first: a newer copy replaces an older one
-        for p in series.load(pins.series_dir(v)).patches:
+        for p in s.patches if (s := pins.series(v)) else ():
             newest[p.key] = (v, p)  # an existing key keeps its place in the dict
     return list(newest.values())
 
@@ -98,15 +98,19 @@ def own_series(tree: Path, patches: list[series.Patch]) -> str:
     return "applies"
 
 
+# a patch as a worker process gets it: (its file, its name in the series)
+Named = tuple[Path, str]
+
+
 def _row(
     release: lock.Release,
-    patch_paths: list[Path],
-    own: Path | None,
+    patches: list[Named],
+    own: list[Named],
     checks: probes.Probes,
     offline: bool,
 ) -> tuple[str, dict[str, str], str]:
-    todo = [series.parse(p) for p in patch_paths]
-    mine = series.load(own).patches if own is not None else []
+    todo = [series.parse(path, name) for path, name in patches]
+    mine = [series.parse(path, name) for path, name in own]
     globs = {f for p in [*todo, *mine] for f in p.files} | probes.patterns(checks)
     cached = release_files(release, globs, offline)
     with tempfile.TemporaryDirectory(prefix="vpatch-matrix-") as tmp:
@@ -172,11 +176,11 @@ def build(
     else:
         found = every_patch(pins)
     names = [p.stem for _, p in found]
-    paths = [p.path for _, p in found]
+    paths = [(p.path, p.name) for _, p in found]
     rels = [resolve(pins, v, offline) for v in versions] if versions else None
     rels = rels or [pins.releases[v] for v in pins.versions()]
     rels = sorted({r.version: r for r in rels}.values(), key=lambda r: r.key)
-    own = {r.version: pins.series_dir(r) if r.series else None for r in rels}
+    own = {r.version: [(p.path, p.name) for p in _patches(pins.series(r))] for r in rels}
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(rels)))
     say(f"matrix: {len(names)} patches x {len(rels)} releases")
     if jobs == 1:
@@ -193,6 +197,10 @@ def build(
         pinned={r.version: r.status for r in rels},
         series={r.version: rows[r.version][1] for r in rels},
     )
+
+
+def _patches(s: series.Series | None) -> list[series.Patch]:
+    return s.patches if s else []
 
 
 def _shown(path: Path, root: Path) -> str:

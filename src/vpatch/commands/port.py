@@ -9,6 +9,14 @@ which the repository has, so git can merge where the text moved or changed.
 
 FROM's baseline is tagged vpatch/from-*, not vpatch/base-*, so the work tree
 is an ordinary vpatch tree of TO (`vpatch status`, `vpatch export` work).
+The patches carried are FROM's commits rendered again (a variant's file names
+the blobs of the release it was exported from, which need not be FROM).
+
+The result goes into the patch set as `vpatch export` writes it
+(patchset.record): a patch whose change is the same on TO extends the span of
+FROM's variant when TO is its neighbour among the pinned releases, anything
+else becomes a variant of TO's own; `--into DIR` writes a plain series folder
+instead.
 
 Per patch: `clean` (applied as is), `merged` (needed the 3-way merge),
 `dropped` (TO has it already: its probe holds, or the merge left nothing to
@@ -28,7 +36,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import gitutil, lock, probes, resources, series, sources
+from .. import gitutil, lock, patchset, probes, resources, series, sources
 from .. import tree as trees
 from ..errors import PatchError, TreeError
 from ..sources.cache import Say, quiet
@@ -44,8 +52,9 @@ class Ported:
     work: Path
     status: dict[str, str] = field(default_factory=dict)  # patch name -> status
     unresolved: list[str] = field(default_factory=list)  # files in conflict
-    into: Path | None = None  # the series folder written
+    into: Path | None = None  # the patch set's folder, or the series folder written
     names: list[str] = field(default_factory=list)  # its patches
+    variants: dict[str, str] = field(default_factory=dict)  # slug -> what record() did
 
     @property
     def conflict(self) -> str | None:
@@ -77,7 +86,9 @@ def port(
         pins = lock.load()
     src = pins.get(from_version)
     dst = resolve(pins, to_version, offline)
-    todo = series.load(pins.series_dir(src))
+    todo = pins.series(src)
+    if todo is None:
+        raise PatchError(f"vLLM {src.version} carries no series; nothing to port")
     work = Path(work or default_work(dst.version))
     if work.exists() and not work.is_dir():
         raise TreeError(f"{work} exists and is not a folder; pick another --work")
@@ -95,6 +106,7 @@ def port(
         gitutil.switch(repo, f"from-{src.version}", base_from)
         for p in todo.patches:  # FROM's own series must apply to FROM
             gitutil.am(repo, p.path)
+        todo = _rendered(repo, FROM_TAG.format(src.version))
         gitutil.tag(repo, trees.BASE_TAG.format(dst.version), base_to)
         gitutil.switch(repo, f"port-{dst.version}", base_to)
         checks = probes.load(meta_path or pins.patches_toml)
@@ -109,6 +121,14 @@ def port(
         _remove(work, created)
         raise
     return _finish(report, repo, pins, dst, into, keep)
+
+
+def _rendered(repo: gitutil.Repo, base: str) -> series.Series:
+    """The commits base..HEAD as patch files in the repository's .git, whose
+    index lines name blobs the repository holds (what `git am --3way` needs)."""
+    folder = Path(repo.git_dir) / "vpatch-port"
+    series.write(folder, trees.render(repo, base))
+    return series.load(folder)
 
 
 def _remove(work: Path, created: bool) -> None:
@@ -161,7 +181,7 @@ def resume(
     trees.refuse_am(repo)
     dst = resolve(pins, to_version)
     done = {c.subject for c in trees.on_base(repo, trees.BASE_TAG.format(dst.version))}
-    todo = series.load(pins.series_dir(src)).patches
+    todo = _patches_of(pins, src)
     report = Ported(src.version, dst.version, work)
     report.status = {p.name: "ported" if p.subject in done else "dropped" for p in todo}
     return _finish(report, repo, pins, dst, into, keep)
@@ -181,23 +201,33 @@ def _finish(
         raise PatchError(
             f"every patch of {report.from_version} is already in {dst.version}; nothing to port"
         )
-    into = Path(into or pins.series_dir(dst))
     trees.refuse_am(repo)
     trees.refuse_dirty(repo)
     files = trees.render(repo, trees.BASE_TAG.format(dst.version))
-    series.write(into, files)
-    report.into, report.names = into, [n for n in files if n != "series"]
-    if dst.status == "unpinned" or not dst.series:
-        # A new release is pinned as patched (the whole EAGLE-3 series). An
-        # upstream release that gets a series has EAGLE-3 itself and our fixes
-        # on top: upstream-fix. Any other keeps its status: making a release
-        # `patched` moves the default release of every command, a person's call.
-        status = {"unpinned": "patched", "upstream": "upstream-fix"}.get(dst.status, dst.status)
-        try:
-            rel = into.resolve().relative_to(pins.root.resolve()).as_posix()
-        except ValueError:
-            rel = str(into)
-        lock.save(pins.with_release(replace(dst, status=status, series=rel)))
+    report.names = [n for n in files if n != "series"]
+    if into is not None:
+        series.write(Path(into), files)
+        report.into = Path(into)
+    else:
+        had = pins.has_series(dst)
+        exported = [(series.key(n), files[n]) for n in report.names]
+        report.variants = patchset.record(
+            pins.patchset, pins.versions(), dst.version, exported
+        ).done
+        report.into = pins.patchset.dir
+        if dst.status == "unpinned" or not had:
+            # A new release is pinned as patched (the whole EAGLE-3 series). An
+            # upstream release that gets a series has EAGLE-3 itself and our
+            # fixes on top: upstream-fix. Any other keeps its status: making a
+            # release `patched` moves the default release of every command, a
+            # person's call.
+            status = {"unpinned": "patched", "upstream": "upstream-fix"}.get(dst.status, dst.status)
+            lock.save(pins.with_release(replace(dst, status=status)))
     if not keep:
         shutil.rmtree(report.work, ignore_errors=True)
     return report
+
+
+def _patches_of(pins: lock.Lock, release: lock.Release) -> list[series.Patch]:
+    s = pins.series(release)
+    return s.patches if s else []

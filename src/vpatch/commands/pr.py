@@ -124,7 +124,7 @@ class Drafted:
 
 def candidates(pins: lock.Lock, meta_path: Path | None = None) -> list[Candidate]:
     titles = probes.pr_titles(meta_path or pins.patches_toml)
-    loaded = {v: series.load(pins.series_dir(v)) for v in pins.with_series()}
+    loaded = {v: s for v in pins.versions() if (s := pins.series(v)) is not None}
     newest: dict[str, tuple[str, series.Patch]] = {}
     for v, s in loaded.items():  # oldest first: the newest series wins
         for p in s.patches:
@@ -211,7 +211,7 @@ def _fetch(release: lock.Release, tree: Path, source: str, offline: bool, say: S
     """The release's source in tree: a baseline commit tagged vpatch/base-<release>."""
     if tree.exists() and any(tree.iterdir()):
         raise TreeError(f"{tree} exists; remove it, or finish the draft there with --continue")
-    nothing = series.Series(tree, [])  # the baseline alone
+    nothing = series.Series([], release.version)  # the baseline alone
     trees.apply(release, nothing, tree, source, offline, say=say)
 
 
@@ -260,18 +260,22 @@ def _preimages(repo: gitutil.Repo, pins: lock.Lock, todo: list[Candidate], offli
     to merge where the target's text moved on."""
     wanted: dict[str, set[str]] = {}
     for c in todo:
-        wanted.setdefault(c.release, set()).add(c.patch.name)
-    for v, names in wanted.items():
+        # the index lines are those of the release the variant was exported from
+        made = pins.patchset.variant(c.key, c.release)
+        wanted.setdefault(made.first if made else c.release, set()).add(c.key)
+    for v, keys in wanted.items():
         rel = pins.releases[v]
-        s = series.load(pins.series_dir(rel))
+        s = pins.series(rel)
+        if s is None:
+            continue
         files = release_files(rel, set(s.files), offline)
         with tempfile.TemporaryDirectory(prefix="vpatch-pr-") as tmp:
             tree = Path(tmp) / "tree"
             shutil.copytree(files, tree)
             for p in s.patches:
                 gitutil.store_blobs(repo, [tree / f for f in p.files if (tree / f).is_file()])
-                names.discard(p.name)
-                if not names or not gitutil.apply_folder(tree, p.path)[0]:
+                keys.discard(p.key)
+                if not keys or not gitutil.apply_folder(tree, p.path)[0]:
                     break
 
 
@@ -510,9 +514,7 @@ def tested_results(
     want = {c.key for c in sent}
     carrying = []
     for v in reversed(pins.with_series()):
-        d = pins.series_dir(v)
-        have = {series.key(n) for n in series.read_names(d / "series")} if d.is_dir() else set()
-        if want <= have:
+        if want <= {p.slug for p in pins.patchset.carried(v)}:
             carrying.append(v)
     for v in carrying:
         if (res := results(v)) is not None:

@@ -13,7 +13,7 @@ from packaging.version import Version
 
 from .. import lock, series
 from .. import tree as trees
-from ..errors import VpatchError
+from ..errors import ConfigError, VpatchError
 from ..wheel.verify import Verified, check_version, compare, scan
 
 
@@ -40,7 +40,9 @@ def verify_wheel(
         try:
             if todo is None:
                 pins = lock.load()
-                todo = series.load(series_dir or pins.series_dir(base))
+                todo = pins.series(base, series_dir)
+                if todo is None:
+                    raise ConfigError(f"vLLM {base} carries no series")
         except VpatchError as e:
             res.problems.append(f"cannot load the series for {w.version}: {e}")
             return res
@@ -54,6 +56,6 @@ def verify_wheel(
             dest = Path(tmp) / "tree"
             pins = lock.load()
             trees.apply(pins.get(base), todo, dest, offline=offline)
-            where = f"vLLM {base} + {todo.dir} (applied in a temporary folder)"
+            where = f"vLLM {base} + series {todo.name} (applied in a temporary folder)"
             compare(res, w, dest, shipped, where)
     return res

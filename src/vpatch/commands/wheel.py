@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import lock, series
+from .. import lock
 from ..errors import ConfigError
 from ..sources.cache import Say, download, quiet
 from ..wheel.build import BuildPlan, build_from_source, plan_source
@@ -42,12 +42,12 @@ def build(
         raise ConfigError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
     pins = lock.load()
     release = pins.get(version)
-    if not (series_dir or release.series or release.status == "patched"):
+    todo = pins.series(release, series_dir)
+    if todo is None:
         raise ConfigError(
             f"vLLM {release.version} has the EAGLE-3 fixes upstream and no series: "
             "use its official wheel"
         )
-    todo = series.load(series_dir or pins.series_dir(release))
     new_version = local_version(release.version, todo.content_hash())
     out = Path(out)
     if mode == "source":
@@ -66,7 +66,7 @@ def build(
             mode,
             artifact.filename,
             out / wheel_filename(artifact.filename, new_version),
-            todo.dir,
+            todo.name,
             new_version,
             todo.files,
         )

@@ -75,7 +75,7 @@ def inspect(
         version=d.version,
         location=str(d.root),
         release=d.public,
-        series=own.dir.name if own else None,
+        series=own.name if own else None,
         patches=st,
         eagle3_ready=status.ready(st),
         editable=d.editable is not None,
@@ -88,7 +88,7 @@ def inspect(
         )
         if own is not None and rec.series_sha256 != own.content_hash():
             report.notes.append(
-                f"this vpatch has a newer series {own.dir.name} ({own.content_hash()[:8]}); "
+                f"this vpatch has a newer series {own.name} ({own.content_hash()[:8]}); "
                 "run `vpatch install` to update"
             )
     elif status.wheel_series(d):

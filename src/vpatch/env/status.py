@@ -46,9 +46,7 @@ class Subject:
 
 def own_series(pins: lock.Lock, d: Dist) -> tuple[lock.Release | None, series.Series | None]:
     release = pins.releases.get(d.public)
-    if release is None or not release.series:
-        return release, None
-    return release, series.load(pins.series_dir(release))
+    return release, pins.series(release) if release is not None else None
 
 
 def subjects(pins: lock.Lock, own: series.Series | None) -> list[Subject]:
@@ -61,9 +59,8 @@ def subjects(pins: lock.Lock, own: series.Series | None) -> list[Subject]:
         if fixes:
             extra.append(pins.releases[fixes[-1]])
     for rel in extra:
-        if rel.series:
-            for p in series.load(pins.series_dir(rel)).patches:
-                out.setdefault(p.key, Subject(p, False))
+        for p in s.patches if (s := pins.series(rel)) else ():
+            out.setdefault(p.key, Subject(p, False))
     return list(out.values())
 
 

@@ -118,7 +118,7 @@ def refresh(pins: Lock, say: Say = quiet) -> Lock:
             continue  # a release with no x86_64 wheel is not one our users can run
         say(f"pinning {v} (upstream)")
         arts = {k: with_record(a, say=say) for k, a in arts.items()}
-        rel = Release(str(v), f"v{v}", commit_of(arts), "upstream", "", arts)
+        rel = Release(str(v), f"v{v}", commit_of(arts), "upstream", arts)
         out = out.with_release(rel)
     return out
 
@@ -140,4 +140,4 @@ def resolve(pins: Lock, version: str, offline: bool = False) -> Release:
     arts = artifacts_for(v)
     if "sdist" not in arts and "wheel" not in arts:
         raise ConfigError(f"the package index has no sdist or x86_64 wheel of vLLM {v}")
-    return Release(v, f"v{v}", commit_of(arts), "unpinned", "", arts)
+    return Release(v, f"v{v}", commit_of(arts), "unpinned", arts)

@@ -49,7 +49,7 @@ class BuildPlan:
     mode: str
     input: str  # the artifact it starts from (file name)
     output: Path  # the wheel it writes (source mode: the expected name)
-    series: Path
+    series: str
     local_version: str
     files: list[str]
     tree: Path | None = None
@@ -116,7 +116,7 @@ def plan_source(
         "source",
         sdist.filename,
         out / f"vllm-{new_version}-cp38-abi3-{plat}.whl",
-        todo.dir,
+        todo.name,
         new_version,
         todo.files,
         tree=tree,

@@ -43,7 +43,7 @@ def test_text_report(fake):
     assert fake.run("install").returncode == 0
     r = fake.run("check")
     assert r.returncode == 0
-    assert "installed  series series (2 patches" in r.stdout
+    assert f"installed  series {RELEASE} (2 patches" in r.stdout
     assert "applied  0002-step-2" in r.stdout
     assert r.stdout.rstrip().endswith("EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: ready")
 

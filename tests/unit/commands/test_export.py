@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from support import git
-from vpatch import series
+from vpatch import lock, series
 from vpatch.commands import apply, export
-from vpatch.errors import PatchError, TreeError
+from vpatch.errors import ConfigError, PatchError, TreeError
 
 
 def files(d: Path) -> dict[str, bytes]:
@@ -139,3 +139,32 @@ def test_empty_commit_is_refused(patched_tree, tmp_path, pins):
     git(patched_tree, "commit", "-q", "--allow-empty", "-m", "nothing")
     with pytest.raises(PatchError, match="changes no file"):
         export.export(patched_tree, tmp_path / "out", pins)
+
+
+def test_export_into_the_patch_set_then_render_it(patched_tree, tmp_path, pins):
+    done = export.export(patched_tree, pins=pins)
+    slugs = ["model-first-change", "config-allow-deepseek"]
+    assert done.variants == dict.fromkeys(slugs, "new") and done.written == slugs
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("patches/*/*")) == [
+        "patches/config-allow-deepseek/9.9.0.patch",
+        "patches/model-first-change/9.9.0.patch",
+    ]
+    plain = export.export(patched_tree, tmp_path / "plain", pins)
+    again = export.export(patched_tree, pins=lock.Lock(pins.releases, pins.path))
+    assert again.variants == dict.fromkeys(slugs, "unchanged") and again.written == []
+    # `vpatch series`: the release's series as plain files, the bytes export wrote
+    out = export.render("9.9.0", tmp_path / "rendered", lock.Lock(pins.releases, pins.path))
+    assert out.names == plain.names
+    assert files(tmp_path / "rendered") == files(tmp_path / "plain")
+
+
+def test_render_refuses_what_it_cannot_write(patched_tree, tmp_path, pins):
+    export.export(patched_tree, pins=pins)
+    pins = lock.Lock(pins.releases, pins.path)
+    with pytest.raises(ConfigError, match="vLLM 9.8.0 carries no series"):
+        export.render("9.8.0", tmp_path / "out", pins)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine\n")
+    with pytest.raises(TreeError, match="holds other files than a series"):
+        export.render("9.9.0", tmp_path / "mine", pins)
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]

@@ -64,7 +64,7 @@ def test_install_then_uninstall_gives_back_every_byte(fake):
     assert show(fake.py) == OLD
     r = fake.run("install")
     assert r.returncode == 0, r.stderr
-    assert "installed series series (2 patches" in r.stdout
+    assert f"installed series {RELEASE} (2 patches" in r.stdout
     assert show(fake.py) == NEW
     for f, text in PATCHED.items():
         assert (fake.root / f).read_text() == text
@@ -82,7 +82,7 @@ def test_install_then_uninstall_gives_back_every_byte(fake):
 
     r = fake.run("uninstall")
     assert r.returncode == 0, r.stderr
-    assert "uninstalled series series" in r.stdout
+    assert f"uninstalled series {RELEASE}" in r.stdout
     assert snapshot(fake.py) == before
     assert {f: (fake.root / f).stat().st_mtime_ns for f in PATCHED} == mtimes
     assert show(fake.py) == OLD
@@ -216,7 +216,7 @@ def test_another_series_is_replaced_through_the_originals(fake, tmp_path):
     (other / "0002-step-2.patch").write_text(text)
     r = fake.run("install", "--series", str(other))
     assert r.returncode == 0, r.stderr
-    assert "updated" in r.stdout and "was series series" in r.stdout
+    assert "updated" in r.stdout and f"was series {RELEASE}" in r.stdout
     assert show(fake.py) == "new ['llama', 'kimi']"
     record_matches_files(fake.root, fake.dist_info)
     assert fake.run("uninstall").returncode == 0

@@ -19,14 +19,6 @@ probe = [{ file = "vllm/config.py", uses = "never_there" }]
 """
 
 
-def write_series(root: Path, version: str, pins, release_dir, steps, tmp: Path) -> Path:
-    """patches/<version> as export writes it, from steps made on BASE."""
-    made = make_series(tmp, BASE, steps)
-    tree = tmp / "tree"
-    apply.apply(version, dest=tree, source=str(release_dir), series_dir=made, pins=pins)
-    return export.export(tree, root / "patches" / version, pins).dir
-
-
 STEPS = [
     ("model: first change", {"vllm/model.py": change(MODEL, "line 5\n", "line five\n")}),
     ("config: allow deepseek", {"vllm/config.py": "allow = ['llama', 'deepseek']\n"}),
@@ -35,30 +27,35 @@ STEPS = [
 
 @pytest.fixture
 def repo(tmp_path, cache_root, release_dir):
-    """(root, pins): two releases carrying the same two patches."""
+    """(root, pins): two releases carrying the same two patches, one variant
+    each (9.8.0:9.9.0), written the way a maintainer writes them: apply,
+    then export, release by release (9.9.0's model.py has a line more at the
+    top, so the hunks sit one line lower there)."""
     root = tmp_path / "root"
-    root.mkdir()
+    (root / "patches").mkdir(parents=True)
+    (root / "patches/patches.toml").write_text(META)
+    later = {**BASE, "vllm/model.py": "# 9.9.0\n" + MODEL}
     rels = {}
-    for v in ("9.8.0", "9.9.0"):
-        rel = sdist(cache_root, v, BASE)
-        rels[v] = lock.Release(v, f"v{v}", "abc1234", "patched", f"patches/{v}", rel.artifacts)
+    for v, files in (("9.8.0", BASE), ("9.9.0", later)):
+        rel = sdist(cache_root, v, files)
+        rels[v] = lock.Release(v, f"v{v}", "abc1234", "patched", rel.artifacts)
     pins = lock.Lock(rels, root / "VERSIONS.lock")
     lock.save(pins)
+    made = make_series(tmp_path, BASE, STEPS)
     for v in rels:
-        work = tmp_path / f"work-{v}"
-        work.mkdir()
-        write_series(root, v, pins, release_dir, STEPS, work)
-    (root / "patches/patches.toml").write_text(META)
-    return root, pins
+        tree = tmp_path / f"tree-{v}"
+        apply.apply(v, dest=tree, series_dir=made, pins=pins)
+        export.export(tree, pins=lock.load(pins.path))
+    return root, lock.load(pins.path)
 
 
 def run(pins, **kw) -> list[str]:
-    result = lint.lint(pins, meta_path=pins.path.parent / "patches/patches.toml", **kw)
+    result = lint.lint(lock.load(pins.path), **kw)
     return [str(p) for p in result.problems]
 
 
-def patch_file(root: Path, v: str = "9.9.0", n: int = 1) -> Path:
-    return sorted((root / "patches" / v).glob(f"{n:04d}-*.patch"))[0]
+def patch_file(root: Path, slug: str = "model-first-change") -> Path:
+    return root / "patches" / slug / "9.8.0.patch"
 
 
 def edit(path: Path, old: str, new: str) -> None:
@@ -68,41 +65,42 @@ def edit(path: Path, old: str, new: str) -> None:
 
 
 def test_a_consistent_repository_is_clean(repo):
-    _, pins = repo
+    root, pins = repo
     assert run(pins) == []
-
-
-def test_unlisted_and_missing_patches(repo):
-    root, pins = repo
-    d = root / "patches/9.9.0"
-    (d / "0003-extra.patch").write_bytes(patch_file(root).read_bytes())
-    edit(
-        d / "series",
-        "0002-config-allow-deepseek.patch\n",
-        "0002-config-allow-deepseek.patch\n0004-gone.patch\n",
-    )
-    problems = run(pins, sources=False)
-    assert "patches/9.9.0/0003-extra.patch: not listed in the series file" in problems
-    assert "patches/9.9.0/series: lists 0004-gone.patch, which does not exist" in problems
-
-
-def test_series_folder_not_pinned(repo):
-    root, pins = repo
-    (root / "patches/1.0.0").mkdir()
-    (root / "patches/1.0.0/series").write_text("")
-    assert run(pins, sources=False) == [
-        "patches/1.0.0: no release in VERSIONS.lock pins this series"
+    meta = (root / "patches/patches.toml").read_text()
+    assert meta.count('releases = ["9.8.0:9.9.0"]') == 2  # one variant each
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.patch")) == [
+        "patches/config-allow-deepseek/9.8.0.patch",
+        "patches/model-first-change/9.8.0.patch",
     ]
 
 
-def test_file_name_must_match_number_and_subject(repo):
+def test_stray_files_and_variants_without_one(repo):
     root, pins = repo
-    d = root / "patches/9.9.0"
-    old = patch_file(root).name
-    (d / old).rename(d / "0001-something-else.patch")
-    edit(d / "series", old, "0001-something-else.patch")
+    (root / "patches/model-first-change/extra.patch").write_bytes(patch_file(root).read_bytes())
+    edit(root / "patches/patches.toml", '"9.8.0:9.9.0"]', '"9.8.0:9.9.0", "10.0.0"]')
+    assert run(pins, sources=False) == [
+        "patches/patches.toml [model-first-change]: variant 10.0.0: 10.0.0 is not a pinned release",
+        "patches/patches.toml [model-first-change]: variant 10.0.0 has no file "
+        "patches/model-first-change/10.0.0.patch",
+        "patches/model-first-change/extra.patch: no variant in patches.toml is this file",
+    ]
+
+
+def test_overlapping_variants(repo):
+    root, pins = repo
+    edit(root / "patches/patches.toml", '"9.8.0:9.9.0"]', '"9.8.0:9.9.0", "9.9.0"]')
     problems = run(pins, sources=False)
-    assert any("name it 0001-model-first-change.patch" in p for p in problems), problems
+    assert problems == [
+        "patches.toml: patches.toml [model-first-change]: variants 9.9.0 and 9.9.0 overlap"
+    ]
+
+
+def test_subject_must_give_the_slug(repo):
+    root, pins = repo
+    edit(patch_file(root), "Subject: model: first change", "Subject: model: other")
+    problems = run(pins, sources=False)
+    assert any("gives the slug 'model-other'" in p for p in problems), problems
 
 
 @pytest.mark.parametrize(
@@ -135,70 +133,58 @@ def test_bad_dep3_fields(repo, old, new, message):
 def test_good_dep3_variants(repo, value):
     root, pins = repo
     field = value.split(":")[0]
-    for v in ("9.8.0", "9.9.0"):
-        path = patch_file(root, v)
-        path.write_text(re.sub(rf"^{field}: .*$", value, path.read_text(), count=1, flags=re.M))
+    path = patch_file(root)
+    path.write_text(re.sub(rf"^{field}: .*$", value, path.read_text(), count=1, flags=re.M))
     assert run(pins, sources=False) == []
 
 
 def test_hand_edited_patch_is_not_up_to_date(repo):
     root, pins = repo
-    # the hunk still applies (at an offset), but export writes its real place
+    # the hunk still applies (at an offset), but export writes its real place:
+    # on 9.8.0, which the variant was exported from, that is another file; on
+    # 9.9.0 the change sits elsewhere anyway
     path = patch_file(root)
     text = path.read_text()
     path.write_text(
         re.sub(r"^@@ -(\d+),", lambda m: f"@@ -{int(m[1]) + 3},", text, count=1, flags=re.M)
     )
+    assert run(pins) == [
+        "patches/model-first-change/9.8.0.patch (9.8.0): apply + export of vLLM 9.8.0 does "
+        "not give its bytes; run `vpatch apply 9.8.0` and `vpatch export build/vllm-9.8.0`"
+    ]
+
+
+def test_a_variant_must_give_the_same_change_on_every_release(repo):
+    root, pins = repo
+    # context the patch carries that 9.9.0's export tells otherwise: its function heading
+    edit(patch_file(root), "@@ -2,7 +2,7 @@", "@@ -2,7 +2,7 @@ def somewhere")
     problems = run(pins)
-    assert len(problems) == 1
-    assert "0001-model-first-change.patch: is not what apply + export gives" in problems[0]
+    assert len(problems) == 2, problems
+    assert "(9.9.0): apply + export of vLLM 9.9.0 does not give its change" in problems[1]
 
 
 def test_patch_that_no_longer_applies(repo):
     root, pins = repo
     edit(patch_file(root), "-line 5\n", "-line 5 changed\n")
     problems = run(pins)
-    assert any("does not apply to vLLM 9.9.0" in p for p in problems), problems
+    assert any("9.9.0: its series does not apply" in p for p in problems), problems
 
 
 def test_offline_skips_what_is_not_cached(repo, cache_root):
     _, pins = repo
     for f in (cache_root / "downloads").iterdir():
         f.unlink()
-    result = lint.lint(pins, meta_path=pins.path.parent / "patches/patches.toml", offline=True)
+    result = lint.lint(pins, offline=True)
     assert result.problems == [] and len(result.skipped) == 2
     assert "not in the cache" in result.skipped[0]
-
-
-def test_same_patch_must_carry_the_same_change(repo, tmp_path, release_dir):
-    root, pins = repo
-    other = [STEPS[0], ("config: allow deepseek", {"vllm/config.py": "allow = ['deepseek']\n"})]
-    work = tmp_path / "work-other"
-    work.mkdir()
-    write_series(root, "9.8.0", pins, release_dir, other, work)
-    problems = run(pins)
-    assert problems == [
-        "patches/9.8.0/0002-config-allow-deepseek.patch: changes other lines than "
-        "patches/9.9.0/0002-config-allow-deepseek.patch; make them agree, or declare the "
-        "release a variant in patches.toml"
-    ]
-    # a declared variant is fine; a patch only some releases carry is fine too
-    edit(
-        root / "patches/patches.toml",
-        '["config-allow-deepseek"]\n',
-        '["config-allow-deepseek"]\nvariants = [["9.8.0"]]\n',
-    )
-    assert run(pins) == []
 
 
 def test_probes_must_cover_the_newest_series(repo):
     root, pins = repo
     meta = root / "patches/patches.toml"
-    edit(meta, '["config-allow-deepseek"]', '["config-allow-deepseek-old"]')
+    edit(meta, 'probe = [{ file = "vllm/config.py", uses = "never_there" }]\n', "")
     assert run(pins, sources=False) == [
-        "patches.toml: no probe for 0002-config-allow-deepseek.patch "
-        "(the matrix cannot tell `upstream`)",
-        "patches.toml: [config-allow-deepseek-old] names no patch",
+        "patches.toml: no probe for config-allow-deepseek (the matrix cannot tell `upstream`)"
     ]
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import make_series, named_series, sdist, text_file, write_tree
+from support import make_series, named_series, publish, sdist, text_file, write_tree
 from vpatch import lock, probes, series
 from vpatch.commands import matrix
 
@@ -147,36 +147,35 @@ def test_every_patch_of_every_series(tmp_path, cache_root):
     model = {"vllm/model.py": MODEL.replace("Base)", "Base, Eagle)").replace("1", "self.aux")}
     b10 = {"vllm/b.py": LINES.replace("line 10\n", "line ten\n")}
     root = tmp_path / "root"
-    named_series(
+    # the tables in series order: 10.0.0 puts b before a, 9.8.0 a before model
+    text_file(
+        root / "patches/patches.toml",
+        '["b-change-ten"]\nprobe = [{ file = "vllm/a.py", uses = "never" }]\n'
+        '["a-change-five"]\n'
+        '["model-support-eagle"]\nprobe = [{ file = "vllm/model.py", class = "Model", '
+        'has_base = "Eagle" }]\n',
+    )
+    s1 = named_series(
         tmp_path / "s1",
-        root / "patches/9.8.0",
+        tmp_path / "series-9.8.0",
         BASE,
         [("a: change five", a5), ("model: support eagle", model)],
         ["0001-a-change-five.patch", "0002-model-support-eagle.patch"],
     )
     newer_a5 = {"vllm/a.py": LINES.replace("line 5\n", "line FIVE\n")}
-    named_series(
+    s2 = named_series(
         tmp_path / "s2",
-        root / "patches/10.0.0",
+        tmp_path / "series-10.0.0",
         BASE,
         [("b: change ten", b10), ("a: change five", newer_a5)],
         ["0001-b-change-ten.patch", "0002-a-change-five.patch"],
     )
-    # the model patch's probe holds once 0001 of 9.8.0 ... is applied: here, a
-    # probe on the line the a-patch writes makes it "included" after it
-    text_file(
-        root / "patches/patches.toml",
-        '["model-support-eagle"]\nprobe = [{ file = "vllm/model.py", class = "Model", '
-        'has_base = "Eagle" }]\n'
-        '["b-change-ten"]\nprobe = [{ file = "vllm/a.py", uses = "never" }]\n',
-    )
-    old = dataclasses.replace(
-        sdist(cache_root, "9.8.0", BASE), status="patched", series="patches/9.8.0"
-    )
+    publish(root, "9.8.0", s1)
+    publish(root, "10.0.0", s2)
+    old = dataclasses.replace(sdist(cache_root, "9.8.0", BASE), status="patched")
     new = dataclasses.replace(
         sdist(cache_root, "10.0.0", {**BASE, "vllm/model.py": UPSTREAM_MODEL}),
         status="upstream-fix",
-        series="patches/10.0.0",
     )
     bare = sdist(cache_root, "10.1.0", {**BASE, "vllm/b.py": "other\n"})
     pins = lock.Lock({r.version: r for r in (old, new, bare)}, root / "VERSIONS.lock")

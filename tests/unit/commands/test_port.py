@@ -1,11 +1,10 @@
 """port: FROM's series carried to TO by 3-way merge, on synthetic releases
 given as folders."""
 
-import shutil
 from pathlib import Path
 
 import pytest
-from support import BASE, change, git, make_series, write_tree
+from support import BASE, change, git, named_series, publish, write_tree
 from vpatch import lock, series
 from vpatch.commands import port
 from vpatch.errors import PatchError, TreeError
@@ -17,8 +16,11 @@ STEPS = [
     ("model: change five", {"vllm/model.py": change(MODEL, "line 5\n", "line five\n")}),
     ("config: allow deepseek", {"vllm/config.py": change(CONFIG, "]", '    "deepseek",\n]')}),
 ]
+NAMES = ["0001-model-change-five.patch", "0002-config-allow-deepseek.patch"]
 META = """
-["step-2"]
+["model-change-five"]
+
+["config-allow-deepseek"]
 probe = [{ file = "vllm/config.py", list = "allow", includes = ["deepseek"] }]
 """
 
@@ -26,14 +28,14 @@ probe = [{ file = "vllm/config.py", list = "allow", includes = ["deepseek"] }]
 @pytest.fixture
 def root(tmp_path) -> Path:
     """A repository root: VERSIONS.lock pinning 9.8.0 (with a series) and
-    10.0.0 (without), patches/9.8.0, patches/patches.toml, FROM's source."""
+    10.0.0 (without), the patch set (9.8.0's variants), FROM's source."""
     root = tmp_path / "root"
-    made = make_series(tmp_path, FROM, STEPS)
-    shutil.copytree(made, root / "patches/9.8.0")
+    (root / "patches").mkdir(parents=True)
     (root / "patches/patches.toml").write_text(META)
+    publish(root, "9.8.0", named_series(tmp_path / "w", tmp_path / "s", FROM, STEPS, NAMES))
     rels = [
-        lock.Release("9.8.0", "v9.8.0", "abc1234", "patched", "patches/9.8.0"),
-        lock.Release("10.0.0", "v10.0.0", "def5678", "patched", ""),
+        lock.Release("9.8.0", "v9.8.0", "abc1234", "patched"),
+        lock.Release("10.0.0", "v10.0.0", "def5678", "patched"),
     ]
     lock.save(lock.Lock({r.version: r for r in rels}, root / "VERSIONS.lock"))
     write_tree(tmp_path / "from", FROM)
@@ -54,22 +56,32 @@ def run(root: Path, to_files: dict[str, str], to_version: str = "10.0.0", **kw) 
     )
 
 
-NAMES = ["0001-step-1.patch", "0002-step-2.patch"]
-OUT = ["0001-model-change-five.patch", "0002-config-allow-deepseek.patch"]
+def spans(root: Path) -> dict[str, list[str]]:
+    ps = lock.load(root / "VERSIONS.lock").patchset
+    return {s: [v.span for v in vs] for s, vs in ps.variants.items()}
 
 
-def test_clean_port_writes_series_and_pins_it(root):
+def ported(root: Path, version: str = "10.0.0") -> list[series.Patch]:
+    todo = lock.load(root / "VERSIONS.lock").series(version)
+    return todo.patches if todo else []
+
+
+def test_clean_port_extends_the_spans(root):
     moved = {**FROM, "vllm/model.py": "new\n" + MODEL}  # at an offset: still clean
     r = run(root, moved)
     assert r.status == dict.fromkeys(NAMES, "clean")
-    out = root / "patches/10.0.0"
-    assert r.into == out and (out / "series").read_text() == "".join(n + "\n" for n in OUT)
+    assert r.variants == dict.fromkeys(["model-change-five", "config-allow-deepseek"], "extended")
+    assert r.into == root / "patches" and r.names == NAMES
+    # the same change on the next release: 9.8.0's variant serves it too
+    assert spans(root) == dict.fromkeys(
+        ["model-change-five", "config-allow-deepseek"], ["9.8.0:10.0.0"]
+    )
     pinned = lock.load(root / "VERSIONS.lock").get("10.0.0")
-    assert pinned.series == "patches/10.0.0" and pinned.status == "patched"
+    assert pinned.status == "patched"
     assert not (root.parent / "work").exists()  # removed after a clean port
     # the message (DEP-3 fields, date, author) is FROM's, byte for byte
-    old = series.load(root / "patches/9.8.0").patches
-    new = series.load(out).patches
+    old = ported(root, "9.8.0")
+    new = ported(root)
     assert [(p.author, p.date, p.message) for p in new] == [
         (p.author, p.date, p.message) for p in old
     ]
@@ -92,9 +104,12 @@ def test_two_appends_to_one_list_merge_ours_first(root):
     to = {**FROM, "vllm/config.py": change(CONFIG, "]", '    "qwen",\n]')}
     r = run(root, to)
     assert r.status[NAMES[1]] == "merged"
-    new = series.load(root / "patches/10.0.0").patches[1]
+    assert r.variants == {"model-change-five": "extended", "config-allow-deepseek": "new"}
+    assert spans(root)["config-allow-deepseek"] == ["9.8.0", "10.0.0"]
+    new = ported(root)[1]
     assert new.changes() == [("vllm/config.py", [], ['    "deepseek",\n'])]
     assert '     "qwen",\n+    "deepseek",\n' in new.path.read_text()
+    assert new.path == root / "patches/config-allow-deepseek/10.0.0.patch"
 
 
 def test_dropped_when_the_release_has_it(root):
@@ -112,7 +127,8 @@ def test_one_dropped_one_ported(root):
     to = {**FROM, "vllm/config.py": 'allow = ["deepseek", "llama"]\n'}
     r = run(root, to)
     assert r.status == {NAMES[0]: "clean", NAMES[1]: "dropped"}
-    assert (root / "patches/10.0.0/series").read_text() == OUT[0] + "\n"
+    assert [p.name for p in ported(root)] == NAMES[:1]
+    assert spans(root)["config-allow-deepseek"] == ["9.8.0"]
 
 
 def test_conflict_is_left_for_a_person_then_continued(root):
@@ -120,7 +136,7 @@ def test_conflict_is_left_for_a_person_then_continued(root):
     r = run(root, to)
     work = root.parent / "work"
     assert r.conflict == NAMES[0] and r.unresolved == ["vllm/model.py"]
-    assert r.into is None and not (root / "patches/10.0.0").exists()
+    assert r.into is None and ported(root) == []
     text = (work / "vllm/model.py").read_text()
     assert "<<<<<<<" in text and "||||||| " in text  # diff3: the base is shown
     with pytest.raises(TreeError, match="git am is still in progress"):
@@ -131,7 +147,7 @@ def test_conflict_is_left_for_a_person_then_continued(root):
     git(work, "am", "--continue")
     done = port.resume("9.8.0", "10.0.0", pins=lock.load(root / "VERSIONS.lock"), work=work)
     assert done.status == dict.fromkeys(NAMES, "ported")
-    p = series.load(root / "patches/10.0.0").patches[0]
+    p = ported(root)[0]
     assert p.changes() == [("vllm/model.py", ["line 5 upstream\n"], ["line five upstream\n"])]
     assert not work.exists()
 
@@ -145,9 +161,18 @@ def test_existing_work_tree_is_refused(root):
 
 
 def test_a_release_not_in_the_lock_is_pinned_as_patched(root, monkeypatch):
-    new = lock.Release("10.1.0", "v10.1.0", "0a1b2c3", "unpinned", "")
+    new = lock.Release("10.1.0", "v10.1.0", "0a1b2c3", "unpinned")
     monkeypatch.setattr(port, "resolve", lambda pins, v, offline=False: new)
-    r = run(root, FROM, to_version="10.1.0")
-    assert r.into == root / "patches/10.1.0"
+    run(root, FROM, to_version="10.1.0")
+    assert [p.name for p in ported(root, "10.1.0")] == NAMES
+    # 10.0.0, pinned between the two, does not carry the patches: no span crosses it
+    assert spans(root)["model-change-five"] == ["9.8.0", "10.1.0"]
     pinned = lock.load(root / "VERSIONS.lock").get("10.1.0")
-    assert (pinned.status, pinned.series, pinned.commit) == ("patched", "patches/10.1.0", "0a1b2c3")
+    assert (pinned.status, pinned.commit) == ("patched", "0a1b2c3")
+
+
+def test_into_writes_a_plain_series_folder(root):
+    r = run(root, FROM, into=root.parent / "out")
+    assert r.into == root.parent / "out"
+    assert (r.into / "series").read_text() == "".join(n + "\n" for n in NAMES)
+    assert spans(root) == dict.fromkeys(["model-change-five", "config-allow-deepseek"], ["9.8.0"])

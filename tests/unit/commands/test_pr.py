@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import change, commit_tree, git, named_series, write_tree
+from support import change, commit_tree, git, named_series, publish, write_tree
 from vpatch import cli, gitutil, lock, series
 from vpatch.commands import pr
 from vpatch.errors import ConfigError, PatchError, TreeError
@@ -46,9 +46,9 @@ def root(tmp_path, monkeypatch) -> Path:
     """VERSIONS.lock, patches/ and patches.toml; the releases' files in
     tmp/rel-<version>, served as their cached release files."""
     root = tmp_path / "root"
-    named_series(
+    old = named_series(
         tmp_path / "a",
-        root / "patches/9.8.0",
+        tmp_path / "s-9.8.0",
         BASE,
         [
             ("model: change five", {"vllm/model.py": FIVE}),
@@ -56,18 +56,21 @@ def root(tmp_path, monkeypatch) -> Path:
         ],
         ["0001-model-change-five.patch", "0002-config-allow-deepseek.patch"],
     )
-    named_series(
+    fix = named_series(
         tmp_path / "b",
-        root / "patches/10.0.0",
+        tmp_path / "s-10.0.0",
         UPSTREAM,
         [("model: fix thirty", {"vllm/model.py": FIXED, TEST: "def test_thirty(): ...\n"})],
         [FIX],
     )
+    (root / "patches").mkdir(parents=True)
     (root / "patches/patches.toml").write_text(META)
+    publish(root, "9.8.0", old)
+    publish(root, "10.0.0", fix)
     rels = [
-        lock.Release("9.8.0", "v9.8.0", "abc1234", "patched", "patches/9.8.0"),
-        lock.Release("9.9.0", "v9.9.0", "bcd2345", "upstream", ""),
-        lock.Release("10.0.0", "v10.0.0", "cde3456", "upstream-fix", "patches/10.0.0", CPU),
+        lock.Release("9.8.0", "v9.8.0", "abc1234", "patched"),
+        lock.Release("9.9.0", "v9.9.0", "bcd2345", "upstream"),
+        lock.Release("10.0.0", "v10.0.0", "cde3456", "upstream-fix", CPU),
     ]
     lock.save(lock.Lock({r.version: r for r in rels}, root / "VERSIONS.lock"))
     files = {"9.8.0": BASE, "9.9.0": UPSTREAM, "10.0.0": UPSTREAM}
@@ -274,7 +277,8 @@ def test_a_sign_off_is_required(root, tmp_path, monkeypatch):
 
 def test_a_patch_without_probe_is_tried_and_dropped_only_by_git(root, tmp_path):
     meta = root / "patches/patches.toml"
-    meta.write_text(META.replace('probe = [{ file = "vllm/model.py", uses = "five" }]', ""))
+    text = meta.read_text()
+    meta.write_text(text.replace('probe = [{ file = "vllm/model.py", uses = "five" }]', ""))
     co = checkout(tmp_path / "vllm", {**UPSTREAM, "vllm/model.py": FIXED})
     d = pr.draft(str(co), **kw(root))
     assert [c.status for c in d.candidates] == ["included", "upstream", "upstream"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from support import make_series
+from support import make_series, publish
 from vpatch import lock, series
 from vpatch.env import status
 from vpatch.env.dist import Dist
@@ -41,15 +41,17 @@ def test_subjects_own_series_first_then_the_newest_patched_then_upstream_fixes(t
     old = s("old", [("a: one", {"vllm/a.py": "a1\n"})])
     new = s("new", [("a: one", {"vllm/a.py": "a1\n"}), ("b: two", {"vllm/b.py": "b2\n"})])
     fix = s("fix", [("b: layer zero", {"vllm/b.py": "b0\n"})])
-    rel = lambda v, st, ser="": lock.Release(v, f"v{v}", "c", st, str(ser))  # noqa: E731
+    rel = lambda v, st: lock.Release(v, f"v{v}", "c", st)  # noqa: E731
+    for v, folder in (("1.0.0", old), ("1.1.0", new), ("2.1.0", fix)):
+        publish(tmp_path, v, folder)
     pins = lock.Lock(
         {
             r.version: r
             for r in [
-                rel("1.0.0", "patched", old),
-                rel("1.1.0", "patched", new),
+                rel("1.0.0", "patched"),
+                rel("1.1.0", "patched"),
                 rel("2.0.0", "upstream"),
-                rel("2.1.0", "upstream", fix),
+                rel("2.1.0", "upstream"),
             ]
         },
         tmp_path / "L",

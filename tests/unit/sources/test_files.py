@@ -67,7 +67,7 @@ def test_wheel_only_releases_read_the_wheel_and_keep_the_x_bit(cache_root):
         zf.writestr("vllm/a.py", "a\n")
         zf.writestr("vllm-1.0.dist-info/RECORD", "")
     art = cache_file(cache_root, "wheel", "vllm-1.0-py3-none-any.whl", path.read_bytes())
-    rel = lock.Release("1.0", "v1.0", "c", "patched", "", {"wheel": art})
+    rel = lock.Release("1.0", "v1.0", "c", "patched", {"wheel": art})
     tree = files.release_files(rel, {"vllm/*.py"})
     assert listing(tree) == ["vllm/a.py", "vllm/run.py"]
     assert (tree / "vllm/run.py").stat().st_mode & 0o777 == 0o755
@@ -77,6 +77,6 @@ def test_wheel_only_releases_read_the_wheel_and_keep_the_x_bit(cache_root):
 def test_an_unreadable_archive_is_an_integrity_error(cache_root):
     data = targz({"vllm-1.0/vllm/a.py": b"a\n"})[:-20]  # cut short
     art = cache_file(cache_root, "sdist", "vllm-1.0.tar.gz", data)
-    rel = lock.Release("1.0", "v1.0", "c", "patched", "", {"sdist": art})
+    rel = lock.Release("1.0", "v1.0", "c", "patched", {"sdist": art})
     with pytest.raises(IntegrityError, match="vllm-1.0.tar.gz cannot be read"):
         files.release_files(rel, {"vllm/a.py"})

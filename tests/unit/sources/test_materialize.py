@@ -41,16 +41,16 @@ def test_git_source_with_wrong_commit_is_refused(tmp_path, bare_remote):
 
 def test_auto_prefers_the_sdist():
     with_sdist = lock.Release(
-        "1", "v1", "c", "patched", "", {"sdist": lock.Artifact("sdist", "s", "h")}
+        "1", "v1", "c", "patched", {"sdist": lock.Artifact("sdist", "s", "h")}
     )
-    without = lock.Release("1", "v1", "c", "patched", "", {})
+    without = lock.Release("1", "v1", "c", "patched", {})
     assert sources.resolve(with_sdist, "auto") == "sdist"
     assert sources.resolve(without, "auto") == "wheel"
 
 
 def test_materialize_prefers_the_cache_then_ranges(remote_wheel, monkeypatch, tmp_path):
     _, art = remote_wheel()
-    rel = lock.Release("1.0", "v1.0", "c", "patched", "", {"wheel": art})
+    rel = lock.Release("1.0", "v1.0", "c", "patched", {"wheel": art})
     calls = []
     real = extract.extract_wheel_lazy
     monkeypatch.setattr(sources, "extract_wheel_lazy", lambda a, d: calls.append(a) or real(a, d))
@@ -66,7 +66,7 @@ def test_materialize_prefers_the_cache_then_ranges(remote_wheel, monkeypatch, tm
 
 def test_offline_reads_no_ranges(remote_wheel, tmp_path):
     _, art = remote_wheel()
-    rel = lock.Release("1.0", "v1.0", "c", "patched", "", {"wheel": art})
+    rel = lock.Release("1.0", "v1.0", "c", "patched", {"wheel": art})
     (tmp_path / "d").mkdir()
     with pytest.raises(NetworkError, match="--offline"):
         sources.materialize(rel, "wheel", tmp_path / "d", offline=True)

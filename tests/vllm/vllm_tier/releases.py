@@ -29,9 +29,10 @@ from functools import cache
 from pathlib import Path
 
 from packaging.version import Version
-from vpatch import lock
+from vpatch import lock, series
 
 from . import TierError
+from . import cache as tier_cache
 
 
 @dataclass(frozen=True)
@@ -127,12 +128,16 @@ def inner_select(release: str) -> tuple[str, ...]:
 
 
 def series_dir(release: str) -> Path | None:
-    """The release's series folder: ``$VPATCH_PATCHES_DIR/<release>`` when that
-    holds one (to try a series made with ``vpatch port ... --into
-    DIR/<release>``), else the one VERSIONS.lock gives (``patches/<release>``);
-    None without one."""
+    """The release's series as a plain folder: ``$VPATCH_PATCHES_DIR/<release>``
+    when that holds one (to try a series made with ``vpatch port ... --into
+    DIR/<release>``), else the patch set's, rendered (``vpatch series``) into
+    ``$VPATCH_CACHE/vllm-tier/series/<release>``; None without one."""
     base = os.environ.get("VPATCH_PATCHES_DIR")
-    for d in ([Path(base) / release] if base else []) + [pins().series_dir(release)]:
-        if (d / "series").is_file():
-            return d
-    return None
+    if base and (Path(base) / release / "series").is_file():
+        return Path(base) / release
+    todo = pins().series(release)
+    if todo is None:
+        return None
+    out = tier_cache.root() / "series" / release
+    series.write(out, todo.files_out())
+    return out

@@ -53,7 +53,7 @@ def patched(release: str, series: Path | None = None, label: str = "series") -> 
     sdir = series or series_dir(release)
     if sdir is None:
         raise TierError(
-            f"vLLM {release} has no series (patches/{release}): cannot make its patched "
+            f"vLLM {release} carries no series (patches/patches.toml): cannot make its patched "
             "install; try one with VPATCH_PATCHES_DIR=DIR (DIR/<release>/series)"
         )
     base = unpatched(release)

@@ -1,0 +1,315 @@
+"""The patch set: one file per change and variant, mapped to the releases
+it serves (quilt's one series, Spack's `patch(..., when="@a:b")`).
+
+    patches/<slug>/<first>.patch   a `git format-patch` mail with DEP-3 fields,
+                                   exported from release <first>
+    patches/patches.toml           one table per slug, in series order:
+                                   `releases`: the variants, "first:last" spans
+                                   (or one "release") of pinned releases;
+                                   probes and PR titles (probes.py)
+
+A variant serves every pinned release from its first to its last; a
+release's series is the variant of each slug that serves it, in the order
+of the tables, numbered from 1 (`NNNN-<slug>.patch`, as `git format-patch`
+names them): nothing says twice which release gets what. Within a span the
+code around the change is the same, so one file applies to all of them with
+full context (git am, `patch -p1`); only where it sits (hunk positions) and
+the blob ids of `index` lines may differ from the release it was exported
+from. `vpatch lint` checks both; `vpatch series V --out DIR` writes a
+release's series as plain files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+from packaging.version import InvalidVersion, Version
+
+from .errors import ConfigError, PatchError, disk_error
+from .paths import write_atomic
+from .series import Series, parse
+
+KEY = "releases"  # the patches.toml key holding a slug's variants
+
+
+@dataclass(frozen=True)
+class Variant:
+    slug: str
+    first: str
+    last: str
+    path: Path
+
+    @property
+    def span(self) -> str:
+        return self.first if self.first == self.last else f"{self.first}:{self.last}"
+
+    def covers(self, version: str) -> bool:
+        return Version(self.first) <= Version(version) <= Version(self.last)
+
+
+@dataclass
+class PatchSet:
+    """What patches.toml and patches/ say: slugs in series order, each with
+    its variants (oldest first)."""
+
+    toml: Path
+    slugs: list[str] = field(default_factory=list)
+    variants: dict[str, list[Variant]] = field(default_factory=dict)
+
+    @property
+    def dir(self) -> Path:
+        return self.toml.parent
+
+    def file(self, slug: str, first: str) -> Path:
+        return self.dir / slug / f"{first}.patch"
+
+    def variant(self, slug: str, version: str) -> Variant | None:
+        return next((v for v in self.variants.get(slug, []) if v.covers(version)), None)
+
+    def carried(self, version: str) -> list[Variant]:
+        """The variants that make up `version`'s series, in series order."""
+        found = (self.variant(s, version) for s in self.slugs)
+        return [v for v in found if v is not None]
+
+    def series(self, version: str) -> Series | None:
+        """`version`'s series (None: it carries no patch)."""
+        carried = self.carried(version)
+        if not carried:
+            return None
+        patches = []
+        for i, v in enumerate(carried, 1):
+            if not v.path.is_file():
+                raise ConfigError(
+                    f"{self.toml.name} [{v.slug}]: variant {v.span} has no file "
+                    f"{v.slug}/{v.first}.patch"
+                )
+            patches.append(parse(v.path, name=f"{i:04d}-{v.slug}.patch"))
+        return Series(patches, name=version)
+
+
+def _span(where: str, text: object) -> tuple[str, str]:
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"{where}: {KEY} lists spans 'first:last' or one release")
+    first, _, last = text.partition(":")
+    first, last = first.strip(), (last.strip() or first.strip())
+    try:
+        if Version(first) > Version(last):
+            raise ConfigError(f"{where}: span {text!r} ends before it starts")
+    except InvalidVersion:
+        raise ConfigError(f"{where}: {text!r} is not a release or a span of releases") from None
+    return first, last
+
+
+def read(path: Path) -> dict[str, Any]:
+    """patches.toml as data ({} when there is none)."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
+    except OSError as e:
+        raise disk_error(e, f"cannot read {path.name}") from None
+
+
+def load(path: Path) -> PatchSet:
+    out = PatchSet(path)
+    for slug, t in read(path).items():
+        if not isinstance(t, dict):
+            raise ConfigError(f"{path.name} [{slug}]: not a table")
+        spans = t.get(KEY, [])
+        if not isinstance(spans, list):
+            raise ConfigError(f"{path.name} [{slug}]: {KEY} is a list of spans")
+        where = f"{path.name} [{slug}]"
+        found = sorted((_span(where, s) for s in spans), key=lambda fl: Version(fl[0]))
+        for (_, a_last), (b_first, _) in zip(found, found[1:], strict=False):
+            if Version(b_first) <= Version(a_last):
+                raise ConfigError(f"{where}: variants {a_last} and {b_first} overlap")
+        out.slugs.append(slug)
+        out.variants[slug] = [Variant(slug, f, la, out.file(slug, f)) for f, la in found]
+    return out
+
+
+# -- writing patches.toml: only a slug's `releases` line, comments kept --------
+
+
+def _header(slug: str) -> re.Pattern[str]:
+    return re.compile(rf'^\[\s*"{re.escape(slug)}"\s*\]\s*(#.*)?$')
+
+
+def set_spans(path: Path, slug: str, spans: list[str], after: str | None = None) -> None:
+    """Make `slug`'s variants `spans`: rewrite its `releases = [...]` line (one
+    line, the only form we write), add one after its table header, or add the
+    table (after `after`'s table, else at the end). Written atomically."""
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read {path.name}: {e}") from None
+    quoted = ", ".join(f'"{s}"' for s in spans)
+    line = f"{KEY} = [{quoted}]"
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if _header(slug).match(ln)), None)
+    if start is None:
+        block = ["", f'["{slug}"]', line]
+        at = len(lines)
+        if after is not None:
+            head = next((i for i, ln in enumerate(lines) if _header(after).match(ln)), None)
+            if head is not None:
+                nxt = (i for i in range(head + 1, len(lines)) if lines[i].startswith("["))
+                at = next(nxt, len(lines))
+                while at > head + 1 and (not lines[at - 1].strip() or lines[at - 1][0] == "#"):
+                    at -= 1  # keep the next table's comments with it
+        lines[at:at] = block
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), None)
+        end = len(lines) if end is None else end
+        own = [i for i in range(start + 1, end) if re.match(rf"^{KEY}\s*=", lines[i])]
+        if own and not lines[own[0]].rstrip().endswith("]"):
+            raise ConfigError(f"{path.name} [{slug}]: write {KEY} on one line")
+        if own:
+            lines[own[0]] = line
+        else:
+            lines.insert(start + 1, line)
+    try:
+        write_atomic(path, ("\n".join(lines) + "\n").encode())
+    except OSError as e:
+        raise disk_error(e, f"cannot write {path.name}") from None
+
+
+# -- comparing copies of a change across releases ---------------------------------
+
+_INDEX = re.compile(rb"^index [0-9a-f]+\.\.[0-9a-f]+( \d+)?$", re.M)
+_HUNK = re.compile(rb"^@@ -\d+(,\d+)? \+\d+(,\d+)? @@", re.M)
+_FROM = re.compile(rb"^From [0-9a-f]{40} ", re.M)
+
+
+def same_change(a: bytes, b: bytes) -> bool:
+    """Two exports of one change agree but for where it sits: the commit id,
+    blob ids (index lines), hunk positions and a diffstat (plain `git
+    format-patch` writes one, ours not) may differ; message, context and
+    changed lines may not."""
+    return normalized(a) == normalized(b)
+
+
+def normalized(data: bytes) -> bytes:
+    head, sep, diff = data.partition(b"\ndiff --git ")
+    head = head.split(b"\n---\n", 1)[0].rstrip(b"\n")  # no diffstat, nor the blank line
+    data = head + b"\n\n" + sep + diff
+    data = _FROM.sub(b"From 0 ", data)
+    data = _INDEX.sub(b"index", data)
+    return _HUNK.sub(b"@@", data)
+
+
+# -- recording a release's patches: what export and port write ------------------
+
+
+@dataclass
+class Recorded:
+    """What record() did, per slug: "unchanged", "written" (the variant's
+    file), "new" (a variant of its own), "extended" (a span grown to take
+    the release), "split" (the release starts a variant of its own inside a
+    span whose other releases keep the old file)."""
+
+    done: dict[str, str] = field(default_factory=dict)
+
+
+def record(
+    ps: PatchSet, pinned: list[str], version: str, exported: list[tuple[str, bytes]]
+) -> Recorded:
+    """Make the patch set give `version` exactly `exported` ([(slug, format-patch
+    bytes)], in series order: a tree's commits), touching no other release:
+    a variant that serves `version` keeps its file when the change is the
+    same, else `version` gets a file of its own (its span is split); a
+    release no variant serves joins a neighbouring span with the same change,
+    else gets a variant of its own. `pinned` are the lock's releases, which
+    spans are made of. Raises PatchError when the tree leaves out a patch the
+    set gives `version`, or orders them otherwise than patches.toml."""
+    order = sorted({*pinned, version}, key=Version)
+    at = order.index(version)
+    before = order[at - 1] if at else None
+    after = order[at + 1] if at + 1 < len(order) else None
+    out = Recorded()
+    slugs = [s for s, _ in exported]
+    dropped = [v.slug for v in ps.carried(version) if v.slug not in slugs]
+    if dropped:
+        raise PatchError(
+            f"the tree of vLLM {version} lacks {', '.join(dropped)}, which patches.toml gives "
+            f"it; take {version} out of that patch's releases by hand, or apply it again"
+        )
+    spans: dict[str, list[tuple[str, str]]] = {
+        s: [(v.first, v.last) for v in ps.variants.get(s, [])] for s in slugs
+    }
+    writes: dict[Path, bytes] = {}
+    removes: list[Path] = []
+    for slug, data in exported:
+        mine = spans[slug]
+        v = ps.variant(slug, version)
+        if v is not None:
+            old = _bytes(v.path)
+            if old == data:
+                out.done[slug] = "unchanged"
+            elif version == v.first:
+                writes[v.path] = data
+                out.done[slug] = "written"
+            elif same_change(old, data):
+                out.done[slug] = "unchanged"
+            else:  # the change differs here: `version` and the rest of the span get it
+                i = mine.index((v.first, v.last))
+                mine[i : i + 1] = [(v.first, before or v.first), (version, v.last)]
+                writes[ps.file(slug, version)] = data
+                out.done[slug] = "split"
+            continue
+        low = next((fl for fl in mine if fl[1] == before), None) if before else None
+        high = next((fl for fl in mine if fl[0] == after), None) if after else None
+        if low is not None and same_change(_bytes(ps.file(slug, low[0])), data):
+            mine[mine.index(low)] = (low[0], version)
+            out.done[slug] = "extended"
+        elif high is not None and same_change(_bytes(ps.file(slug, high[0])), data):
+            # the span now starts at `version`: its file is exported from there
+            mine[mine.index(high)] = (version, high[1])
+            writes[ps.file(slug, version)] = data
+            removes.append(ps.file(slug, high[0]))
+            out.done[slug] = "extended"
+        else:
+            mine.append((version, version))
+            writes[ps.file(slug, version)] = data
+            out.done[slug] = "new"
+        mine.sort(key=lambda fl: Version(fl[0]))
+    tables = list(ps.slugs)  # the tables after the writes below, in order
+    for i, slug in enumerate(slugs):
+        if slug not in tables:
+            tables.insert(tables.index(slugs[i - 1]) + 1 if i else len(tables), slug)
+    covers = {
+        s: any(Version(f) <= Version(version) <= Version(la) for f, la in spans[s]) for s in slugs
+    }
+    got = [s for s in tables if covers.get(s, False)]
+    if got != slugs:
+        raise PatchError(
+            f"patches.toml orders vLLM {version}'s patches {', '.join(got)}; the tree has "
+            f"{', '.join(slugs)}: move the tables of patches.toml into the tree's order"
+        )
+    try:
+        for path, data in writes.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, data)
+    except OSError as e:
+        raise disk_error(e, "cannot write the patch set") from None
+    prev = None
+    for slug in slugs:
+        if out.done[slug] != "unchanged":
+            set_spans(ps.toml, slug, [f if f == la else f"{f}:{la}" for f, la in spans[slug]], prev)
+        prev = slug
+    for path in removes:
+        path.unlink(missing_ok=True)
+    return out
+
+
+def _bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise disk_error(e, "cannot read a patch") from None
