@@ -169,7 +169,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"  {what:9}  {slug}")
     print(
         f"{done.dir}: {len(done.names)} patches for vLLM {done.version} "
-        f"({len(done.written)} written, {len(done.removed)} removed)"
+        f"({len(done.written)} files written, {len(done.removed)} removed)"
     )
     return 0
 

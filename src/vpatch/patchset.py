@@ -83,7 +83,7 @@ class PatchSet:
         patches = []
         for i, v in enumerate(carried, 1):
             if not v.path.is_file():
-                raise ConfigError(
+                raise PatchError(
                     f"{self.toml.name} [{v.slug}]: variant {v.span} has no file "
                     f"{v.slug}/{v.first}.patch"
                 )

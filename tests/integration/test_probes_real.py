@@ -5,7 +5,8 @@ that has the change upstream."""
 from __future__ import annotations
 
 import pytest
-from vpatch import lock, probes, series
+from support import series_of
+from vpatch import lock, probes
 from vpatch.commands import apply
 from vpatch.sources import files
 
@@ -18,11 +19,11 @@ LAYER0 = "deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
 
 def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
     checks = probes.load()
-    todo = series.load(PINS.series_dir(NEWEST))
+    todo = series_of(PINS, NEWEST)
     globs = probes.patterns(checks)
     base = files.release_files(NEWEST, globs | set(todo.files))
     tree = tmp_path / "patched"
-    apply.apply(NEWEST.version, dest=tree, source=str(base), series_dir=todo.dir)
+    apply.apply(NEWEST.version, dest=tree, source=str(base))
     up = files.release_files(PINS.get("0.18.0"), globs)
     seen = {
         "baseline": probes.folder_files(base, globs),
@@ -45,10 +46,10 @@ def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
         have = probes.folder_files(files.release_files(PINS.releases[v], globs), globs)
         assert not probes.holds(checks, have), v
     for v in ("0.18.0", "0.24.0", "0.25.0", "0.33.0"):
-        todo = series.load(PINS.series_dir(PINS.get(v)))
+        todo = series_of(PINS, PINS.get(v))
         base = files.release_files(PINS.get(v), globs | set(todo.files))
         tree = tmp_path / v
-        apply.apply(v, dest=tree, source=str(base), series_dir=todo.dir)
+        apply.apply(v, dest=tree, source=str(base))
         patched = probes.folder_files(tree, globs)
         assert probes.holds(checks, patched), v
         aliased = {

@@ -83,6 +83,13 @@ def make_series(tmp: Path, base: dict[str, str], steps: list[tuple[str, dict[str
     return out
 
 
+def series_of(pins: lock.Lock, release: lock.Release | str) -> series.Series:
+    """The release's series; it must have one."""
+    todo = pins.series(release)
+    assert todo is not None, f"{release} carries no series"
+    return todo
+
+
 def publish(root: Path, version: str, folder: Path) -> Path:
     """The plain series in `folder` (make_series) as release `version`'s variants
     in the patch set under root: patches/<slug>/<version>.patch and the spans

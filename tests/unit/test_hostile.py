@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from support import synthetic as S
-from vpatch import cli, gitutil
+from vpatch import cli, gitutil, lock
 from vpatch.sources import index
 
 # -- the world: a synthetic release, three stand-in indexes, a vpatch tree ----
@@ -92,8 +92,10 @@ class Box:
         return self.dir / "work"
 
     @property
-    def series(self) -> Path:
-        return self.root / "patches" / S.VERSION
+    def series(self) -> list[Path]:
+        """The files of the root's series, in order (in the patch set)."""
+        todo = lock.load(self.root / "VERSIONS.lock").series(S.VERSION)
+        return [p.path for p in todo.patches] if todo else []
 
     def seed(self, *names: str) -> None:
         """Put artifacts into the cache."""
@@ -129,7 +131,7 @@ class Box:
 
     def patch(self, edit: Callable[[bytes], bytes], which: int = 0) -> None:
         """Rewrite one patch file of the root's series."""
-        p = sorted(self.series.glob("*.patch"))[which]
+        p = self.series[which]
         p.write_bytes(edit(p.read_bytes()))
 
 
@@ -325,7 +327,9 @@ def tree(b: Box) -> Path:
 
 
 def missing_in_series(b: Box) -> None:
-    (b.series / "series").write_text("0001-model-first-change.patch\n0009-not-there.patch\n")
+    """patches.toml gives the release a variant whose file is not there."""
+    with (b.root / "patches" / "patches.toml").open("a") as f:
+        f.write('\n["not-there"]\nreleases = ["9.9.0"]\n')
 
 
 def garbage_head(b: Box) -> None:

@@ -75,9 +75,9 @@ def test_bad_spans_are_config_errors(tmp_path, toml, message):
         write(tmp_path, toml, {})
 
 
-def test_a_variant_without_its_file_is_a_config_error(tmp_path):
+def test_a_variant_without_its_file_is_a_patch_error(tmp_path):
     ps = write(tmp_path, '["a"]\nreleases = ["1.0"]\n', {})
-    with pytest.raises(ConfigError, match=r"\[a\]: variant 1.0 has no file a/1.0.patch"):
+    with pytest.raises(PatchError, match=r"\[a\]: variant 1.0 has no file a/1.0.patch"):
         ps.series("1.0")
 
 

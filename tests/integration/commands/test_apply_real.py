@@ -13,8 +13,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from support import git
-from vpatch import lock, series
+from support import git, series_of
+from vpatch import lock
 from vpatch.commands import apply
 from vpatch.sources import cache as downloads
 
@@ -38,7 +38,7 @@ def test_series_applies_to_the_pinned_source(real_tree, version):
 @pytest.mark.parametrize("version", SERIES)
 def test_patched_files_compile(real_tree, version, tmp_path):
     dest = real_tree(version)
-    for rel in series.load(PINS.series_dir(PINS.get(version))).files:
+    for rel in series_of(PINS, PINS.get(version)).files:
         # the bytecode goes outside the tree: other tests read it clean
         py_compile.compile(str(dest / rel), doraise=True, cfile=str(tmp_path / "check.pyc"))
 
@@ -132,7 +132,7 @@ def test_patched_files_pass_the_release_ruff(real_tree, version, tmp_path):
     dest = real_tree(version)
     cfg, pin = _ruff_config(version, tmp_path)
     ruff = _ruff(pin)
-    files = series.load(PINS.series_dir(PINS.get(version))).files
+    files = series_of(PINS, PINS.get(version)).files
     tag = f"vpatch/base-{version}"
     # files the release has; the others the series adds (a test, say)
     old = sorted(set(git(dest, "ls-tree", "-r", "--name-only", tag, "--", *files).split()))

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from packaging.version import Version
+from support import series_of
 from vpatch import lock, series
 from vpatch.commands import matrix
 
@@ -25,12 +26,12 @@ def real() -> matrix.Matrix:
 
 
 LAYER0 = "0001-deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
-EAGLE3 = [p.stem for p in series.load(PINS.series_dir(NEWEST)).patches]
+EAGLE3 = [p.stem for p in series_of(PINS, NEWEST).patches]
 
 
 def test_matrix_covers_the_lock_and_every_patch_of_every_series(real):
     assert list(real.releases) == PINS.versions()
-    keys = {p.key for v in PINS.with_series() for p in series.load(PINS.series_dir(v)).patches}
+    keys = {p.key for v in PINS.with_series() for p in series_of(PINS, v).patches}
     assert {series.key(n) for n in real.patches} == keys and len(real.patches) == 6
     assert real.patches[:4] == EAGLE3 and LAYER0 in real.patches
     assert real.source[LAYER0] == "0.33.0" and real.source[EAGLE3[0]] == NEWEST.version

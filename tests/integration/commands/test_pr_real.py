@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from support import git
+from support import git, series_of
 from vpatch import lock, series
 from vpatch.commands import pr
 
@@ -29,11 +29,11 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    newest = series.load(PINS.series_dir(PINS.default())).patches
+    newest = series_of(PINS, PINS.default()).patches
     for p in newest:
         assert f"  upstream  {p.name} (0.17.1): upstream since 0.18.0" in lines
     title = "[Bugfix][Model] DeepSeek-V2: fix EAGLE-3 aux hidden state at layer 0"
-    fix = series.load(PINS.series_dir(PINS.get("0.33.0"))).patches[0]
+    fix = series_of(PINS, PINS.get("0.33.0")).patches[0]
     assert f"  clean     {fix.name} (0.33.0): {title}" in lines
     assert "nothing was pushed; to open the pull request:" in lines
 

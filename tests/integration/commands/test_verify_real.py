@@ -9,8 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from support import data_offset
-from vpatch import lock, series
+from support import data_offset, series_of
+from vpatch import lock
 from vpatch.commands import verify as verify_cmd
 from vpatch.sources import cache
 from vpatch.wheel import fatbin, overlay, verify
@@ -35,7 +35,7 @@ def raw_sha(path: Path, info: zipfile.ZipInfo) -> str:
 
 def test_cuda_wheel_overlay_verifies_for_sm_100(tmp_path, default_tree):
     src = cache.download(DEFAULT.artifact("wheel"))
-    res = overlay.overlay(src, series.load(PINS.series_dir(DEFAULT)), tmp_path / "dist")
+    res = overlay.overlay(src, series_of(PINS, DEFAULT), tmp_path / "dist")
     v = verify_cmd.verify_wheel(res.path, arch="sm_100", tree=default_tree)
     assert v.ok, verify.format_verify(v)
     core = {e.module: e for e in v.extensions if e.name.count("/") == 1}

@@ -8,8 +8,8 @@ import importlib.metadata as md
 import zipfile
 
 import pytest
-from support import pip_install
-from vpatch import lock, series
+from support import pip_install, series_of
+from vpatch import lock
 from vpatch.commands import verify as verify_cmd
 from vpatch.sources import cache
 from vpatch.wheel import overlay, verify
@@ -23,7 +23,7 @@ DEFAULT = PINS.default()
 def test_cpu_wheel_overlay_installs_with_pip(tmp_path, default_tree):
     rel = DEFAULT
     src = cache.download(rel.artifact("cpu-wheel"))
-    todo = series.load(PINS.series_dir(rel))
+    todo = series_of(PINS, rel)
     res = overlay.overlay(src, todo, tmp_path / "dist")
     assert res.version == f"{rel.version}+eagle3.{todo.content_hash()[:8]}"
     assert res.path.name == src.name.replace(f"-{rel.version}-", f"-{res.version}-")

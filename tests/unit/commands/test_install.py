@@ -382,7 +382,7 @@ def test_editable_install_is_refused_with_the_command(fake_release, tmp_path):
     assert r.returncode == 6
     line = one_error_line(r)
     assert f"vllm 9.9.0 is an editable install of {src}" in line
-    assert f"git -C {src} am {series_dir.resolve()}/0001-step-1.patch" in line
+    assert f"git -C {src} am {lock_path.parent.resolve()}/patches/step-1/9.9.0.patch" in line
     r = f.run("check")  # check reads the checkout
     assert r.returncode == 1 and "(editable)" in r.stdout and "missing  0001-step-1" in r.stdout
     assert f.run("uninstall").returncode == 0

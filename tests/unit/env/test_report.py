@@ -14,7 +14,7 @@ fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_e
 def test_inspect_api(fake):
     rep = report.inspect(fake.py, pins=fake.pins(), checks=fake.checks())
     assert isinstance(rep, report.Report)
-    assert (rep.dist, rep.version, rep.release, rep.series) == ("vllm", RELEASE, RELEASE, "series")
+    assert (rep.dist, rep.version, rep.release, rep.series) == ("vllm", RELEASE, RELEASE, RELEASE)
     assert rep.location == str(fake.root) and rep.python.endswith("/bin/python")
     assert rep.patches == {"0001-step-1": "missing", "0002-step-2": "missing"}
     assert rep.eagle3_ready is False and rep.installed is None and rep.recovered is None

@@ -128,7 +128,7 @@ def release(sdist: bool = True) -> Release:
     arts = {"wheel": Artifact("wheel", "vllm-0.17.1-cp38-abi3-x.whl", "0" * 64)}
     if sdist:
         arts["sdist"] = Artifact("sdist", "vllm-0.17.1.tar.gz", "1" * 64)
-    return Release("0.17.1", "v0.17.1", "abc1234", "patched", "", arts)
+    return Release("0.17.1", "v0.17.1", "abc1234", "patched", arts)
 
 
 def test_plan_reads_the_requirements_of_an_existing_tree(monkeypatch, tmp_path, wheel_series):
