@@ -1,5 +1,5 @@
 """Hostile inputs for every subcommand. Each case asserts the documented exit
-code (README, "Errors"), exactly one `vpatch: error:` line on stderr (the
+code (docs/install.md, "Errors and exit codes"), exactly one `vpatch: error:` line on stderr (the
 last one; progress lines may precede it), no traceback, nothing changed
 anywhere in the sandbox (the destination included: files, modes, symlinks;
 .git's index, reflogs and new unreachable objects aside), and no temporary
@@ -770,6 +770,6 @@ def test_the_corpus_covers_every_exit_code() -> None:
     }
     covered = {c.code for c in CASES} | {130}
     assert codes - {1} <= covered  # 1: the base class, never raised itself
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    doc = (Path(__file__).parents[2] / "docs" / "install.md").read_text()
     for c in sorted(covered):
-        assert f"| {c} |" in readme, f"exit code {c} is not in README's table"
+        assert f"| {c} |" in doc, f"exit code {c} is not in docs/install.md's table"

@@ -6,7 +6,8 @@ file and function it comes from. `RULES` lists only what changes, by the
 first release that changes it; `rules(release)` folds them.
 
 SUMMARY below is the per-release table (p = with vpatch's series installed,
-u = upstream as released); docs/deploy.md carries it.
+u = upstream as released); the README's doctor section carries it, until
+docs/doctor.md does.
 
 "dropped": the target returns no state for that id, so the drafter's fc gets
 fewer states than it was built for and the first request fails in fc
@@ -159,7 +160,7 @@ RULES: list[tuple[str, dict[str, Any]]] = [
     ("0.30.0", dict(d2t_only_if_vocab_differs=True, v2_supports_pp=True)),
 ]
 
-# The per-release summary (docs/deploy.md shows it; summary_markdown renders it).
+# The per-release summary (the README shows it; summary_markdown renders it).
 SUMMARY_HEAD = (
     "releases",
     "EAGLE-3 for DeepSeek/Kimi",

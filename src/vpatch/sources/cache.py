@@ -3,7 +3,7 @@ package index and checked against VERSIONS.lock's sha256.
 
 Trust comes from the bytes, never from a stamp: every use of a cached file
 hashes it in full (hashlib.file_digest; on this machine ~0.05 s for a 31 MB
-sdist, ~0.65 s for a 509 MB wheel: README, "Sources"), once per use. A file
+sdist, ~0.65 s for a 509 MB wheel: docs/measurements.md), once per use. A file
 whose bytes do not have the lock's sha256 is deleted and downloaded again
 (with --offline: IntegrityError). A download streams to a temporary name
 beside its destination (paths.tmp_path), is sha256-checked while it streams,

@@ -1,6 +1,6 @@
 """The per-release table: folding, mapping installed versions, the PP split,
 the model runner, and how each release reads a drafter config. (Each fact is
-re-read from the real releases in tests/integration/test_doctor_releases_real.py.)"""
+re-read from the real releases in tests/integration/deploy/test_releases_real.py.)"""
 
 from __future__ import annotations
 
