@@ -255,7 +255,7 @@ def cmd_verify_wheel(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from .env import install
+    from .commands import install
 
     res = install.install(args.python, _path(args.series), dry_run=args.dry_run, say=say)
     _print_env_result(res, "replace", "")
@@ -263,7 +263,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
-    from .env import install
+    from .commands import install
 
     res = install.uninstall(args.python, dry_run=args.dry_run, say=say)
     _print_env_result(res, "restore", "uninstalled ")

@@ -1,0 +1,41 @@
+"""commands/install.py: the adapter `vpatch install` / `uninstall` call,
+over env/install.py (tested in tests/unit/env/test_install.py), on the fake
+vLLM (support.env): what it is given reaches the engine."""
+
+from __future__ import annotations
+
+import pytest
+from support import env as fake_env
+from support import make_series
+from support.env import BASE, NEW_MODEL, PATCHED, RELEASE, show
+from vpatch.commands import install
+from vpatch.errors import ConfigError
+
+fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
+
+OLD = "old ['llama']"
+
+
+def test_install_dry_run_then_install_then_uninstall(fake, monkeypatch, tmp_path):
+    monkeypatch.setenv("VPATCH_ROOT", str(fake.lock_path.parent))
+    said: list[str] = []
+    dry = install.install(fake.py, dry_run=True, say=said.append)
+    assert (dry.action, dry.release, dry.files) == ("dry-run", RELEASE, sorted(PATCHED))
+    assert show(fake.py) == OLD
+    # series_dir reaches the engine: a series of the first patch alone
+    other = make_series(tmp_path, BASE, [("model: new behaviour", {"vllm/model.py": NEW_MODEL})])
+    res = install.install(fake.py, other, say=said.append)
+    assert (res.action, res.files) == ("installed", ["vllm/model.py"])
+    assert show(fake.py) == "new ['llama']"
+    assert install.uninstall(fake.py, dry_run=True).action == "dry-run"
+    assert show(fake.py) == "new ['llama']"
+    back = install.uninstall(fake.py, say=said.append)
+    assert (back.action, back.files) == ("uninstalled", ["vllm/model.py"]) and show(fake.py) == OLD
+    assert said == []  # nothing was interrupted: nothing to say
+
+
+def test_no_python_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="no such interpreter"):
+        install.install(tmp_path / "nothing")
+    with pytest.raises(ConfigError, match="no such interpreter"):
+        install.uninstall(tmp_path / "nothing")
