@@ -185,7 +185,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 
 def cmd_pr(args: argparse.Namespace) -> int:
-    from .pr import draft as pr
+    from .commands import pr
 
     out, signoff = _path(args.out), args.signoff
     if args.resume:
