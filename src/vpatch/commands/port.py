@@ -196,7 +196,9 @@ def _finish(
         try:
             rel = into.resolve().relative_to(pins.root.resolve()).as_posix()
         except ValueError:
-            rel = str(into)
+            # outside the checkout: absolute, as the lock reads a relative
+            # series path against its own folder, not the caller's
+            rel = str(into.resolve())
         lock.save(pins.with_release(replace(dst, status=status, series=rel)))
     if not keep:
         shutil.rmtree(report.work, ignore_errors=True)

@@ -2,8 +2,13 @@
 lock, the series of a release, where the tree goes. The engine itself is
 tested in test_tree.py."""
 
+import shutil
+from pathlib import Path
+
 import pytest
 from support import BASE, git
+from support import synthetic as S
+from vpatch import cli
 from vpatch.commands import apply
 from vpatch.errors import ConfigError, TreeError, UnsafePathError
 
@@ -107,3 +112,77 @@ def test_fetch_without_dest_needs_an_archive_source(release_dir):
         apply.fetch("0.17.1", source=str(release_dir))
     with pytest.raises(ConfigError, match="has nothing to cache"):
         apply.fetch("0.17.1", source="git")
+
+
+# -- relative destinations (the synthetic release: an sdist in the cache) ---------------
+
+
+@pytest.fixture
+def synthetic(tmp_path, monkeypatch) -> S.Release:
+    """support.synthetic's release as vpatch's data, its sdist and wheel in
+    the download cache (so --offline needs no index)."""
+    rel = S.make_release(tmp_path / "world")
+    downloads = tmp_path / "cache" / "downloads"
+    downloads.mkdir(parents=True)
+    for f in (rel.sdist, rel.wheel):
+        shutil.copy(f, downloads)
+    monkeypatch.setenv("VPATCH_ROOT", str(rel.root))
+    monkeypatch.setenv("VPATCH_CACHE", str(tmp_path / "cache"))
+    return rel
+
+
+def patched_release() -> dict[str, bytes]:
+    """The synthetic release with its whole series applied."""
+    files = S.source_files()
+    for _, changes in S.default_steps():
+        files.update(changes)
+    return files
+
+
+def holds_exactly(tree: Path, files: dict[str, bytes]) -> None:
+    """tree (.git aside) is these files and the folders they need, nothing else."""
+    found = {p.relative_to(tree).as_posix(): p for p in tree.rglob("*") if ".git" not in p.parts}
+    folders = {str(Path(f).parent) for f in files} - {"."}
+    folders |= {str(p) for f in folders for p in Path(f).parents if str(p) != "."}
+    assert sorted(found) == sorted([*files, *folders])
+    assert {f: found[f].read_bytes() for f in files} == files
+
+
+@pytest.mark.parametrize(
+    ("cwd", "dest", "where"),
+    [
+        ("", "a/b", "a/b"),  # the reported case: it left an empty a/b/a/b in the tree
+        ("x/y", "../../t/a/b", "t/a/b"),  # from another folder: it wrote t/a/t/a/b, outside
+        ("x", "./a/../a/b", "x/a/b"),
+    ],
+)
+def test_apply_with_a_relative_dest_writes_the_release_and_the_series_only(
+    synthetic, tmp_path, monkeypatch, cwd, dest, where
+):
+    box = tmp_path / "box"
+    (box / cwd).mkdir(parents=True)
+    (box / "x").mkdir(exist_ok=True)
+    monkeypatch.chdir(box / cwd)
+    assert cli.main(["apply", "9.9.0", "--dest", dest, "--offline"]) == 0
+    holds_exactly(box / where, patched_release())
+    assert git(box / where, "rev-list", "--count", "vpatch/base-9.9.0..HEAD").strip() == "3"
+    # nothing beside the tree either: the box holds the folders made above,
+    # the tree's own folders, and the tree
+    tree = box / where
+    found = {p for p in box.rglob("*") if p != tree and tree not in p.parents}
+    made = {box / "x", box / "x" / "y"} if cwd == "x/y" else {box / "x"}
+    assert found == made | {p for p in tree.parents if box in p.parents}
+
+
+def test_apply_with_a_relative_series(synthetic, tmp_path, monkeypatch):
+    box = tmp_path / "box"
+    shutil.copytree(synthetic.series, box / "mine" / "series")
+    monkeypatch.chdir(box)
+    # git am runs in box/out/t: there mine/series/... named nothing
+    args = ["--dest", "out/t", "--series", "mine/series", "--offline"]
+    assert cli.main(["apply", "9.9.0", *args]) == 0
+    holds_exactly(box / "out/t", patched_release())
+    st = apply.status(Path("out/t"), Path("mine/series"))
+    assert all(p.applied for p in st.patches) and not st.dirty and not st.extra
+    assert cli.main(["unapply", "out/t"]) == 0
+    holds_exactly(box / "out/t", S.source_files())

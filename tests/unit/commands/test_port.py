@@ -151,3 +151,31 @@ def test_a_release_not_in_the_lock_is_pinned_as_patched(root, monkeypatch):
     assert r.into == root / "patches/10.1.0"
     pinned = lock.load(root / "VERSIONS.lock").get("10.1.0")
     assert (pinned.status, pinned.series, pinned.commit) == ("patched", "patches/10.1.0", "0a1b2c3")
+
+
+def test_relative_work_and_into_are_the_callers(root, tmp_path, monkeypatch):
+    """--work and --into relative to the caller's folder: the work tree is
+    made where the caller said (git was handed the relative path while
+    running inside it), and a series folder outside the checkout is pinned
+    absolute (it was pinned relative to the caller's folder, which the lock
+    reads relative to its own)."""
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    write_tree(tmp_path / "to", {**FROM, "vllm/model.py": "new\n" + MODEL})
+    r = port.port(
+        "9.8.0",
+        "10.0.0",
+        pins=lock.load(root / "VERSIONS.lock"),
+        work=Path("w/t"),
+        into=Path("out/s"),
+        from_source=str(tmp_path / "from"),
+        to_source=str(tmp_path / "to"),
+        meta_path=root / "patches/patches.toml",
+        keep=True,
+    )
+    assert r.status == dict.fromkeys(NAMES, "clean")
+    work = tmp_path / "here/w/t"
+    assert sorted(p.name for p in work.iterdir()) == [".git", "README.md", "vllm"]  # no w/t/w
+    pinned = lock.load(root / "VERSIONS.lock")
+    assert pinned.series_dir("10.0.0") == tmp_path / "here/out/s"
+    assert [p.name for p in series.load(pinned.series_dir("10.0.0")).patches] == OUT

@@ -163,3 +163,22 @@ def test_a_second_run_on_its_own_draft_finishes_it_again(root, tmp_path):
     assert d.branch and git(checkout, "branch", "--show-current").strip() == d.branch
     again = drafting.draft(str(checkout), out=tmp_path / "out2", **kw(root))
     assert [c.status for c in again.candidates if c.patch.name == FIX] == ["ported"]
+
+
+def test_a_relative_out_is_the_callers(root, tmp_path):
+    """--out relative to the caller's folder (the fixture's empty one): the
+    release's tree, series/ and PR_BODY.md land there, and the tree holds
+    the release and the one commit, nothing git made of the relative path."""
+    out = Path("rel/out")
+    d = drafting.draft("10.0.0", out=out, source=str(tmp_path / "rel-10.0.0"), **kw(root))
+    assert d.tree == out / "vllm-10.0.0" and [c.status for c in d.sent] == ["clean"]
+    files = sorted(
+        p.relative_to(d.tree).as_posix()
+        for p in d.tree.rglob("*")
+        if ".git" not in p.parts and p.is_file()
+    )
+    assert files == sorted([*UPSTREAM, TEST])
+    folders = [p.relative_to(d.tree).as_posix() for p in d.tree.rglob("*") if p.is_dir()]
+    assert all(any(f.startswith(f"{x}/") for f in files) for x in folders if ".git" not in x)
+    assert sorted(p.name for p in out.iterdir()) == ["PR_BODY.md", "series", "vllm-10.0.0"]
+    assert sorted(p.name for p in Path(".").iterdir()) == ["rel"]
