@@ -2,6 +2,7 @@
 lock, the series of a release, where the tree goes. The engine itself is
 tested in test_tree.py."""
 
+import os
 import shutil
 from pathlib import Path
 
@@ -186,3 +187,130 @@ def test_apply_with_a_relative_series(synthetic, tmp_path, monkeypatch):
     assert all(p.applied for p in st.patches) and not st.dirty and not st.extra
     assert cli.main(["unapply", "out/t"]) == 0
     holds_exactly(box / "out/t", S.source_files())
+
+
+# -- fetch --dest, then apply there ---------------------------------------------------
+
+
+def fetched(tmp_path: Path, source: str = "auto") -> Path:
+    where = tmp_path / "fetched"
+    assert cli.main(["fetch", "9.9.0", "--dest", str(where), "--source", source, "--offline"]) == 0
+    return where
+
+
+def test_apply_makes_the_tree_in_a_folder_fetch_filled(synthetic, tmp_path, capsys):
+    """What `vpatch fetch --dest X` wrote is the release as the lock pins
+    it: apply checks that and makes X the tree, with the very commits a
+    fresh tree gets."""
+    x = fetched(tmp_path)
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--offline"]) == 0
+    assert "applied 3 patches" in capsys.readouterr().out
+    holds_exactly(x, patched_release())
+    fresh = tmp_path / "fresh"
+    assert cli.main(["apply", "9.9.0", "--dest", str(fresh), "--offline"]) == 0
+    for ref in ("vpatch/base-9.9.0", "HEAD"):
+        assert git(x, "rev-parse", ref) == git(fresh, "rev-parse", ref)
+    assert git(x, "status", "--porcelain") == ""
+    # the wheel's files, applied with the same --source, are accepted too
+    w = tmp_path / "fetched-wheel"
+    assert cli.main(["fetch", "9.9.0", "--dest", str(w), "--source", "wheel", "--offline"]) == 0
+    assert cli.main(["apply", "9.9.0", "--dest", str(w), "--source", "wheel", "--offline"]) == 0
+    assert git(w, "rev-list", "--count", "vpatch/base-9.9.0..HEAD").strip() == "3"
+
+
+def _extra(x: Path) -> str:
+    (x / "vllm" / "mine.py").write_text("x = 1\n")
+    return "vllm/mine.py is not in the release"
+
+
+def _missing(x: Path) -> str:
+    (x / "README.md").unlink()
+    return "README.md is missing"
+
+
+def _changed(x: Path) -> str:
+    (x / "vllm" / "config.py").write_bytes(b"allow = ['llama']  \n")
+    return "vllm/config.py differs (content)"
+
+
+def _mode(x: Path) -> str:
+    (x / "vllm" / "model.py").chmod(0o755)
+    return "vllm/model.py differs (mode)"
+
+
+def _empty_folder(x: Path) -> str:
+    (x / "vllm" / "empty").mkdir()
+    return "vllm/empty is not in the release"
+
+
+def _fifo(x: Path) -> str:
+    os.mkfifo(x / "vllm" / "pipe")  # reading it would block: it must not be opened
+    return "vllm/pipe is not in the release"
+
+
+def _symlink(x: Path) -> str:
+    (x / "vllm" / "config.py").unlink()
+    (x / "vllm" / "config.py").symlink_to("model.py")
+    return "vllm/config.py differs (content)"
+
+
+def state(top: Path) -> dict[str, tuple]:
+    """Every entry under top: its mode, and its bytes or link target (a fifo
+    is not read: S.snapshot would block on it)."""
+    out: dict[str, tuple] = {}
+    for p in sorted(top.rglob("*")):
+        st = p.lstat()
+        data = os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else b""
+        out[p.relative_to(top).as_posix()] = (st.st_mode, st.st_mtime_ns, data)
+    return out
+
+
+@pytest.mark.parametrize(
+    "change", [_extra, _missing, _changed, _mode, _empty_folder, _fifo, _symlink]
+)
+def test_a_fetched_folder_that_differs_is_refused_and_left_as_it_was(
+    synthetic, tmp_path, capsys, change
+):
+    x = fetched(tmp_path)
+    why = change(x)
+    before = state(x)
+    capsys.readouterr()
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--offline"]) == 6  # TreeError
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("vpatch: error: ") and why in err[-1]
+    assert "is not a vpatch tree, and does not hold vLLM 9.9.0" in err[-1]
+    assert state(x) == before  # mtimes too: nothing was rewritten
+
+
+def test_another_source_than_fetch_used_is_refused(synthetic, tmp_path, capsys):
+    x = fetched(tmp_path, "wheel")  # the wheel has no README.md
+    before = S.snapshot(x)
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--offline"]) == 6
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "as --source auto gives it (README.md is missing)" in err
+    assert "accepted with the same --source" in err
+    assert S.snapshot(x) == before
+
+
+def test_a_series_that_fails_leaves_the_fetched_folder_as_it_was(synthetic, tmp_path, capsys):
+    bad = tmp_path / "bad"
+    shutil.copytree(synthetic.series, bad)
+    p = next(bad.glob("0002-*.patch"))
+    p.write_text(p.read_text().replace("-allow = ['llama']", "-allow = ['nobody']"))
+    x = fetched(tmp_path)
+    before = S.snapshot(x)
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--series", str(bad), "--offline"]) == 5
+    assert "0002-config-allow-deepseek.patch does not apply" in capsys.readouterr().err
+    assert S.snapshot(x) == before  # no .git, the fetched files (a patched one put back)
+
+
+def test_a_foreign_folder_that_cannot_be_checked_is_still_refused(synthetic, tmp_path, capsys):
+    x = tmp_path / "mine"
+    x.mkdir()
+    (x / "notes.txt").write_text("mine\n")
+    for f in (tmp_path / "cache" / "downloads").iterdir():
+        f.unlink()  # nothing to compare with, offline
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--offline"]) == 6
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "is not a vpatch tree" in err and "it could not be checked: " in err
+    assert sorted(p.name for p in x.iterdir()) == ["notes.txt"]
