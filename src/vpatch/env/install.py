@@ -84,6 +84,10 @@ def install(
     checks: probes.Probes | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> Result:
+    if series_dir is not None:
+        # the receipt names the series by its folder's name: `--series .`
+        # (or ..) must give the folder's own name, not "" (or "..")
+        series_dir = Path(os.path.abspath(series_dir))
     d = find(python)
     if d.editable is not None:
         todo = series.load(series_dir) if series_dir else _series_of(d, pins or lock.load())

@@ -565,3 +565,13 @@ def test_root_on_another_users_environment_keeps_that_owner(fake):
     assert fake.run("uninstall").returncode == 0
     owners = {(p.stat().st_uid, p.stat().st_gid) for p in fake.root.rglob("*")}
     assert owners == {(65534, 65534)}
+
+
+def test_a_relative_series_folder_is_named_by_its_own_name(fake, monkeypatch):
+    """`vpatch install --series .` from inside the series folder: the receipt
+    and the message name the folder, not \"\"."""
+    monkeypatch.chdir(fake.series_dir)
+    res = inst.install(fake.py, Path("."), pins=fake.pins(), checks=fake.checks())
+    assert res.action == "installed" and res.series == fake.series_dir.name != ""
+    assert receipt.read(fake.dist_info).series == fake.series_dir.name
+    assert f"series {fake.series_dir.name} (2 patches" in res.message
