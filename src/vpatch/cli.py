@@ -349,7 +349,11 @@ def parser() -> argparse.ArgumentParser:
 
     p = add("fetch", cmd_fetch, "download a pinned release's source into the cache")
     p.add_argument("version", nargs="?", help="release (default: newest patched)")
-    p.add_argument("--dest", help="also write the unpatched tree into this empty folder")
+    p.add_argument(
+        "--dest",
+        help="also write the unpatched tree into this empty folder "
+        "(`vpatch apply` with the same --dest and --source patches it there)",
+    )
     _source_args(p)
 
     p = add("apply", cmd_apply, "make a patched vLLM tree (git, one commit per patch)")

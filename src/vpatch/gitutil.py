@@ -250,13 +250,25 @@ def _new_repo_env(top: Path) -> dict[str, str]:
     return _repo_env(gd, gd, top.resolve())
 
 
+def _here(path: str | os.PathLike[str]) -> str:
+    """path as git must be given it: absolute, against the caller's working
+    directory. Git runs with the work tree as its working directory
+    (GitPython's, and `git init DIR` / `git am` change into it), so a path
+    relative to the caller's directory would name another place inside the
+    tree: `vpatch apply --dest a/b` once left an empty a/b/a/b in it, and a
+    relative --series made `git am` look for the patches in the tree. Every
+    path this module hands to git goes through here (not resolve(): a
+    symlinked folder keeps the name the caller gave it)."""
+    return os.path.abspath(path)
+
+
 def _folder_env(folder: Path) -> dict[str, str]:
     """For git run on a plain folder (no repository): no repository at all,
     neither discovered above the folder nor named by the environment."""
     env = dict(HERMETIC_ENV)
     env.update(
         GIT_DIR=os.devnull,
-        GIT_WORK_TREE=str(folder),
+        GIT_WORK_TREE=_here(folder),
         GIT_INDEX_FILE=os.devnull,
         GIT_CEILING_DIRECTORIES=str(folder.resolve().parent),
     )
@@ -331,7 +343,7 @@ def open_repo(path: Path) -> git.Repo | None:
 @converts("init")
 def init(path: Path) -> git.Repo:
     git.Git(path).execute(
-        ["git", *_config_args(), "init", "-q", "--initial-branch=main", str(path)],
+        ["git", *_config_args(), "init", "-q", "--initial-branch=main", _here(path)],
         env=_new_repo_env(path),
     )
     repo = _pin(git.Repo(path))
@@ -437,7 +449,7 @@ def am(repo: git.Repo, patch: Path) -> str:
     """Apply a format-patch file as one commit; the committer date is set to the
     author date, so the resulting commit id is reproducible."""
     with repo.git.custom_environment(**_who(_patch_date(patch), author=False)):
-        repo.git.am("--keep-cr", "--no-3way", "-q", str(patch))
+        repo.git.am("--keep-cr", "--no-3way", "-q", _here(patch))
     return str(repo.head.commit.hexsha)
 
 
@@ -455,7 +467,7 @@ def _patch_date(patch: Path) -> str:
 def apply_check(repo: git.Repo, patch: Path) -> str:
     """'' when patch applies cleanly to the work tree, else git's complaint."""
     status, _, err = repo.git.execute(
-        ["git", *_config_args(), "apply", "--check", "--verbose", str(patch)],
+        ["git", *_config_args(), "apply", "--check", "--verbose", _here(patch)],
         with_extended_output=True,
         with_exceptions=False,
     )
@@ -479,7 +491,7 @@ def clone_tag(url: str, tag_name: str, dest: Path) -> str:
     env = _new_repo_env(dest)
     ref = f"refs/tags/{tag_name}"
     for cmd in (
-        ["init", "-q", "--initial-branch=main", str(dest)],
+        ["init", "-q", "--initial-branch=main", _here(dest)],
         ["fetch", "-q", "--depth=1", "--no-tags", "--", url, f"+{ref}:{ref}"],
         ["checkout", "-q", "--detach", ref],
         ["remote", "add", "origin", url],
@@ -503,7 +515,7 @@ def apply_folder(
     time: `git apply p1 p2` writes p1 even when p2 fails.)"""
     cmd = ["git", *_config_args(), "apply", "--verbose", f"-C{context}"]
     cmd += [f"--include={_glob_escape(f)}" for f in include or []]
-    cmd.append(str(Path(patch).resolve()))
+    cmd.append(_here(patch))
     # a plain subprocess: no repository object needed, so GitPython is not loaded
     res = subprocess.run(
         cmd,
@@ -534,7 +546,7 @@ def commit_folder(repo: git.Repo, folder: Path, message: str, date: str = EPOCH)
     neither the work tree, the index nor HEAD. The commit id."""
     index = Path(repo.git_dir) / "vpatch-folder.index"
     try:
-        with repo.git.custom_environment(GIT_INDEX_FILE=str(index), GIT_WORK_TREE=str(folder)):
+        with repo.git.custom_environment(GIT_INDEX_FILE=str(index), GIT_WORK_TREE=_here(folder)):
             repo.git.add("-A", "--force", ".")
             tree = repo.git.write_tree()
         with repo.git.custom_environment(**_who(date)):
@@ -554,7 +566,7 @@ def am_3way(repo: git.Repo, patches: list[Path]) -> tuple[bool, str]:
     """`git am --3way` of patches; the 3-way fallback needs the preimage blobs
     in the repository. On failure the am session is left for a person
     (`git am --continue`). Returns (done, git's output)."""
-    return _am(repo, _patch_date(patches[0]), "--keep-cr", "--3way", *map(str, patches))
+    return _am(repo, _patch_date(patches[0]), "--keep-cr", "--3way", *map(_here, patches))
 
 
 def am_continue(repo: git.Repo, date: str = EPOCH) -> tuple[bool, str]:
@@ -716,7 +728,7 @@ def store_blobs(repo: git.Repo, paths: list[Path]) -> list[str]:
     --3way` needs to find a patch's preimage); their ids."""
     if not paths:
         return []
-    return list(repo.git.hash_object("-w", "--", *map(str, paths)).split())
+    return list(repo.git.hash_object("-w", "--", *map(_here, paths)).split())
 
 
 @converts("commit-tree")

@@ -8,7 +8,10 @@ the release's source is written into a new tree, the tree holds the marker
 paths.PARTIAL (the next run empties it and starts over); while the series
 is applied, .git/vpatch-applying holds the HEAD before it (the next run
 resets to that HEAD, ending the killed `git am`, and applies the series
-again). A person's own `git am` session has no journal and is refused. One
+again). A person's own `git am` session has no journal and is refused. A
+plain folder holding exactly the release's files (`vpatch fetch --dest`)
+is checked against a fresh copy and made a tree in place (its PARTIAL
+marker stands while it is). One
 implementation of each rule on trees lives here: opening a tree (the release
 of the one baseline tag HEAD is built on), refusing a dirty tree or a
 `git am` in progress, locking a tree against a second run, applying a
@@ -20,15 +23,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import gitutil, lock, series, sources
-from .errors import GitError, PatchError, TreeError, disk_error
+from .errors import GitError, PatchError, TreeError, VpatchError, disk_error
 from .paths import PARTIAL, empty, make_folder, sweep, write_atomic
 
 BASE_TAG = "vpatch/base-{}"
@@ -48,6 +53,7 @@ class Applied:
     version: str
     source: str = ""
     created: bool = False
+    adopted: bool = False  # dest held the release's files (vpatch fetch --dest): made a tree
     applied: list[str] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
 
@@ -155,9 +161,11 @@ def apply(
     say: Say = quiet,
 ) -> Applied:
     """Make dest the patched tree of release: fetch the source into an empty
-    (or new) folder, or continue a vpatch tree of the same release, then
-    apply the series' missing patches, all or nothing. A folder this made is
-    removed again when nothing could be applied."""
+    (or new) folder, or continue a vpatch tree of the same release, or make
+    a tree of a folder holding exactly the release's files (`vpatch fetch
+    --dest`), then apply the series' missing patches, all or nothing. A
+    folder this made is removed again when nothing could be applied; a
+    folder it made a tree of is a plain folder again."""
     created = make_folder(dest, "the tree")
     result = Applied(dest, release.version, created=created)
     try:
@@ -167,6 +175,10 @@ def apply(
     except BaseException:
         if created and not result.applied and not result.already:
             shutil.rmtree(dest, ignore_errors=True)
+        elif result.adopted and not result.applied:
+            # the series failed, and was reset to the baseline: the files are
+            # the fetched ones again; without .git the folder is as it was
+            shutil.rmtree(dest / ".git", ignore_errors=True)
         raise
     return result
 
@@ -205,12 +217,104 @@ def _open_or_create(
         result.created = True
         return repo
     found = gitutil.open_repo(dest)
+    if found is None and not (dest / ".git").exists():
+        return _adopt(release, dest, source, offline, remote, result, say)
     if found is None or gitutil.tag_sha(found, tag) is None:
         raise TreeError(
             f"{dest} is not empty and is not a vpatch tree of vLLM {release.version} "
             f"(no tag {tag}); pick another --dest or remove it"
         )
     return found
+
+
+def _adopt(
+    release: lock.Release,
+    dest: Path,
+    source: str,
+    offline: bool,
+    remote: str | None,
+    result: Applied,
+    say: Say,
+) -> gitutil.Repo:
+    """Make a tree of a plain folder that holds exactly the release's source
+    as --source gives it (what `vpatch fetch --dest` wrote): the release is
+    written again into a temporary folder, and every file, symlink and
+    folder of dest must be there with the same bytes and executable bit,
+    and nothing more. Otherwise TreeError, dest untouched. The baseline
+    commit is the one a fresh tree gets (same files, same message)."""
+    kind = sources.resolve(release, source)
+    refused = (
+        f"{dest} is not empty, is not a vpatch tree, and does not hold vLLM "
+        f"{release.version} as --source {source} gives it"
+    )
+    hint = (
+        "pick another --dest or remove it (a folder `vpatch fetch --dest` filled is "
+        "accepted with the same --source)"
+    )
+    say(f"{dest}: checking its files against vLLM {release.version} ({kind})")
+    with tempfile.TemporaryDirectory(prefix="vpatch-adopt-") as tmp:
+        try:
+            what = sources.materialize(release, source, Path(tmp), offline, remote, quiet)
+        except VpatchError as e:
+            # a folder vpatch cannot compare is still one it will not write into
+            raise TreeError(f"{refused} (it could not be checked: {e}); {hint}") from None
+        try:
+            mine, theirs = _entries(dest), _entries(Path(tmp))
+        except OSError as e:
+            raise disk_error(e, f"cannot read {dest}") from None
+    if mine != theirs:
+        raise TreeError(f"{refused} ({_difference(mine, theirs)}); {hint}")
+    marker = dest / PARTIAL
+    try:
+        mark(marker)  # killed from here on: the next run starts the folder over
+        repo = gitutil.init(dest)
+        gitutil.commit_all(repo, f"vLLM {release.version} ({what})", exclude=(PARTIAL,))
+        gitutil.tag(repo, BASE_TAG.format(release.version))
+        marker.unlink()
+    except BaseException:
+        shutil.rmtree(dest / ".git", ignore_errors=True)  # back to the plain folder
+        marker.unlink(missing_ok=True)
+        raise
+    result.source, result.adopted = what, True
+    return repo
+
+
+# (kind, executable, sha256 or link target) of each entry, by relative path
+Entries = dict[str, tuple[str, bool, str]]
+
+
+def _entries(top: Path) -> Entries:
+    """Everything under top, as git would see it (symlinks not followed)."""
+    out: Entries = {}
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            p = Path(folder, name)
+            rel = p.relative_to(top).as_posix()
+            if p.is_symlink():
+                out[rel] = ("symlink", False, os.readlink(p))
+            elif p.is_dir():
+                out[rel] = ("folder", False, "")
+            elif not p.is_file():  # a fifo or a device: no release has one; never opened
+                out[rel] = ("special", False, "")
+            else:
+                with open(p, "rb") as f:
+                    digest = hashlib.file_digest(f, "sha256").hexdigest()
+                # git keeps the owner's executable bit, nothing else of the mode
+                out[rel] = ("file", bool(p.stat().st_mode & 0o100), digest)
+    return out
+
+
+def _difference(mine: Entries, theirs: Entries) -> str:
+    """The first difference, named: an extra, a missing or a changed entry."""
+    for rel in sorted(set(mine) | set(theirs)):
+        if rel not in theirs:
+            return f"{rel} is not in the release"
+        if rel not in mine:
+            return f"{rel} is missing"
+        if mine[rel] != theirs[rel]:
+            what = "mode" if mine[rel][::2] == theirs[rel][::2] else "content"
+            return f"{rel} differs ({what})"
+    return "they differ"
 
 
 def mark(marker: Path) -> None:

@@ -307,3 +307,47 @@ def test_environment_variables_named_by_git_are_scrubbed(monkeypatch):
         monkeypatch.setenv(name, "x")
     gitutil.scrub_environ()
     assert not [n for n in gitutil.LOCAL_ENV if n in os.environ]
+
+
+def _dirs_and_files(top: Path) -> list[str]:
+    return sorted(p.relative_to(top).as_posix() for p in top.rglob("*") if ".git" not in p.parts)
+
+
+def test_paths_relative_to_the_caller_name_the_callers_files(monkeypatch, tmp_path):
+    """git runs in the work tree (and `git init DIR` changes into DIR): every
+    path gitutil hands it is the caller's, relative to the caller's working
+    directory, and nothing lands inside the tree (no stray a/b/a/b)."""
+    origin = commit_tree(tmp_path / "origin", {"x.txt": "a\n"})
+    git(origin, "tag", "v1")
+    git(origin, "checkout", "-q", "-b", "change")
+    write_tree(origin, {"x.txt": "b\n"})
+    git(origin, "commit", "-qam", "x: b")
+    patch = tmp_path / "elsewhere" / "p" / "0001.patch"
+    patch.parent.mkdir(parents=True)
+    patch.write_text(git(origin, "format-patch", "--stdout", "-1"))
+    folder = write_tree(tmp_path / "elsewhere" / "f" / "tree", {"x.txt": "a\n"})
+    monkeypatch.chdir(tmp_path / "elsewhere")  # every path below is relative to here
+    rel_patch, rel_folder = Path("p/0001.patch"), Path("f/tree")
+
+    Path("a/b").mkdir(parents=True)  # as apply and port make it first
+    repo = gitutil.init(Path("a/b"))
+    assert _dirs_and_files(tmp_path / "elsewhere/a/b") == []  # no a/b/a/b
+    write_tree(Path("a/b"), {"x.txt": "a\n"})
+    gitutil.commit_all(repo, "base")
+    assert gitutil.apply_check(repo, rel_patch) == ""
+    gitutil.am(repo, rel_patch)
+    assert Path("a/b/x.txt").read_text() == "b\n"
+    gitutil.reset_hard(repo, "HEAD~1")
+    assert gitutil.am_3way(repo, [rel_patch])[0] and Path("a/b/x.txt").read_text() == "b\n"
+    blob = git(origin, "rev-parse", "v1:x.txt").strip()
+    assert gitutil.store_blobs(repo, [rel_folder / "x.txt"]) == [blob]
+    root = gitutil.commit_folder(repo, rel_folder, "the folder")
+    assert git(Path("a/b"), "show", f"{root}:x.txt") == "a\n"
+    assert gitutil.apply_folder(rel_folder, rel_patch)[0]
+    assert (folder / "x.txt").read_text() == "b\n" and _dirs_and_files(folder) == ["x.txt"]
+
+    Path("c/d").mkdir(parents=True)
+    head = gitutil.clone_tag(str(origin), "v1", Path("c/d"))
+    assert head == git(origin, "rev-parse", "v1^{commit}").strip()
+    assert _dirs_and_files(tmp_path / "elsewhere/c/d") == ["x.txt"]  # no c/d/c/d
+    assert sorted(os.listdir(tmp_path / "elsewhere")) == ["a", "c", "f", "p"]

@@ -10,7 +10,8 @@ import sys
 import pytest
 from support import git, series_of
 from vpatch import lock, series
-from vpatch.commands import pr
+from vpatch.pr import body as pr_body  # a module: pytest would collect tested_results
+from vpatch.pr.candidates import candidates
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +68,7 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     # fix: the body names a release the tier can run, never 0.33.0, and says
     # "not run yet" exactly when no release carrying the fix has results
     assert "VLLM=0.33.0" not in body
-    tested, res = pr.tested_results(pr.candidates(PINS)[-1:], PINS)
+    tested, res = pr_body.tested_results(candidates(PINS)[-1:], PINS)
     assert tested is not None and f"make test-vllm VLLM={tested}" in body
     assert ("Not run yet" in body) == (res is None)
     assert ("- [x] The test results" in body) == (res is not None)

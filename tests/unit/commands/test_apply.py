@@ -2,8 +2,14 @@
 lock, the series of a release, where the tree goes. The engine itself is
 tested in test_tree.py."""
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 from support import BASE, git
+from support import synthetic as S
+from vpatch import cli
 from vpatch.commands import apply
 from vpatch.errors import ConfigError, TreeError, UnsafePathError
 
@@ -107,3 +113,204 @@ def test_fetch_without_dest_needs_an_archive_source(release_dir):
         apply.fetch("0.17.1", source=str(release_dir))
     with pytest.raises(ConfigError, match="has nothing to cache"):
         apply.fetch("0.17.1", source="git")
+
+
+# -- relative destinations (the synthetic release: an sdist in the cache) ---------------
+
+
+@pytest.fixture
+def synthetic(tmp_path, monkeypatch) -> S.Release:
+    """support.synthetic's release as vpatch's data, its sdist and wheel in
+    the download cache (so --offline needs no index)."""
+    rel = S.make_release(tmp_path / "world")
+    downloads = tmp_path / "cache" / "downloads"
+    downloads.mkdir(parents=True)
+    for f in (rel.sdist, rel.wheel):
+        shutil.copy(f, downloads)
+    monkeypatch.setenv("VPATCH_ROOT", str(rel.root))
+    monkeypatch.setenv("VPATCH_CACHE", str(tmp_path / "cache"))
+    return rel
+
+
+def patched_release() -> dict[str, bytes]:
+    """The synthetic release with its whole series applied."""
+    files = S.source_files()
+    for _, changes in S.default_steps():
+        files.update(changes)
+    return files
+
+
+def holds_exactly(tree: Path, files: dict[str, bytes]) -> None:
+    """tree (.git aside) is these files and the folders they need, nothing else."""
+    found = {p.relative_to(tree).as_posix(): p for p in tree.rglob("*") if ".git" not in p.parts}
+    folders = {str(Path(f).parent) for f in files} - {"."}
+    folders |= {str(p) for f in folders for p in Path(f).parents if str(p) != "."}
+    assert sorted(found) == sorted([*files, *folders])
+    assert {f: found[f].read_bytes() for f in files} == files
+
+
+@pytest.mark.parametrize(
+    ("cwd", "dest", "where"),
+    [
+        ("", "a/b", "a/b"),  # the reported case: it left an empty a/b/a/b in the tree
+        ("x/y", "../../t/a/b", "t/a/b"),  # from another folder: it wrote t/a/t/a/b, outside
+        ("x", "./a/../a/b", "x/a/b"),
+    ],
+)
+def test_apply_with_a_relative_dest_writes_the_release_and_the_series_only(
+    synthetic, tmp_path, monkeypatch, cwd, dest, where
+):
+    box = tmp_path / "box"
+    (box / cwd).mkdir(parents=True)
+    (box / "x").mkdir(exist_ok=True)
+    monkeypatch.chdir(box / cwd)
+    assert cli.main(["apply", "9.9.0", "--dest", dest, "--offline"]) == 0
+    holds_exactly(box / where, patched_release())
+    assert git(box / where, "rev-list", "--count", "vpatch/base-9.9.0..HEAD").strip() == "3"
+    # nothing beside the tree either: the box holds the folders made above,
+    # the tree's own folders, and the tree
+    tree = box / where
+    found = {p for p in box.rglob("*") if p != tree and tree not in p.parents}
+    made = {box / "x", box / "x" / "y"} if cwd == "x/y" else {box / "x"}
+    assert found == made | {p for p in tree.parents if box in p.parents}
+
+
+def test_apply_with_a_relative_series(synthetic, tmp_path, monkeypatch):
+    box = tmp_path / "box"
+    shutil.copytree(synthetic.series, box / "mine" / "series")
+    monkeypatch.chdir(box)
+    # git am runs in box/out/t: there mine/series/... named nothing
+    args = ["--dest", "out/t", "--series", "mine/series", "--offline"]
+    assert cli.main(["apply", "9.9.0", *args]) == 0
+    holds_exactly(box / "out/t", patched_release())
+    st = apply.status(Path("out/t"), Path("mine/series"))
+    assert all(p.applied for p in st.patches) and not st.dirty and not st.extra
+    assert cli.main(["unapply", "out/t"]) == 0
+    holds_exactly(box / "out/t", S.source_files())
+
+
+# -- fetch --dest, then apply there ---------------------------------------------------
+
+
+def fetched(tmp_path: Path, source: str = "auto") -> Path:
+    where = tmp_path / "fetched"
+    assert cli.main(["fetch", "9.9.0", "--dest", str(where), "--source", source, "--offline"]) == 0
+    return where
+
+
+def test_apply_makes_the_tree_in_a_folder_fetch_filled(synthetic, tmp_path, capsys):
+    """What `vpatch fetch --dest X` wrote is the release as the lock pins
+    it: apply checks that and makes X the tree, with the very commits a
+    fresh tree gets."""
+    x = fetched(tmp_path)
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--offline"]) == 0
+    assert "applied 3 patches" in capsys.readouterr().out
+    holds_exactly(x, patched_release())
+    fresh = tmp_path / "fresh"
+    assert cli.main(["apply", "9.9.0", "--dest", str(fresh), "--offline"]) == 0
+    for ref in ("vpatch/base-9.9.0", "HEAD"):
+        assert git(x, "rev-parse", ref) == git(fresh, "rev-parse", ref)
+    assert git(x, "status", "--porcelain") == ""
+    # the wheel's files, applied with the same --source, are accepted too
+    w = tmp_path / "fetched-wheel"
+    assert cli.main(["fetch", "9.9.0", "--dest", str(w), "--source", "wheel", "--offline"]) == 0
+    assert cli.main(["apply", "9.9.0", "--dest", str(w), "--source", "wheel", "--offline"]) == 0
+    assert git(w, "rev-list", "--count", "vpatch/base-9.9.0..HEAD").strip() == "3"
+
+
+def _extra(x: Path) -> str:
+    (x / "vllm" / "mine.py").write_text("x = 1\n")
+    return "vllm/mine.py is not in the release"
+
+
+def _missing(x: Path) -> str:
+    (x / "README.md").unlink()
+    return "README.md is missing"
+
+
+def _changed(x: Path) -> str:
+    (x / "vllm" / "config.py").write_bytes(b"allow = ['llama']  \n")
+    return "vllm/config.py differs (content)"
+
+
+def _mode(x: Path) -> str:
+    (x / "vllm" / "model.py").chmod(0o755)
+    return "vllm/model.py differs (mode)"
+
+
+def _empty_folder(x: Path) -> str:
+    (x / "vllm" / "empty").mkdir()
+    return "vllm/empty is not in the release"
+
+
+def _fifo(x: Path) -> str:
+    os.mkfifo(x / "vllm" / "pipe")  # reading it would block: it must not be opened
+    return "vllm/pipe is not in the release"
+
+
+def _symlink(x: Path) -> str:
+    (x / "vllm" / "config.py").unlink()
+    (x / "vllm" / "config.py").symlink_to("model.py")
+    return "vllm/config.py differs (content)"
+
+
+def state(top: Path) -> dict[str, tuple]:
+    """Every entry under top: its mode, and its bytes or link target (a fifo
+    is not read: S.snapshot would block on it)."""
+    out: dict[str, tuple] = {}
+    for p in sorted(top.rglob("*")):
+        st = p.lstat()
+        data = os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else b""
+        out[p.relative_to(top).as_posix()] = (st.st_mode, st.st_mtime_ns, data)
+    return out
+
+
+@pytest.mark.parametrize(
+    "change", [_extra, _missing, _changed, _mode, _empty_folder, _fifo, _symlink]
+)
+def test_a_fetched_folder_that_differs_is_refused_and_left_as_it_was(
+    synthetic, tmp_path, capsys, change
+):
+    x = fetched(tmp_path)
+    why = change(x)
+    before = state(x)
+    capsys.readouterr()
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--offline"]) == 6  # TreeError
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("vpatch: error: ") and why in err[-1]
+    assert "is not a vpatch tree, and does not hold vLLM 9.9.0" in err[-1]
+    assert state(x) == before  # mtimes too: nothing was rewritten
+
+
+def test_another_source_than_fetch_used_is_refused(synthetic, tmp_path, capsys):
+    x = fetched(tmp_path, "wheel")  # the wheel has no README.md
+    before = S.snapshot(x)
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--offline"]) == 6
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "as --source auto gives it (README.md is missing)" in err
+    assert "accepted with the same --source" in err
+    assert S.snapshot(x) == before
+
+
+def test_a_series_that_fails_leaves_the_fetched_folder_as_it_was(synthetic, tmp_path, capsys):
+    bad = tmp_path / "bad"
+    shutil.copytree(synthetic.series, bad)
+    p = next(bad.glob("0002-*.patch"))
+    p.write_text(p.read_text().replace("-allow = ['llama']", "-allow = ['nobody']"))
+    x = fetched(tmp_path)
+    before = S.snapshot(x)
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--series", str(bad), "--offline"]) == 5
+    assert "0002-config-allow-deepseek.patch does not apply" in capsys.readouterr().err
+    assert S.snapshot(x) == before  # no .git, the fetched files (a patched one put back)
+
+
+def test_a_foreign_folder_that_cannot_be_checked_is_still_refused(synthetic, tmp_path, capsys):
+    x = tmp_path / "mine"
+    x.mkdir()
+    (x / "notes.txt").write_text("mine\n")
+    for f in (tmp_path / "cache" / "downloads").iterdir():
+        f.unlink()  # nothing to compare with, offline
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--offline"]) == 6
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "is not a vpatch tree" in err and "it could not be checked: " in err
+    assert sorted(p.name for p in x.iterdir()) == ["notes.txt"]

@@ -176,3 +176,30 @@ def test_into_writes_a_plain_series_folder(root):
     assert r.into == root.parent / "out"
     assert (r.into / "series").read_text() == "".join(n + "\n" for n in NAMES)
     assert spans(root) == dict.fromkeys(["model-change-five", "config-allow-deepseek"], ["9.8.0"])
+
+
+def test_relative_work_and_into_are_the_callers(root, tmp_path, monkeypatch):
+    """--work and --into relative to the caller's folder: the work tree is
+    made where the caller said (git was handed the relative path while
+    running inside it), and a series folder outside the checkout is pinned
+    absolute (it was pinned relative to the caller's folder, which the lock
+    reads relative to its own; --into now writes a plain folder, pinned nowhere)."""
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    write_tree(tmp_path / "to", {**FROM, "vllm/model.py": "new\n" + MODEL})
+    r = port.port(
+        "9.8.0",
+        "10.0.0",
+        pins=lock.load(root / "VERSIONS.lock"),
+        work=Path("w/t"),
+        into=Path("out/s"),
+        from_source=str(tmp_path / "from"),
+        to_source=str(tmp_path / "to"),
+        meta_path=root / "patches/patches.toml",
+        keep=True,
+    )
+    assert r.status == dict.fromkeys(NAMES, "clean")
+    work = tmp_path / "here/w/t"
+    assert sorted(p.name for p in work.iterdir()) == [".git", "README.md", "vllm"]  # no w/t/w
+    assert [p.name for p in series.load(tmp_path / "here/out/s").patches] == NAMES
+    assert not (tmp_path / "here/out/s/out").exists()

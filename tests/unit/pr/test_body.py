@@ -1,0 +1,56 @@
+"""pr/body.py: the commits' messages, the pull request's title and PR_BODY.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support import pr as world
+from vpatch import series
+from vpatch.pr import body
+from vpatch.pr.candidates import Candidate
+
+root = world.root  # the fixture (support.pr)
+
+
+def test_results_in_another_shape_are_not_used(root, tmp_path):
+    (tmp_path / "cache/results").mkdir(parents=True)
+    (tmp_path / "cache/results/vllm-10.0.0.json").write_text('{"release": "10.0.0"}')
+    assert body.results("10.0.0") is None
+
+
+def patch(subject: str, text: str, files: list[str]) -> series.Patch:
+    fields = series.dep3(text)
+    return series.Patch("x.patch", Path("x.patch"), "", "", subject, text, fields, files, None)
+
+
+TEXT = """Take a copy of the embedding at layer 0.
+
+Description: fix the aux hidden state at layer 0
+Origin: vendor
+Forwarded: no
+Last-Update: 2026-01-02
+"""
+
+
+def test_message_keeps_the_prose_and_signs_off():
+    c = Candidate(patch("model: fix layer 0", TEXT, []), "10.0.0", "[Bugfix] fix layer 0")
+    msg = body.message(c, ("Jane Doe", "jane@example.invalid"))
+    assert msg == (
+        "[Bugfix] fix layer 0\n\nTake a copy of the embedding at layer 0.\n\n"
+        "Signed-off-by: Jane Doe <jane@example.invalid>\n"
+    )
+
+
+def test_title_of_several_commits_merges_their_tags():
+    assert body.pr_title(["[Bugfix][Model] a", "[Spec Decode] b"]) == (
+        "[Bugfix][Model][Spec Decode] a (+1 more)"
+    )
+    assert body.pr_title(["[Misc] only"]) == "[Misc] only"
+
+
+def test_body_without_tests_or_a_release_to_run_claims_nothing():
+    c = Candidate(patch("model: fix layer 0", TEXT, ["vllm/model.py"]), "10.0.0", "[Bugfix] x")
+    text = body.body([c], None, None, [])
+    assert "Fix the aux hidden state at layer 0." in text  # the Description, as a sentence
+    assert "No test covers this change yet." in text and "Not run yet." in text
+    assert "- [ ] The test results" in text and "Origin:" not in text
