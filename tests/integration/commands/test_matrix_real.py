@@ -47,7 +47,9 @@ def test_old_releases_need_every_patch_new_ones_the_layer_0_fix(real):
         else:
             assert eagle3 == {"upstream"}, (v, row)
             assert row[LAYER0] != "upstream", (v, row)  # upstream still lacks it
-    assert {real.releases[NEWEST.version][n] for n in EAGLE3} == {"clean"}
+    # a variant serves a span of releases: on the later ones its hunks sit at
+    # other lines (offset), never with less context (fuzz)
+    assert {real.releases[NEWEST.version][n] for n in EAGLE3} <= {"clean", "offset"}
     assert real.releases["0.33.0"][LAYER0] == "clean"
 
 
