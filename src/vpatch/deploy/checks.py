@@ -399,9 +399,8 @@ def read_convention(key: str, ids: list[Any], speculators: bool) -> Written:
             key,
             ids,
             "output",
-            "its first id is 1, which is how SGLang- and SpecForge-trained drafters mark ids "
-            "that name the output of layer k (SGLang shifts such a list by one, "
-            "sgl-project/sglang#25454)",
+            "its first id is 1: SGLang and SpecForge mark ids of the output of layer k so, "
+            "and SGLang shifts such a list by one, sgl-project/sglang#25454",
             False,
         )
     return Written(
@@ -457,10 +456,9 @@ def check_trained_layers(p: Pair) -> Finding:
     others = [w for w in written[1:] if _ints(w.layers) != _ints(main.layers)]
     top = f"{IDS_KEY}: {_ids(main.layers)}"
     settle = (
-        "if the drafter was in fact trained with vLLM's convention, write "
-        f"{IDS_KEY}: {_ids(main.ids)} instead; settle it by the training framework "
+        "the first id cannot prove the convention: settle it by the training framework "
         "(SGLang, SpecForge: output of layer k; vLLM, speculators: input of layer k) or by "
-        "measuring acceptance both ways"
+        f"measuring acceptance with {IDS_KEY} {_ids(main.layers)} and with {_ids(main.ids)}"
     )
     if _ints(fed) != _ints(main.layers):
         one_off = _ints(fed) == _ints(main.ids) and main.convention == "output"
@@ -952,7 +950,8 @@ def check_rope(p: Pair) -> Finding:
     theta = cfg.get("rope_theta")
     kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
     if not p.eff.mla:
-        return Finding("rope", "info", f"rope_theta {theta}, rope_scaling {kind or 'none'}")
+        shown = "not set" if theta is None else theta
+        return Finding("rope", "info", f"rope_theta {shown}, rope_scaling {kind or 'none'}")
     if scaling or not p.rules.mla_rope_without_theta:
         return Finding(
             "rope", "info", f"MLA drafter: rope_theta {theta}, rope_scaling {kind or 'none'}"
