@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from support import deploy as F
-
 from vpatch.deploy import checks as doctor
 from vpatch.deploy import configs, hub, serve
 from vpatch.deploy import releases as R

@@ -9,7 +9,6 @@ import json
 import pytest
 from support import deploy as F
 from support import env as fake_env
-
 from vpatch.deploy import doctor as D
 from vpatch.deploy.environment import Readiness
 from vpatch.errors import ConfigError

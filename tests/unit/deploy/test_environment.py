@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from support import env as fake_env
-
 from vpatch.deploy import environment as E
 from vpatch.errors import ConfigError
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from support import deploy as F
-
 from vpatch.deploy import releases as R
 
 KNOWN = R.known_releases()

@@ -7,7 +7,6 @@ import json
 import shlex
 
 import pytest
-
 from vpatch.deploy import serve as S
 from vpatch.errors import ConfigError
 

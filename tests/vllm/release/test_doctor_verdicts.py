@@ -322,9 +322,8 @@ def test_max_model_len_from_the_serve_command(tmp_path, model, max_len):
     --max-model-len (default: the target's) as vLLM does, and says the
     drafter's positions fall short exactly when the release's drafter rotary
     cache is shorter than the engine's max_model_len."""
-    from helpers import engine_args
-
     from doctor_pairs import POSITIONS_SHORT
+    from helpers import engine_args
 
     drafter = make(FIXTURES, tmp_path / "positions_short", POSITIONS_SHORT)
     words = ["vllm", "serve", str(TARGET)]
