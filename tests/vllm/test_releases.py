@@ -163,6 +163,50 @@ def _same_tokens(u: runner.InnerRun, p: runner.InnerRun) -> list[str]:
     return []
 
 
+def _served_releases() -> list:
+    found = [r for r in selected_releases() if releases.serves_spec(r)]
+    why = (
+        f"no selected release serves speculative decoding on CPU (from "
+        f"{releases.SERVES_SPEC_FROM}; 0.15-0.19.1: test_gpu.py only)"
+    )
+    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("release", _served_releases())
+def test_served_speculative_decoding(release, tier, request):
+    """EAGLE-3 served end to end by vLLM's CPU runner with a drafter asking for
+    layer 0 (release/test_served_spec_decode.py), eager and, on
+    releases.SERVED_COMPILED, compiled: each served test fails unpatched (the
+    upstream TypeError, wherever the release meets it) and passes patched, in
+    both kernel modes when eager."""
+    lines, bad = [], []
+    heads = []
+    for mode in releases.served_modes(release):
+        u = tier.result("test_served_speculative_decoding", release, f"{mode}-unpatched")
+        p = tier.result("test_served_speculative_decoding", release, f"{mode}-patched")
+        got, wrong = runner.compare(u, p)
+        lines += [f"  [{mode}]" + line for line in got]
+        bad += [f"[{mode}] {b}" for b in wrong]
+        # the unpatched install fails with the upstream error, not another one
+        why = {c.message for c in u.cases.values() if c.outcome in ("failed", "error")}
+        if not any("NoneType" in m for m in why):
+            bad.append(
+                f"[{mode}] unpatched: no upstream TypeError (Tensor + None) in {sorted(why)}"
+            )
+        heads.append(f"{mode} {u.seconds:.0f}s/{p.seconds:.0f}s")
+    _summaries(request.config).append(
+        "\n".join(
+            [
+                f"vLLM {release} served EAGLE-3 (unpatched/patched run: {', '.join(heads)}): "
+                f"{'OK' if not bad else f'{len(bad)} PROBLEM(S)'}",
+                *lines,
+            ]
+        )
+    )
+    assert not bad, f"vLLM {release}: \n" + "\n".join(bad)
+
+
 def _aliasing_releases() -> list:
     found = [r for r in selected_releases() if r in ALIASING]
     why = f"no selected release has an aliasing layer-0 fixture series ({', '.join(ALIASING)})"
