@@ -118,7 +118,7 @@ def drafter(release: str) -> Path:
                 **os.environ,
                 "PYTHONPYCACHEPREFIX": str(cache.root() / "pycache"),
                 "HF_HUB_OFFLINE": "1",
-                "OMP_NUM_THREADS": "2",
+                "OMP_NUM_THREADS": "1",  # spin-waiting threads crawl on a shared machine
             },
         ),
         "the benchmark's trained EAGLE-3 drafter",
@@ -149,6 +149,9 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--generates", type=int, default=3, help="timed generate calls per process")
     ap.add_argument("--tokens", type=int, default=48, help="tokens per prompt per generate")
+    ap.add_argument(
+        "--trained", type=Path, help="a drafter bench_spec_train.py made (skips the training)"
+    )
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--drafter", help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -158,7 +161,7 @@ def main(argv=None) -> int:
 
     wanted = args.releases or (os.environ.get("VLLM") or " ".join(RELEASES)).split()
     t0 = time.monotonic()
-    d = drafter(wanted[0])
+    d = args.trained or drafter(wanted[0])
     print(
         f"bench-spec: drafter {d} ({time.monotonic() - t0:.0f}s); 8 prompts x "
         f"{args.tokens} tokens, best of {args.generates} generates, 1 thread",

@@ -23,6 +23,7 @@ installs, fixtures) is built on first use with progress shown, and cached
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -163,6 +164,11 @@ def _same_tokens(u: runner.InnerRun, p: runner.InnerRun) -> list[str]:
     return []
 
 
+# What unpatched vLLM 0.18-0.33 raise when layer 0 is among the aux layers
+# (FakeTensor: inside Dynamo, when the target is compiled).
+UPSTREAM_ERROR = re.compile(r"unsupported operand type\(s\) for \+: '(Fake)?Tensor' and 'NoneType'")
+
+
 def _served_releases() -> list:
     found = [r for r in selected_releases() if releases.serves_spec(r)]
     why = (
@@ -189,11 +195,10 @@ def test_served_speculative_decoding(release, tier, request):
         lines += [f"  [{mode}]" + line for line in got]
         bad += [f"[{mode}] {b}" for b in wrong]
         # the unpatched install fails with the upstream error, not another one
-        why = {c.message for c in u.cases.values() if c.outcome in ("failed", "error")}
-        if not any("NoneType" in m for m in why):
-            bad.append(
-                f"[{mode}] unpatched: no upstream TypeError (Tensor + None) in {sorted(why)}"
-            )
+        # (in the log: Dynamo's message puts it past the junit's first 200 chars)
+        if not UPSTREAM_ERROR.search(u.log.read_text(errors="replace")):
+            why = sorted({c.message for c in u.cases.values() if c.outcome != "passed"})
+            bad.append(f"[{mode}] unpatched: not the upstream TypeError (Tensor + None): {why}")
         heads.append(f"{mode} {u.seconds:.0f}s/{p.seconds:.0f}s")
     _summaries(request.config).append(
         "\n".join(
