@@ -61,7 +61,7 @@ def _plain_tokens(target: str, out: Path) -> list[list[int]]:
         cmd + (["--compiled"] if COMPILED else []),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1500,
     )
     assert proc.returncode == 0, (
         f"the plain engine failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

@@ -64,6 +64,7 @@ class InnerRun:
     junit: Path
     log: Path
     cases: dict[str, Case]
+    timeout: int = INNER_TIMEOUT
 
     def tail(self, n: int = 60) -> str:
         try:
@@ -76,7 +77,7 @@ class InnerRun:
     def crashed(self) -> str | None:
         """Why the run as a whole is unusable, or None."""
         if self.returncode is None:
-            return f"timed out after {INNER_TIMEOUT}s"
+            return f"timed out after {self.timeout}s"
         if self.returncode not in (0, 1):
             return f"pytest exited {self.returncode} (not a test failure)"
         if not self.cases:
@@ -120,6 +121,7 @@ def run_inner(
     inifile: Path | None = INNER / "pytest.ini",
     confcutdir: Path | None = INNER,
     name: str | None = None,
+    timeout: int = INNER_TIMEOUT,
 ) -> InnerRun:
     """One pytest process in the release's venv with its install first on
     PYTHONPATH: ``variant`` (unpatched | patched) names it, ``target`` (default:
@@ -166,12 +168,13 @@ def run_inner(
                 cwd=str(rootdir),
                 stdout=fh,
                 stderr=subprocess.STDOUT,
-                timeout=INNER_TIMEOUT,
+                timeout=timeout,
             )
             rc: int | None = proc.returncode
         except subprocess.TimeoutExpired:
             rc = None
-    return InnerRun(release, variant, rc, time.monotonic() - t0, junit, log, parse_junit(junit))
+    seconds = time.monotonic() - t0
+    return InnerRun(release, variant, rc, seconds, junit, log, parse_junit(junit), timeout)
 
 
 def _without_mode(case: Case) -> str:

@@ -94,6 +94,10 @@ class Session:
                         # on a busy machine (the unpatched run fails 4 times)
                         pytest_args=("--tb=short",),
                         extra_env=env,
+                        # two engines (the plain one in a child) and, compiled,
+                        # two compiles: a run took 4 min eager on a quiet
+                        # machine, and over 15 on one loaded 10x over
+                        timeout=runner.INNER_TIMEOUT * (3 if mode == "compiled" else 2),
                     )
         elif test == "test_cuda_contract_catches_an_aliasing_layer0_fix":
             self._submit(
