@@ -63,7 +63,8 @@ VARIANTS = {
     for v in [
         Variant("good", "aux_layers"),
         Variant("speculators", "drafter_format", speculators=True),
-        # the tiny fixture as fixtures.py writes it: draft vocab == target vocab, d2t zeros
+        # draft vocab == target vocab, d2t zeros (what fixtures.py wrote before the
+        # drafter was served; 0.30.0+ refuse it)
         Variant("same_vocab_d2t", "d2t", d2t="zeros"),
         Variant("no_d2t", "d2t", d2t="none"),
         Variant(
@@ -169,6 +170,10 @@ def make(fixtures: Path, out: Path, v: Variant) -> Path:
 
     t.pop("d2t"), t.pop("t2d")
     if v.d2t == "zeros":
+        # the shape the fixture had before it was served: draft vocab ==
+        # target vocab with an identity d2t (0.30.0+ refuse it at load)
+        cfg["draft_vocab_size"] = vocab
+        t["lm_head.weight"] = torch.randn(vocab, hidden, generator=gen) / math.sqrt(hidden)
         t["d2t"] = torch.zeros(vocab, dtype=torch.long)
         t["t2d"] = torch.ones(vocab, dtype=torch.bool)
     else:

@@ -69,6 +69,24 @@ DEFAULT = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.19.1", "0.26.0",
 LAYER0_SELECT = ("-m", "layer0_fix or not patch_effect", "-k", "not kimi")
 
 
+# vLLM's CPU model runner serves speculative decoding from 0.20.0 (0.15-0.19.1
+# assert "spec decode is not supported"). The compiled served test costs a
+# compile per process (65-110 s): it runs on 0.32.0, what B200s run compiled.
+SERVES_SPEC_FROM = Version("0.20.0")
+SERVED_COMPILED = ("0.32.0",)
+
+
+def serves_spec(release: str) -> bool:
+    return Version(release) >= SERVES_SPEC_FROM
+
+
+def served_modes(release: str) -> tuple[str, ...]:
+    """The served runs of a release: "eager", and "compiled" on SERVED_COMPILED."""
+    if not serves_spec(release):
+        return ()
+    return ("eager", "compiled") if release in SERVED_COMPILED else ("eager",)
+
+
 @cache
 def pins() -> lock.Lock:
     return lock.load()
