@@ -51,10 +51,11 @@ CONFIG = "test_speculative_config.py"
 # The served speculative tests: a process of their own (one engine per process),
 # apart from the files above, with VPATCH_VLLM_SERVED=eager.
 SERVED = "test_served_spec_decode.py"
+MLA_CONFIG = "test_mla_drafter_config.py"
 
 # Per release: the pytest arguments of every run (the baseline's and the
-# mutants'). 0.32.0's series is only the layer-0 fix: its layer-0 tests.
-SELECT = {"0.17.1": (), "0.32.0": ("-m", "layer0_fix")}
+# mutants'). 0.32.0's series is fixes of upstream's EAGLE-3: their tests.
+SELECT = {"0.17.1": (), "0.32.0": ("-m", "layer0_fix or mla_detect")}
 
 # In the 0.17.1 series (patch 0001), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).
@@ -261,6 +262,15 @@ MUTANTS = (
         "+                    )\n",
         "layer 0's aux state is the embedding of the previous forward (a stale buffer)",
         (SERVED,),
+    ),
+    Mutant(
+        "mla-detect-wrong-entry",
+        "0.32.0",
+        "0002",
+        '+                    "kimi_k2",\n',
+        '+                    "kimi_k25",\n',
+        "the eagle branch lists Kimi-K2.5's model_type, not the kimi_k2 the MLA drafters say",
+        (MLA_CONFIG,),
     ),
 )
 
