@@ -19,12 +19,16 @@ import re
 from dataclasses import dataclass, field
 from email.header import decode_header, make_header
 from pathlib import Path
-
-from unidiff.errors import UnidiffParseError
-from unidiff.patch import PatchedFile, PatchSet
+from typing import TYPE_CHECKING
 
 from .errors import PatchError, UnsafePathError, disk_error
 from .paths import safe_relpath
+
+if TYPE_CHECKING:
+    # unidiff is imported where a patch is parsed, not here: importing the
+    # lock (which renders series) must work where vpatch's dependencies are
+    # not installed (the tier's vLLM venvs import vpatch from src/)
+    from unidiff.patch import PatchedFile, PatchSet
 
 DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Applied-Upstream", "Last-Update")
 # Applied-Upstream is optional in DEP-3: a fix upstream still lacks has none.
@@ -171,6 +175,9 @@ def parse(path: Path, name: str | None = None) -> Patch:
     if "\0" in text:
         raise PatchError(f"malformed patch {shown}: binary content")
     headers, body, diff_text = _split_mail(text, shown)
+    from unidiff.errors import UnidiffParseError
+    from unidiff.patch import PatchSet
+
     try:
         diff = PatchSet(diff_text)
     except UnidiffParseError as e:

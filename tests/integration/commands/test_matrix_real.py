@@ -50,7 +50,7 @@ def test_old_releases_need_every_patch_new_ones_the_layer_0_fix(real):
     # a variant serves a span of releases: on the later ones its hunks sit at
     # other lines (offset), never with less context (fuzz)
     assert {real.releases[NEWEST.version][n] for n in EAGLE3} <= {"clean", "offset"}
-    assert real.releases["0.33.0"][LAYER0] == "clean"
+    assert real.releases["0.33.0"][LAYER0] in ("clean", "offset")  # 0.27.0's variant
 
 
 def test_cli_json_for_a_few_releases():
