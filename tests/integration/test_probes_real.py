@@ -61,7 +61,10 @@ def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
 
 # The fixes of upstream defects on the MLA EAGLE-3 path: (slug, the first
 # release whose own source has the fix, or None while upstream lacks it).
-FIXES = (("mla-detect-kimi-k2-eagle-drafters", None),)
+FIXES = (
+    ("mla-detect-kimi-k2-eagle-drafters", None),
+    ("deepseek-eagle3-keep-rope-theta-without-rope-scaling", "0.28.0"),
+)
 
 
 @pytest.mark.parametrize("slug, fixed_in", FIXES, ids=[s for s, _ in FIXES])

@@ -52,10 +52,15 @@ CONFIG = "test_speculative_config.py"
 # apart from the files above, with VPATCH_VLLM_SERVED=eager.
 SERVED = "test_served_spec_decode.py"
 MLA_CONFIG = "test_mla_drafter_config.py"
+MLA_LAYER = "test_mla_drafter_layer.py"
 
 # Per release: the pytest arguments of every run (the baseline's and the
-# mutants'). 0.32.0's series is fixes of upstream's EAGLE-3: their tests.
-SELECT = {"0.17.1": (), "0.32.0": ("-m", "layer0_fix or mla_detect")}
+# mutants'). 0.26.0's and 0.32.0's series are fixes of upstream's EAGLE-3: their tests.
+SELECT = {
+    "0.17.1": (),
+    "0.26.0": ("-m", "layer0_fix or mla_detect or rope_theta"),
+    "0.32.0": ("-m", "layer0_fix or mla_detect"),
+}
 
 # In the 0.17.1 series (patch 0001), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).
@@ -271,6 +276,16 @@ MUTANTS = (
         '+                    "kimi_k25",\n',
         "the eagle branch lists Kimi-K2.5's model_type, not the kimi_k2 the MLA drafters say",
         (MLA_CONFIG,),
+    ),
+    Mutant(
+        "rope-default-kept",
+        "0.26.0",
+        "0003",
+        "-        config.rope_parameters = rope_params\n",
+        "-        config.rope_parameters = rope_params\n"
+        '+        config.rope_parameters = {"rope_type": "default"}\n',
+        "the MLA drafter layer still forces the default rope type, without the drafter's theta",
+        (MLA_LAYER,),
     ),
 )
 

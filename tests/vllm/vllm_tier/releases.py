@@ -75,6 +75,7 @@ LAYER0_SELECT = ("-m", "layer0_fix or not patch_effect", "-k", "not kimi")
 # (inner_select): they fail on both installs of a release without the patch.
 FIX_MARKERS = {
     "mla-detect-kimi-k2-eagle-drafters": "mla_detect",
+    "deepseek-eagle3-keep-rope-theta-without-rope-scaling": "rope_theta",
 }
 
 
