@@ -318,7 +318,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         pipeline_parallel_size=args.pipeline_parallel_size,
         num_speculative_tokens=args.num_speculative_tokens,
     )
-    report = doctor.run(args.target, args.drafter, python=args.python, opts=opts)
+    report = doctor.doctor(args.target, args.drafter, python=args.python, opts=opts)
     print(report.to_json() if args.format == "json" else report.to_text())
     return 0 if report.ok else 1
 
