@@ -310,15 +310,20 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Exit 0 when the pair is ok, 1 when doctor found an error."""
+    """Exit 0 when the pair is ok, 1 when doctor found an error, 2 for bad input."""
     from .commands import doctor
+    from .deploy.doctor import Request
 
-    opts = doctor.Options(
+    req = Request(
+        command=tuple(args.command),
+        target=args.target,
+        drafter=args.drafter,
+        python=args.python,
         tensor_parallel_size=args.tensor_parallel_size,
         pipeline_parallel_size=args.pipeline_parallel_size,
         num_speculative_tokens=args.num_speculative_tokens,
     )
-    report = doctor.doctor(args.target, args.drafter, python=args.python, opts=opts)
+    report = doctor.doctor(req)
     print(report.to_json() if args.format == "json" else report.to_text())
     return 0 if report.ok else 1
 
@@ -450,8 +455,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = add("doctor", cmd_doctor, "check an EAGLE-3 drafter, its target and vLLM before serving")
-    p.add_argument("--target", required=True, help="target model folder or hub id (local cache)")
-    p.add_argument("--drafter", required=True, help="EAGLE-3 drafter folder or hub id")
+    p.add_argument(
+        "command",
+        nargs="*",
+        metavar="-- vllm serve MODEL ...",
+        help="the serve command you will run, after `--` (--speculative-config included)",
+    )
+    p.add_argument("--target", help="target model folder or hub id (local cache)")
+    p.add_argument("--drafter", help="EAGLE-3 drafter folder or hub id")
     p.add_argument("--python", default="python3", metavar="PY", help=py_help)
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="N")

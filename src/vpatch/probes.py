@@ -16,8 +16,14 @@ any match will do), an optional scope (`class`, or `function` as
   has_base = "B"         the class lists B among its bases
   defines = "m"          the class defines method m
   uses = "x"             the scope mentions name or attribute x
+  lacks = "x"            the scope exists and does not mention x (code
+                         upstream removed); a missing scope does not hold
   when = "S", uses = "x" an if/elif whose test mentions the string S
                          reads x in its body
+  when = "S", includes = ["a", ...]
+                         an if/elif whose test mentions the string S has in
+                         its body a list/tuple/set literal holding every
+                         string (an allowlist written inline in a branch)
   list = "n", includes = ["a", ...]
                          a list/tuple/set literal assigned to n holds every
                          string; with `or_absent = true` it also holds when
@@ -39,7 +45,7 @@ from typing import Any
 from . import patchset, resources
 from .errors import ConfigError
 
-TESTS = ("has_base", "defines", "uses", "list", "is_none")
+TESTS = ("has_base", "defines", "uses", "lacks", "list", "is_none")
 PR_KEYS = ("pr_prefix", "pr_title")
 _KEYS = {"file", "class", "function", "when", "includes", "or_absent", *TESTS}
 
@@ -52,6 +58,7 @@ class Check:
     has_base: str = ""
     defines: str = ""
     uses: str = ""
+    lacks: str = ""
     when: str = ""
     list_name: str = ""  # the TOML key `list`
     includes: tuple[str, ...] = ()
@@ -112,6 +119,10 @@ def _check(path: Path, name: str, c: dict[str, Any]) -> Check:
     if unknown:
         raise ConfigError(f"{where}: unknown check keys {', '.join(sorted(unknown))}")
     tests = [t for t in TESTS if t in c]
+    if not tests and "when" in c and "includes" in c:
+        tests = ["when"]  # when + includes: an inline allowlist in a branch
+    if "when" in c and not set(tests) & {"uses", "when"}:
+        raise ConfigError(f"{where}: when needs uses or includes")
     if "file" not in c or len(tests) != 1:
         raise ConfigError(f"{where}: each check needs a file and one of {', '.join(TESTS)}")
     if "**" in c["file"]:
@@ -125,6 +136,7 @@ def _check(path: Path, name: str, c: dict[str, Any]) -> Check:
         has_base=c.get("has_base", ""),
         defines=c.get("defines", ""),
         uses=c.get("uses", ""),
+        lacks=c.get("lacks", ""),
         when=c.get("when", ""),
         list_name=c.get("list", ""),
         includes=tuple(c.get("includes", ())),
@@ -219,9 +231,13 @@ def _test(c: Check, tree: ast.AST) -> bool:
         return any(_tests_none(n, c.is_none) for n in ast.walk(scope))
     if c.when:
         return any(
-            isinstance(n, ast.If) and c.when in _strings_in(n.test) and _mentions(n.body, c.uses)
+            isinstance(n, ast.If)
+            and c.when in _strings_in(n.test)
+            and (_mentions(n.body, c.uses) if c.uses else _literal_includes(n.body, c.includes))
             for n in ast.walk(scope)
         )
+    if c.lacks:
+        return not _mentions([scope], c.lacks)
     return _mentions([scope], c.uses)
 
 
@@ -270,6 +286,11 @@ def _assigned(scope: ast.AST, name: str) -> list[ast.AST]:
         if n.value is not None and any(isinstance(t, ast.Name) and t.id == name for t in targets):
             out.append(n.value)
     return out
+
+
+def _literal_includes(nodes: Sequence[ast.AST], wanted: tuple[str, ...]) -> bool:
+    """Some list/tuple/set literal under nodes holds every wanted string."""
+    return any(set(wanted) <= _strings(n) for root in nodes for n in ast.walk(root))
 
 
 def _strings(node: ast.AST) -> set[str]:

@@ -5,6 +5,7 @@ that has the change upstream."""
 from __future__ import annotations
 
 import pytest
+from packaging.version import Version
 from support import series_of
 from vpatch import lock, probes
 from vpatch.commands import apply
@@ -56,3 +57,30 @@ def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
             f: text.replace("hidden_states.clone()", "hidden_states") for f, text in patched.items()
         }
         assert aliased != patched and not probes.holds(checks, aliased), v
+
+
+# The fixes of upstream defects on the MLA EAGLE-3 path: (slug, the first
+# release whose own source has the fix, or None while upstream lacks it).
+FIXES = (
+    ("mla-detect-kimi-k2-eagle-drafters", None),
+    ("deepseek-eagle3-keep-rope-theta-without-rope-scaling", "0.28.0"),
+)
+
+
+@pytest.mark.parametrize("slug, fixed_in", FIXES, ids=[s for s, _ in FIXES])
+def test_fix_probe_false_before_upstream_true_when_patched(tmp_path, slug, fixed_in):
+    """False on every release before upstream's fix (true from it on); true on
+    the patched tree of the first release of each variant."""
+    checks = probes.load()[slug]
+    globs = probes.patterns({slug: checks})
+    for v in PINS.versions():
+        have = probes.folder_files(files.release_files(PINS.releases[v], globs), globs)
+        upstream = fixed_in is not None and Version(v) >= Version(fixed_in)
+        assert probes.holds(checks, have) is upstream, v
+    for variant in PINS.patchset.variants[slug]:
+        v = variant.first
+        todo = series_of(PINS, v)
+        base = files.release_files(PINS.get(v), globs | set(todo.files))
+        tree = tmp_path / v
+        apply.apply(v, dest=tree, source=str(base))
+        assert probes.holds(checks, probes.folder_files(tree, globs)), v

@@ -81,7 +81,7 @@ def kimi_k2() -> dict:
 
 def kimi_k25() -> dict:
     text = deepseek_v3_text(vocab=KIMI_VOCAB, heads=64, experts=384)
-    text.update(first_k_dense_replace=1, n_group=1, topk_group=1)
+    text.update(first_k_dense_replace=1, n_group=1, topk_group=1, max_position_embeddings=262144)
     return {
         "architectures": ["KimiK25ForConditionalGeneration"],
         "auto_map": {
@@ -175,12 +175,94 @@ def mla_drafter(vocab: int) -> dict:
         "max_position_embeddings": 262144,
         "rms_norm_eps": 1e-6,
         "rope_theta": 50000,
+        "rope_scaling": dict(YARN),
         "vocab_size": vocab,
         "draft_vocab_size": DRAFT_VOCAB,
         "target_hidden_size": HIDDEN,
         "eagle_aux_hidden_state_layer_ids": list(DEFAULT_IDS),
         "torch_dtype": "bfloat16",
     }
+
+
+# The public drafters' shapes (key structure as they ship it):
+# SpecForge configs/deepseek-v3-671b-eagle3.json: Llama format, 56 heads, 8 KV
+# heads, ids only in eagle_config and written in SGLang's output-of-layer-k
+# convention ([1, 29, 57], i.e. vLLM's [2, 30, 58]), no target_hidden_size.
+def specforge_dsv3_drafter() -> dict:
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "eagle_config": {
+            "eagle_aux_hidden_state_layer_ids": [1, 29, 57],
+            "use_aux_hidden_state": True,
+        },
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "hidden_act": "silu",
+        "hidden_size": HIDDEN,
+        "initializer_range": 0.02,
+        "intermediate_size": 40960,
+        "max_position_embeddings": 163840,
+        "model_type": "llama",
+        "num_attention_heads": 56,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 1,
+        "pad_token_id": 0,
+        "rms_norm_eps": 1e-05,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float16",
+        "use_cache": True,
+        "vocab_size": DSV3_VOCAB,
+        "draft_vocab_size": DRAFT_VOCAB,
+    }
+
+
+# SpecForge configs/kimi-k25-eagle3.json: Llama format, 64 heads, 64 KV heads,
+# ids only in eagle_config ([2, 30, 58]: vLLM's convention), 131072 positions
+# (Kimi-K2.5's context is 262144), rope_scaling null.
+def specforge_kimi_k25_drafter() -> dict:
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "attention_bias": False,
+        "draft_vocab_size": DRAFT_VOCAB,
+        "dtype": "bfloat16",
+        "eagle_config": {
+            "eagle_aux_hidden_state_layer_ids": [2, 30, 58],
+            "use_aux_hidden_state": True,
+        },
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "hidden_size": HIDDEN,
+        "intermediate_size": 18432,
+        "max_position_embeddings": 131072,
+        "model_type": "llama",
+        "num_attention_heads": 64,
+        "num_hidden_layers": 1,
+        "num_key_value_heads": 64,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+        "tie_word_embeddings": False,
+        "vocab_size": KIMI_VOCAB,
+    }
+
+
+# TorchSpec / lightseekorg Kimi MLA drafters: Eagle3DeepseekV2ForCausalLM with
+# model_type kimi_k2, YaRN rope, draft vocab = vocab (so no d2t).
+YARN = {
+    "type": "yarn",
+    "factor": 64.0,
+    "original_max_position_embeddings": 4096,
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+}
+
+
+def torchspec_kimi_mla_drafter() -> dict:
+    cfg = mla_drafter(KIMI_VOCAB)
+    cfg.update(model_type="kimi_k2", draft_vocab_size=KIMI_VOCAB, rope_theta=50000.0)
+    return cfg
 
 
 def llama_tensors(vocab: int, prefix: str = "midlayer.", states: int = 3) -> dict:
@@ -205,7 +287,7 @@ def llama_tensors(vocab: int, prefix: str = "midlayer.", states: int = 3) -> dic
     }
 
 
-def mla_tensors(vocab: int) -> dict:
+def mla_tensors(vocab: int, draft_vocab: int = DRAFT_VOCAB) -> dict:
     h, p = HIDDEN, "midlayer."
     return {
         p + "self_attn.q_a_proj.weight": ("BF16", [1536, 2 * h]),
@@ -223,9 +305,10 @@ def mla_tensors(vocab: int) -> dict:
         p + "post_attention_layernorm.weight": ("BF16", [h]),
         "fc.weight": ("BF16", [h, 3 * h]),
         "norm.weight": ("BF16", [h]),
-        "lm_head.weight": ("BF16", [DRAFT_VOCAB, h]),
-        "d2t": ("I64", [DRAFT_VOCAB]),
-        "t2d": ("BOOL", [vocab]),
+        "lm_head.weight": ("BF16", [draft_vocab, h]),
+        **(
+            {"d2t": ("I64", [draft_vocab]), "t2d": ("BOOL", [vocab])} if draft_vocab < vocab else {}
+        ),
     }
 
 
@@ -266,6 +349,12 @@ def drafter_for(target: str, fmt: str) -> tuple[dict, dict]:
         return speculators_drafter(vocab, verifier), llama_tensors(vocab, prefix="layers.0.")
     if fmt == "mla":
         return mla_drafter(vocab), mla_tensors(vocab)
+    if fmt == "specforge_dsv3":
+        return specforge_dsv3_drafter(), llama_tensors(DSV3_VOCAB)
+    if fmt == "specforge_kimi":
+        return specforge_kimi_k25_drafter(), llama_tensors(KIMI_VOCAB)
+    if fmt == "torchspec_mla":
+        return torchspec_kimi_mla_drafter(), mla_tensors(KIMI_VOCAB, KIMI_VOCAB)
     raise ValueError(fmt)
 
 

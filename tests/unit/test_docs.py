@@ -27,7 +27,7 @@ DOCS = sorted(
 
 # folders of vLLM's source tree that share a prefix with ours (a patch adds
 # tests/v1/spec_decode/...; the tier runs vLLM's tests/models/test_registry.py)
-VLLM_PATHS = ("tests/v1/", "tests/models/")
+VLLM_PATHS = ("tests/v1/", "tests/models/", "tests/transformers_utils/")
 TOP_LEVEL = ("Makefile", "pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in", "tox.ini")
 
 # a path starts a token (not after a word, a slash or `$X/`) and runs until

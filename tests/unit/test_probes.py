@@ -19,6 +19,8 @@ class Config:
         allowed = ["llama", "qwen", "deepseek_v2"]
         if name == "Kimi":
             self.token = cfg.media_id
+        elif name == "eagle":
+            self.mla = cfg.inner in ("deepseek_v3", "kimi_k2") and cfg.rank
         else:
             self.token = cfg.image_id
 """
@@ -33,6 +35,12 @@ class Config:
         ({"list": "allowed", "includes": ["kimi_k2"], "or_absent": True}, False),
         ({"when": "Kimi", "uses": "media_id"}, True),
         ({"when": "Kimi", "uses": "image_id"}, False),  # only in the else branch
+        ({"when": "eagle", "includes": ["kimi_k2", "deepseek_v3"]}, True),
+        ({"when": "eagle", "includes": ["kimi_k2", "deepseek_v2"]}, False),  # not in one literal
+        ({"when": "Kimi", "includes": ["kimi_k2"]}, False),  # another branch's literal
+        ({"function": "Config.check", "lacks": "image_id"}, False),
+        ({"function": "Config.check", "lacks": "rope_scaling"}, True),
+        ({"function": "Config.gone", "lacks": "rope_scaling"}, False),  # no such scope
         ({"function": "Config.check", "uses": "media_id"}, True),
         ({"function": "Config.other", "uses": "media_id"}, False),
         ({"class": "Config", "defines": "check"}, True),
@@ -57,6 +65,8 @@ def test_globs_stay_in_one_folder():
         ('[p]\nprobe = [{ file = "a.py", uses = "x", typo = 1 }]\n', "unknown check keys typo"),
         ('[p]\nprobe = [{ file = "a.py" }]\n', "one of"),
         ('[p]\nprobe = [{ file = "a.py", has_base = "B" }]\n', "needs a class"),
+        ('[p]\nprobe = [{ file = "a.py", when = "S" }]\n', "when needs uses or includes"),
+        ('[p]\nprobe = [{ file = "a.py", when = "S", lacks = "x" }]\n', "when needs"),
         ("[p]\nprobes = []\n", "unknown keys probes"),
         ("[p\n", "not valid TOML"),
     ],

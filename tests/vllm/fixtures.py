@@ -10,9 +10,16 @@ and writes::
                        first_k_dense_replace=1, noaux_tc + sigmoid routing, MLA-shaped
                        attention weights (q_lora/kv_lora), random weights (seed 0),
                        a word-level tokenizer
-    DIR/eagle3/        an EAGLE-3 drafter in vLLM's Llama EAGLE-3 checkpoint format
-                       (LlamaForCausalLMEagle3: midlayer.*, fc over 3 x target hidden,
-                       d2t/t2d), sized for deepseek_v3 (seed 1)
+    DIR/eagle3/        an EAGLE-3 drafter in vLLM's Llama EAGLE-3 checkpoint format, as
+                       SpecForge writes it (LlamaForCausalLMEagle3: midlayer.*, fc over
+                       3 x target hidden, a draft vocab of 128 < 256 with d2t/t2d),
+                       sized for deepseek_v3 (seed 1); no layer ids (the target's default)
+    DIR/eagle3_layer0/ the same drafter asking for layers [0, 4, 7] (top level and in
+                       eagle_config, as SpecForge does): layer 0 is the embedding
+    DIR/deepseek_v3_bench/  the same target with every o_proj and down_proj scaled by 0.25,
+                       for make bench-spec only: the embedding then dominates the residual
+                       stream and the next token is learnable (the unmodified random
+                       target's is close to random: no drafter learns it)
     DIR/kimi_k25/      KimiK25ForConditionalGeneration config: the deepseek_v3 text
                        config + a tiny MoonViT vision config + media_placeholder_token_id;
                        no weights (load it with load_format="dummy"), same tokenizer,
@@ -53,6 +60,7 @@ TOPK = 2
 MEDIA_PLACEHOLDER_TOKEN_ID = VOCAB - 2  # "<|media_pad|>"
 SPECIALS = ["<s>", "</s>", "<unk>", "<pad>"]
 EXTRA_TOKENS = ["<|media_pad|>", "<|kimi_k25_video_placeholder|>"]
+BENCH_SCALE = 0.25  # o_proj / down_proj of the benchmark's target
 
 
 def deepseek_v3_config() -> dict:
@@ -181,9 +189,18 @@ def kimi_k2_config() -> dict:
     return c
 
 
-EAGLE_HEADS = 4
+# Shapes every tier release can serve on CPU: its attention supports head_dim
+# 32, 64, ... (16 stops the engine: "Unsupported CPU attention configuration"),
+# and 0.30.0+ refuse d2t/t2d when the draft vocab equals the target's ("no
+# module or parameter named 'draft_id_to_target_id'"). So a draft vocab of
+# half the target's, as real drafters have (32000 of 128256), with d2t mapping
+# draft id i to target id 2i (target = draft + d2t[draft]). The shapes that
+# cannot serve stay doctor variants (release/doctor_pairs.py).
+EAGLE_HEADS = 2
 EAGLE_KV_HEADS = 2
-EAGLE_HEAD_DIM = HIDDEN // EAGLE_HEADS
+EAGLE_HEAD_DIM = HIDDEN // EAGLE_HEADS  # 32
+DRAFT_VOCAB = VOCAB // 2
+EAGLE3_LAYER0_IDS = [0, NUM_LAYERS // 2, NUM_LAYERS - 1]
 
 
 def eagle3_config() -> dict:
@@ -197,7 +214,7 @@ def eagle3_config() -> dict:
         "head_dim": EAGLE_HEAD_DIM,
         "num_hidden_layers": 1,
         "vocab_size": VOCAB,
-        "draft_vocab_size": VOCAB,
+        "draft_vocab_size": DRAFT_VOCAB,
         "target_hidden_size": HIDDEN,
         "max_position_embeddings": 512,
         "rms_norm_eps": 1e-6,
@@ -235,11 +252,21 @@ def eagle3_weights(gen) -> dict:
         m + "post_attention_layernorm.weight": torch.ones(HIDDEN),
         "fc.weight": w(HIDDEN, 3 * HIDDEN),
         "norm.weight": torch.ones(HIDDEN),
-        "lm_head.weight": w(VOCAB, HIDDEN),
-        # draft vocab == target vocab: identity mapping
-        "d2t": torch.zeros(VOCAB, dtype=torch.long),
-        "t2d": torch.ones(VOCAB, dtype=torch.bool),
+        "lm_head.weight": w(DRAFT_VOCAB, HIDDEN),
+        # draft id i -> target id i + d2t[i] = 2i; t2d marks the target ids drafted
+        "d2t": torch.arange(DRAFT_VOCAB, dtype=torch.long),
+        "t2d": torch.arange(VOCAB) % 2 == 0,
     }
+
+
+def eagle3_layer0_config() -> dict:
+    c = eagle3_config()
+    c["eagle_aux_hidden_state_layer_ids"] = EAGLE3_LAYER0_IDS
+    c["eagle_config"] = {
+        "eagle_aux_hidden_state_layer_ids": EAGLE3_LAYER0_IDS,
+        "use_aux_hidden_state": True,
+    }
+    return c
 
 
 def kimi_k25_config() -> dict:
@@ -374,12 +401,31 @@ def build(out: Path) -> None:
     save_file(deepseek_v3_weights(gen), str(ds / "model.safetensors"), metadata={"format": "pt"})
     write_tokenizer(ds)
 
+    bench = out / "deepseek_v3_bench"
+    bench.mkdir(exist_ok=True)
+    write_json(bench / "config.json", deepseek_v3_config())
+    write_json(bench / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1})
+    gen = torch.Generator().manual_seed(0)
+    weights = {
+        k: v * BENCH_SCALE if k.endswith(("o_proj.weight", "down_proj.weight")) else v
+        for k, v in deepseek_v3_weights(gen).items()
+    }
+    save_file(weights, str(bench / "model.safetensors"), metadata={"format": "pt"})
+    write_tokenizer(bench)
+
     ea = out / "eagle3"
     ea.mkdir(exist_ok=True)
     write_json(ea / "config.json", eagle3_config())
     gen = torch.Generator().manual_seed(1)
-    save_file(eagle3_weights(gen), str(ea / "model.safetensors"), metadata={"format": "pt"})
+    drafter = eagle3_weights(gen)
+    save_file(drafter, str(ea / "model.safetensors"), metadata={"format": "pt"})
     write_tokenizer(ea)
+
+    el = out / "eagle3_layer0"
+    el.mkdir(exist_ok=True)
+    write_json(el / "config.json", eagle3_layer0_config())
+    save_file(drafter, str(el / "model.safetensors"), metadata={"format": "pt"})
+    write_tokenizer(el)
 
     km = out / "kimi_k25"
     km.mkdir(exist_ok=True)
@@ -406,6 +452,9 @@ def build(out: Path) -> None:
             "default_aux_layers": [2, NUM_LAYERS // 2, NUM_LAYERS - 3],
             "deepseek_v3": "deepseek_v3",
             "eagle3": "eagle3",
+            "eagle3_layer0": "eagle3_layer0",
+            "eagle3_layer0_ids": EAGLE3_LAYER0_IDS,
+            "draft_vocab_size": DRAFT_VOCAB,
             "kimi_k25": "kimi_k25",
             "deepseek_v2": "deepseek_v2",
             "kimi_k2": "kimi_k2",

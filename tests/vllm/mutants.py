@@ -48,10 +48,19 @@ AUX = "test_aux_hidden_states.py"
 SUPPORT = "test_eagle3_support.py"
 PROPOSER = "test_proposer.py"
 CONFIG = "test_speculative_config.py"
+# The served speculative tests: a process of their own (one engine per process),
+# apart from the files above, with VPATCH_VLLM_SERVED=eager.
+SERVED = "test_served_spec_decode.py"
+MLA_CONFIG = "test_mla_drafter_config.py"
+MLA_LAYER = "test_mla_drafter_layer.py"
 
 # Per release: the pytest arguments of every run (the baseline's and the
-# mutants'). 0.32.0's series is only the layer-0 fix: its layer-0 tests.
-SELECT = {"0.17.1": (), "0.32.0": ("-m", "layer0_fix")}
+# mutants'). 0.26.0's and 0.32.0's series are fixes of upstream's EAGLE-3: their tests.
+SELECT = {
+    "0.17.1": (),
+    "0.26.0": ("-m", "layer0_fix or mla_detect or rope_theta"),
+    "0.32.0": ("-m", "layer0_fix or mla_detect"),
+}
 
 # In the 0.17.1 series (patch 0001), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).
@@ -219,6 +228,64 @@ MUTANTS = (
         "overwrites as layer 0's residual (the old fix, tests/vllm/series/0.32.0-aliasing)",
         (AUX,),
         cuda_only=True,
+    ),
+    # Layer-0 fixes that serve losslessly (the target verifies every draft) but
+    # feed the drafter wrong states: killed on the served path, by the wiring
+    # test (fc's input against the hooks, the drafts against the reference).
+    Mutant(
+        "layer0-residual",
+        "0.32.0",
+        "0001",
+        "+                    aux_hidden_state = hidden_states.clone()\n",
+        "+                    aux_hidden_state = layer(\n"
+        "+                        positions, hidden_states.clone(), None, llama_4_scaling\n"
+        "+                    )[1]\n",
+        "layer 0's aux state is the layer's residual (embedding + attention output, from a "
+        "second run of layer 0 on a copy) instead of the embedding",
+        (SERVED,),
+    ),
+    Mutant(
+        "layer0-zeros",
+        "0.32.0",
+        "0001",
+        "+                    aux_hidden_state = hidden_states.clone()\n",
+        "+                    aux_hidden_state = torch.zeros_like(hidden_states)\n",
+        "layer 0's aux state is zeros",
+        (SERVED,),
+    ),
+    Mutant(
+        "layer0-previous-step",
+        "0.32.0",
+        "0001",
+        "+                    aux_hidden_state = hidden_states.clone()\n",
+        '+                    prev = self.__dict__.get("_vpatch_prev")\n'
+        "+                    self._vpatch_prev = hidden_states.clone()\n"
+        "+                    n = hidden_states.shape[0]\n"
+        "+                    aux_hidden_state = (\n"
+        "+                        prev[:n] if prev is not None and prev.shape[0] >= n\n"
+        "+                        else hidden_states.clone()\n"
+        "+                    )\n",
+        "layer 0's aux state is the embedding of the previous forward (a stale buffer)",
+        (SERVED,),
+    ),
+    Mutant(
+        "mla-detect-wrong-entry",
+        "0.32.0",
+        "0002",
+        '+                    "kimi_k2",\n',
+        '+                    "kimi_k25",\n',
+        "the eagle branch lists Kimi-K2.5's model_type, not the kimi_k2 the MLA drafters say",
+        (MLA_CONFIG,),
+    ),
+    Mutant(
+        "rope-default-kept",
+        "0.26.0",
+        "0003",
+        "-        config.rope_parameters = rope_params\n",
+        "-        config.rope_parameters = rope_params\n"
+        '+        config.rope_parameters = {"rope_type": "default"}\n',
+        "the MLA drafter layer still forces the default rope type, without the drafter's theta",
+        (MLA_LAYER,),
     ),
 )
 
@@ -410,21 +477,38 @@ def main(argv: list[str] | None = None) -> int:
             tests=tuple(str(INNER / f) for f in tests),
             pytest_args=SELECT[release],
             name=name,
+            extra_env={"VPATCH_VLLM_SERVED": "eager"} if SERVED in tests else None,
         )
 
     # the real series on each release: which tests pass, the ones that can kill
+    # (the served file in a run of its own: it makes its own engine)
     base_targets = {r: targets.patched(r) for r in wanted}
+    groups = {
+        (r, i): g
+        for r in wanted
+        for i, g in enumerate(
+            ([f for f in files[r] if f != SERVED], [SERVED] * (SERVED in files[r]))
+        )
+        if g
+    }
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {
-            r: pool.submit(inner, r, base_targets[r], files[r], f"baseline-{r}") for r in wanted
+            key: pool.submit(inner, key[0], base_targets[key[0]], g, f"baseline-{key[0]}-{key[1]}")
+            for key, g in groups.items()
         }
-        baselines = {r: f.result() for r, f in futures.items()}
-    for r, b in baselines.items():
+        parts = {key: f.result() for key, f in futures.items()}
+    for (r, _), b in parts.items():
         passed = sum(c.outcome == "passed" for c in b.cases.values())
-        say(f"baseline {r}: {passed}/{len(b.cases)} passed in {b.seconds:.0f}s")
+        say(f"baseline {r} ({b.log.name}): {passed}/{len(b.cases)} passed in {b.seconds:.0f}s")
         if b.crashed or not passed:
             print(f"the real series of {r} does not pass its tests: {b.crashed}\n{b.tail()}")
             return 2
+    baselines = {}
+    for (r, _), b in parts.items():
+        if r in baselines:
+            baselines[r].cases.update(b.cases)
+        else:
+            baselines[r] = b
 
     build = threading.Lock()  # one vpatch wheel at a time; the runs in parallel
 

@@ -23,6 +23,7 @@ installs, fixtures) is built on first use with progress shown, and cached
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -161,6 +162,54 @@ def _same_tokens(u: runner.InnerRun, p: runner.InnerRun) -> list[str]:
     if want != got:
         return ["greedy tokens differ between the unpatched and the patched release"]
     return []
+
+
+# What unpatched vLLM 0.18-0.33 raise when layer 0 is among the aux layers
+# (FakeTensor: inside Dynamo, when the target is compiled).
+UPSTREAM_ERROR = re.compile(r"unsupported operand type\(s\) for \+: '(Fake)?Tensor' and 'NoneType'")
+
+
+def _served_releases() -> list:
+    found = [r for r in selected_releases() if releases.serves_spec(r)]
+    why = (
+        f"no selected release serves speculative decoding on CPU (from "
+        f"{releases.SERVES_SPEC_FROM}; 0.15-0.19.1: test_gpu.py only)"
+    )
+    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("release", _served_releases())
+def test_served_speculative_decoding(release, tier, request):
+    """EAGLE-3 served end to end by vLLM's CPU runner with a drafter asking for
+    layer 0 (release/test_served_spec_decode.py), eager and, on
+    releases.SERVED_COMPILED, compiled: each served test fails unpatched (the
+    upstream TypeError, wherever the release meets it) and passes patched, in
+    both kernel modes when eager."""
+    lines, bad = [], []
+    heads = []
+    for mode in releases.served_modes(release):
+        u = tier.result("test_served_speculative_decoding", release, f"{mode}-unpatched")
+        p = tier.result("test_served_speculative_decoding", release, f"{mode}-patched")
+        got, wrong = runner.compare(u, p)
+        lines += [f"  [{mode}]" + line for line in got]
+        bad += [f"[{mode}] {b}" for b in wrong]
+        # the unpatched install fails with the upstream error, not another one
+        # (in the log: Dynamo's message puts it past the junit's first 200 chars)
+        if not UPSTREAM_ERROR.search(u.log.read_text(errors="replace")):
+            why = sorted({c.message for c in u.cases.values() if c.outcome != "passed"})
+            bad.append(f"[{mode}] unpatched: not the upstream TypeError (Tensor + None): {why}")
+        heads.append(f"{mode} {u.seconds:.0f}s/{p.seconds:.0f}s")
+    _summaries(request.config).append(
+        "\n".join(
+            [
+                f"vLLM {release} served EAGLE-3 (unpatched/patched run: {', '.join(heads)}): "
+                f"{'OK' if not bad else f'{len(bad)} PROBLEM(S)'}",
+                *lines,
+            ]
+        )
+    )
+    assert not bad, f"vLLM {release}: \n" + "\n".join(bad)
 
 
 def _aliasing_releases() -> list:

@@ -1,15 +1,14 @@
-"""`vpatch doctor`: an EAGLE-3 pair checked against what the environment's
-vLLM release will do with it; the checks are deploy/doctor.py's."""
+"""`vpatch doctor`: check an EAGLE-3 drafter, its target and the serve
+command against the serving environment's vLLM before a 1T model spends half
+an hour loading. The engine is the library's (deploy/doctor.py); the CLI
+prints the report as text or JSON and exits 0 (no error), 1 (an error) or 2
+(bad input)."""
 
 from __future__ import annotations
 
-from ..deploy.doctor import Options, Report, run
+from ..deploy.checks import Report
+from ..deploy.doctor import Request, run
 
-__all__ = ["Options", "Report", "doctor"]
 
-
-def doctor(
-    target: str, drafter: str, python: str = "python3", opts: Options | None = None
-) -> Report:
-    """The report on the pair (target, drafter) for the vLLM of `python`."""
-    return run(target, drafter, python=python, opts=opts)
+def doctor(req: Request) -> Report:
+    return run(req)

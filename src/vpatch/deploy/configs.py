@@ -66,6 +66,7 @@ class Target:
     num_heads: int | None
     media_placeholder_token_id: int | None
     remote_code: bool  # config or tokenizer declare auto_map: serve needs --trust-remote-code
+    max_position_embeddings: int | None = None  # the text model's: vLLM's default max_model_len
 
     @property
     def family(self) -> str:
@@ -104,6 +105,7 @@ def read_target(folder: Path) -> Target:
     tok_cfg = load_json(tok) if tok.is_file() else {}
     heads = text.get("num_attention_heads")
     placeholder = cfg.get("media_placeholder_token_id")
+    mpe = text.get("max_position_embeddings")
     return Target(
         path=folder,
         architecture=archs[0],
@@ -115,6 +117,7 @@ def read_target(folder: Path) -> Target:
         num_heads=heads if isinstance(heads, int) else None,
         media_placeholder_token_id=placeholder if isinstance(placeholder, int) else None,
         remote_code="auto_map" in cfg or "auto_map" in tok_cfg,
+        max_position_embeddings=mpe if isinstance(mpe, int) and not isinstance(mpe, bool) else None,
     )
 
 

@@ -5,9 +5,9 @@ checks a pair against. Read from each release's own source (sdists for
 file and function it comes from. `RULES` lists only what changes, by the
 first release that changes it; `rules(release)` folds them.
 
-SUMMARY below is the per-release table (p = with vpatch's series installed,
-u = upstream as released); the README's doctor section carries it, until
-docs/doctor.md does.
+summary_markdown() renders the per-release table from RULES (p = with
+vpatch's series installed, u = upstream as released); docs/doctor.md carries
+it. FIXES names the patch (by slug) that fixes each defect of the series.
 
 "dropped": the target returns no state for that id, so the drafter's fc gets
 fewer states than it was built for and the first request fails in fc
@@ -93,6 +93,28 @@ class Rules:
     # the pair (eagle3_utils.verify_supports_aux_hidden_states_over_pp, 0.30+).
     # models/registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 drafter classes.
     archs: frozenset[str]
+    # Defects that vpatch's series fixes per release (FIXES names the patch of
+    # each; doctor asks `vpatch check` whether the environment has it):
+    # the model runners on which a forced attention backend (--attention-backend,
+    # --attention-config.backend, VLLM_ATTENTION_BACKEND) is applied to a non-MLA
+    # (Llama) drafter under an MLA target and the drafter fails to load: the V1
+    # runner up to 0.20.2, the V2 runner from 0.29.0.
+    forced_backend_crash: frozenset[str]
+    # The drafter's rotary embedding is built for its own max_position_embeddings
+    # and a --max-model-len above it kills a running server on the first longer
+    # prompt (up to 0.26.0).
+    draft_positions_short: bool
+    # deepseek_eagle3.py: an MLA drafter without rope_scaling rebuilds its rope
+    # without rope_theta (the default 10000 instead of the drafter's; KeyError
+    # 'factor' under transformers 5) (0.18.0-0.27.1).
+    mla_rope_without_theta: bool
+    # deepseek_eagle3.py reads fc_norm (0.23.0+; 0.22.x's Llama drafter reads it,
+    # its MLA drafter ignores it).
+    mla_fc_norm: bool
+    # ModelConfig.is_deepseek_mla: an EAGLE drafter counts as MLA only for
+    # model_type deepseek_v2/deepseek_v3(/_v32), so a kimi_k2 MLA drafter
+    # (TorchSpec's) is set up as a non-MLA model (every release with MLA drafters).
+    kimi_k2_drafter_not_mla: bool
 
 
 _LLAMA = frozenset(
@@ -123,14 +145,29 @@ RULES: list[tuple[str, dict[str, Any]]] = [
             norm_before_fc=False,
             fc_norm=False,
             archs=_LLAMA,
+            forced_backend_crash=frozenset({"v1"}),
+            draft_positions_short=True,
+            mla_rope_without_theta=False,
+            mla_fc_norm=False,
+            kimi_k2_drafter_not_mla=False,
         ),
     ),
     ("0.16.0", dict(speculators_validated=False)),
     # deepseek_v2.py / kimi_k25.py SupportsEagle3; deepseek_eagle3.py (MLA
     # drafter); llama_eagle3.py norm_before_fc
-    ("0.18.0", dict(upstream_eagle3=True, archs=_LLAMA | _MLA, norm_before_fc=True)),
+    (
+        "0.18.0",
+        dict(
+            upstream_eagle3=True,
+            archs=_LLAMA | _MLA,
+            norm_before_fc=True,
+            mla_rope_without_theta=True,
+            kimi_k2_drafter_not_mla=True,
+        ),
+    ),
     ("0.19.0", dict(speculators_copies=frozenset({"norm_before_fc"}))),
     ("0.20.0", dict(archs=_LLAMA | _MLA | {"Eagle3MiniMaxM2ForCausalLM"})),
+    ("0.21.0", dict(forced_backend_crash=frozenset())),
     (
         "0.22.0",
         dict(
@@ -140,6 +177,7 @@ RULES: list[tuple[str, dict[str, Any]]] = [
             archs=_LLAMA | _MLA | {"Eagle3MiniMaxM2ForCausalLM"},
         ),
     ),
+    ("0.23.0", dict(mla_fc_norm=True)),
     (
         "0.24.0",
         dict(
@@ -155,127 +193,135 @@ RULES: list[tuple[str, dict[str, Any]]] = [
             speculators_copies=frozenset({"norm_before_fc", "fc_norm", "norm_output"}),
         ),
     ),
-    ("0.27.0", dict(v2_nested_key="layer_ids")),
-    ("0.29.0", dict(v2_default=frozenset({"*"}))),
+    ("0.27.0", dict(v2_nested_key="layer_ids", draft_positions_short=False)),
+    ("0.28.0", dict(mla_rope_without_theta=False)),
+    ("0.29.0", dict(v2_default=frozenset({"*"}), forced_backend_crash=frozenset({"v2"}))),
     ("0.30.0", dict(d2t_only_if_vocab_differs=True, v2_supports_pp=True)),
 ]
 
-# The per-release summary (the README shows it; summary_markdown renders it).
-SUMMARY_HEAD = (
-    "releases",
-    "EAGLE-3 for DeepSeek/Kimi",
-    "id n (final-norm input)",
-    "id out of range",
-    "layer 0",
-    "fc input width",
-    "ids only in eagle_config",
-    "d2t when draft vocab == target vocab",
-    "speculators arch",
-    "pipeline parallel",
+
+# The per-release summary, generated from RULES (and VERSIONS.lock's status of
+# each release: `patched` = vpatch's series gives EAGLE-3, p; u = upstream as
+# released): docs/doctor.md carries summary_markdown() between its markers.
+# Consecutive releases with the same row are one row.
+def _layer0(r: Rules, p: bool) -> str:
+    if p:
+        return "p: ok"
+    return "p: ok, u: TypeError" if r.release in patched_layer0() else "u: TypeError"
+
+
+def _nested(r: Rules, p: bool) -> str:
+    if not r.v1_reads_nested_ids:
+        return "ignored"
+    if "*" in r.v2_default:
+        return "ignored (V2 runner, the default)" + (
+            f"; V2 reads eagle_config.{r.v2_nested_key}" if r.v2_nested_key else ""
+        )
+    return "used (V1 runner)"
+
+
+def _pp(r: Rules, p: bool) -> str:
+    if p:
+        return "p: ValueError unless every id is on the last rank"
+    if r.v2_supports_pp and "*" in r.v2_default:
+        return "ValueError (V2 runner)"
+    return "dropped off the last rank"
+
+
+SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("EAGLE-3 for DeepSeek/Kimi", lambda r, p: "p only (u refuses)" if p else "u"),
+    ("id n (final-norm input)", lambda r, p: "yes" if r.final_norm_id or p else "dropped"),
+    ("id out of range", lambda r, p: "p: ValueError at load" if p else "dropped"),
+    ("layer 0", _layer0),
+    (
+        "fc input width",
+        lambda r, p: "3 x target hidden"
+        if r.fc_width == "three"
+        else "num_aux_hidden_states, else len(eagle_config ids), else 3",
+    ),
+    ("ids only in eagle_config", _nested),
+    (
+        "d2t when draft vocab == target vocab",
+        lambda r, p: "must be absent" if r.d2t_only_if_vocab_differs else "optional (zeros)",
+    ),
+    (
+        "speculators arch",
+        lambda r, p: "llama/qwen3 by model_type" if r.speculators_arch_by_type else "Eagle3Llama",
+    ),
+    ("pipeline parallel", _pp),
+    (
+        "forced attention backend, Llama drafter",
+        lambda r, p: " and ".join(
+            f"{x.upper()} runner: load fails" for x in sorted(r.forced_backend_crash)
+        )
+        or "ok",
+    ),
+    (
+        "--max-model-len > drafter positions",
+        lambda r, p: "fails at the first long prompt" if r.draft_positions_short else "ok",
+    ),
+    (
+        "MLA drafter without rope_scaling",
+        lambda r, p: "rope without rope_theta" if r.mla_rope_without_theta else "ok",
+    ),
+    (
+        "fc_norm",
+        lambda r, p: "read"
+        if r.fc_norm and r.mla_fc_norm
+        else ("ignored by MLA drafters" if r.fc_norm else "ignored"),
+    ),
+    (
+        "kimi_k2 MLA drafter",
+        lambda r, p: "not MLA"
+        if r.kimi_k2_drafter_not_mla
+        else ("no MLA drafters" if not _MLA & r.archs else "ok"),
+    ),
 )
-SUMMARY = [
-    (
-        "0.15.0-0.17.1",
-        "p only (u refuses)",
-        "p: yes",
-        "p: ValueError at load",
-        "p: ok",
-        "3 x target hidden",
-        "ignored",
-        "optional (zeros)",
-        "always Eagle3Llama",
-        "p: ValueError unless every id is on the last rank",
-    ),
-    (
-        "0.18.0-0.21.0",
-        "u",
-        "dropped",
-        "dropped",
-        "u: TypeError",
-        "3 x target hidden",
-        "ignored",
-        "optional (zeros)",
-        "always Eagle3Llama",
-        "dropped off the last rank",
-    ),
-    (
-        "0.22.0-0.23.0",
-        "u",
-        "dropped",
-        "dropped",
-        "u: TypeError",
-        "num_aux_hidden_states, else len(eagle_config ids), else 3",
-        "used (V1 runner)",
-        "optional (zeros)",
-        "always Eagle3Llama",
-        "dropped off the last rank",
-    ),
-    (
-        "0.24.0",
-        "u",
-        "dropped",
-        "dropped",
-        "u: TypeError",
-        "as 0.22",
-        "used (V1 runner)",
-        "optional (zeros)",
-        "llama/qwen3 by model_type, else ValueError",
-        "dropped off the last rank",
-    ),
-    (
-        "0.25.0-0.28.0",
-        "u",
-        "yes",
-        "dropped",
-        "u: TypeError",
-        "as 0.22",
-        "used (V1 runner)",
-        "optional (zeros)",
-        "as 0.24",
-        "dropped off the last rank",
-    ),
-    (
-        "0.29.0",
-        "u",
-        "yes",
-        "dropped",
-        "u: TypeError",
-        "as 0.22",
-        "ignored (V2 runner is the default)",
-        "optional (zeros)",
-        "as 0.24",
-        "dropped (PP runs on the V1 runner)",
-    ),
-    (
-        "0.30.0-0.31.0",
-        "u",
-        "yes",
-        "dropped",
-        "u: TypeError",
-        "as 0.22",
-        "ignored (V2 runner)",
-        "must be absent (no mapping parameter)",
-        "as 0.24",
-        "ValueError (V2 runner)",
-    ),
-    (
-        "0.32.0-0.33.0",
-        "u",
-        "yes",
-        "dropped",
-        "p: ok, u: TypeError",
-        "as 0.22",
-        "ignored (V2 runner)",
-        "must be absent",
-        "as 0.24",
-        "ValueError (V2 runner)",
-    ),
-]
+SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
+
+
+def summary_rows() -> list[tuple[str, ...]]:
+    """One row per run of consecutive pinned releases that behave alike."""
+    patched = patched_eagle3()
+    out: list[tuple[str, ...]] = []
+    first = last = ""
+    prev: tuple[str, ...] | None = None
+    for v in known_releases():
+        r = rules(v)
+        row = tuple(str(f(r, v in patched)) for _, f in SUMMARY_COLUMNS)
+        if row == prev:
+            last = v
+            continue
+        if prev is not None:
+            out.append((first if first == last else f"{first}-{last}", *prev))
+        first = last = v
+        prev = row
+    if prev is not None:
+        out.append((first if first == last else f"{first}-{last}", *prev))
+    return out
 
 
 def summary_markdown() -> str:
-    rows = [SUMMARY_HEAD, tuple("---" for _ in SUMMARY_HEAD), *SUMMARY]
+    rows = [SUMMARY_HEAD, tuple("---" for _ in SUMMARY_HEAD), *summary_rows()]
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
+
+
+# The patches (by slug: patches/<release>/NNNN-<slug>.patch) that fix a defect
+# the rules above describe. doctor reads from `vpatch check`'s per-patch report
+# whether the environment's series has the patch and it is installed; the
+# slugs are the one place that names them.
+FIXES: dict[str, str] = {
+    # Rules.forced_backend_crash
+    "forced_backend": "config-forced-attention-backend-not-for-non-mla-drafter",
+    # Rules.draft_positions_short
+    "draft_positions": "speculative-draft-positions-cover-max-model-len",
+    # Rules.mla_rope_without_theta
+    "mla_rope_theta": "deepseek-eagle3-keep-rope-theta-without-rope-scaling",
+    # Rules.mla_fc_norm
+    "mla_fc_norm": "deepseek-eagle3-apply-fc-norm",
+    # Rules.kimi_k2_drafter_not_mla
+    "kimi_k2_mla": "mla-detect-kimi-k2-eagle-drafters",
+}
 
 
 # Releases whose vpatch series changes what the table says (patches/<release>):

@@ -27,6 +27,7 @@ FILES = {
     "eagle_cfg": "vllm/transformers_utils/configs/eagle.py",
     "speculative": "vllm/config/speculative.py",
     "pp": "vllm/distributed/utils.py",
+    "mla_drafter": "vllm/model_executor/models/deepseek_eagle3.py",
 }
 TARGET_ARCHS = {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"}
 
@@ -188,3 +189,20 @@ def test_pp_split_is_the_same(src):
     assert "for i in range(2, remaining_layers + 2):" in body
     assert "partitions[-i] += 1" in body
     assert "VLLM_PP_LAYER_PARTITION" in body
+
+
+def test_mla_drafter_rope_and_fc_norm(src):
+    """deepseek_eagle3.py: without rope_scaling the decoder layer rebuilds its
+    rope as {"rope_type": "default"}, dropping rope_theta (0.18.0-0.27.1); it
+    builds fc_norm from 0.22.0 but combine_hidden_states applies it only from
+    0.23.0."""
+    v, t = src
+    r = releases.rules(v)
+    code = t["mla_drafter"]
+    assert bool(code) == ("Eagle3DeepseekV2ForCausalLM" in r.archs)
+    if not code:
+        return
+    layer = seg(code, "DeepseekV2Eagle3DecoderLayer.__init__")
+    assert ('{"rope_type": "default"}' in layer) == r.mla_rope_without_theta
+    combine = seg(code, "Eagle3DeepseekV2ForCausalLM.combine_hidden_states")
+    assert ("fc_norm" in combine) == r.mla_fc_norm

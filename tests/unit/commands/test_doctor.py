@@ -1,18 +1,194 @@
-"""commands/doctor.py: the adapter gives deploy.doctor's report for the pair."""
+"""`vpatch doctor` from the command line: `-- vllm serve ...` or
+--target/--drafter, text or JSON, exit 0 (ok), 1 (an error), 2 (bad input,
+one line, never a traceback). The checks themselves: tests/unit/deploy/."""
 
-from vpatch.commands import doctor
-from vpatch.deploy import doctor as engine
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from support import deploy as F
+from support import env as fake_env
 
 
-def test_the_command_is_the_engine(tmp_path, monkeypatch):
-    seen = {}
+def vpatch(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "vpatch.cli", "doctor", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
-    def run(target, drafter, python=None, opts=None):
-        seen.update(target=target, drafter=drafter, python=python, opts=opts)
-        return engine.Report([], "vllm serve T")
 
-    monkeypatch.setattr(doctor, "run", run)
-    opts = doctor.Options(tensor_parallel_size=8)
-    report = doctor.doctor("T", "D", python="/py", opts=opts)
-    assert isinstance(report, engine.Report) and report.ok
-    assert seen == {"target": "T", "drafter": "D", "python": "/py", "opts": opts}
+@pytest.fixture(scope="module")
+def upstream_env(tmp_path_factory) -> tuple[str, dict[str, str]]:
+    """(python, env) of an environment whose vLLM `vpatch check` calls ready:
+    a fake vllm 0.25.0, and vpatch data (VPATCH_ROOT) where 0.25.0 has
+    EAGLE-3 upstream and no series."""
+    where = tmp_path_factory.mktemp("upstream-env")
+    py = fake_env.build_env(where / "venv", version="0.25.0")
+    root = where / "root"
+    (root / "patches/0.17.1").mkdir(parents=True)
+    (root / "patches/0.17.1/series").write_text("")
+    (root / "patches/patches.toml").write_text("")
+    (root / "VERSIONS.lock").write_text(
+        '[releases."0.17.1"]\ntag = "v0.17.1"\ncommit = "a"\nstatus = "patched"\n'
+        'series = "patches/0.17.1"\n\n'
+        '[releases."0.25.0"]\ntag = "v0.25.0"\ncommit = "b"\nstatus = "upstream"\n'
+    )
+    return str(py), {"VPATCH_ROOT": str(root)}
+
+
+def test_cli_ok_json_exit_0(tmp_path, upstream_env):
+    t, d = F.pair(tmp_path)
+    py, env = upstream_env
+    r = vpatch(
+        "--target",
+        str(t),
+        "--drafter",
+        str(d),
+        "--python",
+        py,
+        "--tensor-parallel-size",
+        "8",
+        "--format",
+        "json",
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr + r.stdout
+    data = json.loads(r.stdout)
+    assert data["ok"] is True and '"method": "eagle3"' in data["serve"]
+
+
+def test_cli_broken_pair_exit_1(tmp_path, upstream_env):
+    t, d = F.pair(tmp_path, drop=("d2t",))
+    py, env = upstream_env
+    r = vpatch(
+        "--target",
+        str(t),
+        "--drafter",
+        str(d),
+        "--python",
+        py,
+        "--tensor-parallel-size",
+        "8",
+        env=env,
+    )
+    assert r.returncode == 1
+    assert "error    d2t" in r.stdout and "NOT ok: 1 errors" in r.stdout
+    assert r.stdout.rstrip().splitlines()[-1].startswith("vllm serve ")
+
+
+@pytest.mark.parametrize(
+    "args,phrase",
+    [
+        (["--target", "/nonexistent/model", "--drafter", "x"], "no such folder"),
+        (["--target", "owner/not-cached", "--drafter", "x"], "not in the local Hugging Face cache"),
+        (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be at least 1"),
+        (["--python", "/nonexistent/python"], "/nonexistent/python: no such interpreter"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, phrase):
+    t, d = F.pair(tmp_path)
+    base = {"--target": str(t), "--drafter": str(d), "--python": sys.executable}
+    it = iter(args)
+    base.update(dict(zip(it, it, strict=True)))
+    flat = [x for kv in base.items() for x in kv]
+    r = vpatch(*flat, env={"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vpatch: error: ") and phrase in lines[0], lines
+
+
+def test_cli_bad_config_json(tmp_path):
+    t, d = F.pair(tmp_path)
+    (d / "config.json").write_text("{not json")
+    r = vpatch("--target", str(t), "--drafter", str(d), "--python", sys.executable)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not valid JSON" in r.stderr
+
+
+def test_cli_hub_ids_from_the_local_cache(tmp_path, upstream_env):
+    cache = tmp_path / "hf"
+    t, d = F.pair(tmp_path / "src")
+    for repo, src in (("moonshotai/Kimi-K2.5", t), ("acme/kimi-eagle3", d)):
+        snap = cache / f"models--{repo.replace('/', '--')}" / "snapshots" / "abc123"
+        snap.parent.mkdir(parents=True)
+        src.rename(snap)
+        (snap.parents[1] / "refs").mkdir()
+        (snap.parents[1] / "refs" / "main").write_text("abc123")
+    py, env = upstream_env
+    r = vpatch(
+        "--target",
+        "moonshotai/Kimi-K2.5",
+        "--drafter",
+        "acme/kimi-eagle3",
+        "--python",
+        py,
+        "--tensor-parallel-size",
+        "8",
+        "--format",
+        "json",
+        env={"HF_HUB_CACHE": str(cache), **env},
+    )
+    assert r.returncode == 0, r.stderr + r.stdout
+    serve = json.loads(r.stdout)["serve"]
+    assert (
+        serve.startswith("vllm serve moonshotai/Kimi-K2.5 ")
+        and '"model": "acme/kimi-eagle3"' in serve
+    )
+
+
+def test_cli_serve_command_after_the_double_dash(tmp_path, upstream_env):
+    t, d = F.pair(tmp_path, target="deepseek_v3", fmt="specforge_dsv3")
+    py, env = upstream_env
+    spec = json.dumps({"method": "eagle3", "model": str(d), "num_speculative_tokens": 3})
+    r = vpatch(
+        "--python",
+        py,
+        "--format",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        str(t),
+        "--tensor-parallel-size=8",
+        "--max-model-len",
+        "32k",
+        "--swap-space",
+        "16",
+        "--speculative-config",
+        spec,
+        env=env,
+    )
+    # 0.25.0's V1 runner reads the drafter's nested [1, 29, 57] as written: one layer off
+    assert r.returncode == 1, r.stderr + r.stdout
+    data = json.loads(r.stdout)
+    assert set(data) == {"ok", "findings", "serve", "uninterpreted"}
+    assert data["uninterpreted"] == ["--swap-space"]
+    bad = {f["check"] for f in data["findings"] if f["severity"] == "error"}
+    assert bad == {"target", "trained_layers"}, data  # and no --trust-remote-code
+    assert "--trust-remote-code" in data["serve"] and "--max-model-len 32000" in data["serve"]
+    assert "--swap-space 16" in data["serve"]
+
+
+@pytest.mark.parametrize(
+    "words,phrase",
+    [
+        (["--", "ls", "-l"], "not a vLLM serve command"),
+        (["--", "vllm", "serve", "M", "--speculative-config", "{oops"], "not valid JSON"),
+        (["--", "vllm", "serve", "M"], "no --speculative-config"),
+        (
+            ["--", "vllm", "serve", "owner/not-cached", "--speculative-config", '{"model": "x"}'],
+            "not in the local Hugging Face cache",
+        ),
+        ([], "nothing to check"),
+    ],
+)
+def test_cli_bad_serve_command_is_one_line_exit_2(tmp_path, words, phrase):
+    r = vpatch(*words, env={"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vpatch: error: ") and phrase in lines[0], lines

@@ -36,8 +36,16 @@ from helpers import FIXTURES, Capture, engine_args, engine_kwargs
 # aux and patch-effect test runs once per mode, [cpu] then [cuda]. Either way
 # vLLM is patched in pytest_configure, before the session's model is built.
 CONTRACT = os.environ.get("VPATCH_CUDA_CONTRACT", "")
-pytest_plugins = ["inspect_in_process"] + (["cuda_contract"] if CONTRACT == "1" else [])
+# vLLM's CPU rotary kernel mixes up tokens and heads for DeepSeek's 3-D q_pe
+# view (cpu_rotary.py): the inner suite runs the rotary's native path.
+pytest_plugins = ["inspect_in_process", "cpu_rotary"] + (
+    ["cuda_contract"] if CONTRACT == "1" else []
+)
 MODES = ("cpu", "cuda") if CONTRACT not in ("0", "1") else ()
+
+# The served speculative tests make an engine of their own: they run only in a
+# process of their own (VPATCH_VLLM_SERVED, see test_served_spec_decode.py).
+collect_ignore = [] if os.environ.get("VPATCH_VLLM_SERVED") else ["test_served_spec_decode.py"]
 
 
 def pytest_configure(config):
@@ -78,7 +86,7 @@ def pytest_collection_modifyitems(config, items):
     """Copy the markers the outer runner needs into the junit report (as
     properties of each testcase, also when a test errors in setup)."""
     for item in items:
-        for name in ("patch_effect", "gpu"):
+        for name in ("patch_effect", "gpu", "served", "compiled"):
             if item.get_closest_marker(name) is not None:
                 item.user_properties.append((name, "1"))
         callspec = getattr(item, "callspec", None)
@@ -93,7 +101,7 @@ def manifest() -> dict:
 
 @pytest.fixture(scope="session")
 def paths() -> dict:
-    names = ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "eagle3")
+    names = ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "eagle3", "eagle3_layer0")
     return {name: str(FIXTURES / name) for name in names}
 
 

@@ -2,9 +2,9 @@
 from the tiny fixtures (tests/vllm/fixtures.py: target n = 8 layers, hidden
 64, vocab 256), and the two sides each test compares:
 
-* `verdict(...)`: what vpatch doctor says about (target, variant) on the vLLM
-  running this process (its own check functions, imported from the repo's
-  scripts/, with the environment found by doctor.find_vllm);
+* `verdict(...)` / `verdict_serve(...)`: what the real `vpatch doctor` CLI
+  says about (target, variant), given as --target/--drafter or as the
+  `vllm serve` command after `--`, on the vLLM running this process;
 * `observe(...)`: what that vLLM does with the pair, step by step as serving
   does it: the speculative config (SpeculativeConfig via EngineArgs), the
   drafter load (the release's EagleProposer.load_model against the real
@@ -52,6 +52,10 @@ class Variant:
     fc_hidden: int | None = None  # None: the target's hidden size
     d2t: str = "spread"  # "spread": draft i -> target 2i; "none"; "zeros" (vocab stays 256)
     speculators: bool = False  # write it in the speculators format
+    # The layers the drafter was trained on, in vLLM's terms (id k = the input
+    # of layer k), as its maker knows them: None for the target's default.
+    # Written ids of SGLang's convention (first id 1) name the output of layer k.
+    trained: tuple[int, ...] | None = None
 
 
 VARIANTS = {
@@ -59,7 +63,8 @@ VARIANTS = {
     for v in [
         Variant("good", "aux_layers"),
         Variant("speculators", "drafter_format", speculators=True),
-        # the tiny fixture as fixtures.py writes it: draft vocab == target vocab, d2t zeros
+        # draft vocab == target vocab, d2t zeros (what fixtures.py wrote before the
+        # drafter was served; 0.30.0+ refuse it)
         Variant("same_vocab_d2t", "d2t", d2t="zeros"),
         Variant("no_d2t", "d2t", d2t="none"),
         Variant(
@@ -75,24 +80,64 @@ VARIANTS = {
         Variant(
             "fc_four_states",
             "fc",
-            config={"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 7]},
+            config={"eagle_aux_hidden_state_layer_ids": [2, 3, 5, 7]},
             fc_states=4,
         ),
         Variant(
             "fc_four_states_num_aux",
             "fc",
-            config={"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 7], "num_aux_hidden_states": 4},
+            config={"eagle_aux_hidden_state_layer_ids": [2, 3, 5, 7], "num_aux_hidden_states": 4},
             fc_states=4,
         ),
+        # ids in vLLM's convention, only in eagle_config (read by the V1
+        # runner from 0.22.0, ignored elsewhere)
         Variant(
             "nested_only",
-            "nested_layer_ids",
-            config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 6]}},
+            "trained_layers",
+            config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [3, 4, 6]}},
+            trained=(3, 4, 6),
         ),
         Variant(
             "nested_equals_default",
-            "nested_layer_ids",
+            "trained_layers",
             config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}},
+            trained=(2, 4, 5),
+        ),
+        # SpecForge's shape: nested only, SGLang's convention ([1, 3, 4] =
+        # the outputs of layers 1, 3, 4 = vLLM's [2, 4, 5], the default)
+        Variant(
+            "nested_output_ids",
+            "trained_layers",
+            config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}},
+            trained=(2, 4, 5),
+        ),
+        # ... copied verbatim to the top level (doctor's old advice): one off
+        Variant(
+            "top_output_ids",
+            "trained_layers",
+            config={
+                "eagle_aux_hidden_state_layer_ids": [1, 3, 4],
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
+            },
+            trained=(2, 4, 5),
+        ),
+        # ... converted to vLLM's convention at the top level: right everywhere
+        Variant(
+            "top_converted",
+            "trained_layers",
+            config={
+                "eagle_aux_hidden_state_layer_ids": [2, 4, 5],
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
+            },
+            trained=(2, 4, 5),
+        ),
+        # speculators: vLLM's convention whatever the first id
+        Variant(
+            "speculators_first_id_1",
+            "trained_layers",
+            config={"eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
+            speculators=True,
+            trained=(1, 3, 4),
         ),
         Variant("hidden_mismatch", "hidden_size", config={"target_hidden_size": 32}, fc_hidden=32),
         Variant(
@@ -102,6 +147,11 @@ VARIANTS = {
         ),
     ]
 }
+# 256 positions under the target's 512 (vLLM's default max_model_len); checked
+# with the serve command's --max-model-len (test_max_model_len_from_the_serve_command)
+POSITIONS_SHORT = Variant(
+    "positions_short", "max_model_len", config={"max_position_embeddings": 256}
+)
 # Without this key (the fixture has none) vLLM uses the target's default (2, 4, 5).
 DEFAULT_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 
@@ -120,6 +170,10 @@ def make(fixtures: Path, out: Path, v: Variant) -> Path:
 
     t.pop("d2t"), t.pop("t2d")
     if v.d2t == "zeros":
+        # the shape the fixture had before it was served: draft vocab ==
+        # target vocab with an identity d2t (0.30.0+ refuse it at load)
+        cfg["draft_vocab_size"] = vocab
+        t["lm_head.weight"] = torch.randn(vocab, hidden, generator=gen) / math.sqrt(hidden)
         t["d2t"] = torch.zeros(vocab, dtype=torch.long)
         t["t2d"] = torch.ones(vocab, dtype=torch.bool)
     else:
@@ -209,6 +263,7 @@ class Report:
     findings: list
     serve: str
     ok: bool
+    uninterpreted: list = field(default_factory=list)
 
     def to_text(self) -> str:
         lines = [f"  {f.severity:8} {f.check}  {f.message}" for f in self.findings]
@@ -220,9 +275,18 @@ def verdict(target: Path, drafter: Path, pp: int = 1) -> Report:
     args = ["doctor", "--target", str(target), "--drafter", str(drafter)]
     args += ["--python", sys.executable]
     args += ["--pipeline-parallel-size", str(pp), "--format", "json"]
-    out = _json(vpatch(*args), (0, 1))
+    return _report(_json(vpatch(*args), (0, 1)))
+
+
+def verdict_serve(*command: str) -> Report:
+    """`vpatch doctor -- <command>` with this process's vLLM."""
+    args = ["doctor", "--python", sys.executable, "--format", "json", "--", *command]
+    return _report(_json(vpatch(*args), (0, 1)))
+
+
+def _report(out: dict) -> Report:
     found = [SimpleNamespace(**f) for f in out["findings"]]
-    return Report(found, out["serve"], out["ok"])
+    return Report(found, out["serve"], out["ok"], out.get("uninterpreted", []))
 
 
 def severity(report, check: str) -> str:

@@ -226,3 +226,31 @@ def direct_forward(model, vllm_config, num_tokens: int = 5):
     pos = torch.arange(num_tokens, dtype=torch.long)
     with set_current_vllm_config(vllm_config), set_forward_context(None, vllm_config):
         return model(input_ids=ids, positions=pos, intermediate_tensors=None)
+
+
+# ------------------------------------------------------------------ served speculative decoding
+
+# The served tests' prompts: a batch of different lengths (3 to 9 tokens).
+SERVED_PROMPTS = [*PROMPTS, "w5 w6 w7 w8 w9 w10 w11 w12 w13"]
+SERVED_MAX_TOKENS = 24
+NUM_SPECULATIVE_TOKENS = 3
+
+
+def served_mode() -> str:
+    """VPATCH_VLLM_SERVED: "eager" or "compiled" in a run of the served tests
+    (test_served_spec_decode.py, one engine per process); "" elsewhere."""
+    return os.environ.get("VPATCH_VLLM_SERVED", "")
+
+
+def served_kwargs(compiled: bool) -> dict:
+    """The engine arguments of the served tests, with or without the drafter."""
+    # No prefix caching: each generate prefills its prompts whole (the wiring
+    # test finds each prompt's states in the prefill).
+    return engine_kwargs(
+        enforce_eager=not compiled, max_num_seqs=len(SERVED_PROMPTS), enable_prefix_caching=False
+    )
+
+
+def generate_tokens(llm, prompts, max_tokens: int) -> list[list[int]]:
+    outs = llm.generate(prompts, greedy(max_tokens), use_tqdm=False)
+    return [list(o.outputs[0].token_ids) for o in outs]

@@ -30,6 +30,7 @@ from doctor_pairs import (
     severity,
     speculative_engine_config,
     verdict,
+    verdict_serve,
 )
 from helpers import FIXTURES, direct_forward
 
@@ -111,12 +112,16 @@ def _silent(name: str, out, r) -> bool:
     """Did the pair run but break without an error, the way doctor says?"""
     from vpatch.deploy import releases
 
+    v = VARIANTS[name]
     if out.failed:
         return False
     if name == "no_d2t":
         return out.mapped == set(range(DRAFT_VOCAB))  # zero offsets: draft i -> target i
-    if name == "nested_only":
-        return out.ids == releases.default_ids(N)  # not the [1, 3, 6] it was trained on
+    if v.check == "trained_layers":
+        # the ids the release's own model runner asks the target for, against
+        # the layers the drafter was trained on (vLLM's terms)
+        trained = v.trained or releases.default_ids(N)
+        return tuple(sorted(set(out.ids))) != tuple(trained)
     return False
 
 
@@ -167,7 +172,8 @@ def test_doctor_verdict_matches_vllm(name, variants, model, vllm_config, release
         assert out.stage == stage and isinstance(out.error, kind), detail
         assert re.search(pattern, str(out.error)), detail
     if name == "nested_equals_default":
-        assert sev == "warning", detail  # works, by coincidence
+        reads = _runner(r) == "v1" and r.v1_reads_nested_ids
+        assert sev == ("warning" if reads else "info"), detail  # works; not portable if read
     if name == "final_norm_id":
         assert out.ids == (2, 4, 8)
     if name == "speculators":
@@ -190,7 +196,7 @@ def test_nested_ids_are_read_only_where_doctor_says(variants, model, vllm_config
     cfg = speculative_engine_config(TARGET, variants["nested_only"])
     sc = cfg.speculative_config
     v1 = runner_ids("v1", sc, model)
-    assert v1 == ((1, 3, 6) if r.v1_reads_nested_ids else releases.default_ids(N))
+    assert v1 == ((3, 4, 6) if r.v1_reads_nested_ids else releases.default_ids(N))
     if _runner(r) == "v2":
         # 0.29+: nothing but Triton/platform keeps this pair off the V2 runner,
         # which takes the default layers
@@ -203,7 +209,7 @@ def test_nested_ids_are_read_only_where_doctor_says(variants, model, vllm_config
     # 0.22-0.28 (the V1 runner, which reads them): they work, doctor warns that
     # other releases and the V2 runner ignore them; elsewhere ignored: error
     reads = _runner(r) == "v1" and r.v1_reads_nested_ids
-    assert severity(report, "nested_layer_ids") == ("warning" if reads else "error")
+    assert severity(report, "trained_layers") == ("warning" if reads else "error")
 
 
 def vllm_config_module():
@@ -291,3 +297,75 @@ def _refused_by_both_kimi(report, kimi, drafter) -> bool:
     with pytest.raises(ValueError, match=REFUSED):
         speculative_engine_config(kimi, drafter)
     return True
+
+
+# -- the serve command: doctor reads the flags vLLM reads ---------------------------
+
+
+def _spec(drafter) -> str:
+    import json
+
+    return json.dumps({"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3})
+
+
+def _rope_rows(proposer) -> int:
+    rows = [
+        m.cos_sin_cache.shape[0] for m in proposer.model.modules() if hasattr(m, "cos_sin_cache")
+    ]
+    assert rows, "no rotary cache found in the drafter"
+    return min(rows)
+
+
+@pytest.mark.parametrize("max_len", [None, "256", "512"])
+def test_max_model_len_from_the_serve_command(tmp_path, model, max_len):
+    """The drafter has 256 positions, the target 512. doctor reads
+    --max-model-len (default: the target's) as vLLM does, and says the
+    drafter's positions fall short exactly when the release's drafter rotary
+    cache is shorter than the engine's max_model_len."""
+    from doctor_pairs import POSITIONS_SHORT
+    from helpers import engine_args
+
+    drafter = make(FIXTURES, tmp_path / "positions_short", POSITIONS_SHORT)
+    words = ["vllm", "serve", str(TARGET)]
+    words += ["--max-model-len", max_len] if max_len else []
+    report = verdict_serve(*words, "--speculative-config", _spec(drafter))
+    if _refused_by_both(report, drafter):
+        return
+    spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3}
+    # no --max-model-len: vLLM derives it from the target (512)
+    n = int(max_len) if max_len else None
+    kw = {"max_model_len": n, "max_num_batched_tokens": n or 512}
+    cfg = engine_args(str(TARGET), speculative_config=spec, **kw).create_engine_config()
+    assert cfg.model_config.max_model_len == (n or 512)
+    rows = _rope_rows(load(cfg, model))
+    short = rows < cfg.model_config.max_model_len
+    assert (severity(report, "max_model_len") == "error") == short, report.to_text()
+    if short:
+        assert f"--max-model-len {rows}" in report.serve  # the printed fix: the drafter's positions
+
+
+def test_runner_variable_in_the_serve_command(variants, model, release_rules):
+    """VLLM_USE_V2_MODEL_RUNNER=0 before the command: doctor takes the V1
+    runner's ids (eagle_config's from 0.22.0), which is what that runner asks
+    the target for."""
+    from doctor_pairs import runner_ids
+
+    drafter = variants["nested_only"]
+    words = ["VLLM_USE_V2_MODEL_RUNNER=0", "vllm", "serve", str(TARGET)]
+    report = verdict_serve(*words, "--speculative-config", _spec(drafter))
+    if _refused_by_both(report, drafter):
+        return
+    sc = speculative_engine_config(TARGET, drafter).speculative_config
+    v1 = runner_ids("v1", sc, model)
+    fed = next(f.message for f in report.findings if f.check == "aux_layers")
+    assert f"layers [{', '.join(map(str, v1))}]" in fed, fed
+    want = "warning" if tuple(v1) == VARIANTS["nested_only"].trained else "error"
+    assert severity(report, "trained_layers") == want, report.to_text()
+
+
+def test_flags_doctor_does_not_read_are_named(variants):
+    drafter = variants["good"]
+    words = ["vllm", "serve", str(TARGET), "--swap-space", "4"]
+    report = verdict_serve(*words, "--speculative-config", _spec(drafter))
+    assert report.uninterpreted == ["--swap-space"]
+    assert "--swap-space 4" in report.serve

@@ -31,7 +31,7 @@ JOBS = 2
 def build(test: str, release: str) -> dict:
     """Make what ``test`` needs for ``release``; what its runs use (keyword
     arguments of runner.run_inner)."""
-    if test == "test_patch_effects":
+    if test in ("test_patch_effects", "test_served_speculative_decoding"):
         targets.unpatched(release)
         targets.patched(release)
         return {}

@@ -65,8 +65,36 @@ DEFAULT = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.19.1", "0.26.0",
 # What an inner run selects (pytest arguments) on a release whose series is
 # only the layer-0 fix (EAGLE-3 is upstream from 0.18.0): the layer-0 tests
 # and the tests that must pass on both installs; the Kimi-K2.5 fixture is
-# shaped for the 0.15-0.17 wrapper.
+# shaped for the 0.15-0.17 wrapper (so no inner test of 0.18+ says "kimi" in
+# its name).
 LAYER0_SELECT = ("-m", "layer0_fix or not patch_effect", "-k", "not kimi")
+
+# The inner marker of each fix of 0.18.0 and later other than the layer-0 fix
+# (the slug of its patch: marker). A release runs a marker's patch-effect
+# tests when its series carries the patch, and leaves them out otherwise
+# (inner_select): they fail on both installs of a release without the patch.
+FIX_MARKERS = {
+    "mla-detect-kimi-k2-eagle-drafters": "mla_detect",
+    "deepseek-eagle3-keep-rope-theta-without-rope-scaling": "rope_theta",
+}
+
+
+# vLLM's CPU model runner serves speculative decoding from 0.20.0 (0.15-0.19.1
+# assert "spec decode is not supported"). The compiled served test costs a
+# compile per process (65-110 s): it runs on 0.32.0, what B200s run compiled.
+SERVES_SPEC_FROM = Version("0.20.0")
+SERVED_COMPILED = ("0.32.0",)
+
+
+def serves_spec(release: str) -> bool:
+    return Version(release) >= SERVES_SPEC_FROM
+
+
+def served_modes(release: str) -> tuple[str, ...]:
+    """The served runs of a release: "eager", and "compiled" on SERVED_COMPILED."""
+    if not serves_spec(release):
+        return ()
+    return ("eager", "compiled") if release in SERVED_COMPILED else ("eager",)
 
 
 @cache
@@ -123,8 +151,23 @@ def has_eagle3_series(release: str) -> bool:
     return pins().get(release).status == "patched"
 
 
+def carried(release: str) -> set[str]:
+    """The slugs of the patches the release's series carries."""
+    todo = pins().series(pins().get(release))
+    return {p.key for p in todo.patches} if todo is not None else set()
+
+
 def inner_select(release: str) -> tuple[str, ...]:
-    return () if has_eagle3_series(release) else LAYER0_SELECT
+    """Every test on a release whose series carries EAGLE-3, else
+    LAYER0_SELECT; either way with the patch-effect tests of FIX_MARKERS of
+    the fixes this series carries, and without those of the others."""
+    has = carried(release)
+    present = [m for slug, m in FIX_MARKERS.items() if slug in has]
+    absent = [m for slug, m in FIX_MARKERS.items() if slug not in has]
+    if has_eagle3_series(release):
+        return ("-m", f"not ({' or '.join(absent)})") if absent else ()
+    _, expr, *rest = LAYER0_SELECT
+    return ("-m", " or ".join([*present, expr]), *rest)
 
 
 def series_dir(release: str) -> Path | None:

@@ -28,6 +28,8 @@ from . import TierError, models, prepare, releases, runner, upstream
 # support is inspected in a subprocess.  tests/v1/spec_decode/* needs CUDA
 # (its parametrisation raises "Unsupported platform" on CPU) or hub models.
 UPSTREAM_TESTS = ("tests/models/test_registry.py",)
+# The served speculative tests: a process of their own per mode and install.
+SERVED_TESTS = "test_served_spec_decode.py"
 UPSTREAM_SELECT = (
     "test_registry_imports and (Deepseek or Kimi or Eagle3) or test_registry_is_pp and Deepseek"
 )
@@ -74,6 +76,29 @@ class Session:
                 self._submit(
                     test, release, variant, extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)}
                 )
+        elif test == "test_served_speculative_decoding":
+            for mode in releases.served_modes(release):
+                # the compiled engine runs [cpu] only: no contract to switch
+                env = {"VPATCH_VLLM_SERVED": mode}
+                if mode == "compiled":
+                    env["VPATCH_CUDA_CONTRACT"] = "0"
+                for variant in ("unpatched", "patched"):
+                    self._submit(
+                        test,
+                        release,
+                        variant,
+                        name=f"{mode}-{variant}",
+                        key=f"{mode}-{variant}",
+                        tests=(str(runner.INNER / SERVED_TESTS),),
+                        # vLLM's deep tracebacks in full took ~100 s to write
+                        # on a busy machine (the unpatched run fails 4 times)
+                        pytest_args=("--tb=short",),
+                        extra_env=env,
+                        # two engines (the plain one in a child) and, compiled,
+                        # two compiles: a run took 4 min eager on a quiet
+                        # machine, and over 15 on one loaded 10x over
+                        timeout=runner.INNER_TIMEOUT * (3 if mode == "compiled" else 2),
+                    )
         elif test == "test_cuda_contract_catches_an_aliasing_layer0_fix":
             self._submit(
                 test,
@@ -135,13 +160,15 @@ class Session:
     def _folder(self, test: str, release: str) -> Path:
         return self.out / f"{release}-{test.removeprefix('test_')}"
 
-    def _submit(self, test: str, release: str, variant: str, **kw) -> None:
+    def _submit(self, test: str, release: str, variant: str, key: str | None = None, **kw) -> None:
+        """Start one run; ``key`` names it among the test's runs (default: the
+        variant)."""
         kw.setdefault("fixtures", models.ensure(self.fixtures_from))
         future = self.pool.submit(
             runner.run_inner, release, variant, self._folder(test, release), **kw
         )
         with self._lock:
-            self.runs[test, release, variant] = future
+            self.runs[test, release, key or variant] = future
 
     def result(self, test: str, release: str, variant: str) -> runner.InnerRun:
         if (test, release) in self.errors:
@@ -176,13 +203,14 @@ class Session:
                 {
                     "test": test,
                     "release": release,
-                    "variant": variant,
+                    "key": key,
+                    "variant": run.variant,
                     "returncode": run.returncode,
                     "seconds": run.seconds,
                     "junit": str(run.junit),
                     "log": str(run.log),
                 }
-                for (test, release, variant), run in done.items()
+                for (test, release, key), run in done.items()
                 if (test, release) in complete
             ],
             "upstream_roots": {r: str(p) if p else None for r, p in self.upstream_roots.items()},
@@ -210,6 +238,6 @@ class Session:
             )
             f: Future = Future()
             f.set_result(run)
-            s.runs[r["test"], r["release"], r["variant"]] = f
+            s.runs[r["test"], r["release"], r.get("key", r["variant"])] = f
         s.upstream_roots = {r: Path(p) if p else None for r, p in data["upstream_roots"].items()}
         return s

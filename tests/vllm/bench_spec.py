@@ -1,0 +1,192 @@
+"""Benchmark (not a test): EAGLE-3 acceptance and speed, served by the patched
+vLLM on CPU, with a drafter trained offline against the tiny target.
+
+    python tests/vllm/bench_spec.py [RELEASE ...]      # default 0.26.0 0.32.0
+
+The drafter is trained once (tests/vllm/bench_spec_train.py in a tier venv:
+a few minutes on 2 cores) against fixtures' ``deepseek_v3_bench`` and cached
+under ``$VPATCH_CACHE/vllm-tier/bench-drafter/<key>``. For each release and
+mode (eager, compiled) one process serves the target with the drafter and one
+without (one engine per process, the release's patched install, one thread),
+each timing greedy generates after a warm-up. Printed: vLLM's acceptance rate
+(accepted / proposed draft tokens) and mean acceptance length (1 + accepted /
+drafts), and the tokens/s of speculative vs plain generation (their ratio is
+the figure; the absolute ones are only as quiet as the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RELEASES = ("0.26.0", "0.32.0")
+MODES = ("eager", "compiled")
+SPEC_TOKENS = 3
+
+
+# --------------------------------------------------------------------- worker side
+
+
+def worker(args) -> int:
+    """Runs inside the venv with one release on PYTHONPATH; prints JSON."""
+    sys.path.insert(0, str(HERE / "release"))
+    import cpu_rotary
+    import torch
+
+    cpu_rotary.install()
+    torch.set_num_threads(1)
+    from helpers import FIXTURES, engine_kwargs, greedy
+    from vllm import LLM
+
+    kw = engine_kwargs(
+        enforce_eager=args.mode == "eager", max_num_seqs=8, enable_prefix_caching=False
+    )
+    if args.drafter:
+        kw.update(
+            speculative_config={
+                "method": "eagle3",
+                "model": args.drafter,
+                "num_speculative_tokens": SPEC_TOKENS,
+            },
+            disable_log_stats=False,
+        )
+    t0 = time.perf_counter()
+    llm = LLM(model=str(FIXTURES / "deepseek_v3_bench"), **kw)
+    start = time.perf_counter() - t0
+    # prompts the drafter never saw (its data came from other seeded prompts)
+    prompts = [" ".join(f"w{(37 * i + 11 * j + 5) % 240}" for j in range(8)) for i in range(8)]
+    sp = greedy(args.tokens)
+    llm.generate(prompts, sp, use_tqdm=False)  # warm-up
+
+    def counters() -> dict[str, float]:
+        out: dict[str, float] = {}
+        if args.drafter:
+            for m in llm.get_metrics():
+                if m.name.startswith("vllm:spec_decode") and hasattr(m, "value"):
+                    out[m.name] = out.get(m.name, 0.0) + float(m.value or 0)
+        return out
+
+    before = counters()
+    times, tokens = [], []
+    for _ in range(args.generates):
+        t1 = time.perf_counter()
+        outs = llm.generate(prompts, sp, use_tqdm=False)
+        times.append(time.perf_counter() - t1)
+        tokens.append([list(o.outputs[0].token_ids) for o in outs])
+    after = counters()
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
+    result = {
+        "engine_start_s": start,
+        "tokens_per_s": sum(len(t) for t in tokens[0]) / min(times),
+        "tokens": tokens[0],
+        "drafts": delta.get("vllm:spec_decode_num_drafts", 0.0),
+        "draft_tokens": delta.get("vllm:spec_decode_num_draft_tokens", 0.0),
+        "accepted": delta.get("vllm:spec_decode_num_accepted_tokens", 0.0),
+    }
+    print("BENCH " + json.dumps(result), flush=True)
+    return 0
+
+
+# --------------------------------------------------------------------- driver side
+
+
+def drafter(release: str) -> Path:
+    """The trained drafter (built once per training script, reference and
+    fixtures)."""
+    from vllm_tier import cache, models, venvs
+    from vllm_tier.log import run
+
+    fixtures = models.ensure(release)
+    files = [HERE / "bench_spec_train.py", HERE / "release" / "eagle3_reference.py"]
+    key = hashlib.sha256(
+        b"".join(f.read_bytes() for f in files) + fixtures.name.encode()
+    ).hexdigest()[:12]
+    py = venvs.ensure(release)
+    return cache.built(
+        cache.root() / "bench-drafter" / key,
+        key,
+        lambda out: run(
+            [py, files[0], "--fixtures", fixtures, "--out", out],
+            env={
+                **os.environ,
+                "PYTHONPYCACHEPREFIX": str(cache.root() / "pycache"),
+                "HF_HUB_OFFLINE": "1",
+                "OMP_NUM_THREADS": "1",  # spin-waiting threads crawl on a shared machine
+            },
+        ),
+        "the benchmark's trained EAGLE-3 drafter",
+    )
+
+
+def one(release: str, mode: str, drafter_dir: Path | None, args) -> dict:
+    from vllm_tier import models, targets, venvs
+    from vllm_tier.runenv import runtime_env
+
+    target = targets.patched(release)
+    renv = runtime_env(target, models.ensure(release), venvs.overlay(release), threads=1)
+    cmd = [str(venvs.ensure(release)), str(Path(__file__).resolve()), "--worker"]
+    cmd += ["--mode", mode, "--generates", str(args.generates), "--tokens", str(args.tokens)]
+    if drafter_dir is not None:
+        cmd += ["--drafter", str(drafter_dir)]
+    proc = subprocess.run(cmd, env=renv, capture_output=True, text=True, timeout=1800)
+    for line in proc.stdout.splitlines():
+        if line.startswith("BENCH "):
+            return json.loads(line[6:])
+    sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+    raise SystemExit(f"{release} {mode}: the worker produced no figures (rc {proc.returncode})")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("releases", nargs="*")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--generates", type=int, default=3, help="timed generate calls per process")
+    ap.add_argument("--tokens", type=int, default=48, help="tokens per prompt per generate")
+    ap.add_argument(
+        "--trained", type=Path, help="a drafter bench_spec_train.py made (skips the training)"
+    )
+    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--drafter", help=argparse.SUPPRESS)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return worker(args)
+
+    wanted = args.releases or (os.environ.get("VLLM") or " ".join(RELEASES)).split()
+    t0 = time.monotonic()
+    d = args.trained or drafter(wanted[0])
+    print(
+        f"bench-spec: drafter {d} ({time.monotonic() - t0:.0f}s); 8 prompts x "
+        f"{args.tokens} tokens, best of {args.generates} generates, 1 thread",
+        flush=True,
+    )
+    for release in wanted:
+        for mode in args.modes.split(","):
+            plain = one(release, mode, None, args)
+            spec = one(release, mode, d, args)
+            same = spec["tokens"] == plain["tokens"]
+            rate = spec["accepted"] / spec["draft_tokens"] if spec["draft_tokens"] else 0.0
+            speedup = spec["tokens_per_s"] / plain["tokens_per_s"]
+            length = 1 + spec["accepted"] / spec["drafts"] if spec["drafts"] else 0.0
+            print(
+                f"vLLM {release} {mode:8}: acceptance {rate:.3f}, mean acceptance length "
+                f"{length:.2f} ({spec['accepted']:.0f}/{spec['draft_tokens']:.0f} draft tokens); "
+                f"tokens/s speculative {spec['tokens_per_s']:.1f} vs plain "
+                f"{plain['tokens_per_s']:.1f} (x{speedup:.2f}); "
+                f"lossless: {'yes' if same else 'NO'}; engine start {spec['engine_start_s']:.0f}s "
+                f"/ {plain['engine_start_s']:.0f}s",
+                flush=True,
+            )
+    print(f"bench-spec: {(time.monotonic() - t0) / 60:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

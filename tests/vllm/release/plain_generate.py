@@ -1,0 +1,36 @@
+"""Greedy tokens of the tiny DeepSeek-V3 without a drafter, in a process of
+its own (one engine per process): the reference the served speculative tests
+compare with. Runs in a tier run's environment (release/ on PYTHONPATH)::
+
+    python plain_generate.py --target DIR --out tokens.json [--compiled]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--compiled", action="store_true")
+    args = ap.parse_args(argv)
+
+    import cpu_rotary
+
+    cpu_rotary.install()  # the same rotary path as the served engine's process
+    from helpers import SERVED_MAX_TOKENS, SERVED_PROMPTS, generate_tokens, served_kwargs
+    from vllm import LLM
+
+    llm = LLM(model=args.target, **served_kwargs(args.compiled))
+    tokens = generate_tokens(llm, SERVED_PROMPTS, SERVED_MAX_TOKENS)
+    args.out.write_text(json.dumps({"prompts": SERVED_PROMPTS, "tokens": tokens}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The layers `vpatch doctor` says vLLM will feed the drafter are the layers
+the served engine asks the target for: for each id convention and
+nested/top-level variant, a real `vllm.LLM` with the EAGLE-3
+speculative_config is started on the tiny DeepSeek-V3 target, and the aux
+layer ids are read from the running engine's model (DeepseekV2Model
+.aux_hidden_state_layers, set by the model runner), not recomputed. doctor is
+asked with the model runner the engine runs (VLLM_USE_V2_MODEL_RUNNER set to
+match it in the serve command, as a user would write it).
+
+The served path runs EAGLE-3 on CPU from 0.20.0; older releases are skipped.
+The drafters here have head_dim 32 (the CPU attention kernels' smallest), and
+draft vocab = vocab with no d2t (0.30.0+ refuse d2t then).
+(Acceptance on the tiny model hardly reacts to mis-fed layers, so it is not
+what is compared.)
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from doctor_pairs import verdict_serve
+from helpers import FIXTURES, engine_kwargs
+
+TARGET = FIXTURES / "deepseek_v3"
+IDS = "eagle_aux_hidden_state_layer_ids"
+HEADS, HEAD_DIM = 2, 32
+
+# name: (config keys set on the drafter, the layers vLLM's convention says it
+# was trained on)
+VARIANTS = {
+    "default": ({}, (2, 4, 5)),
+    "top_vllm": ({IDS: [3, 4, 6]}, (3, 4, 6)),
+    "nested_vllm": ({"eagle_config": {IDS: [3, 4, 6]}}, (3, 4, 6)),
+    "nested_output": ({"eagle_config": {IDS: [1, 3, 4]}}, (2, 4, 5)),
+    "top_output": ({IDS: [1, 3, 4], "eagle_config": {IDS: [1, 3, 4]}}, (2, 4, 5)),
+    "top_converted": ({IDS: [2, 4, 5], "eagle_config": {IDS: [1, 3, 4]}}, (2, 4, 5)),
+}
+
+
+def _release() -> tuple[int, ...]:
+    import vllm
+
+    return tuple(int(x) for x in re.findall(r"\d+", vllm.__version__)[:3])
+
+
+pytestmark = pytest.mark.skipif(
+    _release() < (0, 20, 0), reason="EAGLE-3 is served on CPU from 0.20.0"
+)
+
+
+def make_drafter(out: Path, config: dict) -> Path:
+    """The tiny EAGLE-3 drafter with 2 heads of 32 (its draft vocabulary and
+    d2t as the fixture has them: every tier release serves that shape)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    base = FIXTURES / "eagle3"
+    cfg = json.loads((base / "config.json").read_text())
+    t = load_file(str(base / "model.safetensors"))
+    hidden = cfg["hidden_size"]
+    gen = torch.Generator().manual_seed(11)
+
+    def w(o, i):
+        return torch.randn(o, i, generator=gen) / math.sqrt(i)
+
+    q = HEADS * HEAD_DIM
+    m = "midlayer.self_attn."
+    t[m + "q_proj.weight"] = w(q, 2 * hidden)
+    t[m + "k_proj.weight"] = w(q, 2 * hidden)
+    t[m + "v_proj.weight"] = w(q, 2 * hidden)
+    t[m + "o_proj.weight"] = w(hidden, q)
+    cfg.update(num_attention_heads=HEADS, num_key_value_heads=HEADS, head_dim=HEAD_DIM)
+    cfg.update(config)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    save_file(t, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
+def _engine_facts(worker) -> dict:
+    """Run in the engine's worker: the runner and the target's aux layers."""
+    runner = worker.model_runner
+    model = runner.model
+    inner = getattr(model, "model", model)
+    layers = getattr(inner, "aux_hidden_state_layers", None)
+    return {
+        "runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
+        "layers": list(layers) if layers is not None else None,
+    }
+
+
+def served(drafter: Path) -> dict:
+    from vllm import LLM
+
+    spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 2}
+    llm = LLM(model=str(TARGET), speculative_config=spec, **engine_kwargs())
+    try:
+        facts = llm.collective_rpc(_engine_facts)[0]
+        out = llm.generate(["w1 w2 w3"], _greedy(4))  # the engine serves the pair
+        facts["generated"] = len(out[0].outputs[0].token_ids)
+        return facts
+    finally:
+        del llm
+        gc.collect()
+
+
+def _greedy(n: int):
+    from vllm import SamplingParams
+
+    return SamplingParams(temperature=0.0, max_tokens=n)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def in_process(monkeypatch_module):
+    # one engine process: collective_rpc runs the function in this process's worker
+    monkeypatch_module.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_doctor_names_the_layers_the_served_engine_asks_for(name, tmp_path):
+    config, trained = VARIANTS[name]
+    drafter = make_drafter(tmp_path / name, config)
+    facts = served(drafter)
+    assert facts["generated"] == 4
+    assert facts["layers"] is not None, facts
+    fed = tuple(sorted(facts["layers"]))
+    v2 = ".gpu.model_runner" in facts["runner"]  # vllm/v1/worker/gpu/model_runner.py
+    spec = json.dumps({"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 2})
+    report = verdict_serve(
+        f"VLLM_USE_V2_MODEL_RUNNER={1 if v2 else 0}",
+        "vllm",
+        "serve",
+        str(TARGET),
+        "--max-model-len",
+        "256",
+        "--speculative-config",
+        spec,
+    )
+    aux = next(f.message for f in report.findings if f.check == "aux_layers")
+    said = re.search(r"feeds the drafter layers \[([\d, ]*)\]", aux)
+    assert said, aux
+    assert tuple(sorted(int(x) for x in said.group(1).split(", "))) == fed, (facts, aux)
+    trained_ok = next(f.severity for f in report.findings if f.check == "trained_layers")
+    assert (trained_ok == "error") == (fed != trained), (name, facts, report.to_text())

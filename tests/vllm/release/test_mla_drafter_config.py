@@ -1,0 +1,57 @@
+"""What vLLM's config makes of an MLA EAGLE-3 drafter (mla_drafters.py) for the
+tiny DeepSeek-V3 target: the draft model config SpeculativeConfig builds.
+
+* ``mla_detect`` (patch mla-detect-kimi-k2-eagle-drafters, 0.18.0 and
+  later): a drafter whose config says ``model_type: kimi_k2``, as the public
+  Kimi MLA drafters do, is MLA (``is_deepseek_mla``), as the same drafter
+  saying ``deepseek_v3`` is. Unpatched, SpeculativeConfig's EAGLEConfig
+  wrapper hides it behind model_type "eagle", whose branch of
+  is_deepseek_mla does not list kimi_k2. The premise: the same drafter
+  saying ``deepseek_v2`` is MLA on both installs (``deepseek_v3`` would not
+  do: SpeculativeConfig makes that a DeepSeek MTP draft).
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import engine_args
+from mla_drafters import kimi_mla_drafter_config, write_drafter
+
+
+def _flag(value) -> bool:
+    # a method up to some releases, a property in others
+    return bool(value() if callable(value) else value)
+
+
+def draft_model_config(paths, drafter: str):
+    from vllm.config import ParallelConfig, SpeculativeConfig
+
+    target = engine_args(paths["deepseek_v3"], load_format="dummy").create_model_config()
+    sc = SpeculativeConfig(
+        method="eagle3",
+        model=drafter,
+        num_speculative_tokens=3,
+        target_model_config=target,
+        target_parallel_config=ParallelConfig(),
+    )
+    assert sc.draft_model_config is not None
+    return sc.draft_model_config
+
+
+def test_mla_drafter_saying_deepseek_v2_is_mla(paths, tmp_path):
+    """Passes on both installs: the premise of the patch-effect test below."""
+    drafter = write_drafter(tmp_path / "d", kimi_mla_drafter_config(model_type="deepseek_v2"))
+    dmc = draft_model_config(paths, drafter)
+    assert dmc.hf_config.model_type == "eagle"
+    assert dmc.hf_config.model.model_type == "deepseek_v2"
+    assert _flag(dmc.is_deepseek_mla)
+
+
+@pytest.mark.patch_effect
+@pytest.mark.mla_detect
+def test_mla_drafter_saying_model_type_k2_is_mla(paths, tmp_path):
+    drafter = write_drafter(tmp_path / "d", kimi_mla_drafter_config())
+    dmc = draft_model_config(paths, drafter)
+    assert dmc.hf_config.model_type == "eagle"
+    assert dmc.hf_config.model.model_type == "kimi_k2"
+    assert _flag(dmc.is_deepseek_mla), "the kimi_k2 MLA drafter is not detected as MLA"
