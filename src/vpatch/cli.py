@@ -204,7 +204,13 @@ def cmd_pr(args: argparse.Namespace) -> int:
         d = pr.resume(args.onto, out=out, signoff=signoff, offline=args.offline, say=say)
     else:
         d = pr.draft(
-            args.onto, out=out, signoff=signoff, source=args.source, offline=args.offline, say=say
+            args.onto,
+            out=out,
+            signoff=signoff,
+            source=args.source,
+            offline=args.offline,
+            only=tuple(args.patch or ()),
+            say=say,
         )
     print("\n".join(d.report()))
     if d.conflict:
@@ -416,6 +422,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="PR_BODY.md and series/ go here (default: pr); a release too")
     p.add_argument("--signoff", metavar="'NAME <EMAIL>'", help="default: git's user.name/email")
     p.add_argument("--continue", dest="resume", action="store_true", help="after a conflict")
+    p.add_argument(
+        "--patch",
+        action="append",
+        metavar="SLUG",
+        help="send this patch alone (again for more); default: every one upstream lacks",
+    )
     p.add_argument("--source", default="auto", metavar="auto|sdist|wheel|cpu-wheel|git")
     p.add_argument("--offline", action="store_true", help="use the cache only")
 

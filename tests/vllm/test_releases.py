@@ -212,6 +212,25 @@ def test_served_speculative_decoding(release, tier, request):
     assert not bad, f"vLLM {release}: \n" + "\n".join(bad)
 
 
+@pytest.mark.vllm
+@pytest.mark.parametrize("release", _served_releases())
+def test_doctor_names_the_served_layers(release, tier, request):
+    """The layers doctor says vLLM feeds the drafter are those the served
+    engine asks the target for (release/test_doctor_served_layers.py: one
+    engine per id-convention variant, on the patched install, a process of its
+    own): every variant ran and passed."""
+    run = tier.result("test_doctor_names_the_served_layers", release, "patched")
+    cases = run.cases.values()
+    bad = [f"{c.id}: {c.outcome} {c.message}" for c in cases if c.outcome != "passed"]
+    if not cases:
+        bad.append(f"no test ran (exit {run.returncode}):\n{run.tail()}")
+    _summaries(request.config).append(
+        f"vLLM {release} doctor vs the served engine's aux layers ({run.seconds:.0f}s): "
+        f"{sum(1 for c in cases if c.outcome == 'passed')}/{len(cases)} variants agree"
+    )
+    assert not bad, f"vLLM {release}: \n" + "\n".join(bad) + f"\n(log: {run.log})"
+
+
 def _aliasing_releases() -> list:
     found = [r for r in selected_releases() if r in ALIASING]
     why = f"no selected release has an aliasing layer-0 fixture series ({', '.join(ALIASING)})"

@@ -20,10 +20,14 @@ def draft(
     signoff: str | None = None,
     source: str = "auto",
     offline: bool = False,
+    only: tuple[str, ...] = (),
     say: Say = quiet,
 ) -> Drafted:
-    """The draft onto a release or a checkout (see pr/draft.py)."""
-    return engine.draft(onto, out=out, signoff=signoff, source=source, offline=offline, say=say)
+    """The draft onto a release or a checkout (see pr/draft.py); ``only``:
+    the patch keys to send (all without it)."""
+    return engine.draft(
+        onto, out=out, signoff=signoff, source=source, offline=offline, only=only, say=say
+    )
 
 
 def resume(

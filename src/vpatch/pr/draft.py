@@ -217,15 +217,17 @@ def draft(
     meta_path: Path | None = None,
     source: str = "auto",
     offline: bool = False,
+    only: tuple[str, ...] = (),
     say: Say = quiet,
 ) -> Drafted:
-    """Draft the pull request onto a release or a checkout. On a conflict the
-    draft names it and the tree is left for a person; with nothing to send,
-    no branch is left behind."""
+    """Draft the pull request onto a release or a checkout; ``only`` (patch
+    keys: `--patch`) sends those candidates alone (vLLM takes a pull request
+    per change). On a conflict the draft names it and the tree is left for a
+    person; with nothing to send, no branch is left behind."""
     pins = pins or lock.load()
     meta_path = meta_path or pins.patches_toml
     checks = probes.load(meta_path)
-    cands = candidates(pins, meta_path)
+    cands = select(candidates(pins, meta_path), only)
     release, path = _target(onto, pins, offline)
     own = _own_draft(path or default_tree(release.version if release else "", out))
     if own is not None:
@@ -283,6 +285,19 @@ def draft(
         d.branch = ""
         return d
     return _finish(d, repo, who, pins)
+
+
+def select(cands: list[Candidate], only: tuple[str, ...]) -> list[Candidate]:
+    """The candidates named in ``only`` (all of them without it), in series order."""
+    if not only:
+        return cands
+    keys = [c.key for c in cands]
+    unknown = [k for k in only if k not in keys]
+    if unknown:
+        raise ConfigError(
+            f"--patch {unknown[0]}: not a patch of the pull request; its patches: {', '.join(keys)}"
+        )
+    return [c for c in cands if c.key in only]
 
 
 def _own_draft(tree: Path) -> str | None:

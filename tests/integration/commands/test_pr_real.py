@@ -1,6 +1,7 @@
 """`vpatch pr` on the real releases (sources from the cache): onto 0.33.0
-only the layer-0 fix is left to send; the four patches of 0.17.1 are
-upstream since 0.18.0."""
+the layer-0 fix and the Kimi-K2 MLA detection are left to send, each alone
+with `--patch` (a pull request per change) and its vLLM-native regression
+test; the four patches of 0.17.1 are upstream since 0.18.0."""
 
 from __future__ import annotations
 
@@ -17,12 +18,17 @@ pytestmark = pytest.mark.integration
 
 PINS = lock.load()
 SIGNOFF = "vpatch CI <ci@example.invalid>"
+LAYER0 = "deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
+MLA = "mla-detect-kimi-k2-eagle-drafters"
 
 
-def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
+def _pr(tmp_path, slug: str) -> tuple[list[str], series.Patch]:
+    """`vpatch pr --onto 0.33.0 --patch slug`: its output lines, after checking
+    the branch is one commit (signed off, vLLM's title) carrying the same
+    change as the patch of 0.33.0's series."""
     out = tmp_path / "pr"
     run = subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "pr", "--onto", "0.33.0"]
+        [sys.executable, "-m", "vpatch.cli", "pr", "--onto", "0.33.0", "--patch", slug]
         + ["--out", str(out), "--signoff", SIGNOFF],
         cwd=tmp_path,  # nothing lands in the repository
         capture_output=True,
@@ -30,12 +36,11 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    newest = series_of(PINS, PINS.default()).patches
-    for p in newest:
-        assert f"  upstream  {p.name} (0.17.1): upstream since 0.18.0" in lines
-    title = "[Bugfix][Model] DeepSeek-V2: fix EAGLE-3 aux hidden state at layer 0"
-    fix = series_of(PINS, PINS.get("0.33.0")).patches[0]
-    assert f"  clean     {fix.name} (0.33.0): {title}" in lines
+    fix = next(p for p in series_of(PINS, PINS.get("0.33.0")).patches if p.key == slug)
+    title = candidates(PINS)[[c.key for c in candidates(PINS)].index(slug)].title
+    assert [line for line in lines if line.startswith("  ")][:1] == [
+        f"  clean     {fix.name} (0.33.0): {title}"
+    ]
     assert "nothing was pushed; to open the pull request:" in lines
 
     # the branch: one commit on the release baseline, signed off, vLLM's title
@@ -48,16 +53,34 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     assert git(tree, "log", "-1", "--format=%an <%ae>").strip() == SIGNOFF
     assert git(tree, "remote").strip() == ""  # nowhere to push: nothing was
     # the commit carries the fix and its regression test, in vLLM's own tree
-    assert git(tree, "show", "--format=", "--name-only", "HEAD").split() == [
-        "tests/v1/spec_decode/test_deepseek_eagle3_aux_hidden_states.py",
-        "vllm/model_executor/models/deepseek_v2.py",
-    ]
+    assert git(tree, "show", "--format=", "--name-only", "HEAD").split() == sorted(fix.files)
 
-    # series/: that commit, the same change as patches/0.33.0
+    # series/: that commit, the same change as the patch of 0.33.0
     names = series.read_names(out / "series/series")
     assert len(names) == 1 and sorted(p.name for p in (out / "series").glob("*.patch")) == names
     sent = series.parse(out / "series" / names[0])
     assert sent.changes() == fix.changes()
+    return lines, fix
+
+
+def test_pr_onto_0330_drafts_the_mla_detection_alone(tmp_path):
+    lines, fix = _pr(tmp_path, MLA)
+    assert fix.files == [
+        "tests/transformers_utils/test_eagle_draft_mla_detection.py",
+        "vllm/transformers_utils/model_arch_config_convertor.py",
+    ]
+    assert not any(LAYER0 in line for line in lines)  # only what --patch named
+    body = (tmp_path / "pr/PR_BODY.md").read_text()
+    assert "pytest -v tests/transformers_utils/test_eagle_draft_mla_detection.py" in body
+
+
+def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
+    lines, fix = _pr(tmp_path, LAYER0)
+    assert fix.files == [
+        "tests/v1/spec_decode/test_deepseek_eagle3_aux_hidden_states.py",
+        "vllm/model_executor/models/deepseek_v2.py",
+    ]
+    out = tmp_path / "pr"
 
     body = (out / "PR_BODY.md").read_text()
     for head in ("## Purpose", "## Test Plan", "## Test Result", "Checklist"):
@@ -68,7 +91,8 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     # fix: the body names a release the tier can run, never 0.33.0, and says
     # "not run yet" exactly when no release carrying the fix has results
     assert "VLLM=0.33.0" not in body
-    tested, res = pr_body.tested_results(candidates(PINS)[-1:], PINS)
+    layer0 = [c for c in candidates(PINS) if c.key == LAYER0]
+    tested, res = pr_body.tested_results(layer0, PINS)
     assert tested is not None and f"make test-vllm VLLM={tested}" in body
     assert ("Not run yet" in body) == (res is None)
     assert ("- [x] The test results" in body) == (res is not None)

@@ -88,6 +88,22 @@ def test_nothing_left_on_a_release_leaves_no_tree(root, tmp_path):
     assert not Path("build/pr-10.0.0").exists()
 
 
+def test_patch_sends_the_named_candidates_alone(root, tmp_path):
+    src = str(tmp_path / "rel-10.0.0")
+    every = drafting.draft("10.0.0", out=tmp_path / "all", source=src, **kw(root)).candidates
+    assert len(every) == 3
+    key = every[0].key
+    d = drafting.draft("10.0.0", out=tmp_path / "one", source=src, only=(key,), **kw(root))
+    assert [c.key for c in d.candidates] == [key]  # upstream already: nothing to send
+    assert not d.sent and d.branch == "" and not (tmp_path / "one/vllm-10.0.0").exists()
+
+
+def test_an_unknown_patch_is_refused_before_anything_is_made(root, tmp_path):
+    with pytest.raises(ConfigError, match="--patch nope: not a patch of the pull request"):
+        drafting.draft("10.0.0", out=tmp_path / "o", only=("nope",), **kw(root))
+    assert not (tmp_path / "o").exists()
+
+
 def test_three_way_merge_where_the_context_moved(root, tmp_path):
     moved = change(FIVE, "v27 = 27\n", "v27 = 270\n")  # in its context: no clean apply
     co = checkout(tmp_path / "vllm", {**UPSTREAM, "vllm/model.py": moved})

@@ -43,9 +43,11 @@ pytest_plugins = ["inspect_in_process", "cpu_rotary"] + (
 )
 MODES = ("cpu", "cuda") if CONTRACT not in ("0", "1") else ()
 
-# The served speculative tests make an engine of their own: they run only in a
-# process of their own (VPATCH_VLLM_SERVED, see test_served_spec_decode.py).
-collect_ignore = [] if os.environ.get("VPATCH_VLLM_SERVED") else ["test_served_spec_decode.py"]
+# The served tests make engines of their own: they run only in a process of
+# their own (VPATCH_VLLM_SERVED, see test_served_spec_decode.py); a torn-down
+# engine takes vLLM's parallel groups with it, which the session's llm needs.
+SERVED = ["test_served_spec_decode.py", "test_doctor_served_layers.py"]
+collect_ignore = [] if os.environ.get("VPATCH_VLLM_SERVED") else SERVED
 
 
 def pytest_configure(config):

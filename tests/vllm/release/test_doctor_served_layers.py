@@ -7,7 +7,10 @@ layer ids are read from the running engine's model (DeepseekV2Model
 asked with the model runner the engine runs (VLLM_USE_V2_MODEL_RUNNER set to
 match it in the serve command, as a user would write it).
 
-The served path runs EAGLE-3 on CPU from 0.20.0; older releases are skipped.
+Runs only in a process of its own (VPATCH_VLLM_SERVED; the tier's outer
+test_doctor_names_the_served_layers starts it on the patched install): each
+engine torn down takes vLLM's parallel groups with it. The served path runs
+EAGLE-3 on CPU from 0.20.0; the tier starts it only there.
 The drafters here have head_dim 32 (the CPU attention kernels' smallest), and
 draft vocab = vocab with no d2t (0.30.0+ refuse d2t then).
 (Acceptance on the tiny model hardly reacts to mis-fed layers, so it is not

@@ -38,6 +38,9 @@ def draft_model_config(paths, drafter: str):
     return sc.draft_model_config
 
 
+# the fix's marker: it runs where MLA EAGLE-3 drafters exist (0.18+, the
+# releases whose series carry the fix), not on 0.15-0.17
+@pytest.mark.mla_detect
 def test_mla_drafter_saying_deepseek_v2_is_mla(paths, tmp_path):
     """Passes on both installs: the premise of the patch-effect test below."""
     drafter = write_drafter(tmp_path / "d", kimi_mla_drafter_config(model_type="deepseek_v2"))

@@ -90,6 +90,9 @@ def rotary(args: dict, qk_rope_head_dim: int):
         )
 
 
+# the fix's marker: not on 0.15-0.17, whose EAGLE-3 has no MLA drafter (it
+# still runs on 0.28+, which carry no rope_theta fix: not a patch effect)
+@pytest.mark.rope_theta
 def test_mla_drafter_layer_keeps_yarn(paths, tmp_path, monkeypatch):
     """Passes on both installs: a YaRN drafter (the public Kimi drafters')
     gets its theta and YaRN factor."""

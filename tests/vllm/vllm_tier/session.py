@@ -30,6 +30,10 @@ from . import TierError, models, prepare, releases, runner, upstream
 UPSTREAM_TESTS = ("tests/models/test_registry.py",)
 # The served speculative tests: a process of their own per mode and install.
 SERVED_TESTS = "test_served_spec_decode.py"
+# doctor against the served engine's aux layers: one engine per drafter, a
+# process of its own (an engine torn down takes vLLM's parallel groups with it,
+# which the main run's shared engine still needs).
+SERVED_DOCTOR_TESTS = "test_doctor_served_layers.py"
 UPSTREAM_SELECT = (
     "test_registry_imports and (Deepseek or Kimi or Eagle3) or test_registry_is_pp and Deepseek"
 )
@@ -99,6 +103,18 @@ class Session:
                         # machine, and over 15 on one loaded 10x over
                         timeout=runner.INNER_TIMEOUT * (3 if mode == "compiled" else 2),
                     )
+        elif test == "test_doctor_names_the_served_layers":
+            # the patched install (doctor reads it with vpatch check); [cpu]
+            # only: the aux layers an engine asks for do not depend on kernels
+            self._submit(
+                test,
+                release,
+                "patched",
+                tests=(str(runner.INNER / SERVED_DOCTOR_TESTS),),
+                pytest_args=("--tb=short",),
+                extra_env={"VPATCH_VLLM_SERVED": "eager", "VPATCH_CUDA_CONTRACT": "0"},
+                timeout=runner.INNER_TIMEOUT * 2,
+            )
         elif test == "test_cuda_contract_catches_an_aliasing_layer0_fix":
             self._submit(
                 test,
