@@ -64,6 +64,7 @@ def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
 FIXES = (
     ("mla-detect-kimi-k2-eagle-drafters", None),
     ("deepseek-eagle3-keep-rope-theta-without-rope-scaling", "0.28.0"),
+    ("speculative-draft-positions-cover-max-model-len", "0.27.0"),
 )
 
 

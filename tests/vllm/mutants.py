@@ -53,12 +53,13 @@ CONFIG = "test_speculative_config.py"
 SERVED = "test_served_spec_decode.py"
 MLA_CONFIG = "test_mla_drafter_config.py"
 MLA_LAYER = "test_mla_drafter_layer.py"
+POSITIONS = "test_draft_positions.py"
 
 # Per release: the pytest arguments of every run (the baseline's and the
 # mutants'). 0.26.0's and 0.32.0's series are fixes of upstream's EAGLE-3: their tests.
 SELECT = {
     "0.17.1": (),
-    "0.26.0": ("-m", "layer0_fix or mla_detect or rope_theta"),
+    "0.26.0": ("-m", "layer0_fix or mla_detect or rope_theta or draft_positions"),
     "0.32.0": ("-m", "layer0_fix or mla_detect"),
 }
 
@@ -286,6 +287,15 @@ MUTANTS = (
         '+        config.rope_parameters = {"rope_type": "default"}\n',
         "the MLA drafter layer still forces the default rope type, without the drafter's theta",
         (MLA_LAYER,),
+    ),
+    Mutant(
+        "draft-positions-one-short",
+        "0.26.0",
+        "0004",
+        "+        draft_hf_config.max_position_embeddings = target_max_model_len\n",
+        "+        draft_hf_config.max_position_embeddings = target_max_model_len - 1\n",
+        "the drafter's positions raised to max_model_len - 1: the last position is past its cache",
+        (POSITIONS,),
     ),
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,6 +32,46 @@ def engine_args(model: str, **kw):
     from vllm.engine.arg_utils import EngineArgs
 
     return EngineArgs(model=model, **engine_kwargs(**kw))
+
+
+# What releases say when SpeculativeConfig refuses eagle3 for a target
+# (0.15-0.17 unpatched, for DeepSeek and Kimi targets).
+EAGLE3_REFUSED = re.compile(r"(?i)eagle3 is only supported")
+
+
+def eagle3_engine_config(target: str, drafter: str, **kw):
+    """The engine config of ``target`` with ``drafter`` as its EAGLE-3 drafter
+    (dummy weights). Where the release refuses eagle3 for this target (the
+    unpatched 0.15-0.17, covered by test_speculative_config.py), the
+    speculative config is built with the target's text model_type looking
+    like Llama's and attached without re-validation: what the tests using it
+    look at comes after that check."""
+    from vllm.config import SpeculativeConfig
+
+    spec = {"method": "eagle3", "model": drafter, "num_speculative_tokens": 3}
+    try:
+        return engine_args(
+            target, load_format="dummy", speculative_config=spec, **kw
+        ).create_engine_config()
+    except ValueError as e:
+        if not EAGLE3_REFUSED.search(str(e)):
+            raise
+    cfg = engine_args(target, load_format="dummy", **kw).create_engine_config()
+    text = cfg.model_config.hf_text_config
+    real = text.model_type
+    text.model_type = "llama"
+    try:
+        sc = SpeculativeConfig(
+            method="eagle3",
+            model=drafter,
+            num_speculative_tokens=3,
+            target_model_config=cfg.model_config,
+            target_parallel_config=cfg.parallel_config,
+        )
+    finally:
+        text.model_type = real
+    object.__setattr__(cfg, "speculative_config", sc)
+    return cfg
 
 
 # The targets SpeculativeConfig must admit for EAGLE-3, and the model_type of

@@ -9,44 +9,9 @@ test is the same either way."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
-from helpers import engine_args
-
-REFUSED = re.compile(r"(?i)eagle3 is only supported")
-
-
-def _kimi_eagle3_config(paths):
-    from vllm.config import SpeculativeConfig
-
-    spec = {"method": "eagle3", "model": paths["eagle3"], "num_speculative_tokens": 3}
-    try:
-        return engine_args(
-            paths["kimi_k25"], load_format="dummy", speculative_config=spec
-        ).create_engine_config()
-    except ValueError as e:
-        if not REFUSED.search(str(e)):
-            raise
-    # The release refuses eagle3 for this target: build the speculative config
-    # with the check looking elsewhere, then attach it without re-validation.
-    cfg = engine_args(paths["kimi_k25"], load_format="dummy").create_engine_config()
-    text = cfg.model_config.hf_text_config
-    real = text.model_type
-    text.model_type = "llama"
-    try:
-        sc = SpeculativeConfig(
-            method="eagle3",
-            model=paths["eagle3"],
-            num_speculative_tokens=3,
-            target_model_config=cfg.model_config,
-            target_parallel_config=cfg.parallel_config,
-        )
-    finally:
-        text.model_type = real
-    object.__setattr__(cfg, "speculative_config", sc)
-    return cfg
+from helpers import eagle3_engine_config
 
 
 @pytest.mark.patch_effect
@@ -54,7 +19,7 @@ def test_eagle3_drafter_for_kimi_k25_gets_media_placeholder_id(llm, kimi_model, 
     from vllm.config import set_current_vllm_config
     from vllm.v1.spec_decode.eagle import EagleProposer
 
-    cfg = _kimi_eagle3_config(paths)
+    cfg = eagle3_engine_config(paths["kimi_k25"], paths["eagle3"])
     assert cfg.speculative_config.method == "eagle3"
     with set_current_vllm_config(cfg):
         proposer = EagleProposer(cfg, torch.device("cpu"))

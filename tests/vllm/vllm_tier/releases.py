@@ -76,6 +76,7 @@ LAYER0_SELECT = ("-m", "layer0_fix or not patch_effect", "-k", "not kimi")
 FIX_MARKERS = {
     "mla-detect-kimi-k2-eagle-drafters": "mla_detect",
     "deepseek-eagle3-keep-rope-theta-without-rope-scaling": "rope_theta",
+    "speculative-draft-positions-cover-max-model-len": "draft_positions",
 }
 
 
