@@ -70,6 +70,7 @@ FIXES = (
     ("mla-detect-kimi-k2-eagle-drafters", None),
     ("deepseek-eagle3-keep-rope-theta-without-rope-scaling", "0.28.0"),
     ("speculative-draft-positions-cover-max-model-len", "0.27.0"),
+    ("deepseek-eagle3-apply-fc-norm", "0.23.0"),
 )
 
 

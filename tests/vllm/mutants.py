@@ -54,6 +54,7 @@ SERVED = "test_served_spec_decode.py"
 MLA_CONFIG = "test_mla_drafter_config.py"
 MLA_LAYER = "test_mla_drafter_layer.py"
 POSITIONS = "test_draft_positions.py"
+FC_NORM = "test_mla_drafter_fc_norm.py"
 
 # Per release: the pytest arguments of every run (the baseline's and the
 # mutants'). 0.26.0's and 0.32.0's series are fixes of upstream's EAGLE-3: their tests.
@@ -61,6 +62,7 @@ SELECT = {
     "0.17.1": (),
     "0.26.0": ("-m", "layer0_fix or mla_detect or rope_theta or draft_positions"),
     "0.32.0": ("-m", "layer0_fix or mla_detect"),
+    "0.22.1": ("-m", "mla_fc_norm"),
 }
 
 # In the 0.17.1 series (patch 0001), the aux state of a layer inside the loop
@@ -296,6 +298,15 @@ MUTANTS = (
         "+        draft_hf_config.max_position_embeddings = target_max_model_len - 1\n",
         "the drafter's positions raised to max_model_len - 1: the last position is past its cache",
         (POSITIONS,),
+    ),
+    Mutant(
+        "fc-norm-first-for-all",
+        "0.22.1",
+        "0005",
+        "+                [norm(chunk) for norm, chunk in zip(self.model.fc_norm, chunks)],\n",
+        "+                [self.model.fc_norm[0](chunk) for chunk in chunks],\n",
+        "every aux state normed by the first state's fc_norm",
+        (FC_NORM,),
     ),
 )
 

@@ -231,6 +231,40 @@ def test_doctor_names_the_served_layers(release, tier, request):
     assert not bad, f"vLLM {release}: \n" + "\n".join(bad) + f"\n(log: {run.log})"
 
 
+def _fix_releases() -> list:
+    try:
+        found = releases.fix_releases(selected_releases())
+    except TierError as e:
+        raise pytest.UsageError(str(e)) from None
+    why = "every fix of releases.FIX_MARKERS is carried by a selected release"
+    return sorted(found) or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("release", _fix_releases())
+def test_fixes_no_selected_release_carries(release, tier, request):
+    """A fix no selected release carries (0.22.x's fc_norm fix, by default)
+    runs its patch-effect tests alone on the newest release that carries it
+    (releases.fix_releases): each must fail unpatched and pass patched, in
+    both kernel modes."""
+    markers = releases.fix_releases(selected_releases())[release]
+    u = tier.result("test_fixes_no_selected_release_carries", release, "unpatched")
+    p = tier.result("test_fixes_no_selected_release_carries", release, "patched")
+    lines, bad = runner.compare(u, p)
+    if not any(c.patch_effect for c in p.cases.values()):
+        bad.append(f"no patch-effect test of {', '.join(markers)} ran")
+    _summaries(request.config).append(
+        "\n".join(
+            [
+                f"vLLM {release}, only the tests of {', '.join(markers)} (no selected release "
+                f"carries the fix): {'OK' if not bad else f'{len(bad)} PROBLEM(S)'}",
+                *lines,
+            ]
+        )
+    )
+    assert not bad, f"vLLM {release}: \n" + "\n".join(bad)
+
+
 def _aliasing_releases() -> list:
     found = [r for r in selected_releases() if r in ALIASING]
     why = f"no selected release has an aliasing layer-0 fixture series ({', '.join(ALIASING)})"

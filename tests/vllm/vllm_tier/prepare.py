@@ -31,7 +31,11 @@ JOBS = 2
 def build(test: str, release: str) -> dict:
     """Make what ``test`` needs for ``release``; what its runs use (keyword
     arguments of runner.run_inner)."""
-    if test in ("test_patch_effects", "test_served_speculative_decoding"):
+    if test in (
+        "test_patch_effects",
+        "test_served_speculative_decoding",
+        "test_fixes_no_selected_release_carries",
+    ):
         targets.unpatched(release)
         targets.patched(release)
         return {}

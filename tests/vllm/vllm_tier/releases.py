@@ -77,6 +77,7 @@ FIX_MARKERS = {
     "mla-detect-kimi-k2-eagle-drafters": "mla_detect",
     "deepseek-eagle3-keep-rope-theta-without-rope-scaling": "rope_theta",
     "speculative-draft-positions-cover-max-model-len": "draft_positions",
+    "deepseek-eagle3-apply-fc-norm": "mla_fc_norm",
 }
 
 
@@ -156,6 +157,23 @@ def carried(release: str) -> set[str]:
     """The slugs of the patches the release's series carries."""
     todo = pins().series(pins().get(release))
     return {p.key for p in todo.patches} if todo is not None else set()
+
+
+def fix_releases(chosen: list[str]) -> dict[str, list[str]]:
+    """{release: [markers]}: for each fix of FIX_MARKERS that none of the
+    ``chosen`` releases carries (0.22.x's fc_norm fix, by default), the
+    newest runnable release that carries it, which then runs that marker's
+    patch-effect tests alone: without it no run would show the fix's
+    fail-unpatched / pass-patched pair."""
+    out: dict[str, list[str]] = {}
+    have = set().union(*(carried(v) for v in chosen)) if chosen else set()
+    for slug, marker in FIX_MARKERS.items():
+        if slug in have:
+            continue
+        serving = [v for v in runnable() if slug in carried(v)]
+        if serving:
+            out.setdefault(serving[-1], []).append(marker)
+    return out
 
 
 def inner_select(release: str) -> tuple[str, ...]:

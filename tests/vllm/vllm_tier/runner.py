@@ -122,10 +122,12 @@ def run_inner(
     confcutdir: Path | None = INNER,
     name: str | None = None,
     timeout: int = INNER_TIMEOUT,
+    select: tuple[str, ...] | None = None,
 ) -> InnerRun:
     """One pytest process in the release's venv with its install first on
     PYTHONPATH: ``variant`` (unpatched | patched) names it, ``target`` (default:
-    the release's unpatched or patched install) is what runs."""
+    the release's unpatched or patched install) is what runs; ``select`` the
+    tests of the whole inner suite (default: inner_select)."""
     if target is None:
         target = targets.target(release, variant == "patched")
     py = venvs.ensure(release)
@@ -155,7 +157,7 @@ def run_inner(
     if confcutdir is not None:
         cmd += ["--confcutdir", str(confcutdir)]
     if tests == (str(INNER),):
-        cmd += inner_select(release)
+        cmd += inner_select(release) if select is None else select
     cmd += [*pytest_args, *tests]
     with SLOTS, open(log, "w") as fh:
         t0 = time.monotonic()

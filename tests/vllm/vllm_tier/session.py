@@ -103,6 +103,12 @@ class Session:
                         # machine, and over 15 on one loaded 10x over
                         timeout=runner.INNER_TIMEOUT * (3 if mode == "compiled" else 2),
                     )
+        elif test == "test_fixes_no_selected_release_carries":
+            markers = releases.fix_releases(releases.selected()).get(release, [])
+            for variant in ("unpatched", "patched"):
+                self._submit(
+                    test, release, variant, select=("-m", " or ".join(markers) or "nothing")
+                )
         elif test == "test_doctor_names_the_served_layers":
             # the patched install (doctor reads it with vpatch check); [cpu]
             # only: the aux layers an engine asks for do not depend on kernels
