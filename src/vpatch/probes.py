@@ -29,6 +29,9 @@ any match will do), an optional scope (`class`, or `function` as
                          string; with `or_absent = true` it also holds when
                          nothing is assigned to n (the allowlist is gone)
   is_none = "x"          the scope tests `x is None` or `x is not None`
+  unconditional = "x"    the scope reads x outside every if/elif whose test
+                         mentions x (a value applied always, not only when
+                         set)
 
 A table may also say how `vpatch pr` titles the patch for vLLM:
 `pr_prefix` (vLLM's title prefixes, e.g. "[Bugfix][Model]") and `pr_title`.
@@ -45,7 +48,7 @@ from typing import Any
 from . import patchset, resources
 from .errors import ConfigError
 
-TESTS = ("has_base", "defines", "uses", "lacks", "list", "is_none")
+TESTS = ("has_base", "defines", "uses", "lacks", "list", "is_none", "unconditional")
 PR_KEYS = ("pr_prefix", "pr_title")
 _KEYS = {"file", "class", "function", "when", "includes", "or_absent", *TESTS}
 
@@ -64,12 +67,13 @@ class Check:
     includes: tuple[str, ...] = ()
     or_absent: bool = False
     is_none: str = ""
+    unconditional: str = ""
 
     def words(self) -> list[str]:
         """Names the file must contain for the check to hold: a cheap text
         filter that spares parsing most files."""
         words = [self.cls, self.function.rsplit(".", 1)[-1], self.has_base, self.defines]
-        words += [self.uses, self.when, self.is_none]
+        words += [self.uses, self.when, self.is_none, self.unconditional]
         if not self.or_absent:
             words += [self.list_name, *self.includes]
         return [w for w in words if w]
@@ -142,6 +146,7 @@ def _check(path: Path, name: str, c: dict[str, Any]) -> Check:
         includes=tuple(c.get("includes", ())),
         or_absent=bool(c.get("or_absent", False)),
         is_none=c.get("is_none", ""),
+        unconditional=c.get("unconditional", ""),
     )
 
 
@@ -238,6 +243,8 @@ def _test(c: Check, tree: ast.AST) -> bool:
         )
     if c.lacks:
         return not _mentions([scope], c.lacks)
+    if c.unconditional:
+        return _read_unconditionally(scope, c.unconditional)
     return _mentions([scope], c.uses)
 
 
@@ -258,6 +265,17 @@ def _mentions(nodes: Sequence[ast.AST], name: str) -> bool:
             ):
                 return True
     return False
+
+
+def _read_unconditionally(node: ast.AST, name: str) -> bool:
+    """node reads name somewhere outside every if/elif whose test mentions it."""
+    if isinstance(node, ast.If) and _mentions([node.test], name):
+        return False  # its test, its body and its else are all conditional on name
+    if (isinstance(node, ast.Name) and node.id == name) or (
+        isinstance(node, ast.Attribute) and node.attr == name
+    ):
+        return True
+    return any(_read_unconditionally(n, name) for n in ast.iter_child_nodes(node))
 
 
 def _tests_none(n: ast.AST, name: str) -> bool:

@@ -71,6 +71,7 @@ FIXES = (
     ("deepseek-eagle3-keep-rope-theta-without-rope-scaling", "0.28.0"),
     ("speculative-draft-positions-cover-max-model-len", "0.27.0"),
     ("deepseek-eagle3-apply-fc-norm", "0.23.0"),
+    ("spec-decode-the-drafter-selects-its-own-attention-backend", "0.21.0"),
 )
 
 

@@ -98,6 +98,30 @@ class Model:
     assert probes.holds([check], fixed) and probes.holds([check], also)
 
 
+def test_unconditional_probe_leaves_out_reads_under_an_if_on_the_name():
+    check = probes.Check("m.py", function="load", unconditional="attention_backend")
+    code = """
+def load(cfg, spec):
+{body}
+    return cfg
+"""
+    never = "    cfg = cfg.other"
+    only_when_set = (
+        "    if spec.attention_backend is not None:\n"
+        "        cfg = replace(cfg, backend=spec.attention_backend)\n"
+        "    else:\n"
+        "        cfg = replace(cfg, backend=spec.attention_backend or cfg.backend)"
+    )
+    always = "    cfg = replace(cfg, backend=spec.attention_backend)"
+    under_another_if = "    if spec.kv:\n        cfg = replace(cfg, backend=spec.attention_backend)"
+    assert not probes.holds([check], {"m.py": code.format(body=never)})
+    assert not probes.holds([check], {"m.py": code.format(body=only_when_set)})
+    assert probes.holds([check], {"m.py": code.format(body=always)})
+    assert probes.holds([check], {"m.py": code.format(body=only_when_set + "\n" + always)})
+    # an if that does not test the name does not make the read conditional on it
+    assert probes.holds([check], {"m.py": code.format(body=under_another_if)})
+
+
 def test_a_missing_file_declares_nothing(tmp_path):
     missing = tmp_path / "nowhere.toml"
     assert probes.load(missing) == {}

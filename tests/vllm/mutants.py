@@ -55,6 +55,7 @@ MLA_CONFIG = "test_mla_drafter_config.py"
 MLA_LAYER = "test_mla_drafter_layer.py"
 POSITIONS = "test_draft_positions.py"
 FC_NORM = "test_mla_drafter_fc_norm.py"
+BACKEND = "test_drafter_attention_backend.py"
 
 # Per release: the pytest arguments of every run (the baseline's and the
 # mutants'). 0.26.0's and 0.32.0's series are fixes of upstream's EAGLE-3: their tests.
@@ -307,6 +308,15 @@ MUTANTS = (
         "+                [self.model.fc_norm[0](chunk) for chunk in chunks],\n",
         "every aux state normed by the first state's fc_norm",
         (FC_NORM,),
+    ),
+    Mutant(
+        "drafter-backend-not-restored",
+        "0.17.1",
+        "0006",
+        "+        finally:\n+            attention_config.backend = target_attention_backend\n",
+        "+        finally:\n+            pass\n",
+        "the target's forced backend cleared for good, not only while the drafter is built",
+        (BACKEND,),
     ),
 )
 

@@ -889,7 +889,7 @@ def check_attention_backend(p: Pair) -> Finding:
     )
     return _defect(
         p,
-        "forced_backend",
+        f"forced_backend_{rn}",
         "attention_backend",
         what,
         f"drop {s.attention_from} (vLLM picks MLA for the target itself)",

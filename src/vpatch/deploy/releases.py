@@ -311,8 +311,10 @@ def summary_markdown() -> str:
 # whether the environment's series has the patch and it is installed; the
 # slugs are the one place that names them.
 FIXES: dict[str, str] = {
-    # Rules.forced_backend_crash
-    "forced_backend": "config-forced-attention-backend-not-for-non-mla-drafter",
+    # Rules.forced_backend_crash, per model runner (the V1 proposer's fix and
+    # the V2 runner's are patches of their own: other files, other releases)
+    "forced_backend_v1": "spec-decode-the-drafter-selects-its-own-attention-backend",
+    "forced_backend_v2": "spec-decode-v2-the-drafter-selects-its-own-attention-backend",
     # Rules.draft_positions_short
     "draft_positions": "speculative-draft-positions-cover-max-model-len",
     # Rules.mla_rope_without_theta

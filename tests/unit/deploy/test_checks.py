@@ -697,7 +697,7 @@ def test_forced_attention_backend_from_the_environment(tmp_path):
     ],
 )
 def test_a_defect_is_fixed_when_vpatch_check_says_its_patch_is(tmp_path, state, severity, phrase):
-    r = check(tmp_path, "0.32.0", command=FORCED, patches=_patch("forced_backend", state))
+    r = check(tmp_path, "0.32.0", command=FORCED, patches=_patch("forced_backend_v2", state))
     f = find(r, "attention_backend")
     assert f.severity == severity and phrase in f.message, r.to_text()
     assert ("--attention-backend" in r.serve) == (severity == "info")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from support import deploy as F
+from vpatch import lock
 from vpatch.deploy import releases as R
 
 KNOWN = R.known_releases()
@@ -179,13 +180,16 @@ def test_the_table_is_the_rules():
 
 def test_every_defect_rule_has_its_fix_slug():
     assert set(R.FIXES) == {
-        "forced_backend",
+        "forced_backend_v1",
+        "forced_backend_v2",
         "draft_positions",
         "mla_rope_theta",
         "mla_fc_norm",
         "kimi_k2_mla",
     }
     assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", s) for s in R.FIXES.values())
+    # each names a patch of the patch set: doctor's verdict follows vpatch check's
+    assert set(R.FIXES.values()) <= set(lock.load().patchset.slugs)
     assert (
         R.rules("0.20.2").forced_backend_crash == {"v1"}
         and not R.rules("0.21.0").forced_backend_crash

@@ -49,6 +49,21 @@ def test_greedy_output_does_not_depend_on_the_batch(llm, batched):
         )
 
 
+def _router_weights_in(ref, dtype) -> None:
+    """transformers 4's DeepSeek-V3 router computes in float32 and its MoE sums
+    the experts into a buffer of the router weights' dtype (index_add_ of
+    float64 outputs into float32 fails): hand the MoE the weights in dtype."""
+    for module in ref.modules():
+        if type(module).__name__ == "DeepseekV3TopkRouter":
+            forward = module.forward
+
+            def cast(hidden_states, forward=forward):
+                indices, weights = forward(hidden_states)
+                return indices, weights.to(dtype)
+
+            module.forward = cast
+
+
 def test_vllm_agrees_with_a_float64_reference(batched, paths):
     import transformers
     from transformers import AutoModelForCausalLM
@@ -56,13 +71,14 @@ def test_vllm_agrees_with_a_float64_reference(batched, paths):
     # the grouped-GEMM experts of transformers 5 take no float64: the loop
     # (transformers 4, in the 0.15-0.19 venv, has only the loop and no such
     # argument)
-    more = {}
-    if int(transformers.__version__.split(".")[0]) >= 5:
-        more["experts_implementation"] = "eager"
+    v5 = int(transformers.__version__.split(".")[0]) >= 5
+    more = {"experts_implementation": "eager"} if v5 else {}
     ref = AutoModelForCausalLM.from_pretrained(
         paths["deepseek_v3"], torch_dtype=torch.float64, **more
     )
     assert type(ref).__name__ == "DeepseekV3ForCausalLM", type(ref)
+    if not v5:
+        _router_weights_in(ref, torch.float64)
     ref.eval()
     for ids, tokens, logprob in batched:
         seq = list(ids)

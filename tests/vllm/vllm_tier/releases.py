@@ -78,6 +78,8 @@ FIX_MARKERS = {
     "deepseek-eagle3-keep-rope-theta-without-rope-scaling": "rope_theta",
     "speculative-draft-positions-cover-max-model-len": "draft_positions",
     "deepseek-eagle3-apply-fc-norm": "mla_fc_norm",
+    "spec-decode-the-drafter-selects-its-own-attention-backend": "drafter_backend",
+    "spec-decode-v2-the-drafter-selects-its-own-attention-backend": "drafter_backend_v2",
 }
 
 

@@ -1,0 +1,127 @@
+"""The attention backend an EAGLE-3 drafter is built with when the target's
+is forced (`--attention-backend`, `attention_config.backend`): on 8xB200 an
+MLA backend for DeepSeek-V3 / Kimi-K2.5, which CUDA refuses for the Llama
+drafter's layers at drafter load ("Selected backend ... is not valid for
+this configuration"): the server never starts.
+
+* ``drafter_backend`` (patch
+  spec-decode-the-drafter-selects-its-own-attention-backend, the V1
+  proposer, 0.15.0-0.20.2; upstream from 0.21.0): the drafter is built with
+  no forced backend (it selects its own), and the target keeps its own.
+* ``drafter_backend_v2`` (patch
+  spec-decode-v2-the-drafter-selects-its-own-attention-backend, the V2
+  model runner's load_eagle_model, 0.29.0-0.33.0, the default runner for
+  these targets from 0.29.0; upstream after 0.33.0, vLLM PR #54826): the
+  same, and a backend the speculative config names is the drafter's. The V2
+  runner never runs on CPU; its loader is called directly.
+
+CPU never refuses a backend (its platform logs "Cannot use ... on CPU" and
+picks its own), so the decision is checked: vLLM's real proposer load path
+runs with the target's config forcing FLASHINFER_MLA, up to the drafter's
+``get_model``, which records the attention backend of the config it is
+handed and stops there. What only a GPU shows is the refusal itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+import torch
+from helpers import eagle3_engine_config
+
+FORCED = "FLASHINFER_MLA"
+
+
+class _Built(Exception):
+    """Raised by the recording get_model: the drafter is not built."""
+
+
+def _forced(cfg):
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    cfg.attention_config.backend = AttentionBackendEnum[FORCED]
+    return cfg
+
+
+def _recording_get_model(monkeypatch, modules: tuple[str, ...]) -> dict:
+    """get_model in each of ``modules`` (the names the drafter's load calls)
+    records the backend of the config it gets, then raises _Built."""
+    seen: dict = {}
+
+    def get_model(*, vllm_config, **kw):
+        backend = vllm_config.attention_config.backend
+        seen["backend"] = getattr(backend, "name", backend)
+        raise _Built
+
+    for name in modules:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(mod, "get_model"):
+            monkeypatch.setattr(mod, "get_model", get_model)
+    return seen
+
+
+def _name(backend) -> str | None:
+    return getattr(backend, "name", backend)
+
+
+@pytest.mark.patch_effect
+@pytest.mark.drafter_backend
+def test_v1_drafter_is_built_without_the_targets_forced_backend(paths, monkeypatch):
+    from vllm.config import set_current_vllm_config
+    from vllm.v1.spec_decode.eagle import EagleProposer
+
+    cfg = _forced(eagle3_engine_config(paths["deepseek_v3"], paths["eagle3"]))
+    # eagle.py up to 0.19.1, llm_base_proposer.py (the base proposer) from 0.20.0
+    seen = _recording_get_model(
+        monkeypatch, ("vllm.v1.spec_decode.eagle", "vllm.v1.spec_decode.llm_base_proposer")
+    )
+    with set_current_vllm_config(cfg):
+        proposer = EagleProposer(cfg, torch.device("cpu"))
+        with pytest.raises(_Built):  # before the target model is used
+            proposer.load_model(None)
+    assert _name(cfg.attention_config.backend) == FORCED  # the target keeps its own
+    assert seen["backend"] is None, f"the drafter is built with the target's {seen['backend']}"
+
+
+def _release() -> tuple[int, ...]:
+    import vllm
+
+    return tuple(int(x) for x in re.findall(r"\d+", vllm.__version__)[:3])
+
+
+# An unset draft backend inherits the target's forced one on every release
+# of the V2 runner; an explicit one is dropped by 0.29.0 only (0.30.0 on apply
+# it when set): a patch effect there, a premise that holds on both installs
+# from 0.30.0.
+V2_DRAFT = [
+    pytest.param(None, marks=pytest.mark.patch_effect, id="unset"),
+    pytest.param(
+        "TRITON_ATTN",
+        marks=[pytest.mark.patch_effect] if _release() < (0, 30, 0) else [],
+        id="explicit",
+    ),
+]
+
+
+@pytest.mark.kernels  # both params in both kernel modes, as a patch effect runs
+@pytest.mark.drafter_backend_v2
+@pytest.mark.parametrize("draft", V2_DRAFT)
+def test_v2_drafter_gets_the_speculative_configs_backend(llm, paths, monkeypatch, draft):
+    # llm: vLLM's parallel groups, which the draft load config reads (pipeline rank)
+    from vllm.config import set_current_vllm_config
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+    from vllm.v1.worker.gpu.spec_decode.eagle import utils
+
+    cfg = _forced(eagle3_engine_config(paths["deepseek_v3"], paths["eagle3"]))
+    if draft is not None:
+        cfg.speculative_config.attention_backend = AttentionBackendEnum[draft]
+    seen = _recording_get_model(monkeypatch, (utils.__name__,))
+    with set_current_vllm_config(cfg), pytest.raises(_Built):  # before the target is used
+        utils.load_eagle_model(None, cfg)
+    assert _name(cfg.attention_config.backend) == FORCED  # the target keeps its own
+    assert seen["backend"] == draft, f"the drafter is built with {seen['backend']}, not {draft}"
