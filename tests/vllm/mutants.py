@@ -62,7 +62,7 @@ BACKEND = "test_drafter_attention_backend.py"
 SELECT = {
     "0.17.1": (),
     "0.26.0": ("-m", "layer0_fix or mla_detect or rope_theta or draft_positions"),
-    "0.32.0": ("-m", "layer0_fix or mla_detect"),
+    "0.32.0": ("-m", "layer0_fix or mla_detect or drafter_backend_v2"),
     "0.22.1": ("-m", "mla_fc_norm"),
 }
 
@@ -316,6 +316,15 @@ MUTANTS = (
         "+        finally:\n+            attention_config.backend = target_attention_backend\n",
         "+        finally:\n+            pass\n",
         "the target's forced backend cleared for good, not only while the drafter is built",
+        (BACKEND,),
+    ),
+    Mutant(
+        "v2-draft-backend-always-auto",
+        "0.32.0",
+        "0003",
+        "+            backend=speculative_config.attention_backend,\n",
+        "+            backend=None,\n",
+        "the V2 drafter's backend cleared, the speculative config's explicit one dropped too",
         (BACKEND,),
     ),
 )

@@ -270,6 +270,12 @@ def draft(
         since = upstream_since(pins, checks, [c.key for c in cands if c.status], offline, say)
         for c in cands:
             c.since = since.get(c.key, "") if c.status == "upstream" else ""
+            # a backport of a fix upstream merged after the last release
+            # (DEP-3 Applied-Upstream: the merged PR's URL; a release number
+            # is the probe's to confirm) is never sent again
+            applied = c.patch.fields.get("Applied-Upstream", "")
+            if not c.status and applied.startswith(("http://", "https://")):
+                c.status, c.since = "upstream", applied
         todo = [c for c in cands if not c.status]
         if todo:
             gitutil.switch(repo, d.branch, base)

@@ -98,6 +98,18 @@ def test_patch_sends_the_named_candidates_alone(root, tmp_path):
     assert not d.sent and d.branch == "" and not (tmp_path / "one/vllm-10.0.0").exists()
 
 
+def test_a_backport_of_a_merged_fix_is_never_sent(root, tmp_path):
+    """A patch whose DEP-3 says Applied-Upstream (a release, or the merged
+    PR) is upstream's already, whatever the target's tree holds."""
+    [fix] = (root / "patches").glob("*/10.0.0.patch")
+    merged = "https://github.com/vllm-project/vllm/pull/1"
+    text = fix.read_text().replace("Last-Update:", f"Applied-Upstream: {merged}\nLast-Update:", 1)
+    fix.write_text(text)
+    d = drafting.draft("10.0.0", source=str(tmp_path / "rel-10.0.0"), **kw(root))
+    assert [(c.status, c.since) for c in d.candidates][-1] == ("upstream", merged)
+    assert not d.sent and d.branch == ""
+
+
 def test_an_unknown_patch_is_refused_before_anything_is_made(root, tmp_path):
     with pytest.raises(ConfigError, match="--patch nope: not a patch of the pull request"):
         drafting.draft("10.0.0", out=tmp_path / "o", only=("nope",), **kw(root))
