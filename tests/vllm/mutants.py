@@ -318,13 +318,27 @@ MUTANTS = (
         "the target's forced backend cleared for good, not only while the drafter is built",
         (BACKEND,),
     ),
+    # (backend=None instead of the speculative config's is equivalent on
+    # 0.31.0+: apply_draft_overrides sets an explicit one again right after)
     Mutant(
-        "v2-draft-backend-always-auto",
+        "v2-target-config-changed",
         "0.32.0",
         "0003",
-        "+            backend=speculative_config.attention_backend,\n",
-        "+            backend=None,\n",
-        "the V2 drafter's backend cleared, the speculative config's explicit one dropped too",
+        "+    vllm_config = replace(\n"
+        "+        vllm_config,\n"
+        "+        attention_config=replace(\n"
+        "+            vllm_config.attention_config,\n"
+        "+            backend=speculative_config.attention_backend,\n"
+        "+        ),\n"
+        "+    )\n",
+        "+    vllm_config.attention_config.backend = (\n"
+        "+        speculative_config.attention_backend\n"
+        "+    )\n"
+        "+    vllm_config = replace(\n"
+        "+        vllm_config,\n"
+        "+        attention_config=vllm_config.attention_config,\n"
+        "+    )\n",
+        "the draft's backend set on the target's own attention config: the target loses its",
         (BACKEND,),
     ),
 )
