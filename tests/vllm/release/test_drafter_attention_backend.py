@@ -125,3 +125,45 @@ def test_v2_drafter_gets_the_speculative_configs_backend(llm, paths, monkeypatch
         utils.load_eagle_model(None, cfg)
     assert _name(cfg.attention_config.backend) == FORCED  # the target keeps its own
     assert seen["backend"] == draft, f"the drafter is built with {seen['backend']}, not {draft}"
+
+
+def test_doctor_forced_backend_verdict_matches_vllm(llm, paths, monkeypatch):
+    """`vpatch doctor -- vllm serve ... --attention-backend FLASHINFER_MLA`
+    calls the forced backend an error exactly when the model runner doctor
+    names (V1 or V2 on this release, as on GPU) hands it to the drafter here
+    (patched or not: doctor reads `vpatch check`). VLLM_MLA_DISABLE=0 in the
+    command: the tier runs its target without MLA, a user's B200 does not."""
+    import json
+
+    from doctor_pairs import verdict_serve
+
+    spec = {"method": "eagle3", "model": paths["eagle3"], "num_speculative_tokens": 3}
+    report = verdict_serve(
+        "VLLM_MLA_DISABLE=0",
+        "vllm",
+        "serve",
+        paths["deepseek_v3"],
+        "--attention-backend",
+        FORCED,
+        "--speculative-config",
+        json.dumps(spec),
+    )
+    said = next(f for f in report.findings if f.check == "attention_backend")
+    cfg = _forced(eagle3_engine_config(paths["deepseek_v3"], paths["eagle3"]))
+    if "V2 model runner" in said.message:
+        from vllm.v1.worker.gpu.spec_decode.eagle import utils
+
+        seen = _recording_get_model(monkeypatch, (utils.__name__,))
+        with pytest.raises(_Built):
+            utils.load_eagle_model(None, cfg)
+    else:
+        from vllm.config import set_current_vllm_config
+        from vllm.v1.spec_decode.eagle import EagleProposer
+
+        seen = _recording_get_model(
+            monkeypatch, ("vllm.v1.spec_decode.eagle", "vllm.v1.spec_decode.llm_base_proposer")
+        )
+        with set_current_vllm_config(cfg), pytest.raises(_Built):
+            EagleProposer(cfg, torch.device("cpu")).load_model(None)
+    inherited = seen["backend"] == FORCED
+    assert (said.severity == "error") == inherited, (seen, report.to_text())

@@ -33,17 +33,17 @@ def _reference(states: torch.Tensor, weights: list[torch.Tensor]) -> torch.Tenso
     return torch.cat(out, dim=-1)
 
 
-def test_mla_drafter_fc_gets_each_aux_state_normed():
+def combine(states: torch.Tensor, weights: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """What the drafter's fc gets from its combine_hidden_states, with vLLM's
+    RMSNorm per aux state (of these weights, else ones) as fc_norm."""
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.model_executor.layers.layernorm import RMSNorm
     from vllm.model_executor.models.deepseek_eagle3 import Eagle3DeepseekV2ForCausalLM
 
-    gen = torch.Generator().manual_seed(5)
     with set_current_vllm_config(VllmConfig()):  # RMSNorm is a CustomOp
         norms = torch.nn.ModuleList([RMSNorm(HIDDEN, eps=EPS) for _ in range(AUX)])
-    weights = [1.0 + torch.rand(HIDDEN, generator=gen) for _ in range(AUX)]
     with torch.no_grad():
-        for norm, w in zip(norms, weights, strict=True):
+        for norm, w in zip(norms, weights or [torch.ones(HIDDEN)] * AUX, strict=True):
             norm.weight.copy_(w)
     got = {}
 
@@ -54,15 +54,21 @@ def test_mla_drafter_fc_gets_each_aux_state_normed():
     drafter = SimpleNamespace(
         model=SimpleNamespace(num_aux_hidden_states=AUX, fc_norm=norms, fc=fc)
     )
+    with torch.no_grad():
+        Eagle3DeepseekV2ForCausalLM.combine_hidden_states(drafter, states)
+    return got["input"]
+
+
+def test_mla_drafter_fc_gets_each_aux_state_normed():
+    gen = torch.Generator().manual_seed(5)
+    weights = [1.0 + torch.rand(HIDDEN, generator=gen) for _ in range(AUX)]
     # states of very different scales, as the target's layers give them
     states = torch.cat(
         [torch.randn(TOKENS, HIDDEN, generator=gen) * s for s in (0.1, 3.0, 40.0)], dim=-1
     )
-    with torch.no_grad():
-        Eagle3DeepseekV2ForCausalLM.combine_hidden_states(drafter, states)
+    got = combine(states, weights)
     want = _reference(states, weights)
-    normed = bool(torch.allclose(got["input"].double(), want, rtol=1e-4, atol=1e-5))
-    unnormed = bool(torch.equal(got["input"], states))
-    assert normed, (
-        "fc got the aux states without fc_norm" if unnormed else "fc_norm applied wrongly"
-    )
+    normed = bool(torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5))
+    unnormed = bool(torch.equal(got, states))
+    why = "fc got the aux states without fc_norm" if unnormed else "fc_norm applied wrongly"
+    assert normed, why
