@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import FIXTURES
+from helpers import FIXTURES, engine_args
 
 KIMI_ROPE_THETA = 50000.0
 KIMI_YARN = {
@@ -69,3 +69,26 @@ def write_drafter(out: Path, cfg: dict) -> str:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg, indent=1) + "\n")
     return str(out)
+
+
+def draft_model_config(paths, drafter: str):
+    """The draft model config vLLM's SpeculativeConfig makes of ``drafter``
+    for the tiny DeepSeek-V3 target (its hf_config: EAGLEConfig, the
+    checkpoint's fields copied on it, as the drafter model gets it)."""
+    from vllm.config import ParallelConfig, SpeculativeConfig
+
+    target = engine_args(paths["deepseek_v3"], load_format="dummy").create_model_config()
+    sc = SpeculativeConfig(
+        method="eagle3",
+        model=drafter,
+        num_speculative_tokens=3,
+        target_model_config=target,
+        target_parallel_config=ParallelConfig(),
+    )
+    assert sc.draft_model_config is not None
+    return sc.draft_model_config
+
+
+def flag(value) -> bool:
+    """A ModelConfig flag: a method up to some releases, a property in others."""
+    return bool(value() if callable(value) else value)

@@ -21,8 +21,13 @@ from __future__ import annotations
 import pytest
 import torch
 from doctor_pairs import severity, verdict
-from mla_drafters import KIMI_ROPE_THETA, kimi_mla_drafter_config, write_drafter
-from test_mla_drafter_config import _flag, draft_model_config
+from mla_drafters import (
+    KIMI_ROPE_THETA,
+    draft_model_config,
+    flag,
+    kimi_mla_drafter_config,
+    write_drafter,
+)
 from test_mla_drafter_layer import attention_arguments, draft_hf_config, rotary
 
 # MLA EAGLE-3 drafters exist from 0.18.0 (not on 0.15-0.17: releases.inner_select)
@@ -37,7 +42,7 @@ def _doctor(paths, tmp_path, **overrides):
 def test_mla_detection_verdict_matches_vllm(paths, tmp_path):
     report = _doctor(paths, tmp_path)
     drafter = write_drafter(tmp_path / "vllm", kimi_mla_drafter_config())
-    is_mla = _flag(draft_model_config(paths, drafter).is_deepseek_mla)
+    is_mla = flag(draft_model_config(paths, drafter).is_deepseek_mla)
     assert (severity(report, "mla_detection") == "error") == (not is_mla), report.to_text()
 
 

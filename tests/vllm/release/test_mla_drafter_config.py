@@ -14,28 +14,7 @@ tiny DeepSeek-V3 target: the draft model config SpeculativeConfig builds.
 from __future__ import annotations
 
 import pytest
-from helpers import engine_args
-from mla_drafters import kimi_mla_drafter_config, write_drafter
-
-
-def _flag(value) -> bool:
-    # a method up to some releases, a property in others
-    return bool(value() if callable(value) else value)
-
-
-def draft_model_config(paths, drafter: str):
-    from vllm.config import ParallelConfig, SpeculativeConfig
-
-    target = engine_args(paths["deepseek_v3"], load_format="dummy").create_model_config()
-    sc = SpeculativeConfig(
-        method="eagle3",
-        model=drafter,
-        num_speculative_tokens=3,
-        target_model_config=target,
-        target_parallel_config=ParallelConfig(),
-    )
-    assert sc.draft_model_config is not None
-    return sc.draft_model_config
+from mla_drafters import draft_model_config, flag, kimi_mla_drafter_config, write_drafter
 
 
 # the fix's marker: it runs where MLA EAGLE-3 drafters exist (0.18+, the
@@ -47,7 +26,7 @@ def test_mla_drafter_saying_deepseek_v2_is_mla(paths, tmp_path):
     dmc = draft_model_config(paths, drafter)
     assert dmc.hf_config.model_type == "eagle"
     assert dmc.hf_config.model.model_type == "deepseek_v2"
-    assert _flag(dmc.is_deepseek_mla)
+    assert flag(dmc.is_deepseek_mla)
 
 
 @pytest.mark.patch_effect
@@ -57,4 +36,4 @@ def test_mla_drafter_saying_model_type_k2_is_mla(paths, tmp_path):
     dmc = draft_model_config(paths, drafter)
     assert dmc.hf_config.model_type == "eagle"
     assert dmc.hf_config.model.model_type == "kimi_k2"
-    assert _flag(dmc.is_deepseek_mla), "the kimi_k2 MLA drafter is not detected as MLA"
+    assert flag(dmc.is_deepseek_mla), "the kimi_k2 MLA drafter is not detected as MLA"

@@ -22,8 +22,12 @@ import copy
 from types import SimpleNamespace
 
 import pytest
-from helpers import engine_args
-from mla_drafters import KIMI_ROPE_THETA, kimi_mla_drafter_config, write_drafter
+from mla_drafters import (
+    KIMI_ROPE_THETA,
+    draft_model_config,
+    kimi_mla_drafter_config,
+    write_drafter,
+)
 
 
 class _Built(Exception):
@@ -31,20 +35,9 @@ class _Built(Exception):
 
 
 def draft_hf_config(paths, tmp_path, **overrides):
-    """The drafter's config as the drafter model gets it (the draft model
-    config's hf_config: EAGLEConfig, the checkpoint's fields copied on it)."""
-    from vllm.config import ParallelConfig, SpeculativeConfig
-
+    """The drafter's config as the drafter model gets it."""
     drafter = write_drafter(tmp_path / "d", kimi_mla_drafter_config(**overrides))
-    target = engine_args(paths["deepseek_v3"], load_format="dummy").create_model_config()
-    sc = SpeculativeConfig(
-        method="eagle3",
-        model=drafter,
-        num_speculative_tokens=3,
-        target_model_config=target,
-        target_parallel_config=ParallelConfig(),
-    )
-    return sc.draft_model_config.hf_config
+    return draft_model_config(paths, drafter).hf_config
 
 
 def attention_arguments(config, monkeypatch) -> dict:
