@@ -57,14 +57,18 @@ POSITIONS = "test_draft_positions.py"
 FC_NORM = "test_mla_drafter_fc_norm.py"
 BACKEND = "test_drafter_attention_backend.py"
 
-# Per release: the pytest arguments of every run (the baseline's and the
-# mutants'). 0.26.0's and 0.32.0's series are fixes of upstream's EAGLE-3: their tests.
-SELECT = {
-    "0.17.1": (),
-    "0.26.0": ("-m", "layer0_fix or mla_detect or rope_theta or draft_positions"),
-    "0.32.0": ("-m", "layer0_fix or mla_detect or drafter_backend_v2"),
-    "0.22.1": ("-m", "mla_fc_norm"),
-}
+
+def select(release: str) -> tuple[str, ...]:
+    """The pytest arguments of every run on ``release`` (the baseline's and the
+    mutants'): everything where the series carries EAGLE-3, else the
+    patch-effect tests of the fixes its series carries (the layer-0 fix and
+    the markers of releases.FIX_MARKERS)."""
+    if releases.has_eagle3_series(release):
+        return ()
+    has = releases.carried(release)
+    markers = [m for slug, m in releases.FIX_MARKERS.items() if slug in has]
+    return ("-m", " or ".join(["layer0_fix", *markers]))
+
 
 # In the 0.17.1 series (patch 0001), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).
@@ -529,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
             fixtures=fixtures,
             target=target,
             tests=tuple(str(INNER / f) for f in tests),
-            pytest_args=SELECT[release],
+            pytest_args=select(release),
             name=name,
             extra_env={"VPATCH_VLLM_SERVED": "eager"} if SERVED in tests else None,
         )

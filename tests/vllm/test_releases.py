@@ -164,6 +164,14 @@ def _same_tokens(u: runner.InnerRun, p: runner.InnerRun) -> list[str]:
     return []
 
 
+def _conclude(request, release: str, head: str, lines: list[str], bad: list[str]) -> None:
+    """The session summary's entry for an outer test (its head, OK or the
+    number of problems, its table lines); fails the test on any problem."""
+    verdict = "OK" if not bad else f"{len(bad)} PROBLEM(S)"
+    _summaries(request.config).append("\n".join([f"vLLM {release} {head}: {verdict}", *lines]))
+    assert not bad, f"vLLM {release}: \n" + "\n".join(bad)
+
+
 # What unpatched vLLM 0.18-0.33 raise when layer 0 is among the aux layers
 # (FakeTensor: inside Dynamo, when the target is compiled).
 UPSTREAM_ERROR = re.compile(r"unsupported operand type\(s\) for \+: '(Fake)?Tensor' and 'NoneType'")
@@ -200,16 +208,9 @@ def test_served_speculative_decoding(release, tier, request):
             why = sorted({c.message for c in u.cases.values() if c.outcome != "passed"})
             bad.append(f"[{mode}] unpatched: not the upstream TypeError (Tensor + None): {why}")
         heads.append(f"{mode} {u.seconds:.0f}s/{p.seconds:.0f}s")
-    _summaries(request.config).append(
-        "\n".join(
-            [
-                f"vLLM {release} served EAGLE-3 (unpatched/patched run: {', '.join(heads)}): "
-                f"{'OK' if not bad else f'{len(bad)} PROBLEM(S)'}",
-                *lines,
-            ]
-        )
+    _conclude(
+        request, release, f"served EAGLE-3 (unpatched/patched run: {', '.join(heads)})", lines, bad
     )
-    assert not bad, f"vLLM {release}: \n" + "\n".join(bad)
 
 
 @pytest.mark.vllm
@@ -253,16 +254,8 @@ def test_fixes_no_selected_release_carries(release, tier, request):
     lines, bad = runner.compare(u, p)
     if not any(c.patch_effect for c in p.cases.values()):
         bad.append(f"no patch-effect test of {', '.join(markers)} ran")
-    _summaries(request.config).append(
-        "\n".join(
-            [
-                f"vLLM {release}, only the tests of {', '.join(markers)} (no selected release "
-                f"carries the fix): {'OK' if not bad else f'{len(bad)} PROBLEM(S)'}",
-                *lines,
-            ]
-        )
-    )
-    assert not bad, f"vLLM {release}: \n" + "\n".join(bad)
+    head = f"only the tests of {', '.join(markers)} (no selected release carries the fix)"
+    _conclude(request, release, head, lines, bad)
 
 
 def _aliasing_releases() -> list:

@@ -160,7 +160,7 @@ def make(fixtures: Path, out: Path, v: Variant) -> Path:
     """Write variant `v` of the tiny EAGLE-3 drafter into `out` (real
     weights, drawn from the fixture's)."""
     import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 
     base = fixtures / "eagle3"
     cfg = json.loads((base / "config.json").read_text())
@@ -193,12 +193,19 @@ def make(fixtures: Path, out: Path, v: Variant) -> Path:
     if v.speculators:
         cfg = _speculators(cfg)
         t = {k.replace("midlayer.", "layers.0."): x for k, x in t.items()}
+    return save(out, cfg, t)
+
+
+def save(out: Path, cfg: dict, tensors: dict) -> Path:
+    """A drafter checkpoint in ``out`` (made anew): config.json and
+    model.safetensors."""
+    from safetensors.torch import save_file
 
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
-    save_file(t, str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     return out
 
 

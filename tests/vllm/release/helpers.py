@@ -34,6 +34,13 @@ def engine_args(model: str, **kw):
     return EngineArgs(model=model, **engine_kwargs(**kw))
 
 
+def vllm_release() -> tuple[int, ...]:
+    """The running vLLM's release, (major, minor, patch)."""
+    import vllm
+
+    return tuple(int(x) for x in re.findall(r"\d+", vllm.__version__)[:3])
+
+
 # What releases say when SpeculativeConfig refuses eagle3 for a target
 # (0.15-0.17 unpatched, for DeepSeek and Kimi targets).
 EAGLE3_REFUSED = re.compile(r"(?i)eagle3 is only supported")

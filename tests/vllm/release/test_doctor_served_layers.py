@@ -23,12 +23,11 @@ import gc
 import json
 import math
 import re
-import shutil
 from pathlib import Path
 
 import pytest
-from doctor_pairs import verdict_serve
-from helpers import FIXTURES, engine_kwargs
+from doctor_pairs import save, verdict_serve
+from helpers import FIXTURES, engine_kwargs, vllm_release
 
 TARGET = FIXTURES / "deepseek_v3"
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -46,14 +45,8 @@ VARIANTS = {
 }
 
 
-def _release() -> tuple[int, ...]:
-    import vllm
-
-    return tuple(int(x) for x in re.findall(r"\d+", vllm.__version__)[:3])
-
-
 pytestmark = pytest.mark.skipif(
-    _release() < (0, 20, 0), reason="EAGLE-3 is served on CPU from 0.20.0"
+    vllm_release() < (0, 20, 0), reason="EAGLE-3 is served on CPU from 0.20.0"
 )
 
 
@@ -61,7 +54,7 @@ def make_drafter(out: Path, config: dict) -> Path:
     """The tiny EAGLE-3 drafter with 2 heads of 32 (its draft vocabulary and
     d2t as the fixture has them: every tier release serves that shape)."""
     import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 
     base = FIXTURES / "eagle3"
     cfg = json.loads((base / "config.json").read_text())
@@ -80,12 +73,7 @@ def make_drafter(out: Path, config: dict) -> Path:
     t[m + "o_proj.weight"] = w(hidden, q)
     cfg.update(num_attention_heads=HEADS, num_key_value_heads=HEADS, head_dim=HEAD_DIM)
     cfg.update(config)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    (out / "config.json").write_text(json.dumps(cfg, indent=1))
-    save_file(t, str(out / "model.safetensors"), metadata={"format": "pt"})
-    return out
+    return save(out, cfg, t)
 
 
 def _engine_facts(worker) -> dict:

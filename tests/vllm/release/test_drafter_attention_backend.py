@@ -25,11 +25,10 @@ handed and stops there. What only a GPU shows is the refusal itself.
 from __future__ import annotations
 
 import importlib
-import re
 
 import pytest
 import torch
-from helpers import eagle3_engine_config
+from helpers import eagle3_engine_config, vllm_release
 
 FORCED = "FLASHINFER_MLA"
 
@@ -45,14 +44,17 @@ def _forced(cfg):
     return cfg
 
 
+def _name(backend) -> str | None:
+    return getattr(backend, "name", backend)
+
+
 def _recording_get_model(monkeypatch, modules: tuple[str, ...]) -> dict:
     """get_model in each of ``modules`` (the names the drafter's load calls)
     records the backend of the config it gets, then raises _Built."""
     seen: dict = {}
 
     def get_model(*, vllm_config, **kw):
-        backend = vllm_config.attention_config.backend
-        seen["backend"] = getattr(backend, "name", backend)
+        seen["backend"] = _name(vllm_config.attention_config.backend)
         raise _Built
 
     for name in modules:
@@ -65,17 +67,11 @@ def _recording_get_model(monkeypatch, modules: tuple[str, ...]) -> dict:
     return seen
 
 
-def _name(backend) -> str | None:
-    return getattr(backend, "name", backend)
-
-
-@pytest.mark.patch_effect
-@pytest.mark.drafter_backend
-def test_v1_drafter_is_built_without_the_targets_forced_backend(paths, monkeypatch):
+def _v1_drafter_backend(cfg, monkeypatch) -> str | None:
+    """The backend the V1 proposer's load_model builds the drafter with."""
     from vllm.config import set_current_vllm_config
     from vllm.v1.spec_decode.eagle import EagleProposer
 
-    cfg = _forced(eagle3_engine_config(paths["deepseek_v3"], paths["eagle3"]))
     # eagle.py up to 0.19.1, llm_base_proposer.py (the base proposer) from 0.20.0
     seen = _recording_get_model(
         monkeypatch, ("vllm.v1.spec_decode.eagle", "vllm.v1.spec_decode.llm_base_proposer")
@@ -84,14 +80,28 @@ def test_v1_drafter_is_built_without_the_targets_forced_backend(paths, monkeypat
         proposer = EagleProposer(cfg, torch.device("cpu"))
         with pytest.raises(_Built):  # before the target model is used
             proposer.load_model(None)
+    return seen["backend"]
+
+
+def _v2_drafter_backend(cfg, monkeypatch) -> str | None:
+    """The backend the V2 runner's load_eagle_model builds the drafter with
+    (it reads vLLM's parallel groups: the caller holds the session's llm)."""
+    from vllm.config import set_current_vllm_config
+    from vllm.v1.worker.gpu.spec_decode.eagle import utils
+
+    seen = _recording_get_model(monkeypatch, (utils.__name__,))
+    with set_current_vllm_config(cfg), pytest.raises(_Built):  # before the target is used
+        utils.load_eagle_model(None, cfg)
+    return seen["backend"]
+
+
+@pytest.mark.patch_effect
+@pytest.mark.drafter_backend
+def test_v1_drafter_is_built_without_the_targets_forced_backend(paths, monkeypatch):
+    cfg = _forced(eagle3_engine_config(paths["deepseek_v3"], paths["eagle3"]))
+    got = _v1_drafter_backend(cfg, monkeypatch)
     assert _name(cfg.attention_config.backend) == FORCED  # the target keeps its own
-    assert seen["backend"] is None, f"the drafter is built with the target's {seen['backend']}"
-
-
-def _release() -> tuple[int, ...]:
-    import vllm
-
-    return tuple(int(x) for x in re.findall(r"\d+", vllm.__version__)[:3])
+    assert got is None, f"the drafter is built with the target's {got}"
 
 
 # An unset draft backend inherits the target's forced one on every release
@@ -102,7 +112,7 @@ V2_DRAFT = [
     pytest.param(None, marks=pytest.mark.patch_effect, id="unset"),
     pytest.param(
         "TRITON_ATTN",
-        marks=[pytest.mark.patch_effect] if _release() < (0, 30, 0) else [],
+        marks=[pytest.mark.patch_effect] if vllm_release() < (0, 30, 0) else [],
         id="explicit",
     ),
 ]
@@ -113,18 +123,14 @@ V2_DRAFT = [
 @pytest.mark.parametrize("draft", V2_DRAFT)
 def test_v2_drafter_gets_the_speculative_configs_backend(llm, paths, monkeypatch, draft):
     # llm: vLLM's parallel groups, which the draft load config reads (pipeline rank)
-    from vllm.config import set_current_vllm_config
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
-    from vllm.v1.worker.gpu.spec_decode.eagle import utils
 
     cfg = _forced(eagle3_engine_config(paths["deepseek_v3"], paths["eagle3"]))
     if draft is not None:
         cfg.speculative_config.attention_backend = AttentionBackendEnum[draft]
-    seen = _recording_get_model(monkeypatch, (utils.__name__,))
-    with set_current_vllm_config(cfg), pytest.raises(_Built):  # before the target is used
-        utils.load_eagle_model(None, cfg)
+    got = _v2_drafter_backend(cfg, monkeypatch)
     assert _name(cfg.attention_config.backend) == FORCED  # the target keeps its own
-    assert seen["backend"] == draft, f"the drafter is built with {seen['backend']}, not {draft}"
+    assert got == draft, f"the drafter is built with {got}, not {draft}"
 
 
 def test_doctor_forced_backend_verdict_matches_vllm(llm, paths, monkeypatch):
@@ -150,20 +156,6 @@ def test_doctor_forced_backend_verdict_matches_vllm(llm, paths, monkeypatch):
     )
     said = next(f for f in report.findings if f.check == "attention_backend")
     cfg = _forced(eagle3_engine_config(paths["deepseek_v3"], paths["eagle3"]))
-    if "V2 model runner" in said.message:
-        from vllm.v1.worker.gpu.spec_decode.eagle import utils
-
-        seen = _recording_get_model(monkeypatch, (utils.__name__,))
-        with pytest.raises(_Built):
-            utils.load_eagle_model(None, cfg)
-    else:
-        from vllm.config import set_current_vllm_config
-        from vllm.v1.spec_decode.eagle import EagleProposer
-
-        seen = _recording_get_model(
-            monkeypatch, ("vllm.v1.spec_decode.eagle", "vllm.v1.spec_decode.llm_base_proposer")
-        )
-        with set_current_vllm_config(cfg), pytest.raises(_Built):
-            EagleProposer(cfg, torch.device("cpu")).load_model(None)
-    inherited = seen["backend"] == FORCED
-    assert (said.severity == "error") == inherited, (seen, report.to_text())
+    load = _v2_drafter_backend if "V2 model runner" in said.message else _v1_drafter_backend
+    got = load(cfg, monkeypatch)
+    assert (said.severity == "error") == (got == FORCED), (got, report.to_text())
