@@ -34,6 +34,12 @@ def runtime_env(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
+        # Eager runs eager all through: vLLM torch.compiles a few helpers
+        # even under enforce_eager (the sampler's logprob ranks, top-k/top-p),
+        # and compiling them cost 25 s (0.17.0) to 55 s (0.26.0, in the
+        # engine's warmup) an engine, warm inductor cache or not. The compiled
+        # served run sets it back to "0" (session.py).
+        TORCHDYNAMO_DISABLE="1",
         # Bytecode of whatever a run imports goes to one tree of our own,
         # written once and read by every later run: nothing is written into
         # the venvs, the installs or the repository, and nothing is compiled

@@ -85,7 +85,7 @@ class Session:
                 # the compiled engine runs [cpu] only: no contract to switch
                 env = {"VPATCH_VLLM_SERVED": mode}
                 if mode == "compiled":
-                    env["VPATCH_CUDA_CONTRACT"] = "0"
+                    env.update(VPATCH_CUDA_CONTRACT="0", TORCHDYNAMO_DISABLE="0")
                 for variant in ("unpatched", "patched"):
                     self._submit(
                         test,
