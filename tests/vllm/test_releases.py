@@ -232,6 +232,36 @@ def test_doctor_names_the_served_layers(release, tier, request):
     assert not bad, f"vLLM {release}: \n" + "\n".join(bad) + f"\n(log: {run.log})"
 
 
+def _mla_releases() -> list:
+    found = [r for r in selected_releases() if releases.serves_mla(r)]
+    why = (
+        f"no selected release serves EAGLE-3 with MLA attention on CPU (from "
+        f"{releases.MLA_ON_CPU_FROM})"
+    )
+    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("release", _mla_releases())
+def test_doctor_mla_drafters_served(release, tier, request):
+    """doctor's verdict on Kimi-shaped MLA drafters against an engine serving
+    them with MLA attention (release/test_served_mla_drafters.py: MLA on, a
+    process of its own per install): every variant ran and passed on both
+    installs (the verdict differs between them where the series fixes the
+    drafter's MLA detection; the test reads which from the engine)."""
+    lines, bad = [], []
+    for variant in ("unpatched", "patched"):
+        run = tier.result("test_doctor_mla_drafters_served", release, variant)
+        cases = run.cases.values()
+        if not cases:
+            bad.append(f"{variant}: no test ran (exit {run.returncode}):\n{run.tail()}")
+        failed = [c for c in cases if c.outcome != "passed"]
+        bad += [f"{variant} {c.id}: {c.outcome} {c.message}" for c in failed]
+        passed = sum(1 for c in cases if c.outcome == "passed")
+        lines.append(f"  {variant} ({run.seconds:.0f}s): {passed}/{len(cases)} MLA drafters agree")
+    _conclude(request, release, "doctor vs an engine serving MLA drafters with MLA", lines, bad)
+
+
 def _fix_releases() -> list:
     try:
         found = releases.fix_releases(selected_releases())

@@ -46,7 +46,11 @@ MODES = ("cpu", "cuda") if CONTRACT not in ("0", "1") else ()
 # The served tests make engines of their own: they run only in a process of
 # their own (VPATCH_VLLM_SERVED, see test_served_spec_decode.py); a torn-down
 # engine takes vLLM's parallel groups with it, which the session's llm needs.
-SERVED = ["test_served_spec_decode.py", "test_doctor_served_layers.py"]
+SERVED = [
+    "test_served_spec_decode.py",
+    "test_doctor_served_layers.py",
+    "test_served_mla_drafters.py",
+]
 collect_ignore = [] if os.environ.get("VPATCH_VLLM_SERVED") else SERVED
 
 

@@ -35,6 +35,7 @@ def build(test: str, release: str) -> dict:
         "test_patch_effects",
         "test_served_speculative_decoding",
         "test_fixes_no_selected_release_carries",
+        "test_doctor_mla_drafters_served",
     ):
         targets.unpatched(release)
         targets.patched(release)

@@ -90,8 +90,19 @@ SERVES_SPEC_FROM = Version("0.20.0")
 SERVED_COMPILED = ("0.32.0",)
 
 
+# vLLM's CPU platform builds MLA attention from 0.28.0 (CPU_MLA; 0.27.1
+# raises "MLA is not supported on CPU"): MLA drafters are served with their
+# MLA attention from there (test_served_mla_drafters.py).
+MLA_ON_CPU_FROM = Version("0.28.0")
+
+
 def serves_spec(release: str) -> bool:
     return Version(release) >= SERVES_SPEC_FROM
+
+
+def serves_mla(release: str) -> bool:
+    """Serves EAGLE-3 with MLA attention on CPU (target and drafter)."""
+    return serves_spec(release) and Version(release) >= MLA_ON_CPU_FROM
 
 
 def served_modes(release: str) -> tuple[str, ...]:

@@ -34,6 +34,9 @@ SERVED_TESTS = "test_served_spec_decode.py"
 # process of its own (an engine torn down takes vLLM's parallel groups with it,
 # which the main run's shared engine still needs).
 SERVED_DOCTOR_TESTS = "test_doctor_served_layers.py"
+# doctor against an engine serving MLA drafters with MLA attention: MLA on
+# for the whole process (target and drafter), both installs.
+SERVED_MLA_TESTS = "test_served_mla_drafters.py"
 UPSTREAM_SELECT = (
     "test_registry_imports and (Deepseek or Kimi or Eagle3) or test_registry_is_pp and Deepseek"
 )
@@ -121,6 +124,22 @@ class Session:
                 extra_env={"VPATCH_VLLM_SERVED": "eager", "VPATCH_CUDA_CONTRACT": "0"},
                 timeout=runner.INNER_TIMEOUT * 2,
             )
+        elif test == "test_doctor_mla_drafters_served":
+            # both installs, MLA on (target and drafter); [cpu] only, as above
+            for variant in ("unpatched", "patched"):
+                self._submit(
+                    test,
+                    release,
+                    variant,
+                    tests=(str(runner.INNER / SERVED_MLA_TESTS),),
+                    pytest_args=("--tb=short",),
+                    extra_env={
+                        "VPATCH_VLLM_SERVED": "eager",
+                        "VPATCH_CUDA_CONTRACT": "0",
+                        "VLLM_MLA_DISABLE": "0",
+                    },
+                    timeout=runner.INNER_TIMEOUT * 2,
+                )
         elif test == "test_cuda_contract_catches_an_aliasing_layer0_fix":
             self._submit(
                 test,
