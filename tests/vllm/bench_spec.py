@@ -130,7 +130,8 @@ def one(release: str, mode: str, drafter_dir: Path | None, args) -> dict:
     from vllm_tier.runenv import runtime_env
 
     target = targets.patched(release)
-    renv = runtime_env(target, models.ensure(release), venvs.overlay(release), threads=1)
+    fixtures, overlay = models.ensure(release), venvs.overlay(release)
+    renv = runtime_env(target, fixtures, overlay, threads=1, compiled=mode == "compiled")
     cmd = [str(venvs.ensure(release)), str(Path(__file__).resolve()), "--worker"]
     cmd += ["--mode", mode, "--generates", str(args.generates), "--tokens", str(args.tokens)]
     if drafter_dir is not None:

@@ -25,6 +25,12 @@ def engine_kwargs(**kw) -> dict:
         seed=0,
     )
     base.update(kw)
+    if not base["enforce_eager"]:
+        import torch
+
+        # the tier's eager runs disable Dynamo (vllm_tier/runenv.py): a
+        # compiled engine there would run eager and prove nothing compiled
+        assert not torch._dynamo.config.disable, "TORCHDYNAMO_DISABLE=1 in a compiled run"
     return base
 
 
@@ -292,12 +298,6 @@ def served_mode() -> str:
 
 def served_kwargs(compiled: bool) -> dict:
     """The engine arguments of the served tests, with or without the drafter."""
-    if compiled:
-        import torch
-
-        # the tier's runs disable Dynamo (vllm_tier/runenv.py); a compiled
-        # run that kept it off would serve eager and prove nothing compiled
-        assert not torch._dynamo.config.disable, "TORCHDYNAMO_DISABLE=1 in a compiled run"
     # No prefix caching: each generate prefills its prompts whole (the wiring
     # test finds each prompt's states in the prefill).
     return engine_kwargs(

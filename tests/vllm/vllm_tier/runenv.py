@@ -14,6 +14,7 @@ def runtime_env(
     fixtures: Path | None = None,
     overlay: Path | None = None,
     threads: int | None = None,
+    compiled: bool = False,
 ) -> dict[str, str]:
     """The release's install first on PYTHONPATH (then its dependency overlay,
     then the inner suite's folder, so that ``-p cuda_contract`` loads anywhere),
@@ -34,12 +35,12 @@ def runtime_env(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
-        # Eager runs eager all through: vLLM torch.compiles a few helpers
-        # even under enforce_eager (the sampler's logprob ranks, top-k/top-p),
-        # and compiling them cost 25 s (0.17.0) to 55 s (0.26.0, in the
-        # engine's warmup) an engine, warm inductor cache or not. The compiled
-        # served run sets it back to "0" (session.py).
-        TORCHDYNAMO_DISABLE="1",
+        # An eager run runs eager all through: vLLM torch.compiles a few
+        # helpers even under enforce_eager (the sampler's logprob ranks,
+        # top-k/top-p), and compiling them cost 25 s (0.17.0) to 55 s (0.26.0,
+        # in the engine's warmup) a process, warm inductor cache or not.
+        # A compiled run (``compiled``) keeps Dynamo.
+        TORCHDYNAMO_DISABLE="0" if compiled else "1",
         # Bytecode of whatever a run imports goes to one tree of our own,
         # written once and read by every later run: nothing is written into
         # the venvs, the installs or the repository, and nothing is compiled

@@ -115,6 +115,7 @@ def run_inner(
     fixtures: Path,
     target: Path | None = None,
     extra_env: dict | None = None,
+    compiled: bool = False,
     pytest_args: tuple[str, ...] = (),
     tests: tuple[str, ...] = (str(INNER),),
     rootdir: Path = INNER,
@@ -136,7 +137,7 @@ def run_inner(
     junit = out_dir / f"{name}.xml"
     log = out_dir / f"{name}.log"
     junit.unlink(missing_ok=True)
-    env = runtime_env(target, fixtures, venvs.overlay(release))
+    env = runtime_env(target, fixtures, venvs.overlay(release), compiled=compiled)
     env["VPATCH_VLLM_VARIANT"] = variant
     env["VPATCH_VLLM_RELEASE"] = release
     env.update(extra_env or {})
