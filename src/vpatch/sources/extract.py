@@ -5,14 +5,17 @@ is written: nothing may land outside the destination."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import shutil
 import stat
 import tarfile
+import tempfile
 import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from .. import record
 from ..errors import ConfigError, IntegrityError, UnsafePathError, disk_error
@@ -22,7 +25,10 @@ from .cache import CHUNK, index_file
 from .lazy import RangeFile
 
 # what reading a damaged archive raises, besides BadZipFile / TarError
-ARCHIVE_ERRORS = (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError)
+ARCHIVE_ERRORS = (zipfile.BadZipFile, tarfile.TarError, gzip.BadGzipFile, zlib.error, EOFError)
+# An sdist's tar is decompressed once, into memory up to this size (vLLM
+# 0.33.0's: 154 MB), else a temporary file.
+SPOOL = 256 * 1024 * 1024
 
 
 def open_zip(path: Path) -> zipfile.ZipFile:
@@ -68,18 +74,29 @@ def extract_sdist(archive: Path, dest: Path, top: str) -> None:
     """Unpack an sdist whose members live under `top/` into dest (stripped)."""
     what = archive.name
     try:
-        with tarfile.open(archive) as tar:
-            plan = _check_tar(tar, top, what)  # every member checked before any write
-            for m, rel in plan:
-                m.name = str(rel)
-                if m.islnk():
-                    m.linkname = str(PurePosixPath(*PurePosixPath(m.linkname).parts[1:]))
-                tar.extract(m, dest, filter="data")
+        # tarfile reading a .tar.gz seeks back to the start to extract what
+        # it listed, decompressing it twice (2.3 s of 0.33.0's 5.4 s): the tar
+        # is decompressed once, and read from there
+        with tempfile.SpooledTemporaryFile(SPOOL) as spool:
+            with gzip.open(archive) as gz:
+                shutil.copyfileobj(gz, spool, CHUNK)
+            spool.seek(0)
+            _extract_tar(spool, dest, top, what)
     except ARCHIVE_ERRORS as e:
         why = str(e).splitlines()[0].rstrip(": ") if str(e) else type(e).__name__
         raise IntegrityError(f"{what} is not a readable tar.gz archive ({why})") from None
     except OSError as e:
         raise disk_error(e, f"cannot unpack {what}") from None
+
+
+def _extract_tar(fileobj: IO[bytes], dest: Path, top: str, what: str) -> None:
+    with tarfile.open(fileobj=fileobj, mode="r:") as tar:
+        plan = _check_tar(tar, top, what)  # every member checked before any write
+        for m, rel in plan:
+            m.name = str(rel)
+            if m.islnk():
+                m.linkname = str(PurePosixPath(*PurePosixPath(m.linkname).parts[1:]))
+            tar.extract(m, dest, filter="data")
 
 
 def _is_link(info: zipfile.ZipInfo) -> bool:
