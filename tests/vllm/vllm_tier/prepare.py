@@ -71,7 +71,7 @@ Started = Callable[[str, str, dict], None]
 def ahead(wanted: dict[str, list[str]], then: Started | None = None) -> float:
     """Build what ``wanted`` ({release: [outer test names]}) needs: the venvs
     first (one per torch pin, at once: the big downloads), then the fixtures,
-    then JOBS builds at a time (newest release first), calling ``then(test, release, made)`` after
+    then JOBS builds at a time, calling ``then(test, release, made)`` after
     each (the session starts its runs). A failed build is only logged: the
     tier's session fixture builds it again in line, which reports the error.
     The seconds it took."""
@@ -94,10 +94,7 @@ def ahead(wanted: dict[str, list[str]], then: Started | None = None) -> float:
         list(pool.map(lambda r: logged(venvs.ensure, r), per_venv.values()))
     logged(models.ensure, first[0])
     with ThreadPoolExecutor(JOBS) as pool:
-        # newest first: the newest releases have the most and the longest
-        # runs (served, compiled), which then start first and leave the short
-        # runs of the oldest to fill the cores at the end
-        for release, tests in reversed(wanted.items()):
+        for release, tests in wanted.items():
             pool.submit(logged, venvs.ensure, release)
             for test in tests:
                 pool.submit(logged, build_then, test, release)
