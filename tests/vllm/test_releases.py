@@ -177,13 +177,18 @@ def _conclude(request, release: str, head: str, lines: list[str], bad: list[str]
 UPSTREAM_ERROR = re.compile(r"unsupported operand type\(s\) for \+: '(Fake)?Tensor' and 'NoneType'")
 
 
+def _or_skip(found: list, why: str) -> list:
+    """An outer test's releases: those found, else one skipped case saying why."""
+    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+
+
 def _served_releases() -> list:
     found = [r for r in selected_releases() if releases.serves_spec(r)]
     why = (
         f"no selected release serves speculative decoding on CPU (from "
         f"{releases.SERVES_SPEC_FROM}; 0.15-0.19.1: test_gpu.py only)"
     )
-    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+    return _or_skip(found, why)
 
 
 @pytest.mark.vllm
@@ -238,7 +243,7 @@ def _mla_releases() -> list:
         f"no selected release serves EAGLE-3 with MLA attention on CPU (from "
         f"{releases.MLA_ON_CPU_FROM})"
     )
-    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+    return _or_skip(found, why)
 
 
 @pytest.mark.vllm
@@ -268,7 +273,7 @@ def _fix_releases() -> list:
     except TierError as e:
         raise pytest.UsageError(str(e)) from None
     why = "every fix of releases.FIX_MARKERS is carried by a selected release"
-    return sorted(found) or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+    return _or_skip(sorted(found), why)
 
 
 @pytest.mark.vllm
@@ -291,7 +296,7 @@ def test_fixes_no_selected_release_carries(release, tier, request):
 def _aliasing_releases() -> list:
     found = [r for r in selected_releases() if r in ALIASING]
     why = f"no selected release has an aliasing layer-0 fixture series ({', '.join(ALIASING)})"
-    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+    return _or_skip(found, why)
 
 
 @pytest.mark.vllm
@@ -332,7 +337,7 @@ def _series_test_releases() -> list:
         if sdir is not None and upstream.series_tests(sdir):
             found.append(r)
     why = "no selected release's series adds a test to vLLM's own test tree"
-    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+    return _or_skip(found, why)
 
 
 @pytest.mark.vllm
@@ -379,7 +384,7 @@ def _upstream_releases() -> list:
     own vLLM test (test_series_own_tests_under_the_cuda_contract)."""
     found = [r for r in selected_releases() if releases.has_eagle3_series(r)]
     why = "vLLM's registry tests run only for releases whose series adds EAGLE-3 (0.15-0.17)"
-    return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
+    return _or_skip(found, why)
 
 
 @pytest.mark.vllm
