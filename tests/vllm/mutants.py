@@ -60,11 +60,12 @@ BACKEND = "test_drafter_attention_backend.py"
 
 def select(release: str) -> tuple[str, ...]:
     """The pytest arguments of every run on ``release`` (the baseline's and the
-    mutants'): everything where the series carries EAGLE-3, else the
+    mutants'): where the series carries EAGLE-3, the main inner run's
+    selection (everything but the tests of fixes it does not carry), else the
     patch-effect tests of the fixes its series carries (the layer-0 fix and
     the markers of releases.FIX_MARKERS)."""
     if releases.has_eagle3_series(release):
-        return ()
+        return releases.inner_select(release)
     has = releases.carried(release)
     markers = [m for slug, m in releases.FIX_MARKERS.items() if slug in has]
     return ("-m", " or ".join(["layer0_fix", *markers]))
