@@ -305,6 +305,15 @@ def served_kwargs(compiled: bool) -> dict:
     )
 
 
+def spec_counters(llm) -> dict[str, float]:
+    """vLLM's spec-decode counters of an engine (disable_log_stats=False)."""
+    out: dict[str, float] = {}
+    for m in llm.get_metrics():
+        if m.name.startswith("vllm:spec_decode") and hasattr(m, "value"):
+            out[m.name] = out.get(m.name, 0.0) + float(m.value or 0)
+    return out
+
+
 def generate_tokens(llm, prompts, max_tokens: int) -> list[list[int]]:
     outs = llm.generate(prompts, greedy(max_tokens), use_tqdm=False)
     return [list(o.outputs[0].token_ids) for o in outs]

@@ -29,7 +29,7 @@ import os
 
 import pytest
 from doctor_pairs import severity, verdict_serve
-from helpers import engine_kwargs, greedy
+from helpers import engine_kwargs, greedy, spec_counters
 from mla_drafters import MLA_KERNEL, write_mla_drafter, write_mla_target
 
 pytestmark = pytest.mark.skipif(
@@ -58,13 +58,6 @@ def _engine_facts(worker) -> dict:
     }
 
 
-def _drafts(llm) -> int:
-    for m in llm.get_metrics():
-        if m.name == "vllm:spec_decode_num_draft_tokens":
-            return int(m.value)
-    return 0
-
-
 def served(target, drafter) -> dict:
     from vllm import LLM
 
@@ -75,7 +68,7 @@ def served(target, drafter) -> dict:
         facts = llm.collective_rpc(_engine_facts)[0]
         out = llm.generate(["w1 w2 w3", "w4 w5"], greedy(6), use_tqdm=False)
         facts["generated"] = [len(o.outputs[0].token_ids) for o in out]
-        facts["drafts"] = _drafts(llm)
+        facts["drafts"] = spec_counters(llm).get("vllm:spec_decode_num_draft_tokens", 0)
         return facts
     finally:
         del llm

@@ -44,6 +44,7 @@ from helpers import (
     greedy,
     served_kwargs,
     served_mode,
+    spec_counters,
 )
 
 MODE = served_mode()
@@ -121,19 +122,11 @@ def _generate(llm, max_tokens: int = SERVED_MAX_TOKENS):
         raise
 
 
-def _counters(llm) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for m in llm.get_metrics():
-        if m.name.startswith("vllm:spec_decode") and hasattr(m, "value"):
-            out[m.name] = out.get(m.name, 0.0) + float(m.value or 0)
-    return out
-
-
 @pytest.mark.kernels
 def test_served_eagle3_is_lossless(served, plain, kernels):
-    before = _counters(served)
+    before = spec_counters(served)
     got = [list(o.outputs[0].token_ids) for o in _generate(served)]
-    after = _counters(served)
+    after = spec_counters(served)
     assert got == plain(), "EAGLE-3 changed the greedy output"
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     assert delta.get("vllm:spec_decode_num_drafts", 0) > 0, f"no drafts proposed: {delta}"
