@@ -29,6 +29,7 @@ from typing import Any
 import tomllib
 from packaging.version import InvalidVersion, Version
 
+from . import resources
 from .errors import ConfigError, PatchError, disk_error
 from .paths import write_atomic
 from .series import Series, parse
@@ -107,7 +108,7 @@ def _span(where: str, text: object) -> tuple[str, str]:
 def read(path: Path) -> dict[str, Any]:
     """patches.toml as data ({} when there is none)."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return resources.parse_toml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

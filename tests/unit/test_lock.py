@@ -39,6 +39,19 @@ def test_round_trip(tmp_path, pins):
     assert back.with_series() == [] and back.series("10.1.0") is None
 
 
+def test_a_lock_edited_in_the_same_process_is_read_anew(tmp_path, pins):
+    # lock.load parses once per text (resources.parse_toml): an edit between two
+    # loads, as `vpatch lock --refresh` makes, must show in the second
+    path = tmp_path / "VERSIONS.lock"
+    path.write_text(lock.dumps(pins))
+    first = lock.load(path)
+    moved = lock.Release("9.9.0", "v9.9.0", "fedcba9", "patched")
+    path.write_text(lock.dumps(pins.with_release(moved)))
+    second = lock.load(path)
+    assert first.get("9.9.0").commit != "fedcba9" and second.get("9.9.0").commit == "fedcba9"
+    assert lock.load(path).releases == second.releases
+
+
 @pytest.mark.parametrize(
     "text, why",
     [

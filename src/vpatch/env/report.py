@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import lock, probes
 from . import journal, locking, receipt, status
-from .dist import find, read_record
+from .dist import Dist, find, read_record
 
 WAIT = 30.0  # seconds to wait for a running install or uninstall
 
@@ -50,12 +50,14 @@ def inspect(
     pins: lock.Lock | None = None,
     checks: probes.Probes | None = None,
     wait: float = WAIT,
+    found: Dist | None = None,
 ) -> Report:
     """The report for python's vLLM (default: `python3` on PATH). Rolls back
     an interrupted vpatch run first (waiting up to `wait` seconds for a
     running one). Raises vpatch.errors: ConfigError (no usable python or
-    no vLLM), TreeError (an environment vpatch cannot read or recover)."""
-    d = find(python)
+    no vLLM), TreeError (an environment vpatch cannot read or recover).
+    `found`: what env.dist.find said of python already (doctor asks first)."""
+    d = found or find(python)
     pins = pins or lock.load()
     checks = checks if checks is not None else probes.load()
     release, own = status.own_series(pins, d)

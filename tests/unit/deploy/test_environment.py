@@ -42,6 +42,19 @@ def test_readiness_is_what_vpatch_check_says(fake, monkeypatch):
     assert E.by_check(E.VllmEnv(sys.executable)) == E.UNKNOWN  # no vLLM
 
 
+def test_doctor_asks_the_interpreter_once(fake, monkeypatch):
+    # find_vllm keeps what the interpreter said; by_check's `vpatch check`
+    # report reuses it instead of starting the interpreter again (0.1 s a call)
+    from vpatch.env import dist
+
+    monkeypatch.setenv("VPATCH_ROOT", str(fake.lock_path.parent))
+    asked = []
+    real = dist.ask
+    monkeypatch.setattr(dist, "ask", lambda py: asked.append(py) or real(py))
+    env = E.find_vllm(str(fake.py))
+    assert E.by_check(env).known and len(asked) == 1
+
+
 @pytest.mark.parametrize(
     "patches,slug,want",
     [
