@@ -1,8 +1,10 @@
-"""Greedy tokens of the tiny DeepSeek-V3 without a drafter, in a process of
-its own (one engine per process): the reference the served speculative tests
-compare with. Runs in a tier run's environment (release/ on PYTHONPATH)::
+"""Greedy tokens of the tiny DeepSeek-V3 without a drafter, eager, in a
+process of its own (one engine per process): the reference the served
+speculative tests compare with, eager and compiled alike. Runs in a tier run's
+environment (release/ on PYTHONPATH), with Dynamo off (TORCHDYNAMO_DISABLE=1,
+as every eager tier run)::
 
-    python plain_generate.py --target DIR --out tokens.json [--compiled]
+    python plain_generate.py --target DIR --out tokens.json
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", required=True)
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--compiled", action="store_true")
     args = ap.parse_args(argv)
 
     import cpu_rotary
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     from helpers import SERVED_MAX_TOKENS, SERVED_PROMPTS, generate_tokens, served_kwargs
     from vllm import LLM
 
-    llm = LLM(model=args.target, **served_kwargs(args.compiled))
+    llm = LLM(model=args.target, **served_kwargs(compiled=False))
     tokens = generate_tokens(llm, SERVED_PROMPTS, SERVED_MAX_TOKENS)
     args.out.write_text(json.dumps({"prompts": SERVED_PROMPTS, "tokens": tokens}))
     return 0

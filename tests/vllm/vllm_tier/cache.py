@@ -8,6 +8,7 @@ checked against VERSIONS.lock by vpatch.sources)."""
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,10 +55,12 @@ def built(
         if stamp(dest) == key:
             return dest
         say(f"making {what} at {dest}")
+        t0 = time.monotonic()
         work = dest if in_place else dest.with_name(dest.name + ".tmp")
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         make(work)
+        say(f"made {dest.relative_to(root())} in {time.monotonic() - t0:.0f}s")
         (work / STAMP).write_text(key + "\n")
         if not in_place:
             shutil.rmtree(dest, ignore_errors=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import TIER, targets, venvs
+from .log import say
 from .releases import inner_select
 from .runenv import runtime_env
 
@@ -162,6 +163,7 @@ def run_inner(
     cmd += [*pytest_args, *tests]
     with SLOTS, open(log, "w") as fh:
         t0 = time.monotonic()
+        say(f"run {release} {out_dir.name}/{name} started")
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
         try:
@@ -177,6 +179,8 @@ def run_inner(
         except subprocess.TimeoutExpired:
             rc = None
     seconds = time.monotonic() - t0
+    # with the start line, ahead.log is the timeline of a session's runs
+    say(f"run {release} {out_dir.name}/{name} exit {rc} in {seconds:.0f}s")
     return InnerRun(release, variant, rc, seconds, junit, log, parse_junit(junit), timeout)
 
 
