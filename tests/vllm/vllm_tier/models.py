@@ -16,13 +16,14 @@ def ensure(release: str) -> Path:
     are plain safetensors: any torch of the tier makes the same files)."""
     src = TIER / "fixtures.py"
     key = hashlib.sha256(src.read_bytes()).hexdigest()[:12]
-    py = venvs.ensure(release)
     return cache.built(
         cache.root() / "fixtures" / key,
         key,
+        # the venv only when the fixtures are made: made, they are there for
+        # a release whose venv is still being built (prepare.ahead)
         # bytecode into the runs' own tree (see runenv), not into the venv
         lambda out: run(
-            [py, src, "--out", out],
+            [venvs.ensure(release), src, "--out", out],
             env={**os.environ, "PYTHONPYCACHEPREFIX": str(cache.root() / "pycache")},
         ),
         "the tiny model fixtures",

@@ -70,11 +70,14 @@ Started = Callable[[str, str, dict], None]
 
 def ahead(wanted: dict[str, list[str]], then: Started | None = None) -> float:
     """Build what ``wanted`` ({release: [outer test names]}) needs: the venvs
-    first (one per torch pin, at once: the big downloads), then the fixtures,
-    then JOBS builds at a time, calling ``then(test, release, made)`` after
-    each (the session starts its runs). A failed build is only logged: the
-    tier's session fixture builds it again in line, which reports the error.
-    The seconds it took."""
+    at once (one per torch pin: the big downloads), and as each is ready the
+    fixtures (the first venv ready makes them) and its releases' builds, JOBS
+    builds at a time, calling ``then(test, release, made)`` after each (the
+    session starts its runs). A venv does not wait for the others: a cold
+    venv-torch2.13 (a CPU torch) is ready minutes before the two whose torch
+    brings CUDA's libraries, and its releases' runs start then. A failed
+    build is only logged: the tier's session fixture builds it again in line,
+    which reports the error. The seconds it took."""
     t0 = time.monotonic()
 
     def logged(fn, *args) -> None:
@@ -88,16 +91,22 @@ def ahead(wanted: dict[str, list[str]], then: Started | None = None) -> float:
         if then is not None:
             then(test, release, made)
 
-    first = list(wanted)
-    per_venv = {releases.venv_of(r).name: r for r in reversed(first)}
-    with ThreadPoolExecutor(len(per_venv)) as pool:
-        list(pool.map(lambda r: logged(venvs.ensure, r), per_venv.values()))
-    logged(models.ensure, first[0])
+    per_venv: dict[str, list[str]] = {}
+    for release in wanted:
+        per_venv.setdefault(releases.venv_of(release).name, []).append(release)
+
     with ThreadPoolExecutor(JOBS) as pool:
-        for release, tests in wanted.items():
-            pool.submit(logged, venvs.ensure, release)
-            for test in tests:
-                pool.submit(logged, build_then, test, release)
+
+        def chain(group: list[str]) -> None:
+            logged(venvs.ensure, group[0])
+            logged(models.ensure, group[0])
+            for release in group:
+                pool.submit(logged, venvs.ensure, release)  # its overlay
+                for test in wanted[release]:
+                    pool.submit(logged, build_then, test, release)
+
+        with ThreadPoolExecutor(len(per_venv) or 1) as venv_pool:
+            list(venv_pool.map(chain, per_venv.values()))
     return time.monotonic() - t0
 
 
