@@ -28,7 +28,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from helpers import FIXTURES, Capture, engine_args, engine_kwargs
+from helpers import FIXTURES, Capture, engine_args, engine_kwargs, in_process
 
 # The CUDA contract (cuda_contract.py): vLLM's CPU ops write into their inputs
 # where the CUDA kernels do. VPATCH_CUDA_CONTRACT=1: the whole session under it;
@@ -124,7 +124,7 @@ def patched() -> bool:
 def llm(paths):
     """The tiny DeepSeek-V3 under vllm.LLM, in this process
     (VLLM_ENABLE_V1_MULTIPROCESSING=0), so apply_model returns the model."""
-    assert os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
+    in_process()
     from vllm import LLM
 
     return LLM(model=paths["deepseek_v3"], **engine_kwargs())

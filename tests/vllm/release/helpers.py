@@ -34,6 +34,13 @@ def engine_kwargs(**kw) -> dict:
     return base
 
 
+def in_process() -> None:
+    """The engine about to be built runs in this process: the test reaches
+    its model and worker here (apply_model, collective_rpc).
+    vllm_tier/runenv.py sets VLLM_ENABLE_V1_MULTIPROCESSING=0 for every run."""
+    assert os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0", "run through the tier"
+
+
 def engine_args(model: str, **kw):
     from vllm.engine.arg_utils import EngineArgs
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from doctor_pairs import save, verdict_serve
-from helpers import FIXTURES, engine_kwargs, vllm_release
+from helpers import FIXTURES, engine_kwargs, in_process, vllm_release
 
 TARGET = FIXTURES / "deepseek_v3"
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -89,6 +89,7 @@ def _engine_facts(worker) -> dict:
 
 
 def served(drafter: Path) -> dict:
+    in_process()  # collective_rpc runs _engine_facts in this process's worker
     from vllm import LLM
 
     spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 2}
@@ -107,18 +108,6 @@ def _greedy(n: int):
     from vllm import SamplingParams
 
     return SamplingParams(temperature=0.0, max_tokens=n)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def in_process(monkeypatch_module):
-    # one engine process: collective_rpc runs the function in this process's worker
-    monkeypatch_module.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))

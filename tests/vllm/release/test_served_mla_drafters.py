@@ -29,7 +29,7 @@ import os
 
 import pytest
 from doctor_pairs import severity, verdict_serve
-from helpers import engine_kwargs, greedy, spec_counters
+from helpers import engine_kwargs, greedy, in_process, spec_counters
 from mla_drafters import MLA_KERNEL, write_mla_drafter, write_mla_target
 
 pytestmark = pytest.mark.skipif(
@@ -59,6 +59,7 @@ def _engine_facts(worker) -> dict:
 
 
 def served(target, drafter) -> dict:
+    in_process()  # collective_rpc runs _engine_facts in this process's worker
     from vllm import LLM
 
     spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": DRAFT_TOKENS}
@@ -78,14 +79,6 @@ def served(target, drafter) -> dict:
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     return write_mla_target(tmp_path_factory.mktemp("mla") / "target")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def in_process():
-    # one engine process: collective_rpc runs the function in this process's worker
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        yield
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
