@@ -5,9 +5,9 @@ release's own ruff settings with the ruff version its pre-commit config pins.
 `vpatch apply` makes a whole tree (the sdist or wheel in a git repository,
 then `git am` of the series) for the releases of TREES: every patch file
 under patches/ goes through `git am` on a real tree at least once. The rest
-of the checks run on every release with a series, on its patched files alone
-(the files the series touches, from the cache, patched the way `vpatch apply`
-patches: full context, no fuzz); a whole tree costs 4-12 s, most of it
+of the checks run on every release with a series, on a tree of the files the
+series touches alone (from the file cache, as `vpatch lint` checks a series:
+vpatch.tree.apply, the same `git am`); a whole tree costs 4-12 s, most of it
 `git add` of 8,000 files, and 28 of them were a third of the unit tests'
 time."""
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import py_compile
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -24,7 +23,8 @@ from pathlib import Path
 
 import pytest
 from support import series_of
-from vpatch import gitutil, lock
+from vpatch import lock
+from vpatch import tree as trees
 from vpatch.commands import apply
 from vpatch.sources import cache as downloads
 from vpatch.sources.files import release_files
@@ -81,13 +81,10 @@ def patched(tmp_path_factory):
 
     def files(version: str) -> tuple[Path, Path]:
         if version not in made:
-            todo = series_of(PINS, version)
-            base = release_files(PINS.get(version), set(todo.files) | {"vllm/_version.py"})
+            rel, todo = PINS.get(version), series_of(PINS, version)
+            base = release_files(rel, set(todo.files) | {"vllm/_version.py"})
             out = tmp_path_factory.mktemp("patched") / version
-            shutil.copytree(base, out)
-            for p in todo.patches:
-                ok, report = gitutil.apply_folder(out, p.path, context=3)
-                assert ok, f"{p.name} does not apply to vLLM {version}: {report}"
+            trees.apply(rel, todo, out, source=str(base))
             made[version] = base, out
         return made[version]
 

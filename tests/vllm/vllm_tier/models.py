@@ -19,9 +19,9 @@ def ensure(release: str) -> Path:
     return cache.built(
         cache.root() / "fixtures" / key,
         key,
-        # the venv only when the fixtures are made: made, they are there for
-        # a release whose venv is still being built (prepare.ahead)
-        # bytecode into the runs' own tree (see runenv), not into the venv
+        # The venv is asked for only to make them: made, the fixtures serve a
+        # release whose venv is still being built (prepare.ahead). Bytecode
+        # goes into the runs' own tree (see runenv), not into the venv.
         lambda out: run(
             [venvs.ensure(release), src, "--out", out],
             env={**os.environ, "PYTHONPYCACHEPREFIX": str(cache.root() / "pycache")},
