@@ -34,10 +34,12 @@ HERE = Path(__file__).resolve().parent
 def worker(args) -> int:
     """Runs inside the venv with one release on PYTHONPATH; prints JSON."""
     sys.path.insert(0, str(HERE / "release"))
+    import cpu_workarounds
     import torch
     from helpers import FIXTURES, engine_kwargs, greedy
     from vllm import LLM
 
+    cpu_workarounds.install()  # the CPU paths of the tier's runs, on every release
     torch.set_num_threads(1)
     llm = LLM(model=str(FIXTURES / "deepseek_v3"), **engine_kwargs(max_num_seqs=8))
     model = llm.apply_model(lambda m: m)[0]
@@ -94,7 +96,7 @@ def one(release: str, variant: str, fixtures: Path, args) -> dict:
     from vllm_tier.runenv import runtime_env
 
     target = targets.target(release, variant == "patched")
-    renv = runtime_env(target, fixtures, venvs.overlay(release), threads=1)
+    renv = runtime_env(target, fixtures, release, threads=1)
     cmd = [
         str(venvs.ensure(release)),
         str(Path(__file__).resolve()),

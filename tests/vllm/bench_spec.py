@@ -37,12 +37,12 @@ SPEC_TOKENS = 3
 def worker(args) -> int:
     """Runs inside the venv with one release on PYTHONPATH; prints JSON."""
     sys.path.insert(0, str(HERE / "release"))
-    import cpu_rotary
+    import cpu_workarounds
     import torch
-
-    cpu_rotary.install()
-    torch.set_num_threads(1)
     from helpers import FIXTURES, engine_kwargs, greedy
+
+    cpu_workarounds.install()
+    torch.set_num_threads(1)
     from vllm import LLM
 
     kw = engine_kwargs(
@@ -130,8 +130,8 @@ def one(release: str, mode: str, drafter_dir: Path | None, args) -> dict:
     from vllm_tier.runenv import runtime_env
 
     target = targets.patched(release)
-    fixtures, overlay = models.ensure(release), venvs.overlay(release)
-    renv = runtime_env(target, fixtures, overlay, threads=1, compiled=mode == "compiled")
+    fixtures = models.ensure(release)
+    renv = runtime_env(target, fixtures, release, threads=1, compiled=mode == "compiled")
     cmd = [str(venvs.ensure(release)), str(Path(__file__).resolve()), "--worker"]
     cmd += ["--mode", mode, "--generates", str(args.generates), "--tokens", str(args.tokens)]
     if drafter_dir is not None:

@@ -19,7 +19,16 @@ from vllm_tier.log import say
 from vllm_tier.runenv import runtime_env
 from vpatch.errors import VpatchError
 
-SHOWN = ("VLLM", "VPATCH", "HF_", "TRANSFORMERS", "PYTHONPATH", "TOKENIZERS")
+SHOWN = (
+    "VLLM",
+    "VPATCH",
+    "HF_",
+    "TRANSFORMERS",
+    "PYTHONPATH",
+    "TOKENIZERS",
+    "TORCHDYNAMO",
+    "LD_PRELOAD",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"environment ready in {time.monotonic() - t0:.0f}s")
     if args.print_env:
         first = wanted[0]
-        env = runtime_env(made[first], fixtures, venvs.overlay(first))
+        env = runtime_env(made[first], fixtures, first)
         for k in sorted(env):
             if k.startswith(SHOWN):
                 print(f"export {k}={env[k]!s}")

@@ -183,10 +183,9 @@ def _or_skip(found: list, why: str) -> list:
 
 
 def _served_releases() -> list:
-    found = [r for r in selected_releases() if releases.serves_spec(r)]
-    why = (
-        f"no selected release serves speculative decoding on CPU (from "
-        f"{releases.SERVES_SPEC_FROM}; 0.15-0.19.1: test_gpu.py only)"
+    found = [r for r in selected_releases() if releases.serves_eagle3(r)]
+    why = "no selected release serves EAGLE-3 on CPU (test_gpu.py only): " + "; ".join(
+        f"{r}: {releases.no_eagle3_on_cpu(r)}" for r in selected_releases()
     )
     return _or_skip(found, why)
 
@@ -240,8 +239,8 @@ def test_doctor_names_the_served_layers(release, tier, request):
 def _mla_releases() -> list:
     found = [r for r in selected_releases() if releases.serves_mla(r)]
     why = (
-        f"no selected release serves EAGLE-3 with MLA attention on CPU (from "
-        f"{releases.MLA_ON_CPU_FROM})"
+        f"no selected release serves EAGLE-3 with MLA attention on CPU (MLA from "
+        f"{releases.MLA_ON_CPU_FROM}, where EAGLE-3 is served: releases.NO_EAGLE3_ON_CPU)"
     )
     return _or_skip(found, why)
 

@@ -21,10 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args(argv)
 
-    import cpu_rotary
-
-    cpu_rotary.install()  # the same rotary path as the served engine's process
+    import cpu_workarounds
     from helpers import SERVED_MAX_TOKENS, SERVED_PROMPTS, generate_tokens, served_kwargs
+
+    cpu_workarounds.install()  # the same CPU paths as the served engine's process
     from vllm import LLM
 
     llm = LLM(model=args.target, **served_kwargs(compiled=False))

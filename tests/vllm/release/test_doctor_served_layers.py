@@ -9,8 +9,9 @@ match it in the serve command, as a user would write it).
 
 Runs only in a process of its own (VPATCH_VLLM_SERVED; the tier's outer
 test_doctor_names_the_served_layers starts it on the patched install): each
-engine torn down takes vLLM's parallel groups with it. The served path runs
-EAGLE-3 on CPU from 0.20.0; the tier starts it only there.
+engine torn down takes vLLM's parallel groups with it. The tier starts it
+only where vLLM's CPU runner serves EAGLE-3 (not on the releases of
+vllm_tier.releases.NO_EAGLE3_ON_CPU, which says why).
 The drafters here have head_dim 32 (the CPU attention kernels' smallest), and
 draft vocab = vocab with no d2t (0.30.0+ refuse d2t then).
 (Acceptance on the tiny model hardly reacts to mis-fed layers, so it is not
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 from doctor_pairs import save, verdict_serve
-from helpers import FIXTURES, engine_kwargs, in_process, vllm_release
+from helpers import FIXTURES, engine_kwargs, in_process
 
 TARGET = FIXTURES / "deepseek_v3"
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -43,11 +44,6 @@ VARIANTS = {
     "top_output": ({IDS: [1, 3, 4], "eagle_config": {IDS: [1, 3, 4]}}, (2, 4, 5)),
     "top_converted": ({IDS: [2, 4, 5], "eagle_config": {IDS: [1, 3, 4]}}, (2, 4, 5)),
 }
-
-
-pytestmark = pytest.mark.skipif(
-    vllm_release() < (0, 20, 0), reason="EAGLE-3 is served on CPU from 0.20.0"
-)
 
 
 def make_drafter(out: Path, config: dict) -> Path:

@@ -1,4 +1,5 @@
-"""EAGLE-3 served end to end by vLLM's CPU model runner (0.20.0+): engine start
+"""EAGLE-3 served end to end by vLLM's CPU model runner, on the releases where
+it serves it (not those of vllm_tier.releases.NO_EAGLE3_ON_CPU): engine start
 and its profile run, the runner asking the target for the drafter's aux layers
 (the drafter fixture asks for [0, 4, 7]: layer 0 is the embedding), the
 target's forward (eager, or compiled with torch.compile), the proposer's

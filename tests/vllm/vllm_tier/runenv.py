@@ -6,23 +6,28 @@ import os
 import sys
 from pathlib import Path
 
-from . import TIER, cache
+from . import TIER, cache, venvs
 
 
 def runtime_env(
     target: Path,
     fixtures: Path | None = None,
-    overlay: Path | None = None,
+    release: str | None = None,
     threads: int | None = None,
     compiled: bool = False,
 ) -> dict[str, str]:
-    """The release's install first on PYTHONPATH (then its dependency overlay,
-    then the inner suite's folder, so that ``-p cuda_contract`` loads anywhere),
-    and the settings the tiny model needs on CPU."""
+    """The install ``target`` first on PYTHONPATH (then the dependency overlay
+    of ``release``, then the inner suite's folder, so that ``-p cuda_contract``
+    loads anywhere), the libraries ``release`` must have preloaded, and the
+    settings the tiny model needs on CPU."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.pop("PYTHONPATH", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    overlay = venvs.overlay(release) if release else None
     path = [str(target), *([str(overlay)] if overlay else []), str(TIER / "release")]
+    preload = venvs.preload(release) if release else []
+    if preload:
+        env["LD_PRELOAD"] = os.pathsep.join([*preload, *filter(None, [env.get("LD_PRELOAD")])])
     env.update(
         PYTHONPATH=os.pathsep.join(path),
         VPATCH_VLLM_TARGET=str(target),

@@ -138,7 +138,7 @@ def run_inner(
     junit = out_dir / f"{name}.xml"
     log = out_dir / f"{name}.log"
     junit.unlink(missing_ok=True)
-    env = runtime_env(target, fixtures, venvs.overlay(release), compiled=compiled)
+    env = runtime_env(target, fixtures, release, compiled=compiled)
     env["VPATCH_VLLM_VARIANT"] = variant
     env["VPATCH_VLLM_RELEASE"] = release
     env.update(extra_env or {})

