@@ -124,7 +124,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     from .commands import matrix
 
     m = matrix.build(args.versions, offline=args.offline, jobs=args.jobs, say=say)
-    print(m.to_json() if args.format == "json" else m.to_markdown(), end="")
+    if args.format == "json":
+        print(json.dumps(m.to_json(), indent=2))
+    else:
+        print(m.to_markdown(), end="")
     return 0
 
 
@@ -318,7 +321,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Exit 0 when the pair is ok, 1 when doctor found an error, 2 for bad input."""
     from .commands import doctor
-    from .deploy.doctor import Request
+    from .commands.doctor import Request
 
     req = Request(
         command=tuple(args.command),
@@ -330,7 +333,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         num_speculative_tokens=args.num_speculative_tokens,
     )
     report = doctor.doctor(req)
-    print(report.to_json() if args.format == "json" else report.to_text())
+    print(json.dumps(report.to_json(), indent=2) if args.format == "json" else report.to_text())
     return 0 if report.ok else 1
 
 

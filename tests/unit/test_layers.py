@@ -1,5 +1,5 @@
 """The package's shape: imports point one way (core, git, sources, tree,
-the wheel/env/deploy/pr libraries, commands, cli), no import cycles counting
+the wheel/env/doctor/pr libraries, commands, cli), no import cycles counting
 function-level imports, and gitutil is the only module that runs git."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ LAYERS = (
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
     ("tree", ("tree",)),
-    ("libraries", ("wheel", "env", "deploy", "pr")),
+    ("libraries", ("wheel", "env", "doctor", "pr")),
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__")),
 )

@@ -19,7 +19,6 @@ as member reads from the cached sdist or wheel, and kept under
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -27,6 +26,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import gitutil, lock, probes, series
 from ..sources.cache import Say, quiet
@@ -131,8 +131,8 @@ class Matrix:
     pinned: dict[str, str]  # release -> its lock status, or "unpinned"
     series: dict[str, str]  # release -> whether its own series applies
 
-    def to_json(self) -> str:
-        return json.dumps({"releases": self.releases, "series": self.series}, indent=2) + "\n"
+    def to_json(self) -> dict[str, Any]:
+        return {"releases": self.releases, "series": self.series}
 
     def to_markdown(self) -> str:
         labels = [f"P{i}" for i in range(1, len(self.patches) + 1)]

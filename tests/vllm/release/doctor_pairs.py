@@ -301,7 +301,7 @@ def severity(report, check: str) -> str:
 
 
 def rules():
-    from vpatch.deploy import releases
+    from vpatch.doctor import releases
 
     env, _ = environment()
     place = releases.place(env.version, releases.known_releases())

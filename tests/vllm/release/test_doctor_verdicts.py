@@ -87,7 +87,7 @@ def test_pair_doctor_passes_loads_and_drafts(variants, model, vllm_config, relea
     """The good drafter (draft vocab 128 with a real d2t): doctor says ok and
     serves it with method eagle3; vLLM loads it against the DeepSeek-V3 target
     and drafts target ids through d2t (draft i -> target 2i)."""
-    from vpatch.deploy import releases
+    from vpatch.doctor import releases
 
     report = verdict(TARGET, variants["good"])
     assert '"method": "eagle3"' in report.serve
@@ -103,14 +103,14 @@ def test_pair_doctor_passes_loads_and_drafts(variants, model, vllm_config, relea
 
 
 def _runner(r, pp: int = 1) -> str:
-    from vpatch.deploy import releases
+    from vpatch.doctor import releases
 
     return releases.runner(r, "DeepseekV3ForCausalLM", pp, env={})
 
 
 def _silent(name: str, out, r) -> bool:
     """Did the pair run but break without an error, the way doctor says?"""
-    from vpatch.deploy import releases
+    from vpatch.doctor import releases
 
     v = VARIANTS[name]
     if out.failed:
@@ -149,7 +149,7 @@ def _expected_failure(name: str, r, series: bool, ready) -> tuple[str, type, str
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_doctor_verdict_matches_vllm(name, variants, model, vllm_config, release_rules, aux_reset):
-    from vpatch.deploy.releases import patched_eagle3
+    from vpatch.doctor.releases import patched_eagle3
 
     v = VARIANTS[name]
     report = verdict(TARGET, variants[name])
@@ -187,7 +187,7 @@ def test_nested_ids_are_read_only_where_doctor_says(variants, model, vllm_config
     release and target ignores them (and on 0.22.0+ the V1 runner would read
     them, which doctor's message says)."""
     from doctor_pairs import runner_ids
-    from vpatch.deploy import releases
+    from vpatch.doctor import releases
 
     r = release_rules
     report = verdict(TARGET, variants["nested_only"])
@@ -222,7 +222,7 @@ def test_pipeline_parallel_verdict(variants, model, vllm_config, release_rules, 
     """PP 2 with the default ids (2, 4, 5): the last rank owns layers 4..7, so
     layer 2 is on another rank. doctor says error; vLLM refuses (the 0.15-0.17
     series: ValueError; 0.30+: the V2 runner's check) or drops layer 2."""
-    from vpatch.deploy.releases import patched_eagle3
+    from vpatch.doctor.releases import patched_eagle3
 
     r = release_rules
     report = verdict(TARGET, variants["good"], pp=2)
@@ -259,7 +259,7 @@ def test_pipeline_parallel_verdict(variants, model, vllm_config, release_rules, 
 def test_header_reader_matches_safetensors(variants):
     """doctor's bounded header read gives what the safetensors library gives."""
     from safetensors import safe_open
-    from vpatch.deploy import weights
+    from vpatch.doctor import weights
 
     for folder in variants.values():
         path = folder / "model.safetensors"

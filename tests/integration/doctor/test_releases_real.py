@@ -1,5 +1,5 @@
 """The per-release facts `vpatch doctor` checks pairs against
-(vpatch/deploy/releases.py) re-read from every pinned release's own source
+(vpatch/doctor/releases.py) re-read from every pinned release's own source
 (sdists for 0.16.0+, the wheel's Python files for 0.15.x, from the cache):
 the table must say what the code does, release by release."""
 
@@ -10,7 +10,7 @@ import re
 
 import pytest
 from vpatch import lock
-from vpatch.deploy import releases
+from vpatch.doctor import releases
 from vpatch.sources import files
 
 pytestmark = pytest.mark.integration

@@ -7,193 +7,24 @@ installed for `--python` (environment.py), then says per check what that
 release of vLLM will do with the pair (releases.py holds the per-release
 facts) and prints the serve command with its fixes.
 
-Severities: `error` = vLLM will crash (at config time, at weight load, or at
-the first request) or run with silently broken drafts; `warning` = likely
-wrong, or not checkable; `info` = what vLLM will do. `ok` is false exactly
-when there is an error. A defect vpatch's series fixes is an error unless
-`vpatch check` reports its patch (releases.FIXES) installed.
+The report (report.py) says what each severity means. A defect vpatch's
+series fixes is an error unless `vpatch check` reports its patch
+(releases.FIXES) installed. The pair and what follows from it: pair.py; the
+aux ids' two conventions: conventions.py.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import lock
 from . import configs, hub, releases, weights
+from .conventions import IDS_KEY, ints, written_ids
 from .environment import Readiness, VllmEnv
-from .releases import Rules, patched_eagle3, patched_layer0
+from .pair import Pair, show_ids
+from .releases import Rules, patched_layer0
+from .report import Finding, Report
 from .serve import Serve
-
-SEVERITIES = ("error", "warning", "info")
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    severity: str
-    message: str
-    # changes to the serve command that fix it (Serve.command's keywords)
-    fix: dict[str, Any] = field(default_factory=dict, compare=False)
-
-
-@dataclass
-class Report:
-    findings: list[Finding]
-    serve: str  # the serve command, with the fixes of the findings
-    header: list[str] = field(default_factory=list)
-    uninterpreted: list[str] = field(default_factory=list)  # of the serve command
-
-    @property
-    def ok(self) -> bool:
-        return not any(f.severity == "error" for f in self.findings)
-
-    def to_json(self) -> str:
-        findings = [
-            {"check": f.check, "severity": f.severity, "message": f.message} for f in self.findings
-        ]
-        out = {"ok": self.ok, "findings": findings, "serve": self.serve}
-        out["uninterpreted"] = list(self.uninterpreted)
-        return json.dumps(out, indent=2)
-
-    def to_text(self) -> str:
-        out = list(self.header) + [""]
-        width = max(len(f.check) for f in self.findings)
-        for f in self.findings:
-            out.append(f"  {f.severity:8} {f.check:{width}}  {f.message}")
-        n = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
-        verdict = "ok" if self.ok else "NOT ok"
-        out += [
-            "",
-            f"{verdict}: {n['error']} errors, {n['warning']} warnings",
-            "",
-            self.serve,
-        ]
-        return "\n".join(out)
-
-
-# -- the pair -----------------------------------------------------------------
-
-
-@dataclass
-class Pair:
-    """Everything the checks look at."""
-
-    target: configs.Target
-    drafter: configs.Drafter
-    eff: releases.Effective
-    tensors: weights.Weights
-    rules: Rules
-    env: VllmEnv
-    readiness: Readiness
-    serve: Serve
-    environ: dict[str, str]  # the environment vLLM starts with
-    assumed: str = ""  # why rules is not the environment's own release
-    too_old: bool = False  # the environment's vLLM predates every rule here
-
-    @property
-    def ready(self) -> bool | None:
-        return self.readiness.ready
-
-    @property
-    def n(self) -> int:
-        return self.target.num_layers
-
-    @property
-    def cfg(self) -> dict[str, Any]:
-        return self.eff.cfg
-
-    @property
-    def release(self) -> str:
-        return self.rules.release
-
-    @property
-    def series(self) -> bool:
-        """Rules of a 0.15-0.17 release: with vpatch's series (the only way
-        EAGLE-3 runs there for these targets)."""
-        return self.release in patched_eagle3()
-
-    @property
-    def eagle_config(self) -> dict[str, Any]:
-        ec = self.cfg.get("eagle_config")
-        return ec if isinstance(ec, dict) else {}
-
-    @property
-    def use_aux(self) -> bool:
-        # EagleProposer._get_eagle3_use_aux_hidden_state_from_config
-        return bool(self.eagle_config.get("use_aux_hidden_state", True))
-
-    @property
-    def top_ids(self) -> list[Any] | None:
-        ids = self.cfg.get("eagle_aux_hidden_state_layer_ids")
-        return list(ids) if ids and isinstance(ids, (list, tuple)) else None
-
-    @property
-    def nested_ids(self) -> list[Any] | None:
-        ids = self.eagle_config.get("eagle_aux_hidden_state_layer_ids")
-        return list(ids) if ids and isinstance(ids, (list, tuple)) else None
-
-    @property
-    def runner(self) -> str:
-        return releases.runner(
-            self.rules,
-            self.target.architecture,
-            self.serve.pipeline_parallel_size,
-            env=self.environ,
-        )
-
-    def ids(self) -> tuple[list[Any], str]:
-        """The ids vLLM asks the target for, and where they come from."""
-        if self.top_ids:
-            return self.top_ids, "eagle_aux_hidden_state_layer_ids"
-        v2_key = self.rules.v2_nested_key
-        if self.runner == "v1" and self.rules.v1_reads_nested_ids and self.nested_ids:
-            return self.nested_ids, "eagle_config.eagle_aux_hidden_state_layer_ids"
-        if self.runner == "v2" and v2_key and self.eagle_config.get(v2_key):
-            return list(self.eagle_config[v2_key]), f"eagle_config.{v2_key}"
-        return list(
-            releases.default_ids(self.n)
-        ), f"the target's default (2, n // 2, n - 3), n = {self.n}"
-
-    def states(self) -> tuple[list[int], list[Any], list[Any]]:
-        """(the layers that yield a state, in the order vLLM concatenates
-        them; ids vLLM drops; ids vLLM refuses)."""
-        ids, _ = self.ids()
-        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int)]
-        ints = [i for i in ids if i not in bad]
-        if self.series:
-            # patches/0.1x/0001: _validate_aux_hidden_state_layers
-            refused = bad + [i for i in ints if not 0 <= i <= self.n]
-            return sorted({i for i in ints if 0 <= i <= self.n}), [], refused
-        top = self.n if self.rules.final_norm_id else self.n - 1
-        kept = sorted({i for i in ints if 0 <= i <= top})
-        dropped = bad + [i for i in ints if not 0 <= i <= top]
-        return kept, dropped, []
-
-    def target_hidden(self) -> tuple[object, str]:
-        """The fc's per-state width the drafter is built with: its
-        target_hidden_size when the key is present, else its hidden_size."""
-        if "target_hidden_size" in self.cfg:
-            return self.cfg["target_hidden_size"], "target_hidden_size"
-        return self.cfg.get("hidden_size"), "hidden_size (no target_hidden_size)"
-
-    def fc_states(self) -> tuple[int, str]:
-        """How many aux states the drafter's fc is built for."""
-        if self.rules.fc_width == "three":
-            return 3, "3 on this release"
-        m = self.cfg.get("num_aux_hidden_states")
-        if isinstance(m, int) and not isinstance(m, bool):
-            return m, "num_aux_hidden_states"
-        if self.nested_ids:
-            return len(self.nested_ids), "len(eagle_config.eagle_aux_hidden_state_layer_ids)"
-        return 3, "3 (no num_aux_hidden_states)"
-
-
-def _ids(ids: Iterable[object]) -> str:
-    return "[" + ", ".join(str(i) for i in ids) + "]"
-
 
 # -- the checks -----------------------------------------------------------------
 # Each returns one finding. Messages: what vLLM <release> does, then the fix.
@@ -296,7 +127,7 @@ def check_aux_layers(p: Pair) -> Finding:
     ids, source = p.ids()
     kept, dropped, refused = p.states()
     n, rel = p.n, p.release
-    head = f"vLLM {rel} feeds the drafter layers {_ids(ids)} (from {source})"
+    head = f"vLLM {rel} feeds the drafter layers {show_ids(ids)} (from {source})"
     if not p.use_aux:
         return Finding(
             "aux_layers",
@@ -308,7 +139,7 @@ def check_aux_layers(p: Pair) -> Finding:
         return Finding(
             "aux_layers",
             "error",
-            f"{head}; {_ids(refused)} are outside [0, {n}] and vpatch's {rel} series raises "
+            f"{head}; {show_ids(refused)} are outside [0, {n}] and vpatch's {rel} series raises "
             f"ValueError when the model loads; use ids in [0, {n}] (id k is the input of "
             f"layer k, {n} the final norm's input)",
         )
@@ -317,7 +148,7 @@ def check_aux_layers(p: Pair) -> Finding:
         return Finding(
             "aux_layers",
             "error",
-            f"{head}; {_ids(dropped)} match no layer: the target returns no state for them "
+            f"{head}; {show_ids(dropped)} match no layer: the target returns no state for them "
             f"({fin}valid ids here: 0..{n if p.rules.final_norm_id else n - 1}), so the "
             "drafter's fc gets fewer states than it was built for and the first request "
             "fails; fix the ids in the drafter's config",
@@ -345,7 +176,7 @@ def check_aux_layers(p: Pair) -> Finding:
         return Finding(
             "aux_layers",
             "warning",
-            f"{head}; vLLM concatenates the states in layer order {_ids(kept)}, not in the "
+            f"{head}; vLLM concatenates the states in layer order {show_ids(kept)}, not in the "
             "order written: if the drafter was trained in the written order its fc sees "
             "them permuted; write the ids in ascending order",
         )
@@ -356,89 +187,13 @@ def check_aux_layers(p: Pair) -> Finding:
     return Finding("aux_layers", "warning" if notes else "info", "; ".join([head, meaning, *notes]))
 
 
-# -- the aux layer ids' two conventions ----------------------------------------
-# vLLM's id k is the input of decoder layer k (0 = the embeddings, n = the final
-# norm's input). SGLang- and SpecForge-trained drafters often write the output
-# of layer k instead and mark it by starting at 1; SGLang tells them apart by
-# the first id (sgl-project/sglang PR #25454: an explicit list whose first id is
-# 1 is shifted by one, otherwise taken as written). doctor reads them the same
-# way, and says so.
-
-
-@dataclass(frozen=True)
-class Written:
-    """One list of aux layer ids the drafter config writes."""
-
-    key: str  # where: "eagle_aux_hidden_state_layer_ids" or "eagle_config.<key>"
-    ids: list[Any]
-    convention: str  # "vllm" (input of layer k) or "output" (output of layer k)
-    why: str
-    certain: bool
-
-    @property
-    def layers(self) -> list[Any]:
-        """The ids in vLLM's terms (input of layer k)."""
-        if self.convention == "output":
-            return [
-                i + 1 if isinstance(i, int) and not isinstance(i, bool) else i for i in self.ids
-            ]
-        return list(self.ids)
-
-
-def read_convention(key: str, ids: list[Any], speculators: bool) -> Written:
-    if speculators:
-        return Written(
-            key,
-            ids,
-            "vllm",
-            "speculators format: trained for vLLM, id k = the input of layer k",
-            True,
-        )
-    if ids and ids[0] == 1:
-        return Written(
-            key,
-            ids,
-            "output",
-            "its first id is 1: SGLang and SpecForge mark ids of the output of layer k so, "
-            "and SGLang shifts such a list by one, sgl-project/sglang#25454",
-            False,
-        )
-    return Written(
-        key,
-        ids,
-        "vllm",
-        "its first id is not 1: vLLM and SGLang both take it as written, id k = the input "
-        "of layer k",
-        False,
-    )
-
-
-def written_ids(p: Pair) -> list[Written]:
-    out = []
-    if p.top_ids:
-        out.append(read_convention(IDS_KEY, p.top_ids, p.drafter.speculators))
-    if p.nested_ids:
-        out.append(read_convention(f"eagle_config.{IDS_KEY}", p.nested_ids, False))
-    v2 = p.eagle_config.get("layer_ids")
-    if isinstance(v2, (list, tuple)) and v2:
-        out.append(read_convention("eagle_config.layer_ids", list(v2), False))
-    return out
-
-
-IDS_KEY = "eagle_aux_hidden_state_layer_ids"
-
-
-def _ints(ids: Iterable[Any]) -> list[int]:
-    return sorted({i for i in ids if isinstance(i, int) and not isinstance(i, bool)})
-
-
 def check_trained_layers(p: Pair) -> Finding:
     """Are the layers vLLM feeds the layers the drafter was trained on?"""
     if not p.use_aux:
         return Finding("trained_layers", "info", "no aux layers (use_aux_hidden_state false)")
     fed, source = p.ids()
     rel, rn = p.release, p.runner.upper()
-    feeds = f"vLLM {rel} ({rn} model runner) feeds {_ids(fed)} (from {source})"
+    feeds = f"vLLM {rel} ({rn} model runner) feeds {show_ids(fed)} (from {source})"
     written = written_ids(p)
     if not written:
         return Finding(
@@ -450,18 +205,18 @@ def check_trained_layers(p: Pair) -> Finding:
     main = written[0]
     said = []
     for w in written:
-        terms = "" if w.convention == "vllm" else f" = {_ids(w.layers)} in vLLM's terms"
-        said.append(f"{w.key} {_ids(w.ids)} ({w.why}){terms}")
+        terms = "" if w.convention == "vllm" else f" = {show_ids(w.layers)} in vLLM's terms"
+        said.append(f"{w.key} {show_ids(w.ids)} ({w.why}){terms}")
     desc = "; ".join(said)
-    others = [w for w in written[1:] if _ints(w.layers) != _ints(main.layers)]
-    top = f"{IDS_KEY}: {_ids(main.layers)}"
+    others = [w for w in written[1:] if ints(w.layers) != ints(main.layers)]
+    top = f"{IDS_KEY}: {show_ids(main.layers)}"
     settle = (
         "the first id cannot prove the convention: settle it by the training framework "
         "(SGLang, SpecForge: output of layer k; vLLM, speculators: input of layer k) or by "
-        f"measuring acceptance with {IDS_KEY} {_ids(main.layers)} and with {_ids(main.ids)}"
+        f"measuring acceptance with {IDS_KEY} {show_ids(main.layers)} and with {show_ids(main.ids)}"
     )
-    if _ints(fed) != _ints(main.layers):
-        one_off = _ints(fed) == _ints(main.ids) and main.convention == "output"
+    if ints(fed) != ints(main.layers):
+        one_off = ints(fed) == ints(main.ids) and main.convention == "output"
         how = (
             "every state one layer early (the input of the layer, not its output)"
             if one_off
@@ -562,7 +317,7 @@ def check_fc(p: Pair) -> Finding:
             "fc",
             "error",
             f"fc takes {m} states ({m_src}) but the target yields {len(kept)} (layers "
-            f"{_ids(kept)}): vLLM {rel} loads the pair, then the first request fails in fc "
+            f"{show_ids(kept)}): vLLM {rel} loads the pair, then the first request fails in fc "
             "(mat1 and mat2 shapes cannot be multiplied); give the drafter the ids it was "
             "trained with",
         )
@@ -772,7 +527,7 @@ def check_pipeline_parallel(p: Pair) -> Finding:
         return Finding(
             "pipeline_parallel",
             "error",
-            f"PP {pp}: {own}, but the drafter needs {_ids(off)}: {what}; serve without PP "
+            f"PP {pp}: {own}, but the drafter needs {show_ids(off)}: {what}; serve without PP "
             f"(e.g. --tensor-parallel-size {p.serve.tensor_parallel_size * pp})",
             no_pp,
         )

@@ -7,8 +7,8 @@ import json
 import struct
 
 import pytest
-from support import deploy as F
-from vpatch.deploy import weights
+from support import pairs as F
+from vpatch.doctor import weights
 from vpatch.errors import ConfigError
 
 

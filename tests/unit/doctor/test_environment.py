@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from support import env as fake_env
-from vpatch.deploy import environment as E
+from vpatch.doctor import environment as E
 from vpatch.errors import ConfigError
 
 fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template

@@ -7,7 +7,7 @@ import json
 import shlex
 
 import pytest
-from vpatch.deploy import serve as S
+from vpatch.doctor import serve as S
 from vpatch.errors import ConfigError
 
 SPEC = json.dumps({"method": "eagle3", "model": "acme/drafter", "num_speculative_tokens": 3})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from vpatch.deploy import hub
+from vpatch.doctor import hub
 from vpatch.errors import ConfigError
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import deploy as F
-from vpatch.deploy import configs
+from support import pairs as F
+from vpatch.doctor import configs
 from vpatch.errors import ConfigError
 
 

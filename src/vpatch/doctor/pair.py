@@ -1,0 +1,134 @@
+"""The pair doctor checks: the target's and the drafter's configs, how the
+release's vLLM reads the drafter, its tensors' headers, the environment,
+the serve command, and what follows from them (the ids vLLM feeds, the
+states it keeps, the fc's width)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from . import configs, releases, weights
+from .environment import Readiness, VllmEnv
+from .releases import Rules, patched_eagle3
+from .serve import Serve
+
+
+@dataclass
+class Pair:
+    """Everything the checks look at."""
+
+    target: configs.Target
+    drafter: configs.Drafter
+    eff: releases.Effective
+    tensors: weights.Weights
+    rules: Rules
+    env: VllmEnv
+    readiness: Readiness
+    serve: Serve
+    environ: dict[str, str]  # the environment vLLM starts with
+    assumed: str = ""  # why rules is not the environment's own release
+    too_old: bool = False  # the environment's vLLM predates every rule here
+
+    @property
+    def ready(self) -> bool | None:
+        return self.readiness.ready
+
+    @property
+    def n(self) -> int:
+        return self.target.num_layers
+
+    @property
+    def cfg(self) -> dict[str, Any]:
+        return self.eff.cfg
+
+    @property
+    def release(self) -> str:
+        return self.rules.release
+
+    @property
+    def series(self) -> bool:
+        """Rules of a 0.15-0.17 release: with vpatch's series (the only way
+        EAGLE-3 runs there for these targets)."""
+        return self.release in patched_eagle3()
+
+    @property
+    def eagle_config(self) -> dict[str, Any]:
+        ec = self.cfg.get("eagle_config")
+        return ec if isinstance(ec, dict) else {}
+
+    @property
+    def use_aux(self) -> bool:
+        # EagleProposer._get_eagle3_use_aux_hidden_state_from_config
+        return bool(self.eagle_config.get("use_aux_hidden_state", True))
+
+    @property
+    def top_ids(self) -> list[Any] | None:
+        ids = self.cfg.get("eagle_aux_hidden_state_layer_ids")
+        return list(ids) if ids and isinstance(ids, (list, tuple)) else None
+
+    @property
+    def nested_ids(self) -> list[Any] | None:
+        ids = self.eagle_config.get("eagle_aux_hidden_state_layer_ids")
+        return list(ids) if ids and isinstance(ids, (list, tuple)) else None
+
+    @property
+    def runner(self) -> str:
+        return releases.runner(
+            self.rules,
+            self.target.architecture,
+            self.serve.pipeline_parallel_size,
+            env=self.environ,
+        )
+
+    def ids(self) -> tuple[list[Any], str]:
+        """The ids vLLM asks the target for, and where they come from."""
+        if self.top_ids:
+            return self.top_ids, "eagle_aux_hidden_state_layer_ids"
+        v2_key = self.rules.v2_nested_key
+        if self.runner == "v1" and self.rules.v1_reads_nested_ids and self.nested_ids:
+            return self.nested_ids, "eagle_config.eagle_aux_hidden_state_layer_ids"
+        if self.runner == "v2" and v2_key and self.eagle_config.get(v2_key):
+            return list(self.eagle_config[v2_key]), f"eagle_config.{v2_key}"
+        return list(
+            releases.default_ids(self.n)
+        ), f"the target's default (2, n // 2, n - 3), n = {self.n}"
+
+    def states(self) -> tuple[list[int], list[Any], list[Any]]:
+        """(the layers that yield a state, in the order vLLM concatenates
+        them; ids vLLM drops; ids vLLM refuses)."""
+        ids, _ = self.ids()
+        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int)]
+        ints = [i for i in ids if i not in bad]
+        if self.series:
+            # patches/0.1x/0001: _validate_aux_hidden_state_layers
+            refused = bad + [i for i in ints if not 0 <= i <= self.n]
+            return sorted({i for i in ints if 0 <= i <= self.n}), [], refused
+        top = self.n if self.rules.final_norm_id else self.n - 1
+        kept = sorted({i for i in ints if 0 <= i <= top})
+        dropped = bad + [i for i in ints if not 0 <= i <= top]
+        return kept, dropped, []
+
+    def target_hidden(self) -> tuple[object, str]:
+        """The fc's per-state width the drafter is built with: its
+        target_hidden_size when the key is present, else its hidden_size."""
+        if "target_hidden_size" in self.cfg:
+            return self.cfg["target_hidden_size"], "target_hidden_size"
+        return self.cfg.get("hidden_size"), "hidden_size (no target_hidden_size)"
+
+    def fc_states(self) -> tuple[int, str]:
+        """How many aux states the drafter's fc is built for."""
+        if self.rules.fc_width == "three":
+            return 3, "3 on this release"
+        m = self.cfg.get("num_aux_hidden_states")
+        if isinstance(m, int) and not isinstance(m, bool):
+            return m, "num_aux_hidden_states"
+        if self.nested_ids:
+            return len(self.nested_ids), "len(eagle_config.eagle_aux_hidden_state_layer_ids)"
+        return 3, "3 (no num_aux_hidden_states)"
+
+
+def show_ids(ids: Iterable[object]) -> str:
+    """`[a, b, c]`, as the messages write a list of ids."""
+    return "[" + ", ".join(str(i) for i in ids) + "]"

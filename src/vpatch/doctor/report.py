@@ -1,0 +1,62 @@
+"""doctor's report: one finding per check (its severity and message, the
+serve-command changes that fix it), the corrected serve command, as text or
+as a JSON-ready dict.
+
+Severities: `error` = vLLM will crash (at config time, at weight load, or at
+the first request) or run with silently broken drafts; `warning` = likely
+wrong, or not checkable; `info` = what vLLM will do. `ok` is false exactly
+when there is an error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    severity: str
+    message: str
+    # changes to the serve command that fix it (Serve.command's keywords)
+    fix: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass
+class Report:
+    findings: list[Finding]
+    serve: str  # the serve command, with the fixes of the findings
+    header: list[str] = field(default_factory=list)
+    uninterpreted: list[str] = field(default_factory=list)  # of the serve command
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        findings = [
+            {"check": f.check, "severity": f.severity, "message": f.message} for f in self.findings
+        ]
+        return {
+            "ok": self.ok,
+            "findings": findings,
+            "serve": self.serve,
+            "uninterpreted": list(self.uninterpreted),
+        }
+
+    def to_text(self) -> str:
+        out = list(self.header) + [""]
+        width = max(len(f.check) for f in self.findings)
+        for f in self.findings:
+            out.append(f"  {f.severity:8} {f.check:{width}}  {f.message}")
+        n = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
+        verdict = "ok" if self.ok else "NOT ok"
+        out += [
+            "",
+            f"{verdict}: {n['error']} errors, {n['warning']} warnings",
+            "",
+            self.serve,
+        ]
+        return "\n".join(out)
