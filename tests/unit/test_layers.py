@@ -1,4 +1,4 @@
-"""The package's shape: imports point one way (core, git, sources, tree,
+"""The package's shape: imports point one way (core, git, sources, checkout,
 the wheel/env/doctor/pr libraries, commands, cli), no import cycles counting
 function-level imports, and gitutil is the only module that runs git."""
 
@@ -15,7 +15,7 @@ LAYERS = (
     ("core", ("errors", "paths", "resources", "record", "lock", "series", "patchset", "probes")),
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
-    ("tree", ("tree",)),
+    ("checkout", ("checkout",)),
     ("libraries", ("wheel", "env", "doctor", "pr")),
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__")),

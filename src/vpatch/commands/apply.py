@@ -1,13 +1,12 @@
 """`vpatch fetch`, `apply`, `status`, `unapply`: a release's source, and a
-patched tree of it (see tree.py for what a vpatch tree is)."""
+patched tree of it (see checkout.py for what a vpatch tree is)."""
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
 
-from .. import lock, series, sources
-from .. import tree as trees
+from .. import checkout, lock, series, sources
 from ..errors import ConfigError, TreeError, disk_error
 from ..paths import PARTIAL, make_folder
 from ..sources.cache import Say, download, quiet
@@ -23,7 +22,7 @@ def fetch(
 ) -> tuple[lock.Release, Path, str]:
     """The release's source into the cache (sdist / wheel / cpu-wheel) and,
     with dest, its unpacked tree into that empty or new folder (or one a
-    killed fetch left half made: see tree.py). Returns (release, the cached
+    killed fetch left half made: see checkout.py). Returns (release, the cached
     file or dest, what it came from)."""
     release = lock.load().get(version)
     if dest is None:
@@ -34,22 +33,22 @@ def fetch(
         return release, path, path.name
     created = make_folder(dest, "the folder")
     try:
-        with trees.locked(dest):
+        with checkout.locked(dest):
             marker = dest / PARTIAL
             if marker.is_file():
                 say(f"{dest}: a vpatch run was interrupted while filling it; starting over")
-                trees.empty_folder(dest)
+                checkout.empty_folder(dest)
             elif any(dest.iterdir()):
                 raise TreeError(f"{dest} is not an empty folder; pick an empty or new one")
             try:
-                trees.mark(marker)
+                checkout.mark(marker)
                 what = sources.materialize(release, source, dest, offline, remote, say)
                 marker.unlink()
             except OSError as e:
-                trees.empty_folder(dest)
+                checkout.empty_folder(dest)
                 raise disk_error(e, f"cannot fill {dest}") from None
             except BaseException:
-                trees.empty_folder(dest)
+                checkout.empty_folder(dest)
                 raise
     except BaseException:
         if created:
@@ -72,7 +71,7 @@ def apply(
     remote: str | None = None,
     pins: lock.Lock | None = None,
     say: Say = quiet,
-) -> trees.Applied:
+) -> checkout.Applied:
     """`vpatch apply`: the release's series (or series_dir) applied in dest
     (default build/vllm-<release>)."""
     pins = pins or lock.load()
@@ -83,10 +82,10 @@ def apply(
             f"vLLM {release.version} needs no patches (status {release.status}: it has the "
             f"EAGLE-3 changes itself); patched releases: {', '.join(pins.versions('patched'))}"
         )
-    return trees.apply(
+    return checkout.apply(
         release,
         todo,
-        Path(dest or trees.default_dest(release.version)),
+        Path(dest or checkout.default_dest(release.version)),
         source,
         offline,
         remote,
@@ -96,12 +95,12 @@ def apply(
 
 def status(
     dest: Path, series_dir: Path | None = None, pins: lock.Lock | None = None
-) -> trees.Status:
-    repo, version = trees.open_tree(Path(dest))
+) -> checkout.Status:
+    repo, version = checkout.open_tree(Path(dest))
     pins = pins or lock.load()
     todo = pins.series(version, series_dir)
-    return trees.status(Path(dest), repo, version, todo or series.Series([], version))
+    return checkout.status(Path(dest), repo, version, todo or series.Series([], version))
 
 
 def unapply(dest: Path) -> tuple[str, int]:
-    return trees.unapply(Path(dest))
+    return checkout.unapply(Path(dest))

@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import lock, patchset, resources, series
-from .. import tree as trees
+from .. import checkout, lock, patchset, resources, series
 from ..errors import ConfigError, TreeError
 
 
@@ -33,10 +32,10 @@ class Exported:
 
 def export(tree: Path, into: Path | None = None, pins: lock.Lock | None = None) -> Exported:
     """Write the tree's patches into the patch set, or into folder `into`."""
-    repo, version = trees.open_tree(tree)
-    trees.refuse_am(repo)
-    trees.refuse_dirty(repo)
-    files = trees.render(repo, trees.BASE_TAG.format(version))
+    repo, version = checkout.open_tree(tree)
+    checkout.refuse_am(repo)
+    checkout.refuse_dirty(repo)
+    files = checkout.render(repo, checkout.BASE_TAG.format(version))
     names = [n for n in files if n != "series"]
     if into is not None:
         done = Exported(Path(into), version, names)

@@ -25,8 +25,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .. import lock, patchset, probes, series
-from .. import tree as trees
+from .. import checkout, lock, patchset, probes, series
 from ..errors import NetworkError, VpatchError
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
@@ -202,12 +201,12 @@ def _up_to_date(
     with tempfile.TemporaryDirectory(prefix="vpatch-lint-") as tmp:
         dest = Path(tmp) / "tree"
         try:
-            trees.apply(pins.releases[version], s, dest, source=str(files))
+            checkout.apply(pins.releases[version], s, dest, source=str(files))
         except VpatchError as e:
             out.problems.append(Problem(version, f"its series does not apply: {e}"))
             return
-        repo, _ = trees.open_tree(dest)
-        fresh = trees.render(repo, trees.BASE_TAG.format(version))
+        repo, _ = checkout.open_tree(dest)
+        fresh = checkout.render(repo, checkout.BASE_TAG.format(version))
     for p in s.patches:
         v = ps.variant(p.key, version)
         assert v is not None  # s is ps's series of version

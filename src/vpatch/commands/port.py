@@ -36,8 +36,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import gitutil, lock, patchset, probes, resources, series, sources
-from .. import tree as trees
+from .. import checkout, gitutil, lock, patchset, probes, resources, series, sources
 from ..errors import PatchError, TreeError
 from ..sources.cache import Say, quiet
 from ..sources.refresh import resolve
@@ -107,7 +106,7 @@ def port(
         for p in todo.patches:  # FROM's own series must apply to FROM
             gitutil.am(repo, p.path)
         todo = _rendered(repo, FROM_TAG.format(src.version))
-        gitutil.tag(repo, trees.BASE_TAG.format(dst.version), base_to)
+        gitutil.tag(repo, checkout.BASE_TAG.format(dst.version), base_to)
         gitutil.switch(repo, f"port-{dst.version}", base_to)
         checks = probes.load(meta_path or pins.patches_toml)
         have = probes.folder_files(work, probes.patterns(checks))
@@ -127,7 +126,7 @@ def _rendered(repo: gitutil.Repo, base: str) -> series.Series:
     """The commits base..HEAD as patch files in the repository's .git, whose
     index lines name blobs the repository holds (what `git am --3way` needs)."""
     folder = Path(repo.git_dir) / "vpatch-port"
-    series.write(folder, trees.render(repo, base))
+    series.write(folder, checkout.render(repo, base))
     return series.load(folder)
 
 
@@ -157,7 +156,7 @@ def _carry(
 ) -> str:
     if probes.holds(checks.get(patch.key, []), have):
         return "dropped"
-    return trees.carry(repo, patch, rest)
+    return checkout.carry(repo, patch, rest)
 
 
 def resume(
@@ -178,9 +177,9 @@ def resume(
     repo = gitutil.open_repo(work)
     if repo is None:
         raise TreeError(f"{work} holds no port; run `vpatch port {from_version} {to_version}`")
-    trees.refuse_am(repo)
+    checkout.refuse_am(repo)
     dst = resolve(pins, to_version)
-    done = {c.subject for c in trees.on_base(repo, trees.BASE_TAG.format(dst.version))}
+    done = {c.subject for c in checkout.on_base(repo, checkout.BASE_TAG.format(dst.version))}
     todo = _patches_of(pins, src)
     report = Ported(src.version, dst.version, work)
     report.status = {p.name: "ported" if p.subject in done else "dropped" for p in todo}
@@ -201,9 +200,9 @@ def _finish(
         raise PatchError(
             f"every patch of {report.from_version} is already in {dst.version}; nothing to port"
         )
-    trees.refuse_am(repo)
-    trees.refuse_dirty(repo)
-    files = trees.render(repo, trees.BASE_TAG.format(dst.version))
+    checkout.refuse_am(repo)
+    checkout.refuse_dirty(repo)
+    files = checkout.render(repo, checkout.BASE_TAG.format(dst.version))
     report.names = [n for n in files if n != "series"]
     if into is not None:
         series.write(Path(into), files)

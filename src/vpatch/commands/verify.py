@@ -11,8 +11,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from .. import lock, series
-from .. import tree as trees
+from .. import checkout, lock, series
 from ..errors import ConfigError, VpatchError
 from ..wheel.verify import Verified, check_version, compare, scan
 
@@ -55,7 +54,7 @@ def verify_wheel(
         with tempfile.TemporaryDirectory(prefix="vpatch-verify-") as tmp:
             dest = Path(tmp) / "tree"
             pins = lock.load()
-            trees.apply(pins.get(base), todo, dest, offline=offline)
+            checkout.apply(pins.get(base), todo, dest, offline=offline)
             where = f"vLLM {base} + series {todo.name} (applied in a temporary folder)"
             compare(res, w, dest, shipped, where)
     return res

@@ -9,7 +9,7 @@ or <out>/vllm-<release> with --out; or a clean local git checkout of vLLM),
 a candidate whose probe (patches.toml) holds is upstream and left out; the
 matrix machinery over the cached release files says since which release. A
 candidate without a probe is never left out. The rest are ported as
-`vpatch port` does (tree.carry: `git am --3way`) onto a new branch
+`vpatch port` does (checkout.carry: `git am --3way`) onto a new branch
 vpatch/eagle3-<release, or the checkout's short commit>, then made again
 with vLLM's titles (`pr_prefix` + `pr_title` in patches.toml, else derived
 from the files and the subject) and a Signed-off-by trailer (vLLM requires
@@ -31,8 +31,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import gitutil, lock, probes, series, sources
-from .. import tree as trees
+from .. import checkout, gitutil, lock, probes, series, sources
 from ..errors import ConfigError, TreeError, VpatchError, disk_error
 from ..paths import empty
 from ..sources.cache import Say, quiet
@@ -126,15 +125,15 @@ def _fetch(release: lock.Release, tree: Path, source: str, offline: bool, say: S
     if tree.exists() and any(tree.iterdir()):
         raise TreeError(f"{tree} exists; remove it, or finish the draft there with --continue")
     nothing = series.Series([], release.version)  # the baseline alone
-    trees.apply(release, nothing, tree, source, offline, say=say)
+    checkout.apply(release, nothing, tree, source, offline, say=say)
 
 
 def _checkout(path: Path) -> gitutil.Repo:
     repo = gitutil.open_repo(path)
     if repo is None:
         raise TreeError(f"{path} is not the top folder of a git checkout of vLLM")
-    trees.refuse_am(repo)
-    trees.refuse_dirty(repo, "commit or stash them first")
+    checkout.refuse_am(repo)
+    checkout.refuse_dirty(repo, "commit or stash them first")
     if gitutil.head(repo) is None:
         raise TreeError(f"{path} has no commit to branch from")
     return repo
@@ -199,7 +198,7 @@ def _port(d: Drafted, repo: gitutil.Repo, todo: list[Candidate], checks: probes.
         if probes.holds(mine, probes.folder_files(d.tree, probes.patterns({c.key: mine}))):
             c.status = "included"  # an earlier patch brought it (0.17.1's 0001 does)
             continue
-        status = trees.carry(repo, c.patch, [x.patch for x in todo[i + 1 :]])
+        status = checkout.carry(repo, c.patch, [x.patch for x in todo[i + 1 :]])
         c.status = "included" if status == "dropped" else status
         if status == "conflict":
             d.unresolved = gitutil.conflicted(repo)
@@ -241,8 +240,8 @@ def draft(
         existed = tree.exists()
         _fetch(release, tree, source, offline, say)
         created = True
-        repo, _ = trees.open_tree(tree)
-        base = gitutil.tag_sha(repo, trees.BASE_TAG.format(release.version))
+        repo, _ = checkout.open_tree(tree)
+        base = gitutil.tag_sha(repo, checkout.BASE_TAG.format(release.version))
         assert base is not None
         d = Drafted(onto, f"vLLM {release.version}", tree, cands, BRANCH.format(release.version))
         d.from_archive = sources.resolve(release, source) != "git"
@@ -349,12 +348,12 @@ def resume(
     repo = gitutil.open_repo(tree)
     if repo is None:
         raise TreeError(f"{tree} holds no draft; run `vpatch pr --onto {onto}`")
-    trees.refuse_am(repo)
-    trees.refuse_dirty(repo)
+    checkout.refuse_am(repo)
+    checkout.refuse_dirty(repo)
     name = gitutil.branch(repo) or ""
     if not name.startswith(BRANCH.format("")):
         raise TreeError(f"{tree}: check out the {BRANCH.format('*')} branch of the draft first")
-    ref = trees.BASE_TAG.format(release.version) if release else name.rsplit("-", 1)[-1]
+    ref = checkout.BASE_TAG.format(release.version) if release else name.rsplit("-", 1)[-1]
     base = gitutil.tag_sha(repo, ref)
     if base is None:
         raise TreeError(f"{tree}: the draft's base {ref} is gone; start again without --continue")
@@ -373,7 +372,7 @@ def resume(
 
 def _finish(d: Drafted, repo: gitutil.Repo, who: tuple[str, str], pins: lock.Lock) -> Drafted:
     """Title and sign off the branch's commits, write series/ and PR_BODY.md."""
-    done = trees.on_base(repo, d.base)
+    done = checkout.on_base(repo, d.base)
     by_subject = {s: c for c in d.candidates for s in (c.patch.subject, c.title)}
     messages = []
     for commit in done:
@@ -389,7 +388,7 @@ def _finish(d: Drafted, repo: gitutil.Repo, who: tuple[str, str], pins: lock.Loc
     d.release = max((c.release for c in sent), key=lambda v: pins.releases[v].key)
     d.title = pr_title([c.title for c in sent])
     out = d.out
-    series.write(out / "series", trees.render(repo, d.base))
+    series.write(out / "series", checkout.render(repo, d.base))
     tested, res = tested_results(sent, pins)
     added = sorted(
         {f for c in sent for f in c.patch.files if f.startswith("tests/") and "/test_" in f}

@@ -28,8 +28,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .. import gitutil
-from .. import tree as trees
+from .. import checkout, gitutil
 from ..errors import ConfigError, PreflightError, TreeError, WheelError
 from ..lock import Release
 from ..series import Series
@@ -171,10 +170,10 @@ def _prepare_tree(release: Release, todo: Series, tree: Path, offline: bool) -> 
     """A fresh tree gets the series applied; an existing one must be the
     fully patched series (build outputs in it are fine, edits are not)."""
     if not tree.exists() or not any(tree.iterdir()):
-        trees.apply(release, todo, tree, offline=offline)
+        checkout.apply(release, todo, tree, offline=offline)
         return
-    repo, version = trees.open_tree(tree)
-    st = trees.status(tree, repo, version, todo)
+    repo, version = checkout.open_tree(tree)
+    st = checkout.status(tree, repo, version, todo)
     if st.version != release.version or st.extra or not all(p.applied for p in st.patches):
         raise TreeError(
             f"{tree} is not vLLM {release.version} with the whole series applied; "

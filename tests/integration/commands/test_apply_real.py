@@ -7,7 +7,7 @@ then `git am` of the series) for the releases of TREES: every patch file
 under patches/ goes through `git am` on a real tree at least once. The rest
 of the checks run on every release with a series, on a tree of the files the
 series touches alone (from the file cache, as `vpatch lint` checks a series:
-vpatch.tree.apply, the same `git am`); a whole tree costs 4-12 s, most of it
+vpatch.checkout.apply, the same `git am`); a whole tree costs 4-12 s, most of it
 `git add` of 8,000 files, and 28 of them were a third of the unit tests'
 time."""
 
@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 from support import series_of
-from vpatch import lock
-from vpatch import tree as trees
+from vpatch import checkout, lock
 from vpatch.commands import apply
 from vpatch.sources import cache as downloads
 from vpatch.sources.files import release_files
@@ -84,7 +83,7 @@ def patched(tmp_path_factory):
             rel, todo = PINS.get(version), series_of(PINS, version)
             base = release_files(rel, set(todo.files) | {"vllm/_version.py"})
             out = tmp_path_factory.mktemp("patched") / version
-            trees.apply(rel, todo, out, source=str(base))
+            checkout.apply(rel, todo, out, source=str(base))
             made[version] = base, out
         return made[version]
 

@@ -1,4 +1,4 @@
-"""tree.py, the apply engine: a release's source as a git repository with a
+"""checkout.py, the apply engine: a release's source as a git repository with a
 baseline tag and one commit per patch; all or nothing; dirty, foreign and
 busy trees refused; status, unapply, render and the one-baseline rule."""
 
@@ -9,22 +9,22 @@ from pathlib import Path
 
 import pytest
 from support import BASE, change, git, make_series
-from vpatch import gitutil, series, tree
+from vpatch import checkout, gitutil, series
 from vpatch.errors import PatchError, TreeError
 
 
 def run(pins, release_dir, series_dir, dest):
     todo = series.load(series_dir)
-    return tree.apply(pins.get("9.9.0"), todo, dest, source=str(release_dir))
+    return checkout.apply(pins.get("9.9.0"), todo, dest, source=str(release_dir))
 
 
 def log(dest: Path) -> list[str]:
     return git(dest, "log", "--format=%s", "--reverse").splitlines()
 
 
-def status(dest: Path, series_dir: Path) -> tree.Status:
-    repo, version = tree.open_tree(dest)
-    return tree.status(dest, repo, version, series.load(series_dir))
+def status(dest: Path, series_dir: Path) -> checkout.Status:
+    repo, version = checkout.open_tree(dest)
+    return checkout.status(dest, repo, version, series.load(series_dir))
 
 
 def test_apply_makes_baseline_tag_and_one_commit_per_patch(
@@ -67,7 +67,7 @@ def test_partial_tree_gets_the_rest(pins, release_dir, good_series, tmp_path):
 def test_dirty_tree_is_refused_and_untouched(pins, release_dir, good_series, tmp_path):
     dest = tmp_path / "tree"
     run(pins, release_dir, good_series, dest)
-    tree.unapply(dest)
+    checkout.unapply(dest)
     (dest / "README.md").write_text("local edit\n")
     with pytest.raises(TreeError, match="uncommitted changes"):
         run(pins, release_dir, good_series, dest)
@@ -80,13 +80,13 @@ def test_untracked_file_counts_as_dirty(pins, release_dir, good_series, tmp_path
     run(pins, release_dir, good_series, dest)
     (dest / "new.txt").write_text("x")
     with pytest.raises(TreeError, match="new.txt"):
-        tree.unapply(dest)
+        checkout.unapply(dest)
 
 
 def test_unknown_commit_is_refused(pins, release_dir, good_series, tmp_path):
     dest = tmp_path / "tree"
     run(pins, release_dir, good_series, dest)
-    tree.unapply(dest)
+    checkout.unapply(dest)
     (dest / "README.md").write_text("mine\n")
     git(dest, "commit", "-qam", "my own work")
     with pytest.raises(TreeError, match="my own work"):
@@ -174,7 +174,7 @@ def test_status_and_unapply(pins, release_dir, good_series, tmp_path):
         ("0002-step-2.patch", False),
     ]
     assert st.extra == [] and st.dirty == []
-    version, n = tree.unapply(dest)
+    version, n = checkout.unapply(dest)
     assert (version, n) == ("9.9.0", 1)
     assert (dest / "vllm/model.py").read_text() == BASE["vllm/model.py"]
 
@@ -193,7 +193,7 @@ def test_status_lists_foreign_commits_and_edits(patched_tree, good_series):
 
 
 def test_open_tree_names_the_release_of_its_baseline(patched_tree):
-    repo, version = tree.open_tree(patched_tree)
+    repo, version = checkout.open_tree(patched_tree)
     assert version == "9.9.0"
     assert Path(repo.working_tree_dir).resolve() == patched_tree.resolve()
 
@@ -201,12 +201,12 @@ def test_open_tree_names_the_release_of_its_baseline(patched_tree):
 def test_open_tree_refuses_two_baselines_and_none(patched_tree, tmp_path):
     git(patched_tree, "tag", "vpatch/base-9.8.0", "HEAD~1")
     with pytest.raises(TreeError, match=r"HEAD is on 2 vpatch/base-\* baseline tags"):
-        tree.open_tree(patched_tree)
+        checkout.open_tree(patched_tree)
     git(patched_tree, "tag", "-d", "vpatch/base-9.8.0", "vpatch/base-9.9.0")
     with pytest.raises(TreeError, match="HEAD is on no vpatch/base-"):
-        tree.open_tree(patched_tree)
+        checkout.open_tree(patched_tree)
     with pytest.raises(TreeError, match="no git repository"):
-        tree.open_tree(tmp_path / "release")
+        checkout.open_tree(tmp_path / "release")
 
 
 def test_a_baseline_tag_off_the_history_does_not_count(patched_tree):
@@ -216,10 +216,10 @@ def test_a_baseline_tag_off_the_history_does_not_count(patched_tree):
     git(patched_tree, "commit", "-qam", "side")
     git(patched_tree, "tag", "vpatch/base-9.8.0")
     git(patched_tree, "checkout", "-q", "-")
-    assert tree.open_tree(patched_tree)[1] == "9.9.0"
-    repo, _ = tree.open_tree(patched_tree)
+    assert checkout.open_tree(patched_tree)[1] == "9.9.0"
+    repo, _ = checkout.open_tree(patched_tree)
     with pytest.raises(TreeError, match="HEAD is not on top of vpatch/base-9.8.0"):
-        tree.on_base(repo, "vpatch/base-9.8.0")
+        checkout.on_base(repo, "vpatch/base-9.8.0")
 
 
 def test_refuse_am_names_the_unresolved_files(patched_tree, tmp_path):
@@ -232,25 +232,25 @@ def test_refuse_am_names_the_unresolved_files(patched_tree, tmp_path):
     )
     with pytest.raises(subprocess.CalledProcessError):
         git(patched_tree, "am", "--3way", str(bad / "0001-step-1.patch"))
-    repo, _ = tree.open_tree(patched_tree)
+    repo, _ = checkout.open_tree(patched_tree)
     with pytest.raises(
         TreeError, match=r"git am is still in progress \(vllm/model.py unresolved\)"
     ):
-        tree.refuse_am(repo)
+        checkout.refuse_am(repo)
     with pytest.raises(TreeError, match="git am is still in progress"):
-        tree.unapply(patched_tree)
+        checkout.unapply(patched_tree)
 
 
 # -- render: a tree's commits as a series ------------------------------------------------
 
 
 def test_render_gives_numbered_patches_and_series(patched_tree):
-    repo, _ = tree.open_tree(patched_tree)
-    files = tree.render(repo, "vpatch/base-9.9.0")
+    repo, _ = checkout.open_tree(patched_tree)
+    files = checkout.render(repo, "vpatch/base-9.9.0")
     names = ["0001-model-first-change.patch", "0002-config-allow-deepseek.patch"]
     assert list(files) == [*names, "series"]
     assert files["series"] == "".join(f"{n}\n" for n in names).encode()
     assert files[names[1]] == gitutil.format_patch(repo, gitutil.head(repo))
     git(patched_tree, "commit", "-q", "--allow-empty", "-m", "nothing")
     with pytest.raises(PatchError, match="'nothing' changes no file"):
-        tree.render(repo, "vpatch/base-9.9.0")
+        checkout.render(repo, "vpatch/base-9.9.0")

@@ -1,4 +1,4 @@
-"""vpatch trees: a release's source as a git repository, a baseline commit
+"""A vpatch checkout: a release's source as a git repository, a baseline commit
 tagged `vpatch/base-<release>`, then one commit per patch in series order.
 
 That makes every state inspectable with plain git and makes all-or-nothing
