@@ -75,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     official = download(release.artifact(wheel.ARTIFACT_KIND[args.variant]), offline=args.offline)
     vpatch = [sys.executable, "-m", "vpatch"]
     with tempfile.TemporaryDirectory(prefix="bench-install-") as tmp:
-        todo = pins.series(release)
-        assert todo is not None, f"vLLM {release} carries no series"
-        overlay = make_overlay(official, todo, Path(tmp)).path
+        series = pins.series(release)
+        assert series is not None, f"vLLM {release} carries no series"
+        overlay = make_overlay(official, series, Path(tmp)).path
         venv = Path(tmp) / "venv"
         print(f"venv {venv} with {official.name} (no deps) ...", file=sys.stderr, flush=True)
         run(sys.executable, "-m", "venv", venv)

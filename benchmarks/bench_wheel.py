@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
     pins = lock.load()
     release = pins.get(args.version)
-    todo = pins.series(release, args.series)
-    assert todo is not None, f"vLLM {release.version} carries no series"
+    series = pins.series(release, args.series)
+    assert series is not None, f"vLLM {release.version} carries no series"
     src = args.wheel or download(
         release.artifact(wheel.ARTIFACT_KIND[args.variant]), offline=args.offline
     )
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copyfile(src, copy_dir / src.name)
 
         def do_overlay() -> None:
-            overlay(src, todo, ov_dir)
+            overlay(src, series, ov_dir)
 
         def fresh() -> None:
             shutil.rmtree(copy_dir, ignore_errors=True)

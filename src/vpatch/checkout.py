@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import gitutil, lock, series, sources
+from . import gitutil, lock, quilt, sources
 from .errors import GitError, PatchError, TreeError, VpatchError, disk_error
 from .paths import PARTIAL, empty, make_folder, sweep, write_atomic
 
@@ -153,7 +153,7 @@ def on_base(repo: gitutil.Repo, base: str) -> list[gitutil.Commit]:
 
 def apply(
     release: lock.Release,
-    todo: series.Series,
+    series: quilt.Series,
     dest: Path,
     source: str = "auto",
     offline: bool = False,
@@ -171,7 +171,7 @@ def apply(
     try:
         with locked(dest):
             repo = _open_or_create(release, dest, source, offline, remote, result, say)
-            _apply_series(repo, release.version, todo, result, say)
+            _apply_series(repo, release.version, series, result, say)
     except BaseException:
         if created and not result.applied and not result.already:
             shutil.rmtree(dest, ignore_errors=True)
@@ -354,11 +354,11 @@ def _recover(repo: gitutil.Repo, say: Say) -> None:
     journal.unlink()
 
 
-def _applied_prefix(repo: gitutil.Repo, version: str, todo: series.Series) -> list[gitutil.Commit]:
+def _applied_prefix(repo: gitutil.Repo, version: str, series: quilt.Series) -> list[gitutil.Commit]:
     """The commits on top of the baseline, which must be the series' first ones."""
     done = on_base(repo, BASE_TAG.format(version))
     for i, c in enumerate(done):
-        if i >= len(todo.patches) or c.subject != todo.patches[i].subject:
+        if i >= len(series.patches) or c.subject != series.patches[i].subject:
             raise TreeError(
                 f"{repo.working_tree_dir} has a commit the series does not know: "
                 f"{c.sha[:10]} {c.subject!r}; remove it, or export it into the series"
@@ -367,14 +367,14 @@ def _applied_prefix(repo: gitutil.Repo, version: str, todo: series.Series) -> li
 
 
 def _apply_series(
-    repo: gitutil.Repo, version: str, todo: series.Series, result: Applied, say: Say
+    repo: gitutil.Repo, version: str, series: quilt.Series, result: Applied, say: Say
 ) -> None:
     _recover(repo, say)
     refuse_am(repo)
     refuse_dirty(repo)
-    done = _applied_prefix(repo, version, todo)
-    result.already = [p.name for p in todo.patches[: len(done)]]
-    left = todo.patches[len(done) :]
+    done = _applied_prefix(repo, version, series)
+    result.already = [p.name for p in series.patches[: len(done)]]
+    left = series.patches[len(done) :]
     if not left:
         return
     start = gitutil.head(repo)
@@ -401,7 +401,7 @@ def _apply_series(
     journal.unlink()
 
 
-def _why(repo: gitutil.Repo, patch: series.Patch, version: str) -> str:
+def _why(repo: gitutil.Repo, patch: quilt.Patch, version: str) -> str:
     """Name the file and hunk that failed, from `git apply --check`."""
     err = gitutil.apply_check(repo, patch.path)
     where = f"{patch.name} does not apply to vLLM {version}"
@@ -422,15 +422,15 @@ def _why(repo: gitutil.Repo, patch: series.Patch, version: str) -> str:
     return f"{where}: {last}{tail}"
 
 
-def status(dest: Path, repo: gitutil.Repo, version: str, todo: series.Series) -> Status:
+def status(dest: Path, repo: gitutil.Repo, version: str, series: quilt.Series) -> Status:
     """Which of the series' patches the tree (open_tree's) has applied."""
     done = gitutil.commits(repo, BASE_TAG.format(version)) or []
     subjects = [c.subject for c in done]
     states = [
         PatchState(p.name, p.subject, i < len(subjects) and subjects[i] == p.subject)
-        for i, p in enumerate(todo.patches)
+        for i, p in enumerate(series.patches)
     ]
-    known = {p.subject for p in todo.patches}
+    known = {p.subject for p in series.patches}
     extra = [f"{c.sha[:10]} {c.subject}" for c in done if c.subject not in known]
     return Status(Path(dest), version, states, extra, gitutil.dirty(repo))
 
@@ -461,12 +461,12 @@ def render(repo: gitutil.Repo, base: str) -> dict[str, bytes]:
             raise PatchError(
                 f"commit {c.sha[:10]} {c.subject!r} changes no file; drop it and export again"
             )
-        out[series.file_name(i, c.subject)] = data
+        out[quilt.file_name(i, c.subject)] = data
     out["series"] = "".join(f"{n}\n" for n in out).encode()
     return out
 
 
-def carry(repo: gitutil.Repo, patch: series.Patch, rest: list[series.Patch]) -> str:
+def carry(repo: gitutil.Repo, patch: quilt.Patch, rest: list[quilt.Patch]) -> str:
     """`git am --3way` of patch onto HEAD: clean, merged, dropped (it left
     nothing to change) or conflict (the am session is left with patch and
     rest queued, for a person). The repository must hold the blobs the
@@ -475,7 +475,7 @@ def carry(repo: gitutil.Repo, patch: series.Patch, rest: list[series.Patch]) -> 
     assert before is not None
     ok, out = gitutil.am_3way(repo, [patch.path])
     merged = "3-way merge" in out  # git fell back from applying the text as is
-    if not ok and gitutil.resolve_insertions(repo):
+    if not ok and _resolve_insertions(repo):
         # both sides added lines at one place (two appends to a list): keep both
         ok, _ = gitutil.am_continue(repo, patch.date or gitutil.EPOCH)
     if not ok:
@@ -486,3 +486,51 @@ def carry(repo: gitutil.Repo, patch: series.Patch, rest: list[series.Patch]) -> 
     if gitutil.head(repo) == before:
         return "dropped"  # "No changes -- Patch already applied."
     return "merged" if merged else "clean"
+
+
+def _resolve_insertions(repo: gitutil.Repo) -> bool:
+    """Resolve the conflicts of the `git am --3way` in progress when every one
+    is two insertions at one place (union_insertions); False, leaving them,
+    otherwise."""
+    texts = gitutil.conflict_texts(repo)
+    if not texts:
+        return False
+    merged = {path: union_insertions(text) for path, text in texts.items()}
+    done = {path: text for path, text in merged.items() if text is not None}
+    if len(done) != len(merged):
+        return False
+    gitutil.mark_resolved(repo, done)
+    return True
+
+
+def union_insertions(text: str) -> str | None:
+    """A file's text with diff3 conflict markers, merged when every conflict
+    is two insertions at the same place (the base side is empty) by keeping
+    ours then theirs, as appending to the same list on both sides needs;
+    None for anything else (a side changed or removed lines), which is left
+    to a person."""
+    out: list[str] = []
+    lines = iter(text.splitlines(keepends=True))
+    found = False
+    for line in lines:
+        if not line.startswith("<<<<<<< "):
+            out.append(line)
+            continue
+        found = True
+        side: dict[str, list[str]] = {"ours": [], "base": [], "theirs": []}
+        part, saw_base = "ours", False
+        for inner in lines:
+            if inner.startswith(">>>>>>> "):
+                break
+            if inner.startswith("||||||| "):
+                part, saw_base = "base", True
+            elif inner.rstrip("\r\n") == "=======":
+                part = "theirs"
+            else:
+                side[part].append(inner)
+        else:
+            return None  # unterminated conflict
+        if not saw_base or side["base"] or part != "theirs":
+            return None
+        out += side["ours"] + side["theirs"]
+    return "".join(out) if found else None

@@ -582,58 +582,32 @@ def _am(repo: git.Repo, date: str, *args: str) -> tuple[bool, str]:
     return status == 0, f"{out}\n{err}".strip()
 
 
-@converts("merge")
-def resolve_insertions(repo: git.Repo) -> bool:
-    """Resolve the conflicts of a merge in progress when every one of them is
-    two insertions at the same place (the base side is empty), by keeping
-    ours then theirs, as appending to the same list on both sides needs.
-    Anything else (a side changed or removed lines) is left alone: False."""
+@converts("checkout --conflict=diff3")
+def conflict_texts(repo: git.Repo) -> dict[str, str] | None:
+    """The text of every conflicted path of a merge in progress, each conflict
+    written out in diff3 form (ours, base, theirs); None when nothing is
+    conflicted or a path has no text to merge (delete/modify and the like)."""
     paths = conflicted(repo)
     if not paths:
-        return False
+        return None
     top = Path(str(repo.working_tree_dir))
-    merged = {}
+    out = {}
     for path in paths:
         try:
             repo.git.checkout("--conflict=diff3", "--", path)
         except git.GitCommandError:
-            return False  # delete/modify and the like: no text to merge
-        text = _union_insertions((top / path).read_text())
-        if text is None:
-            return False
-        merged[path] = text
-    for path, text in merged.items():
+            return None
+        out[path] = (top / path).read_text()
+    return out
+
+
+@converts("add")
+def mark_resolved(repo: git.Repo, texts: dict[str, str]) -> None:
+    """Write each conflicted path's merged text and mark it resolved."""
+    top = Path(str(repo.working_tree_dir))
+    for path, text in texts.items():
         (top / path).write_text(text)
         repo.git.add("--", path)
-    return True
-
-
-def _union_insertions(text: str) -> str | None:
-    out: list[str] = []
-    lines = iter(text.splitlines(keepends=True))
-    found = False
-    for line in lines:
-        if not line.startswith("<<<<<<< "):
-            out.append(line)
-            continue
-        found = True
-        side: dict[str, list[str]] = {"ours": [], "base": [], "theirs": []}
-        part, saw_base = "ours", False
-        for inner in lines:
-            if inner.startswith(">>>>>>> "):
-                break
-            if inner.startswith("||||||| "):
-                part, saw_base = "base", True
-            elif inner.rstrip("\r\n") == "=======":
-                part = "theirs"
-            else:
-                side[part].append(inner)
-        else:
-            return None  # unterminated conflict
-        if not saw_base or side["base"] or part != "theirs":
-            return None
-        out += side["ours"] + side["theirs"]
-    return "".join(out) if found else None
 
 
 def am_in_progress(repo: git.Repo) -> bool:

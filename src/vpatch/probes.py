@@ -1,6 +1,6 @@
 """What we know about each patch beyond its bytes: patches/patches.toml.
 
-One table per patch, keyed by its slug (series.key: a series' file name
+One table per patch, keyed by its slug (quilt.slug: a series' file name
 without `NNNN-` and `.patch`); its `releases` are patchset.py's. This module
 reads the rest:
 
@@ -90,7 +90,7 @@ def _read(path: Path | None) -> tuple[Path, dict[str, Any]]:
 
 
 def load(path: Path | None = None) -> Probes:
-    """{patch key: checks} of every patch that declares a probe."""
+    """{patch slug: checks} of every patch that declares a probe."""
     path, data = _read(path)
     for name, t in data.items():
         if not isinstance(t, dict):
@@ -106,7 +106,7 @@ def load(path: Path | None = None) -> Probes:
 
 
 def pr_titles(path: Path | None = None) -> dict[str, dict[str, str]]:
-    """{patch key: {"pr_prefix": ..., "pr_title": ...}} of the patches that say how
+    """{patch slug: {"pr_prefix": ..., "pr_title": ...}} of the patches that say how
     `vpatch pr` titles them (either key may be absent)."""
     path, data = _read(path)
     out = {}

@@ -97,8 +97,8 @@ def test_the_installed_vpatch_works_from_another_folder(venv, tmp_path):
     # install --dry-run into a fake vLLM: nothing in it changes
     py = build_env(tmp_path / "fake")
     before = snapshot(py)
-    todo = make_fake_series(tmp_path / "series-work")
-    r = vpatch(venv, tmp_path, "install", "--python", str(py), "--series", str(todo), "--dry-run")
+    series = make_fake_series(tmp_path / "series-work")
+    r = vpatch(venv, tmp_path, "install", "--python", str(py), "--series", str(series), "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "would install series series (2 patches" in r.stdout
     assert snapshot(py) == before

@@ -20,9 +20,9 @@ LAYER0 = "deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
 
 def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
     checks = probes.load()
-    todo = series_of(PINS, NEWEST)
+    series = series_of(PINS, NEWEST)
     globs = probes.patterns(checks)
-    base = files.release_files(NEWEST, globs | set(todo.files))
+    base = files.release_files(NEWEST, globs | set(series.files))
     tree = tmp_path / "patched"
     apply.apply(NEWEST.version, dest=tree, source=str(base))
     up = files.release_files(PINS.get("0.18.0"), globs)
@@ -33,11 +33,11 @@ def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
     }
     # the EAGLE-3 patches (upstream in 0.18.0); the fixes it shares with
     # 0.18.0's series: test_fix_probe_false_before_upstream_true_when_patched
-    later = {p.key for p in series_of(PINS, PINS.get("0.18.0")).patches}
-    eagle3 = [p for p in todo.patches if p.key not in later]
+    later = {p.slug for p in series_of(PINS, PINS.get("0.18.0")).patches}
+    eagle3 = [p for p in series.patches if p.slug not in later]
     assert len(eagle3) == 4
     for p in eagle3:
-        got = {k: probes.holds(checks[p.key], files) for k, files in seen.items()}
+        got = {k: probes.holds(checks[p.slug], files) for k, files in seen.items()}
         assert got == {"baseline": False, "patched": True, "0.18.0": True}, p.name
 
 
@@ -52,8 +52,8 @@ def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
         have = probes.folder_files(files.release_files(PINS.releases[v], globs), globs)
         assert not probes.holds(checks, have), v
     for v in ("0.18.0", "0.24.0", "0.25.0", "0.33.0"):
-        todo = series_of(PINS, PINS.get(v))
-        base = files.release_files(PINS.get(v), globs | set(todo.files))
+        series = series_of(PINS, PINS.get(v))
+        base = files.release_files(PINS.get(v), globs | set(series.files))
         tree = tmp_path / v
         apply.apply(v, dest=tree, source=str(base))
         patched = probes.folder_files(tree, globs)
@@ -87,8 +87,8 @@ def test_fix_probe_false_before_upstream_true_when_patched(tmp_path, slug, fixed
         assert probes.holds(checks, have) is upstream, v
     for variant in PINS.patchset.variants[slug]:
         v = variant.first
-        todo = series_of(PINS, v)
-        base = files.release_files(PINS.get(v), globs | set(todo.files))
+        series = series_of(PINS, v)
+        base = files.release_files(PINS.get(v), globs | set(series.files))
         tree = tmp_path / v
         apply.apply(v, dest=tree, source=str(base))
         assert probes.holds(checks, probes.folder_files(tree, globs)), v

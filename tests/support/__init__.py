@@ -26,7 +26,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from vpatch import lock, series
+from vpatch import lock, quilt
 from vpatch.wheel import fatbin, file, patch
 
 # -- git, series, trees --------------------------------------------------------
@@ -83,11 +83,11 @@ def make_series(tmp: Path, base: dict[str, str], steps: list[tuple[str, dict[str
     return out
 
 
-def series_of(pins: lock.Lock, release: lock.Release | str) -> series.Series:
+def series_of(pins: lock.Lock, release: lock.Release | str) -> quilt.Series:
     """The release's series; it must have one."""
-    todo = pins.series(release)
-    assert todo is not None, f"{release} carries no series"
-    return todo
+    series = pins.series(release)
+    assert series is not None, f"{release} carries no series"
+    return series
 
 
 def publish(root: Path, version: str, folder: Path) -> Path:
@@ -100,13 +100,13 @@ def publish(root: Path, version: str, folder: Path) -> Path:
     toml.parent.mkdir(parents=True, exist_ok=True)
     ps = patchset.load(toml)
     prev = None
-    for p in series.load(folder).patches:
-        dest = ps.file(p.key, version)
+    for p in quilt.load(folder).patches:
+        dest = ps.file(p.slug, version)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p.path, dest)
-        spans = [v.span for v in ps.variants.get(p.key, [])] + [version]
-        patchset.set_spans(toml, p.key, spans, prev)
-        prev = p.key
+        spans = [v.span for v in ps.variants.get(p.slug, [])] + [version]
+        patchset.set_spans(toml, p.slug, spans, prev)
+        prev = p.slug
     return toml
 
 
@@ -121,7 +121,7 @@ def named_series(
     tmp.mkdir()
     made = make_series(tmp, base, steps)
     into.mkdir(parents=True)
-    for old, new in zip(series.read_names(made / "series"), names, strict=True):
+    for old, new in zip(quilt.read_names(made / "series"), names, strict=True):
         shutil.copy(made / old, into / new)
     (into / "series").write_text("".join(f"{n}\n" for n in names))
     return into
@@ -400,10 +400,10 @@ def check_record(path: Path) -> None:
                 assert listed[name][1:] == [rhash(data), str(len(data))], name
 
 
-def patched_files(wheel: Path, todo: series.Series) -> dict[str, bytes]:
+def patched_files(wheel: Path, series: quilt.Series) -> dict[str, bytes]:
     """The series' files as patched on the wheel's copies."""
     with file.WheelFile.open(wheel) as w:
-        return patch.apply_series(w, todo).changed
+        return patch.apply_series(w, series).changed
 
 
 def pip_install(wheel: Path, target: Path) -> subprocess.CompletedProcess[str]:

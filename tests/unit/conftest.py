@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from support import BASE, change, make_series, make_wheel
-from vpatch import series
+from vpatch import quilt
 
 
 @pytest.fixture
-def wheel_series(tmp_path: Path) -> series.Series:
+def wheel_series(tmp_path: Path) -> quilt.Series:
     """Changes model.py twice, and config.py, adds eagle3.py, edits README.md
     (which no wheel ships)."""
     model = BASE["vllm/model.py"]
@@ -31,7 +31,7 @@ def wheel_series(tmp_path: Path) -> series.Series:
             ("model: second change", {"vllm/model.py": change(model, "line 5\n", "line 5ive\n")}),
         ],
     )
-    return series.load(d)
+    return quilt.load(d)
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from support import BASE, change, git, make_series
-from vpatch import checkout, gitutil, series
+from vpatch import checkout, gitutil, quilt
 from vpatch.errors import PatchError, TreeError
 
 
 def run(pins, release_dir, series_dir, dest):
-    todo = series.load(series_dir)
-    return checkout.apply(pins.get("9.9.0"), todo, dest, source=str(release_dir))
+    series = quilt.load(series_dir)
+    return checkout.apply(pins.get("9.9.0"), series, dest, source=str(release_dir))
 
 
 def log(dest: Path) -> list[str]:
@@ -24,7 +24,7 @@ def log(dest: Path) -> list[str]:
 
 def status(dest: Path, series_dir: Path) -> checkout.Status:
     repo, version = checkout.open_tree(dest)
-    return checkout.status(dest, repo, version, series.load(series_dir))
+    return checkout.status(dest, repo, version, quilt.load(series_dir))
 
 
 def test_apply_makes_baseline_tag_and_one_commit_per_patch(
@@ -254,3 +254,28 @@ def test_render_gives_numbered_patches_and_series(patched_tree):
     git(patched_tree, "commit", "-q", "--allow-empty", "-m", "nothing")
     with pytest.raises(PatchError, match="'nothing' changes no file"):
         checkout.render(repo, "vpatch/base-9.9.0")
+
+
+# -- merging two insertions at one place (port, pr) ------------------------------------
+
+
+def conflict(ours: str, base: str, theirs: str) -> str:
+    return f"head\n<<<<<<< ours\n{ours}||||||| base\n{base}=======\n{theirs}>>>>>>> theirs\ntail\n"
+
+
+def test_two_insertions_keep_ours_then_theirs():
+    assert checkout.union_insertions(conflict("a\n", "", "b\n")) == "head\na\nb\ntail\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        conflict("a\n", "old\n", "b\n"),  # a side changed lines
+        "head\n<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n",  # no base: not diff3
+        "head\n<<<<<<< ours\na\n||||||| base\n=======\nb\n",  # unterminated
+        "no conflict at all\n",
+    ],
+    ids=["changed", "no-base", "unterminated", "none"],
+)
+def test_anything_else_is_left_to_a_person(text):
+    assert checkout.union_insertions(text) is None

@@ -4,6 +4,7 @@ GitPython error arrives as vpatch.errors.GitError."""
 
 import http.server
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -277,31 +278,6 @@ def test_open_repo_wants_the_top_folder(tmp_path):
     assert gitutil.open_repo(tmp_path / "missing") is None
 
 
-# -- merging two insertions at one place (port, pr) ------------------------------------
-
-
-def conflict(ours: str, base: str, theirs: str) -> str:
-    return f"head\n<<<<<<< ours\n{ours}||||||| base\n{base}=======\n{theirs}>>>>>>> theirs\ntail\n"
-
-
-def test_two_insertions_keep_ours_then_theirs():
-    assert gitutil._union_insertions(conflict("a\n", "", "b\n")) == "head\na\nb\ntail\n"
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        conflict("a\n", "old\n", "b\n"),  # a side changed lines
-        "head\n<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n",  # no base: not diff3
-        "head\n<<<<<<< ours\na\n||||||| base\n=======\nb\n",  # unterminated
-        "no conflict at all\n",
-    ],
-    ids=["changed", "no-base", "unterminated", "none"],
-)
-def test_anything_else_is_left_to_a_person(text):
-    assert gitutil._union_insertions(text) is None
-
-
 def test_environment_variables_named_by_git_are_scrubbed(monkeypatch):
     for name in gitutil.LOCAL_ENV:
         monkeypatch.setenv(name, "x")
@@ -351,3 +327,36 @@ def test_paths_relative_to_the_caller_name_the_callers_files(monkeypatch, tmp_pa
     assert head == git(origin, "rev-parse", "v1^{commit}").strip()
     assert _dirs_and_files(tmp_path / "elsewhere/c/d") == ["x.txt"]  # no c/d/c/d
     assert sorted(os.listdir(tmp_path / "elsewhere")) == ["a", "c", "f", "p"]
+
+
+# -- a merge's conflicts as text (checkout.union_insertions merges them) ------------
+
+
+def _conflicted_merge(tmp_path: Path) -> Path:
+    top = commit_tree(tmp_path / "r", {"list.txt": "head\ntail\n", "other.txt": "x\n"})
+    git(top, "checkout", "-q", "-b", "theirs")
+    (top / "list.txt").write_text("head\nb\ntail\n")
+    git(top, "commit", "-qam", "theirs")
+    git(top, "checkout", "-q", "-")
+    (top / "list.txt").write_text("head\na\ntail\n")
+    git(top, "commit", "-qam", "ours")
+    merged = subprocess.run(["git", "merge", "-q", "theirs"], cwd=top, capture_output=True)
+    assert merged.returncode != 0  # both sides inserted at one place: a conflict
+    return top
+
+
+def test_conflict_texts_are_diff3_and_mark_resolved_ends_them(tmp_path):
+    top = _conflicted_merge(tmp_path)
+    repo = gitutil.open_repo(top)
+    assert repo is not None and gitutil.conflicted(repo) == ["list.txt"]
+    texts = gitutil.conflict_texts(repo)
+    assert texts is not None and list(texts) == ["list.txt"]
+    assert "||||||| " in texts["list.txt"]  # the base side is written out
+    gitutil.mark_resolved(repo, {"list.txt": "head\na\nb\ntail\n"})
+    assert gitutil.conflicted(repo) == []
+    assert (top / "list.txt").read_text() == "head\na\nb\ntail\n"
+
+
+def test_no_conflict_texts_without_a_conflict(tmp_path):
+    repo = gitutil.open_repo(commit_tree(tmp_path / "r", {"a.txt": "a\n"}))
+    assert repo is not None and gitutil.conflict_texts(repo) is None

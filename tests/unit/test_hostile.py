@@ -94,8 +94,8 @@ class Box:
     @property
     def series(self) -> list[Path]:
         """The files of the root's series, in order (in the patch set)."""
-        todo = lock.load(self.root / "VERSIONS.lock").series(S.VERSION)
-        return [p.path for p in todo.patches] if todo else []
+        series = lock.load(self.root / "VERSIONS.lock").series(S.VERSION)
+        return [p.path for p in series.patches] if series else []
 
     def seed(self, *names: str) -> None:
         """Put artifacts into the cache."""

@@ -93,7 +93,7 @@ def test_the_real_lock():
     # every release carries a series: EAGLE-3 (patched) or our fixes (upstream-fix)
     assert pins.with_series() == pins.versions()
     for v in pins.with_series():
-        todo = pins.series(v)
-        assert todo is not None and todo.name == v
-        numbers = [f"{i:04d}" for i in range(1, len(todo.patches) + 1)]
-        assert [p.name[:4] for p in todo.patches] == numbers
+        series = pins.series(v)
+        assert series is not None and series.name == v
+        numbers = [f"{i:04d}" for i in range(1, len(series.patches) + 1)]
+        assert [p.name[:4] for p in series.patches] == numbers

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from support import BASE, change, make_series, text_file
-from vpatch import patchset, series
+from vpatch import patchset, quilt
 from vpatch.errors import ConfigError, PatchError
 
 MODEL = BASE["vllm/model.py"]
@@ -15,7 +15,7 @@ PINNED = ["1.0", "1.1", "1.2", "2.0"]
 
 def patches(tmp: Path, steps) -> list[bytes]:
     made = make_series(tmp, BASE, steps)
-    return [p.path.read_bytes() for p in series.load(made).patches]
+    return [p.path.read_bytes() for p in quilt.load(made).patches]
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from vllm_tier import models, releases, runner, targets
 from vllm_tier.log import say
-from vpatch import series as vseries
+from vpatch import quilt
 
 INNER = runner.INNER
 AUX = "test_aux_hidden_states.py"
@@ -448,7 +448,7 @@ def mutated_series(m: Mutant, work: Path) -> Path:
     shutil.copytree(src, dest)
     path = dest / patch_file(m.release, m.patch).name
     path.write_text(mutate(path.read_text(), m.old, m.new))
-    vseries.load(dest)  # it still parses as a series (each patch as a diff)
+    quilt.load(dest)  # it still parses as a series (each patch as a diff)
     return dest
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from .. import checkout, lock, series, sources
+from .. import checkout, lock, quilt, sources
 from ..errors import ConfigError, TreeError, disk_error
 from ..paths import PARTIAL, make_folder
 from ..sources.cache import Say, download, quiet
@@ -76,15 +76,15 @@ def apply(
     (default build/vllm-<release>)."""
     pins = pins or lock.load()
     release = pins.get(version)
-    todo = pins.series(release, series_dir)
-    if todo is None:
+    series = pins.series(release, series_dir)
+    if series is None:
         raise ConfigError(
             f"vLLM {release.version} needs no patches (status {release.status}: it has the "
             f"EAGLE-3 changes itself); patched releases: {', '.join(pins.versions('patched'))}"
         )
     return checkout.apply(
         release,
-        todo,
+        series,
         Path(dest or checkout.default_dest(release.version)),
         source,
         offline,
@@ -98,8 +98,8 @@ def status(
 ) -> checkout.Status:
     repo, version = checkout.open_tree(Path(dest))
     pins = pins or lock.load()
-    todo = pins.series(version, series_dir)
-    return checkout.status(Path(dest), repo, version, todo or series.Series([], version))
+    series = pins.series(version, series_dir)
+    return checkout.status(Path(dest), repo, version, series or quilt.Series([], version))
 
 
 def unapply(dest: Path) -> tuple[str, int]:

@@ -35,10 +35,10 @@ def format_text(r: Report) -> str:
     else:
         lacking = [n for n, s in r.patches.items() if s not in status.READY]
         if any(r.patches[n] == "modified" for n in lacking):
-            todo = "a file was changed by hand: reinstall vLLM, then run `vpatch install`"
+            series = "a file was changed by hand: reinstall vLLM, then run `vpatch install`"
         elif r.series:
-            todo = "run `vpatch install`"
+            series = "run `vpatch install`"
         else:
-            todo = f"vpatch has no series for vLLM {r.release}"
-        lines.append(f"{what}: NOT ready ({', '.join(lacking)}); {todo}")
+            series = f"vpatch has no series for vLLM {r.release}"
+        lines.append(f"{what}: NOT ready ({', '.join(lacking)}); {series}")
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import checkout, lock, patchset, resources, series
+from .. import checkout, lock, patchset, quilt, resources
 from ..errors import ConfigError, TreeError
 
 
@@ -39,13 +39,13 @@ def export(tree: Path, into: Path | None = None, pins: lock.Lock | None = None) 
     names = [n for n in files if n != "series"]
     if into is not None:
         done = Exported(Path(into), version, names)
-        done.written, done.removed = series.write(Path(into), files)
+        done.written, done.removed = quilt.write(Path(into), files)
         return done
     if pins is None:
         resources.writable("vpatch export")
         pins = lock.load()
     rec = patchset.record(
-        pins.patchset, pins.versions(), version, [(series.key(n), files[n]) for n in names]
+        pins.patchset, pins.versions(), version, [(quilt.slug(n), files[n]) for n in names]
     )
     done = Exported(pins.patchset.dir, version, names, variants=rec.done)
     done.written = [s for s, what in rec.done.items() if what != "unchanged"]
@@ -58,8 +58,8 @@ def render(version: str | None, out: Path, pins: lock.Lock | None = None) -> Exp
     which must be new, empty, or a series folder this wrote before."""
     pins = pins or lock.load()
     release = pins.get(version)
-    todo = pins.series(release)
-    if todo is None:
+    series = pins.series(release)
+    if series is None:
         raise ConfigError(
             f"vLLM {release.version} carries no series (status {release.status}); releases "
             f"with one: {', '.join(pins.with_series())}"
@@ -69,7 +69,7 @@ def render(version: str | None, out: Path, pins: lock.Lock | None = None) -> Exp
         raise TreeError(f"{out} exists and is not a folder")
     if out.is_dir() and any(p.name != "series" and p.suffix != ".patch" for p in out.iterdir()):
         raise TreeError(f"{out} holds other files than a series; pick a new or empty folder")
-    files = todo.files_out()
+    files = series.files_out()
     done = Exported(out, release.version, [n for n in files if n != "series"])
-    done.written, done.removed = series.write(out, files)
+    done.written, done.removed = quilt.write(out, files)
     return done

@@ -3,7 +3,7 @@
 - patches.toml reads (spans of pinned releases, no two variants of a patch
   overlapping), every variant has its file patches/<slug>/<first>.patch and
   every file under patches/ is a variant;
-- a patch's subject gives its slug (series.key_of), and its DEP-3 fields are
+- a patch's subject gives its slug (quilt.slug_of), and its DEP-3 fields are
   present and well-formed;
 - every release's series is up to date: applied to the release's files (from
   the cache, downloaded when missing) the way `vpatch apply` applies it (git
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .. import checkout, lock, patchset, probes, series
+from .. import checkout, lock, patchset, probes, quilt
 from ..errors import NetworkError, VpatchError
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
@@ -88,7 +88,7 @@ def lint(
                 add(Problem(where, f"variant {var.span} has no file {_rel(var.path, root)}"))
                 continue
             try:
-                p = series.parse(var.path, name=f"{slug}.patch")
+                p = quilt.parse(var.path, name=f"{slug}.patch")
             except VpatchError as e:
                 add(Problem(_rel(var.path, root), str(e)))
                 continue
@@ -96,7 +96,7 @@ def lint(
     for f in sorted(ps.dir.rglob("*")) if ps.dir.is_dir() else []:
         if f.is_file() and f != meta_path and f.resolve() not in claimed:
             add(Problem(_rel(f, root), "no variant in patches.toml is this file"))
-    loaded: dict[str, series.Series] = {}
+    loaded: dict[str, quilt.Series] = {}
     for version in pins.versions():
         try:
             s = ps.series(version)
@@ -120,16 +120,16 @@ def _rel(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _patch(p: series.Patch, slug: str, where: str, add: Add) -> None:
-    if series.key_of(p.subject) != slug:
+def _patch(p: quilt.Patch, slug: str, where: str, add: Add) -> None:
+    if quilt.slug_of(p.subject) != slug:
         add(
             Problem(
                 where,
-                f"subject {p.subject!r} gives the slug {series.key_of(p.subject)!r}: rename the "
+                f"subject {p.subject!r} gives the slug {quilt.slug_of(p.subject)!r}: rename the "
                 f"patch's table and folder, or its subject",
             )
         )
-    for name in series.REQUIRED_FIELDS:
+    for name in quilt.REQUIRED_FIELDS:
         if not p.fields.get(name, "").strip():
             add(Problem(where, f"DEP-3 field {name} is missing or empty"))
     f = p.fields
@@ -165,7 +165,7 @@ def _is_date(value: str) -> bool:
     return True
 
 
-def _meta(pins: lock.Lock, loaded: dict[str, series.Series], path: Path, add: Add) -> None:
+def _meta(pins: lock.Lock, loaded: dict[str, quilt.Series], path: Path, add: Add) -> None:
     """Every patch of the newest series has a probe (the matrix tells
     `upstream` by it), and the probes are well-formed."""
     try:
@@ -175,15 +175,15 @@ def _meta(pins: lock.Lock, loaded: dict[str, series.Series], path: Path, add: Ad
         return
     newest = pins.default().version
     for p in loaded[newest].patches if newest in loaded else []:
-        if not checks.get(p.key):
-            add(Problem(path.name, f"no probe for {p.key} (the matrix cannot tell `upstream`)"))
+        if not checks.get(p.slug):
+            add(Problem(path.name, f"no probe for {p.slug} (the matrix cannot tell `upstream`)"))
 
 
 def _up_to_date(
     pins: lock.Lock,
     ps: patchset.PatchSet,
     version: str,
-    s: series.Series,
+    s: quilt.Series,
     offline: bool,
     out: Linted,
 ) -> None:
@@ -208,7 +208,7 @@ def _up_to_date(
         repo, _ = checkout.open_tree(dest)
         fresh = checkout.render(repo, checkout.BASE_TAG.format(version))
     for p in s.patches:
-        v = ps.variant(p.key, version)
+        v = ps.variant(p.slug, version)
         assert v is not None  # s is ps's series of version
         data, made = fresh.get(p.name, b""), p.path.read_bytes()
         exact = version == v.first

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import gitutil, lock, probes, series
+from .. import gitutil, lock, probes, quilt
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 from ..sources.refresh import resolve
@@ -43,13 +43,13 @@ _OFFSET = re.compile(r"Hunk #\d+ succeeded at \d+ \(offset")
 _REDUCED = re.compile(r"Context reduced to")
 
 
-def every_patch(pins: lock.Lock) -> list[tuple[str, series.Patch]]:
-    """(release, patch) of every distinct patch (by key) of every series,
+def every_patch(pins: lock.Lock) -> list[tuple[str, quilt.Patch]]:
+    """(release, patch) of every distinct patch (by slug) of every series,
     each from the newest series that has it, in first-appearance order."""
-    newest: dict[str, tuple[str, series.Patch]] = {}
+    newest: dict[str, tuple[str, quilt.Patch]] = {}
     for v in pins.with_series():  # oldest first: a newer copy replaces an older one
         for p in s.patches if (s := pins.series(v)) else ():
-            newest[p.key] = (v, p)  # an existing key keeps its place in the dict
+            newest[p.slug] = (v, p)  # an existing key keeps its place in the dict
     return list(newest.values())
 
 
@@ -67,7 +67,7 @@ def try_patch(tree: Path, patch: Path) -> str:
 
 
 def classify(
-    tree: Path, patches: list[series.Patch], checks: probes.Probes, files: Path | None = None
+    tree: Path, patches: list[quilt.Patch], checks: probes.Probes, files: Path | None = None
 ) -> dict[str, str]:
     """The status of each patch on the release files in tree (which this
     changes: the patches are applied in order). Probes read `files`, the
@@ -77,7 +77,7 @@ def classify(
     pristine = probes.folder_files(files or tree, globs)
     out = {}
     for p in patches:
-        mine = checks.get(p.key, [])
+        mine = checks.get(p.slug, [])
         if probes.holds(mine, pristine):
             out[p.stem] = "upstream"
         elif out and probes.holds(mine, probes.folder_files(tree, globs)):
@@ -87,7 +87,7 @@ def classify(
     return out
 
 
-def own_series(tree: Path, patches: list[series.Patch]) -> str:
+def own_series(tree: Path, patches: list[quilt.Patch]) -> str:
     """Whether a series applies to the release files in tree as `git am`
     applies it: full context, offsets allowed, in order."""
     if not patches:
@@ -109,15 +109,19 @@ def _row(
     checks: probes.Probes,
     offline: bool,
 ) -> tuple[str, dict[str, str], str]:
-    todo = [series.parse(path, name) for path, name in patches]
-    mine = [series.parse(path, name) for path, name in own]
-    globs = {f for p in [*todo, *mine] for f in p.files} | probes.patterns(checks)
+    series = [quilt.parse(path, name) for path, name in patches]
+    mine = [quilt.parse(path, name) for path, name in own]
+    globs = {f for p in [*series, *mine] for f in p.files} | probes.patterns(checks)
     cached = release_files(release, globs, offline)
     with tempfile.TemporaryDirectory(prefix="vpatch-matrix-") as tmp:
         tree, clean = Path(tmp) / "tree", Path(tmp) / "own"
         shutil.copytree(cached, tree)
         shutil.copytree(cached, clean)
-        return release.version, classify(tree, todo, checks, files=cached), own_series(clean, mine)
+        return (
+            release.version,
+            classify(tree, series, checks, files=cached),
+            own_series(clean, mine),
+        )
 
 
 # -- the matrix ------------------------------------------------------------------
@@ -172,7 +176,7 @@ def build(
     pins = pins or lock.load()
     checks = probes.load(meta_path or pins.patches_toml)
     if series_dir is not None:
-        found = [(_shown(Path(series_dir), pins.root), p) for p in series.load(series_dir).patches]
+        found = [(_shown(Path(series_dir), pins.root), p) for p in quilt.load(series_dir).patches]
     else:
         found = every_patch(pins)
     names = [p.stem for _, p in found]
@@ -199,7 +203,7 @@ def build(
     )
 
 
-def _patches(s: series.Series | None) -> list[series.Patch]:
+def _patches(s: quilt.Series | None) -> list[quilt.Patch]:
     return s.patches if s else []
 
 

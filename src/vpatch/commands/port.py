@@ -36,7 +36,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import checkout, gitutil, lock, patchset, probes, resources, series, sources
+from .. import checkout, gitutil, lock, patchset, probes, quilt, resources, sources
 from ..errors import PatchError, TreeError
 from ..sources.cache import Say, quiet
 from ..sources.refresh import resolve
@@ -85,8 +85,8 @@ def port(
         pins = lock.load()
     src = pins.get(from_version)
     dst = resolve(pins, to_version, offline)
-    todo = pins.series(src)
-    if todo is None:
+    series = pins.series(src)
+    if series is None:
         raise PatchError(f"vLLM {src.version} carries no series; nothing to port")
     work = Path(work or default_work(dst.version))
     if work.exists() and not work.is_dir():
@@ -103,15 +103,15 @@ def port(
         base_to = _commit_release(repo, dst, to_source, offline, say)
         gitutil.tag(repo, FROM_TAG.format(src.version), base_from)
         gitutil.switch(repo, f"from-{src.version}", base_from)
-        for p in todo.patches:  # FROM's own series must apply to FROM
+        for p in series.patches:  # FROM's own series must apply to FROM
             gitutil.am(repo, p.path)
-        todo = _rendered(repo, FROM_TAG.format(src.version))
+        series = _rendered(repo, FROM_TAG.format(src.version))
         gitutil.tag(repo, checkout.BASE_TAG.format(dst.version), base_to)
         gitutil.switch(repo, f"port-{dst.version}", base_to)
         checks = probes.load(meta_path or pins.patches_toml)
         have = probes.folder_files(work, probes.patterns(checks))
-        for i, p in enumerate(todo.patches):
-            report.status[p.name] = _carry(repo, p, todo.patches[i + 1 :], checks, have)
+        for i, p in enumerate(series.patches):
+            report.status[p.name] = _carry(repo, p, series.patches[i + 1 :], checks, have)
             say(f"{p.name}: {report.status[p.name]}")
             if report.status[p.name] == "conflict":
                 report.unresolved = gitutil.conflicted(repo)
@@ -122,12 +122,12 @@ def port(
     return _finish(report, repo, pins, dst, into, keep)
 
 
-def _rendered(repo: gitutil.Repo, base: str) -> series.Series:
+def _rendered(repo: gitutil.Repo, base: str) -> quilt.Series:
     """The commits base..HEAD as patch files in the repository's .git, whose
     index lines name blobs the repository holds (what `git am --3way` needs)."""
     folder = Path(repo.git_dir) / "vpatch-port"
-    series.write(folder, checkout.render(repo, base))
-    return series.load(folder)
+    quilt.write(folder, checkout.render(repo, base))
+    return quilt.load(folder)
 
 
 def _remove(work: Path, created: bool) -> None:
@@ -149,12 +149,12 @@ def _commit_release(
 
 def _carry(
     repo: gitutil.Repo,
-    patch: series.Patch,
-    rest: list[series.Patch],
+    patch: quilt.Patch,
+    rest: list[quilt.Patch],
     checks: probes.Probes,
     have: dict[str, str],
 ) -> str:
-    if probes.holds(checks.get(patch.key, []), have):
+    if probes.holds(checks.get(patch.slug, []), have):
         return "dropped"
     return checkout.carry(repo, patch, rest)
 
@@ -180,9 +180,9 @@ def resume(
     checkout.refuse_am(repo)
     dst = resolve(pins, to_version)
     done = {c.subject for c in checkout.on_base(repo, checkout.BASE_TAG.format(dst.version))}
-    todo = _patches_of(pins, src)
+    series = _patches_of(pins, src)
     report = Ported(src.version, dst.version, work)
-    report.status = {p.name: "ported" if p.subject in done else "dropped" for p in todo}
+    report.status = {p.name: "ported" if p.subject in done else "dropped" for p in series}
     return _finish(report, repo, pins, dst, into, keep)
 
 
@@ -205,11 +205,11 @@ def _finish(
     files = checkout.render(repo, checkout.BASE_TAG.format(dst.version))
     report.names = [n for n in files if n != "series"]
     if into is not None:
-        series.write(Path(into), files)
+        quilt.write(Path(into), files)
         report.into = Path(into)
     else:
         had = pins.has_series(dst)
-        exported = [(series.key(n), files[n]) for n in report.names]
+        exported = [(quilt.slug(n), files[n]) for n in report.names]
         report.variants = patchset.record(
             pins.patchset, pins.versions(), dst.version, exported
         ).done
@@ -227,6 +227,6 @@ def _finish(
     return report
 
 
-def _patches_of(pins: lock.Lock, release: lock.Release) -> list[series.Patch]:
+def _patches_of(pins: lock.Lock, release: lock.Release) -> list[quilt.Patch]:
     s = pins.series(release)
     return s.patches if s else []

@@ -24,7 +24,7 @@ def draft(
     say: Say = quiet,
 ) -> Drafted:
     """The draft onto a release or a checkout (see pr/draft.py); ``only``:
-    the patch keys to send (all without it)."""
+    the patch slugs to send (all without it)."""
     return engine.draft(
         onto, out=out, signoff=signoff, source=source, offline=offline, only=only, say=say
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from .. import checkout, lock, series
+from .. import checkout, lock, quilt
 from ..errors import ConfigError, VpatchError
 from ..wheel.verify import Verified, check_version, compare, scan
 
@@ -23,11 +23,11 @@ def verify_wheel(
     *,
     check_files: bool = True,
     series_dir: Path | None = None,
-    todo: series.Series | None = None,
+    series: quilt.Series | None = None,
     offline: bool = False,
 ) -> Verified:
     """`check_files=False` leaves out the version and file checks; the
-    series is `todo`, or the one in `series_dir`, or the lock's for the
+    series is `series`, or the one in `series_dir`, or the lock's for the
     wheel's release."""
     res, w = scan(Path(wheel_path), arch)
     if w is None:
@@ -37,15 +37,15 @@ def verify_wheel(
             return res
         base = Version(w.version).public
         try:
-            if todo is None:
+            if series is None:
                 pins = lock.load()
-                todo = pins.series(base, series_dir)
-                if todo is None:
+                series = pins.series(base, series_dir)
+                if series is None:
                     raise ConfigError(f"vLLM {base} carries no series")
         except VpatchError as e:
             res.problems.append(f"cannot load the series for {w.version}: {e}")
             return res
-        shipped = check_version(res, w, todo)
+        shipped = check_version(res, w, series)
         if shipped is None:
             return res
         if tree is not None:
@@ -54,7 +54,7 @@ def verify_wheel(
         with tempfile.TemporaryDirectory(prefix="vpatch-verify-") as tmp:
             dest = Path(tmp) / "tree"
             pins = lock.load()
-            checkout.apply(pins.get(base), todo, dest, offline=offline)
-            where = f"vLLM {base} + series {todo.name} (applied in a temporary folder)"
+            checkout.apply(pins.get(base), series, dest, offline=offline)
+            where = f"vLLM {base} + series {series.name} (applied in a temporary folder)"
             compare(res, w, dest, shipped, where)
     return res

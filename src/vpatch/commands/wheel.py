@@ -42,13 +42,13 @@ def build(
         raise ConfigError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
     pins = lock.load()
     release = pins.get(version)
-    todo = pins.series(release, series_dir)
-    if todo is None:
+    series = pins.series(release, series_dir)
+    if series is None:
         raise ConfigError(
             f"vLLM {release.version} has the EAGLE-3 fixes upstream and no series: "
             "use its official wheel"
         )
-    new_version = local_version(release.version, todo.content_hash())
+    new_version = local_version(release.version, series.content_hash())
     out = Path(out)
     if mode == "source":
         if variant != "cuda":
@@ -56,8 +56,8 @@ def build(
                 "--mode source builds the cuda variant only; the cpu wheel is made by "
                 "--mode overlay"
             )
-        plan = plan_source(release, todo, new_version, out, tree, offline)
-        return plan if dry_run else build_from_source(plan, release, todo, offline)
+        plan = plan_source(release, series, new_version, out, tree, offline)
+        return plan if dry_run else build_from_source(plan, release, series, offline)
     artifact = release.artifact(ARTIFACT_KIND[variant])
     if dry_run:
         return BuildPlan(
@@ -66,8 +66,8 @@ def build(
             mode,
             artifact.filename,
             out / wheel_filename(artifact.filename, new_version),
-            todo.name,
+            series.name,
             new_version,
-            todo.files,
+            series.files,
         )
-    return overlay(download(artifact, offline, say), todo, out).path
+    return overlay(download(artifact, offline, say), series, out).path

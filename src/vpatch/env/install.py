@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import gitutil, lock, probes, record, series
+from .. import gitutil, lock, probes, quilt, record
 from ..errors import ConfigError, PatchError, TreeError
 from ..record import Row
 from . import bytecode, journal, locking, receipt, status
@@ -90,8 +90,8 @@ def install(
         series_dir = Path(os.path.abspath(series_dir))
     d = find(python)
     if d.editable is not None:
-        todo = series.load(series_dir) if series_dir else _series_of(d, pins or lock.load())
-        raise TreeError(_editable(d, todo))
+        series = quilt.load(series_dir) if series_dir else _series_of(d, pins or lock.load())
+        raise TreeError(_editable(d, series))
     with locking.hold(d.info):
         recovered = None
         if dry_run:
@@ -106,7 +106,7 @@ def install(
         return res
 
 
-def _series_of(d: Dist, pins: lock.Lock) -> series.Series | None:
+def _series_of(d: Dist, pins: lock.Lock) -> quilt.Series | None:
     rel = pins.releases.get(d.public)
     return pins.series(rel) if rel else None
 
@@ -118,10 +118,10 @@ def _choose(
     checks: probes.Probes | None,
     rows: dict[str, Row],
     rec: Receipt | None,
-) -> tuple[series.Series | None, str]:
+) -> tuple[quilt.Series | None, str]:
     """(the series to install, "") or (None, why there is nothing to do)."""
     if series_dir is not None:
-        return series.load(series_dir), ""
+        return quilt.load(series_dir), ""
     pins = pins or lock.load()
     rel = pins.releases.get(d.public)
     if rel is None:
@@ -152,13 +152,13 @@ def _install(
 ) -> Result:
     rec = receipt.read(d.info)
     record_bytes, rows = read_record(d.record_path)
-    todo, why = _choose(d, series_dir, pins, checks, {r.path: r for r in rows}, rec)
-    if todo is None:
+    series, why = _choose(d, series_dir, pins, checks, {r.path: r for r in rows}, rec)
+    if series is None:
         return Result(d, "nothing", why, release=d.public)
-    digest = todo.content_hash()
-    n = len(todo.patches)
-    label = f"series {todo.name} ({n} patch{'es' * (n != 1)}, {digest[:8]})"
-    res = Result(d, "dry-run" if dry_run else "installed", release=d.public, series=todo.name)
+    digest = series.content_hash()
+    n = len(series.patches)
+    label = f"series {series.name} ({n} patch{'es' * (n != 1)}, {digest[:8]})"
+    res = Result(d, "dry-run" if dry_run else "installed", release=d.public, series=series.name)
     chunk = status.wheel_series(d)
     if chunk and rec is None:
         if status.same_hash(chunk, digest):
@@ -179,10 +179,10 @@ def _install(
         res.action = "dry-run" if dry_run else "updated"
         kept = _from_store(d, rec).files
         base = Original(rows=rows)
-        shipped = _shipped(todo, rows)
+        shipped = _shipped(series, rows)
         _check_against_record(d, base, [f for f in shipped if f not in kept], rows)
         base.files.update(kept)
-        _patch(d, todo, base.files, shipped)
+        _patch(d, series, base.files, shipped)
         if dry_run:
             res.message = (
                 f"series {rec.series} ({rec.series_sha256[:8]}) would be uninstalled first"
@@ -193,9 +193,9 @@ def _install(
             record_bytes, rows = read_record(d.record_path)
     if rec is None or not dry_run:
         orig = Original(record=record_bytes, record_meta=_meta(d.record_path), rows=rows)
-        shipped = _shipped(todo, rows)
+        shipped = _shipped(series, rows)
         _check_against_record(d, orig, shipped, rows)
-    patched = _patch(d, todo, orig.files, shipped)
+    patched = _patch(d, series, orig.files, shipped)
     changed: dict[str, bytes | None] = {f: b for f, b in patched.items() if b != orig.files.get(f)}
     changed.update({f: None for f in orig.files if f not in patched})  # the series removes it
     res.files = sorted(changed)
@@ -208,7 +208,7 @@ def _install(
     if dry_run:
         res.message = f"would install {label}" + (f"; {res.message}" if res.message else "")
         return res
-    new = Receipt(d.public, todo.name, digest, [p.name for p in todo.patches])
+    new = Receipt(d.public, series.name, digest, [p.name for p in series.patches])
     _transact_install(d, orig, changed, pycs, new)
     n, k = len(res.files), sum(v.startswith("recompiled") for v in res.bytecode.values())
     res.message = f"{label}: {n} file{'s' * (n != 1)} replaced, {k} .pyc recompiled"
@@ -269,12 +269,12 @@ def _meta(path: Path) -> Meta:
     return st.st_mode & 0o7777, st.st_mtime_ns
 
 
-def _shipped(todo: series.Series, rows: list[record.Row]) -> list[str]:
+def _shipped(series: quilt.Series, rows: list[record.Row]) -> list[str]:
     """The series files that belong to the installed packages (vllm/...);
     the others (tests, docs) are not installed and are left out."""
-    tops = {f.split("/", 1)[0] for f in todo.files}
+    tops = {f.split("/", 1)[0] for f in series.files}
     installed = {t for t in tops if any(r.path.startswith(f"{t}/") for r in rows)}
-    return [f for f in todo.files if f.split("/", 1)[0] in installed]
+    return [f for f in series.files if f.split("/", 1)[0] in installed]
 
 
 def _check_against_record(d: Dist, orig: Original, shipped: list[str], rows: list[Row]) -> None:
@@ -316,7 +316,7 @@ def _check_against_record(d: Dist, orig: Original, shipped: list[str], rows: lis
 
 
 def _patch(
-    d: Dist, todo: series.Series, files: dict[str, bytes], shipped: list[str]
+    d: Dist, series: quilt.Series, files: dict[str, bytes], shipped: list[str]
 ) -> dict[str, bytes]:
     """The series applied to copies of files: {path: patched bytes} for
     every shipped file that exists afterwards."""
@@ -326,7 +326,7 @@ def _patch(
         for f, data in files.items():
             (tree / f).parent.mkdir(parents=True, exist_ok=True)
             (tree / f).write_bytes(data)
-        for p in todo.patches:
+        for p in series.patches:
             mine = [f for f in p.files if f in shipped]
             if not mine:
                 continue
@@ -459,12 +459,12 @@ def _store_dirs(di: Path) -> list[Path]:
     return [root, *(p for p in root.rglob("*") if p.is_dir())] if root.is_dir() else []
 
 
-def _editable(d: Dist, todo: series.Series | None) -> str:
+def _editable(d: Dist, series: quilt.Series | None) -> str:
     where = d.editable or d.root
     head = f"{d.name} {d.version} is an editable install of {where}: vpatch does not change it"
-    if todo is None:
+    if series is None:
         return f"{head}, and vLLM {d.public} has no series"
-    files = [str(p.path.resolve()) for p in todo.patches]
+    files = [str(p.path.resolve()) for p in series.patches]
     verb = "am" if (where / ".git").exists() else "apply"
     return (
         f"{head}; patch the checkout itself: git -C {shlex.quote(str(where))} {verb} "

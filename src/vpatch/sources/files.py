@@ -46,15 +46,15 @@ def release_files(
             seen, sums = {}, {}
     except OSError as e:
         raise disk_error(e, "cannot read the file cache") from None
-    todo = sorted(set(globs) - set(seen))
-    if not todo:
+    series = sorted(set(globs) - set(seen))
+    if not series:
         return tree
-    found = _read_members(download(art, offline, say), kind, todo)
+    found = _read_members(download(art, offline, say), kind, series)
     try:
         for rel, (data, mode) in found.items():
             _write(tree / rel, data, mode)
             sums[rel] = _sha256(data)
-        for g in todo:
+        for g in series:
             seen[g] = sorted(r for r in found if probes.matches(r, g))
         home.mkdir(parents=True, exist_ok=True)
         sweep(home)

@@ -31,7 +31,7 @@ from packaging.version import Version
 from .. import checkout, gitutil
 from ..errors import ConfigError, PreflightError, TreeError, WheelError
 from ..lock import Release
-from ..series import Series
+from ..quilt import Series
 from ..sources.cache import download
 from ..sources.extract import ARCHIVE_ERRORS
 
@@ -91,7 +91,7 @@ def format_plan(plan: BuildPlan) -> str:
 
 def plan_source(
     release: Release,
-    todo: Series,
+    series: Series,
     new_version: str,
     out: Path,
     tree: Path | None = None,
@@ -115,9 +115,9 @@ def plan_source(
         "source",
         sdist.filename,
         out / f"vllm-{new_version}-cp38-abi3-{plat}.whl",
-        todo.name,
+        series.name,
         new_version,
-        todo.files,
+        series.files,
         tree=tree,
     )
     plan.env, cuda_home = source_env(new_version)
@@ -137,7 +137,7 @@ def plan_source(
 
 
 def build_from_source(
-    plan: BuildPlan, release: Release, todo: Series, offline: bool = False
+    plan: BuildPlan, release: Release, series: Series, offline: bool = False
 ) -> Path:
     """Carry out plan_source's plan: stop at a failed preflight, apply the
     series in the tree (or check it is the patched tree), build. The wheel."""
@@ -147,7 +147,7 @@ def build_from_source(
             plan.problems[0] + (f" (and {more} more: see --dry-run)" if more else "")
         )
     assert plan.tree is not None
-    _prepare_tree(release, todo, plan.tree, offline)
+    _prepare_tree(release, series, plan.tree, offline)
     out = plan.output.parent
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -166,14 +166,14 @@ def build_from_source(
     return plan.output
 
 
-def _prepare_tree(release: Release, todo: Series, tree: Path, offline: bool) -> None:
+def _prepare_tree(release: Release, series: Series, tree: Path, offline: bool) -> None:
     """A fresh tree gets the series applied; an existing one must be the
     fully patched series (build outputs in it are fine, edits are not)."""
     if not tree.exists() or not any(tree.iterdir()):
-        checkout.apply(release, todo, tree, offline=offline)
+        checkout.apply(release, series, tree, offline=offline)
         return
     repo, version = checkout.open_tree(tree)
-    st = checkout.status(tree, repo, version, todo)
+    st = checkout.status(tree, repo, version, series)
     if st.version != release.version or st.extra or not all(p.applied for p in st.patches):
         raise TreeError(
             f"{tree} is not vLLM {release.version} with the whole series applied; "

@@ -22,7 +22,7 @@ from pathlib import Path
 from .. import record
 from ..errors import disk_error
 from ..paths import sweep, tmp_path
-from ..series import Series
+from ..quilt import Series
 from . import zipcopy
 from .file import SIGNATURES, WheelFile, local_version, open_zip, set_version, wheel_filename
 from .patch import Patched, apply_series
@@ -45,7 +45,7 @@ def _rename(name: str, moves: dict[str, str]) -> str:
     return moves[top] + sep + rest if sep and top in moves else name
 
 
-def overlay(wheel_path: Path, todo: Series, out_dir: Path) -> Overlaid:
+def overlay(wheel_path: Path, series: Series, out_dir: Path) -> Overlaid:
     """Write `out_dir/<name>-<version>+eagle3.<hash>-<tags>.whl`: the input
     wheel with the series' files replaced (see the module docstring).
     Atomic: the file appears complete or not at all.
@@ -66,13 +66,13 @@ def overlay(wheel_path: Path, todo: Series, out_dir: Path) -> Overlaid:
             out = zipcopy.Output(tmp)
             try:
                 ends = zipcopy.member_ends(zf)
-                touched = {f for p in todo.patches for f in p.files}
+                touched = {f for p in series.patches for f in p.files}
                 n_prefix, prefix_end = _verbatim_prefix(zf, touched, ends)
                 if prefix_end:
                     out.copy_in_background(src, 0, prefix_end, 0)
                 w = WheelFile.open(wheel_path, zf)
-                names = _Names(w, local_version(w.version, todo.content_hash()))
-                sf = apply_series(w, todo)
+                names = _Names(w, local_version(w.version, series.content_hash()))
+                sf = apply_series(w, series)
                 central = zipcopy.central_entries(src, zf, wheel_path)
                 members, result = _plan(w, sf, names, src, ends, central)
                 steps = zipcopy.layout(members, n_prefix, prefix_end, zf.comment, src)

@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import gitutil
 from ..errors import PatchError, WheelError, disk_error
 from ..paths import safe_relpath
-from ..series import Series
+from ..quilt import Series
 from .file import WheelFile
 
 # Paths a series may change that an overlay cannot carry: compiled code.
@@ -30,12 +30,12 @@ class Patched:
     skipped: list[str] = field(default_factory=list)
 
 
-def classify(todo: Series, w: WheelFile) -> tuple[list[str], list[str]]:
+def classify(series: Series, w: WheelFile) -> tuple[list[str], list[str]]:
     """(shipped, skipped) series files; compiled code raises WheelError."""
     packages = w.packages()
     shipped: list[str] = []
     skipped: list[str] = []
-    for patch in todo.patches:
+    for patch in series.patches:
         for f in patch.files:
             safe_relpath(f, f"patch {patch.name}")
             if f in shipped or f in skipped:
@@ -52,12 +52,12 @@ def classify(todo: Series, w: WheelFile) -> tuple[list[str], list[str]]:
     return shipped, skipped
 
 
-def apply_series(w: WheelFile, todo: Series) -> Patched:
+def apply_series(w: WheelFile, series: Series) -> Patched:
     """Extract the members the series touches into a temporary folder laid
     out like the repository, `git apply` the patches there in order, and
     collect the results. A patched file equal to the original is not
     'changed'."""
-    shipped, skipped = classify(todo, w)
+    shipped, skipped = classify(series, w)
     out = Patched(skipped=skipped)
     if not shipped:
         return out
@@ -73,7 +73,7 @@ def apply_series(w: WheelFile, todo: Series) -> Patched:
                     dest = root / f
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     dest.write_bytes(data)
-            for patch in todo.patches:
+            for patch in series.patches:
                 if not any(f in shipped for f in patch.files):
                     continue
                 ok, report = gitutil.apply_folder(root, patch.path, 3, shipped)

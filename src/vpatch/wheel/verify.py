@@ -15,7 +15,7 @@ from packaging.version import Version
 
 from .. import record
 from ..errors import ConfigError, RecordMismatch, WheelError
-from ..series import Series
+from ..quilt import Series
 from . import fatbin
 from .file import READ_ERRORS, WheelFile, local_version, open_zip
 from .patch import classify
@@ -162,17 +162,17 @@ def _parse_arch(arch: str) -> None:
         raise ConfigError(str(bad)) from None
 
 
-def check_version(res: Verified, w: WheelFile, todo: Series) -> list[str] | None:
+def check_version(res: Verified, w: WheelFile, series: Series) -> list[str] | None:
     """The version's local part must be the hash of the series; returns the
     series files the wheel ships (None when the series cannot go on it)."""
     base = Version(w.version).public
-    want = local_version(base, todo.content_hash())
+    want = local_version(base, series.content_hash())
     if w.version != want:
         res.problems.append(
             f"version {w.version} is not {want}: the wheel was not built from the current series"
         )
     try:
-        shipped, _ = classify(todo, w)
+        shipped, _ = classify(series, w)
     except WheelError as e:
         res.problems.append(str(e))
         return None

@@ -80,10 +80,10 @@ def patched(tmp_path_factory):
 
     def files(version: str) -> tuple[Path, Path]:
         if version not in made:
-            rel, todo = PINS.get(version), series_of(PINS, version)
-            base = release_files(rel, set(todo.files) | {"vllm/_version.py"})
+            rel, series = PINS.get(version), series_of(PINS, version)
+            base = release_files(rel, set(series.files) | {"vllm/_version.py"})
             out = tmp_path_factory.mktemp("patched") / version
-            checkout.apply(rel, todo, out, source=str(base))
+            checkout.apply(rel, series, out, source=str(base))
             made[version] = base, out
         return made[version]
 

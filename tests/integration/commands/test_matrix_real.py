@@ -10,7 +10,7 @@ import sys
 import pytest
 from packaging.version import Version
 from support import series_of
-from vpatch import lock, series
+from vpatch import lock, quilt
 from vpatch.commands import matrix
 
 pytestmark = pytest.mark.integration
@@ -28,14 +28,14 @@ def real() -> matrix.Matrix:
 LAYER0 = "0001-deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
 # the EAGLE-3 patches of 0.15.0-0.17.1 (upstream from 0.18.0): the newest
 # series' patches but the fixes it shares with 0.18.0's series
-LATER = {p.key for p in series_of(PINS, PINS.get("0.18.0")).patches}
-EAGLE3 = [p.stem for p in series_of(PINS, NEWEST).patches if p.key not in LATER]
+LATER = {p.slug for p in series_of(PINS, PINS.get("0.18.0")).patches}
+EAGLE3 = [p.stem for p in series_of(PINS, NEWEST).patches if p.slug not in LATER]
 
 
 def test_matrix_covers_the_lock_and_every_patch_of_every_series(real):
     assert list(real.releases) == PINS.versions()
-    keys = {p.key for v in PINS.with_series() for p in series_of(PINS, v).patches}
-    assert {series.key(n) for n in real.patches} == keys
+    keys = {p.slug for v in PINS.with_series() for p in series_of(PINS, v).patches}
+    assert {quilt.slug(n) for n in real.patches} == keys
     assert len(real.patches) == len(PINS.patchset.slugs)
     assert real.patches[:4] == EAGLE3 and LAYER0 in real.patches
     assert real.source[LAYER0] == "0.33.0" and real.source[EAGLE3[0]] == NEWEST.version

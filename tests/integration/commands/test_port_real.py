@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from support import git, series_of
-from vpatch import lock, patchset, series
+from vpatch import lock, patchset, quilt
 from vpatch.commands import apply, port
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ def test_port_016_to_0171_reproduces_the_committed_series(tmp_path):
     assert PINS.path.read_bytes() == before  # 0.17.1 is pinned with a series: lock untouched
     old = series_of(PINS, PINS.get("0.16.0")).patches
     committed = series_of(PINS, NEWEST).patches
-    ported = series.load(tmp_path / "out").patches
+    ported = quilt.load(tmp_path / "out").patches
     assert [p.name for p in ported] == [p.name for p in committed]
     for o, c, p in zip(old, committed, ported, strict=True):
         assert p.changes() == c.changes(), p.name

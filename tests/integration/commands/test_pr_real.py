@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from support import git, series_of
-from vpatch import lock, series
+from vpatch import lock, quilt
 from vpatch.pr import body as pr_body  # a module: pytest would collect tested_results
 from vpatch.pr.candidates import candidates
 
@@ -22,7 +22,7 @@ LAYER0 = "deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
 MLA = "mla-detect-kimi-k2-eagle-drafters"
 
 
-def _pr(tmp_path, slug: str) -> tuple[list[str], series.Patch]:
+def _pr(tmp_path, slug: str) -> tuple[list[str], quilt.Patch]:
     """`vpatch pr --onto 0.33.0 --patch slug`: its output lines, after checking
     the branch is one commit (signed off, vLLM's title) carrying the same
     change as the patch of 0.33.0's series."""
@@ -36,8 +36,8 @@ def _pr(tmp_path, slug: str) -> tuple[list[str], series.Patch]:
     )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    fix = next(p for p in series_of(PINS, PINS.get("0.33.0")).patches if p.key == slug)
-    title = candidates(PINS)[[c.key for c in candidates(PINS)].index(slug)].title
+    fix = next(p for p in series_of(PINS, PINS.get("0.33.0")).patches if p.slug == slug)
+    title = candidates(PINS)[[c.slug for c in candidates(PINS)].index(slug)].title
     assert [line for line in lines if line.startswith("  ")][:1] == [
         f"  clean     {fix.name} (0.33.0): {title}"
     ]
@@ -56,9 +56,9 @@ def _pr(tmp_path, slug: str) -> tuple[list[str], series.Patch]:
     assert git(tree, "show", "--format=", "--name-only", "HEAD").split() == sorted(fix.files)
 
     # series/: that commit, the same change as the patch of 0.33.0
-    names = series.read_names(out / "series/series")
+    names = quilt.read_names(out / "series/series")
     assert len(names) == 1 and sorted(p.name for p in (out / "series").glob("*.patch")) == names
-    sent = series.parse(out / "series" / names[0])
+    sent = quilt.parse(out / "series" / names[0])
     assert sent.changes() == fix.changes()
     return lines, fix
 
@@ -91,7 +91,7 @@ def test_pr_onto_0330_drafts_the_layer_0_fix_alone(tmp_path):
     # fix: the body names a release the tier can run, never 0.33.0, and says
     # "not run yet" exactly when no release carrying the fix has results
     assert "VLLM=0.33.0" not in body
-    layer0 = [c for c in candidates(PINS) if c.key == LAYER0]
+    layer0 = [c for c in candidates(PINS) if c.slug == LAYER0]
     tested, res = pr_body.tested_results(layer0, PINS)
     assert tested is not None and f"make test-vllm VLLM={tested}" in body
     assert ("Not run yet" in body) == (res is None)

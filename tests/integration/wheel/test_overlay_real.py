@@ -23,11 +23,11 @@ DEFAULT = PINS.default()
 def test_cpu_wheel_overlay_installs_with_pip(tmp_path, default_tree):
     rel = DEFAULT
     src = cache.download(rel.artifact("cpu-wheel"))
-    todo = series_of(PINS, rel)
-    res = overlay.overlay(src, todo, tmp_path / "dist")
-    assert res.version == f"{rel.version}+eagle3.{todo.content_hash()[:8]}"
+    series = series_of(PINS, rel)
+    res = overlay.overlay(src, series, tmp_path / "dist")
+    assert res.version == f"{rel.version}+eagle3.{series.content_hash()[:8]}"
     assert res.path.name == src.name.replace(f"-{rel.version}-", f"-{res.version}-")
-    assert res.replaced == sorted(f for f in todo.files if f.startswith("vllm/"))
+    assert res.replaced == sorted(f for f in series.files if f.startswith("vllm/"))
 
     site = tmp_path / "site"
     out = pip_install(res.path, site)

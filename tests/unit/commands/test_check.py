@@ -7,7 +7,7 @@ import json
 
 from support import env as fake_env
 from support.env import BASE, NEW_MODEL, PATCHED, RELEASE, UPSTREAM, make_fake, one_error_line
-from vpatch import series
+from vpatch import quilt
 from vpatch.env import status
 
 fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
@@ -76,7 +76,7 @@ def test_upstream_release_without_series(fake_release, tmp_path):
 
 
 def test_vpatch_wheel_build_counts_as_applied(fake_release, tmp_path):
-    digest = series.load(fake_release[0]).content_hash()
+    digest = quilt.load(fake_release[0]).content_hash()
     version = f"{RELEASE}+eagle3.{digest[:8]}"
     f = make_fake(fake_release, tmp_path / "venv", version=version, files={**BASE, **PATCHED})
     data = as_json(f, 0)

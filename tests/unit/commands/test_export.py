@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from support import git
-from vpatch import lock, series
+from vpatch import lock, quilt
 from vpatch.commands import apply, export
 from vpatch.errors import ConfigError, PatchError, TreeError
 
@@ -21,7 +21,7 @@ def test_names_series_and_content(patched_tree, tmp_path, pins):
     names = ["0001-model-first-change.patch", "0002-config-allow-deepseek.patch"]
     assert done.names == names and done.version == "9.9.0"
     assert (tmp_path / "out/series").read_text() == "".join(n + "\n" for n in names)
-    out = series.load(tmp_path / "out")
+    out = quilt.load(tmp_path / "out")
     assert [p.subject for p in out.patches] == ["model: first change", "config: allow deepseek"]
     assert out.patches[0].fields["Applied-Upstream"] == "0.18.0"  # the message is kept
     text = (tmp_path / "out" / names[0]).read_text()

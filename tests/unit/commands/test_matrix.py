@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from support import make_series, named_series, publish, sdist, text_file, write_tree
-from vpatch import lock, probes, series
+from vpatch import lock, probes, quilt
 from vpatch.commands import matrix
 
 LINES = "".join(f"line {i}\n" for i in range(1, 41))
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("cache_root")
 
 
 @pytest.fixture
-def patches(tmp_path) -> list[series.Patch]:
+def patches(tmp_path) -> list[quilt.Patch]:
     d = make_series(
         tmp_path,
         BASE,
@@ -42,7 +42,7 @@ def patches(tmp_path) -> list[series.Patch]:
             ),
         ],
     )
-    return series.load(d).patches
+    return quilt.load(d).patches
 
 
 @pytest.fixture
@@ -211,12 +211,12 @@ def test_included_when_an_earlier_patch_brings_it(tmp_path):
         tmp_path / "inc.toml",
         '["step-2"]\nprobe = [{ file = "vllm/model.py", class = "Model", has_base = "Eagle" }]\n',
     )
-    todo = series.load(d).patches
-    got = matrix.classify(write_tree(tmp_path / "rel", BASE), todo, probes.load(toml))
+    series = quilt.load(d).patches
+    got = matrix.classify(write_tree(tmp_path / "rel", BASE), series, probes.load(toml))
     assert got == {"0001-step-1": "clean", "0002-step-2": "included"}
     assert (tmp_path / "rel/vllm/a.py").read_text() == LINES  # step 2 was not applied
     upstream = {**BASE, "vllm/model.py": eagle}
-    got = matrix.classify(write_tree(tmp_path / "up", upstream), todo, probes.load(toml))
+    got = matrix.classify(write_tree(tmp_path / "up", upstream), series, probes.load(toml))
     assert got["0002-step-2"] == "upstream"
 
 

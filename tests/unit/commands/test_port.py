@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 from support import BASE, change, git, named_series, publish, write_tree
-from vpatch import lock, series
+from vpatch import lock, quilt
 from vpatch.commands import port
 from vpatch.errors import PatchError, TreeError
 
@@ -61,9 +61,9 @@ def spans(root: Path) -> dict[str, list[str]]:
     return {s: [v.span for v in vs] for s, vs in ps.variants.items()}
 
 
-def ported(root: Path, version: str = "10.0.0") -> list[series.Patch]:
-    todo = lock.load(root / "VERSIONS.lock").series(version)
-    return todo.patches if todo else []
+def ported(root: Path, version: str = "10.0.0") -> list[quilt.Patch]:
+    series = lock.load(root / "VERSIONS.lock").series(version)
+    return series.patches if series else []
 
 
 def test_clean_port_extends_the_spans(root):
@@ -201,5 +201,5 @@ def test_relative_work_and_into_are_the_callers(root, tmp_path, monkeypatch):
     assert r.status == dict.fromkeys(NAMES, "clean")
     work = tmp_path / "here/w/t"
     assert sorted(p.name for p in work.iterdir()) == [".git", "README.md", "vllm"]  # no w/t/w
-    assert [p.name for p in series.load(tmp_path / "here/out/s").patches] == NAMES
+    assert [p.name for p in quilt.load(tmp_path / "here/out/s").patches] == NAMES
     assert not (tmp_path / "here/out/s/out").exists()

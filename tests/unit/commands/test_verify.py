@@ -14,7 +14,7 @@ from vpatch.wheel import overlay, verify
 def test_verify_overlay_against_tree(whl, wheel_series, tmp_path):
     res = overlay.overlay(whl, wheel_series, tmp_path / "out")
     tree = write_tree(tmp_path / "tree", patched_files(whl, wheel_series))
-    v = verify_cmd.verify_wheel(res.path, tree=tree, todo=wheel_series)
+    v = verify_cmd.verify_wheel(res.path, tree=tree, series=wheel_series)
     assert v.ok, v.problems
     assert v.variant == "cuda" and v.arch == "sm_100"
     assert [(n, ok) for n, ok, _ in v.arch_checks] == [
@@ -31,7 +31,7 @@ def test_verify_finds_a_differing_file(whl, wheel_series, tmp_path):
     files = patched_files(whl, wheel_series)
     files["vllm/config.py"] = b"allow = ['something else']\n"
     v = verify_cmd.verify_wheel(
-        res.path, tree=write_tree(tmp_path / "tree", files), todo=wheel_series
+        res.path, tree=write_tree(tmp_path / "tree", files), series=wheel_series
     )
     assert not v.ok and v.exit_code == WheelError.exit_code
     assert v.problems == ["vllm/config.py: differs from the tree"]
@@ -39,7 +39,7 @@ def test_verify_finds_a_differing_file(whl, wheel_series, tmp_path):
 
 def test_verify_an_unpatched_wheel_fails_the_files_check(whl, wheel_series, tmp_path):
     tree = write_tree(tmp_path / "tree", patched_files(whl, wheel_series))
-    v = verify_cmd.verify_wheel(whl, tree=tree, todo=wheel_series)
+    v = verify_cmd.verify_wheel(whl, tree=tree, series=wheel_series)
     assert not v.ok
     assert any("was not built from the current series" in p for p in v.problems)
     assert any("missing from the wheel" in p for p in v.problems)  # eagle3.py

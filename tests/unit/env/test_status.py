@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from support import make_series, publish
-from vpatch import lock, series
+from vpatch import lock, quilt
 from vpatch.env import status
 from vpatch.env.dist import Dist
 
@@ -32,7 +32,7 @@ def test_subjects_own_series_first_then_the_newest_patched_then_upstream_fixes(t
         d = make_series(tmp_path / name, base, steps)
         names = []
         for i, (subject, _) in enumerate(steps, 1):
-            slug = series.key_of(subject)
+            slug = quilt.slug_of(subject)
             (d / f"{i:04d}-step-{i}.patch").rename(d / f"{i:04d}-{slug}.patch")
             names.append(f"{i:04d}-{slug}.patch")
         (d / "series").write_text("\n".join(names) + "\n")
@@ -57,7 +57,7 @@ def test_subjects_own_series_first_then_the_newest_patched_then_upstream_fixes(t
         tmp_path / "L",
     )
 
-    subs = status.subjects(pins, series.load(old))
+    subs = status.subjects(pins, quilt.load(old))
     assert [(x.name, x.own) for x in subs] == [("0001-a-one", True), ("0002-b-two", False)]
     subs = status.subjects(pins, None)  # a release without a series
     assert [(x.name, x.own) for x in subs] == [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from support import pr as world
-from vpatch import series
+from vpatch import quilt
 from vpatch.pr import body
 from vpatch.pr.candidates import Candidate
 
@@ -18,9 +18,9 @@ def test_results_in_another_shape_are_not_used(root, tmp_path):
     assert body.results("10.0.0") is None
 
 
-def patch(subject: str, text: str, files: list[str]) -> series.Patch:
-    fields = series.dep3(text)
-    return series.Patch("x.patch", Path("x.patch"), "", "", subject, text, fields, files, None)
+def patch(subject: str, text: str, files: list[str]) -> quilt.Patch:
+    fields = quilt.dep3(text)
+    return quilt.Patch("x.patch", Path("x.patch"), "", "", subject, text, fields, files, None)
 
 
 TEXT = """Take a copy of the embedding at layer 0.

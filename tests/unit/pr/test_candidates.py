@@ -6,7 +6,7 @@ from pathlib import Path
 
 from support import pr as world
 from support.pr import FIX
-from vpatch import lock, series
+from vpatch import lock, quilt
 from vpatch.pr.candidates import candidates, derive_prefix
 
 root = world.root  # the fixture (support.pr)
@@ -25,6 +25,6 @@ def test_candidates_newest_series_then_the_upstream_one(root):
 
 
 def test_derived_prefixes():
-    p = series.Patch("x", Path("x"), "", "", "deepseek_v2: fix the hooks", "", {}, [], None)
+    p = quilt.Patch("x", Path("x"), "", "", "deepseek_v2: fix the hooks", "", {}, [], None)
     p.files = ["vllm/model_executor/models/deepseek_v2.py", "vllm/v1/spec_decode/eagle.py"]
     assert derive_prefix(p) == "[Bugfix][Model][Spec Decode]"

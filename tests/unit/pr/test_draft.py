@@ -92,9 +92,9 @@ def test_patch_sends_the_named_candidates_alone(root, tmp_path):
     src = str(tmp_path / "rel-10.0.0")
     every = drafting.draft("10.0.0", out=tmp_path / "all", source=src, **kw(root)).candidates
     assert len(every) == 3
-    key = every[0].key
+    key = every[0].slug
     d = drafting.draft("10.0.0", out=tmp_path / "one", source=src, only=(key,), **kw(root))
-    assert [c.key for c in d.candidates] == [key]  # upstream already: nothing to send
+    assert [c.slug for c in d.candidates] == [key]  # upstream already: nothing to send
     assert not d.sent and d.branch == "" and not (tmp_path / "one/vllm-10.0.0").exists()
 
 

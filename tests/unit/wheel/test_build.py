@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from support import git, targz, write_tree
-from vpatch import series
+from vpatch import quilt
 from vpatch.errors import ConfigError, PreflightError, TreeError, WheelError
 from vpatch.lock import Artifact, Release
 from vpatch.wheel import build
@@ -206,16 +206,16 @@ def test_find_cuda_home(monkeypatch, tmp_path):
 
 
 def test_an_existing_tree_must_be_the_patched_one(patched_tree, pins, good_series):
-    todo = series.load(good_series)
+    series = quilt.load(good_series)
     (patched_tree / "build" / "temp").mkdir(parents=True)  # build outputs are fine
     (patched_tree / "build" / "temp" / "x.o").write_bytes(b"\0")
-    build._prepare_tree(pins.get("9.9.0"), todo, patched_tree, offline=True)
+    build._prepare_tree(pins.get("9.9.0"), series, patched_tree, offline=True)
     with pytest.raises(TreeError, match="is not vLLM 9.8.0 with the whole series"):
-        build._prepare_tree(pins.get("9.8.0"), todo, patched_tree, offline=True)
+        build._prepare_tree(pins.get("9.8.0"), series, patched_tree, offline=True)
     (patched_tree / "README.md").write_text("edited\n")
     with pytest.raises(TreeError, match=r"has edits to tracked files \(README.md\)"):
-        build._prepare_tree(pins.get("9.9.0"), todo, patched_tree, offline=True)
+        build._prepare_tree(pins.get("9.9.0"), series, patched_tree, offline=True)
     git(patched_tree, "checkout", "-q", "README.md")
     git(patched_tree, "reset", "-q", "--hard", "HEAD~1")
     with pytest.raises(TreeError, match="whole series applied"):
-        build._prepare_tree(pins.get("9.9.0"), todo, patched_tree, offline=True)
+        build._prepare_tree(pins.get("9.9.0"), series, patched_tree, offline=True)

@@ -21,7 +21,7 @@ from support import (
     pip_install,
     raw_member,
 )
-from vpatch import series
+from vpatch import quilt
 from vpatch.errors import PatchError, UnsafePathError, WheelError
 from vpatch.wheel import file, overlay
 
@@ -108,7 +108,7 @@ def test_series_deleting_a_file(tmp_path, whl):
     sd.mkdir()
     (sd / "0001-drop.patch").write_text(git(work, "format-patch", "--stdout", "-1"))
     (sd / "series").write_text("0001-drop.patch\n")
-    res = overlay.overlay(whl, series.load(sd), tmp_path / "out")
+    res = overlay.overlay(whl, quilt.load(sd), tmp_path / "out")
     assert res.deleted == ["vllm/config.py"]
     with zipfile.ZipFile(res.path) as zf:
         assert "vllm/config.py" not in zf.namelist()
@@ -217,4 +217,4 @@ def test_series_changing_compiled_code_is_refused(tmp_path, whl):
     base = {"csrc/ops.cu": "// kernel\n", **BASE}
     d = make_series(tmp_path, base, [("kernel", {"csrc/ops.cu": "// faster kernel\n"})])
     with pytest.raises(WheelError, match="csrc/ops.cu .*compiled code.*--mode source"):
-        overlay.overlay(whl, series.load(d), tmp_path / "out")
+        overlay.overlay(whl, quilt.load(d), tmp_path / "out")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from support import BASE, change, commit_tree, git, make_series, make_wheel, patched_files
-from vpatch import series
+from vpatch import quilt
 from vpatch.errors import PatchError, WheelError
 from vpatch.wheel import file, patch
 
@@ -35,7 +35,7 @@ def test_classify_ships_package_files_and_skips_the_rest(whl, wheel_series):
 def test_compiled_code_is_refused(tmp_path, whl, path):
     d = make_series(tmp_path, {path: "// a\n", **BASE}, [("kernel", {path: "// b\n"})])
     with file.WheelFile.open(whl) as w, pytest.raises(WheelError, match=f"{path} .*--mode source"):
-        patch.classify(series.load(d), w)
+        patch.classify(quilt.load(d), w)
 
 
 def test_deleted_and_unchanged_files(tmp_path, whl):
@@ -53,7 +53,7 @@ def test_deleted_and_unchanged_files(tmp_path, whl):
         (sd / names[-1]).write_text(git(work, "format-patch", "--stdout", "-1", sha))
     (sd / "series").write_text("\n".join(names) + "\n")
     with file.WheelFile.open(whl) as w:
-        out = patch.apply_series(w, series.load(sd))
+        out = patch.apply_series(w, quilt.load(sd))
     assert out.deleted == ["vllm/config.py"]
     assert out.changed == {}  # model.py came back to what the wheel has
 
@@ -84,5 +84,5 @@ def test_the_failure_names_the_file(tmp_path, wheel_series):
 def test_a_series_of_files_no_wheel_ships_changes_nothing(tmp_path, whl):
     d = make_series(tmp_path, BASE, [("docs", {"README.md": "more\n", "docs/x.md": "x\n"})])
     with file.WheelFile.open(whl) as w:
-        out = patch.apply_series(w, series.load(d))
+        out = patch.apply_series(w, quilt.load(d))
     assert (out.changed, out.deleted, out.skipped) == ({}, [], ["README.md", "docs/x.md"])

@@ -16,7 +16,7 @@ from support import (
     vllm_files,
     write_tree,
 )
-from vpatch import series
+from vpatch import quilt
 from vpatch.errors import ConfigError
 from vpatch.wheel import file, overlay, verify
 
@@ -104,7 +104,7 @@ def test_check_version_of_a_series_an_overlay_cannot_carry(whl, tmp_path):
     d = make_series(tmp_path, {"csrc/ops.cu": "// a\n", **BASE}, [("k", {"csrc/ops.cu": "// b\n"})])
     res, w = verify.scan(whl)
     with w:
-        assert verify.check_version(res, w, series.load(d)) is None
+        assert verify.check_version(res, w, quilt.load(d)) is None
     assert "csrc/ops.cu (compiled code)" in res.problems[-1]
 
 

@@ -16,7 +16,7 @@
 
 Everything runs under the project's python (the one with vpatch installed); the
 inner suite (tests/vllm/release) runs in a tier venv. Downloads, the lock and
-series are vpatch's own (vpatch.sources, vpatch.lock, vpatch.series).
+series are vpatch's own (vpatch.sources, vpatch.lock, vpatch.quilt).
 """
 
 from __future__ import annotations

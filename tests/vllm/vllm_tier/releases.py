@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 
 from packaging.version import Version
-from vpatch import lock, series
+from vpatch import lock, quilt
 
 from . import TierError
 from . import cache as tier_cache
@@ -216,8 +216,8 @@ def has_eagle3_series(release: str) -> bool:
 
 def carried(release: str) -> set[str]:
     """The slugs of the patches the release's series carries."""
-    todo = pins().series(pins().get(release))
-    return {p.key for p in todo.patches} if todo is not None else set()
+    series = pins().series(pins().get(release))
+    return {p.slug for p in series.patches} if series is not None else set()
 
 
 def fix_releases(chosen: list[str]) -> dict[str, list[str]]:
@@ -263,9 +263,9 @@ def series_dir(release: str) -> Path | None:
     base = os.environ.get("VPATCH_PATCHES_DIR")
     if base and (Path(base) / release / "series").is_file():
         return Path(base) / release
-    todo = pins().series(release)
-    if todo is None:
+    series = pins().series(release)
+    if series is None:
         return None
     out = tier_cache.root() / "series" / release
-    series.write(out, todo.files_out())
+    quilt.write(out, series.files_out())
     return out

@@ -17,7 +17,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from vpatch import series as vseries
+from vpatch import quilt
 
 from . import REPO, TierError, cache, venvs, wheels
 from .log import run
@@ -59,9 +59,7 @@ def patched(release: str, series: Path | None = None, label: str = "series") -> 
     base = unpatched(release)
     py = venvs.ensure(release)
     digest = hashlib.sha256(
-        "\0".join(
-            (cache.stamp(base) or "", vseries.load(sdir).content_hash(), _tool_hash())
-        ).encode()
+        "\0".join((cache.stamp(base) or "", quilt.load(sdir).content_hash(), _tool_hash())).encode()
     ).hexdigest()[:12]
 
     def make(dest: Path) -> None:

@@ -8,8 +8,7 @@ import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from vpatch import series as vseries
-from vpatch import sources
+from vpatch import quilt, sources
 
 from . import REPO, cache
 from .log import run
@@ -48,7 +47,7 @@ def series_tests(sdir: Path) -> list[str]:
     own test tree: the regression test that goes upstream with a fix."""
     return [
         f
-        for f in vseries.load(sdir).files
+        for f in quilt.load(sdir).files
         if f.startswith("tests/") and PurePosixPath(f).name.startswith("test_")
     ]
 
@@ -56,7 +55,7 @@ def series_tests(sdir: Path) -> list[str]:
 def patched_tests(release: str, sdir: Path) -> Path:
     """``upstream/<release>-series-<key>/tests``: the release's own tests with
     the series applied (``vpatch apply`` on the sdist, then its tests/ kept)."""
-    key = vseries.load(sdir).content_hash()[:12]
+    key = quilt.load(sdir).content_hash()[:12]
 
     def make(out: Path) -> None:
         tree = out / "tree"

@@ -1,14 +1,14 @@
 from pathlib import Path
 
 import pytest
-from vpatch import series
+from vpatch import quilt
 from vpatch.errors import PatchError, UnsafePathError
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_parse_reads_subject_dep3_and_files(good_series):
-    s = series.load(good_series)
+    s = quilt.load(good_series)
     assert [p.name for p in s.patches] == ["0001-step-1.patch", "0002-step-2.patch"]
     p = s.patches[1]
     assert p.subject == "config: allow deepseek"
@@ -23,24 +23,24 @@ def test_parse_reads_subject_dep3_and_files(good_series):
 
 def test_series_comments_and_blank_lines(good_series):
     (good_series / "series").write_text("# the plan\n\n0002-step-2.patch -p1\n")
-    assert [p.name for p in series.load(good_series).patches] == ["0002-step-2.patch"]
+    assert [p.name for p in quilt.load(good_series).patches] == ["0002-step-2.patch"]
 
 
 def test_series_naming_a_missing_file(good_series):
     (good_series / "series").write_text("0001-step-1.patch\n0009-gone.patch\n")
     with pytest.raises(PatchError, match="names 0009-gone.patch, but .* does not exist"):
-        series.load(good_series)
+        quilt.load(good_series)
 
 
 def test_series_naming_a_file_outside(good_series):
     (good_series / "series").write_text("../../etc/passwd\n")
     with pytest.raises(PatchError, match="escapes"):
-        series.load(good_series)
+        quilt.load(good_series)
 
 
 def test_missing_series_file(tmp_path):
     with pytest.raises(PatchError, match="has no series file"):
-        series.load(tmp_path)
+        quilt.load(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_malformed_patches(tmp_path, text, why):
     (tmp_path / "series").write_text("0001-x.patch\n")
     (tmp_path / "0001-x.patch").write_text(text)
     with pytest.raises(PatchError, match=why):
-        series.load(tmp_path)
+        quilt.load(tmp_path)
 
 
 @pytest.mark.parametrize("path", ["../evil.py", "/etc/evil.py"])
@@ -70,7 +70,7 @@ def test_patch_paths_outside_the_tree(tmp_path, path):
         f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n"
     )
     with pytest.raises((UnsafePathError, PatchError)):
-        series.parse(tmp_path / "p.patch")
+        quilt.parse(tmp_path / "p.patch")
 
 
 def test_symlink_in_patch_is_refused(tmp_path):
@@ -80,18 +80,18 @@ def test_symlink_in_patch_is_refused(tmp_path):
         "--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n"
     )
     with pytest.raises(UnsafePathError, match="symlink"):
-        series.parse(tmp_path / "p.patch")
+        quilt.parse(tmp_path / "p.patch")
 
 
 def test_content_hash_changes_with_any_byte(good_series):
-    h1 = series.load(good_series).content_hash()
+    h1 = quilt.load(good_series).content_hash()
     p = good_series / "0001-step-1.patch"
     p.write_text(p.read_text().replace("first change", "first change!"))
-    assert series.load(good_series).content_hash() != h1
+    assert quilt.load(good_series).content_hash() != h1
 
 
-def test_key_of():
-    assert series.key_of("eagle: alias Kimi-K2.5 media placeholder token id") == (
+def test_slug_of():
+    assert quilt.slug_of("eagle: alias Kimi-K2.5 media placeholder token id") == (
         "eagle-alias-kimi-k2-5-media-placeholder-token-id"
     )
 
@@ -102,28 +102,28 @@ def test_key_of():
     ids=lambda p: f"{p.parent.name}/{p.name}",
 )
 def test_every_committed_patch_has_dep3_fields(path):
-    p = series.parse(path)
-    missing = [f for f in series.REQUIRED_FIELDS if not p.fields.get(f)]
+    p = quilt.parse(path)
+    missing = [f for f in quilt.REQUIRED_FIELDS if not p.fields.get(f)]
     assert not missing, f"{path} lacks {missing}"
-    assert path.parent.name == series.key_of(p.subject)  # its folder is its slug
+    assert path.parent.name == quilt.slug_of(p.subject)  # its folder is its slug
 
 
 def test_names_and_keys():
-    assert series.key("0007-model-fix.patch") == "model-fix"
-    assert series.file_name(12, "Model: fix it!") == "0012-model-fix-it.patch"
-    assert series.key_of("x" * 70 + " y") == "x" * 64
-    assert series.key_of("a" * 63 + " b") == "a" * 63  # no trailing '-'
+    assert quilt.slug("0007-model-fix.patch") == "model-fix"
+    assert quilt.file_name(12, "Model: fix it!") == "0012-model-fix-it.patch"
+    assert quilt.slug_of("x" * 70 + " y") == "x" * 64
+    assert quilt.slug_of("a" * 63 + " b") == "a" * 63  # no trailing '-'
 
 
 def test_write_makes_the_folder_hold_exactly_the_files(tmp_path):
     out = tmp_path / "out"
     files = {"0001-a.patch": b"a\n", "0002-b.patch": b"b\n", "series": b"0001-a.patch\n"}
-    assert series.write(out, files) == (["0001-a.patch", "0002-b.patch", "series"], [])
+    assert quilt.write(out, files) == (["0001-a.patch", "0002-b.patch", "series"], [])
     (out / "0009-old.patch").write_text("old\n")
     (out / "notes.txt").write_text("mine\n")
     again = {**files, "0002-b.patch": b"b2\n"}
     del again["0001-a.patch"]
-    assert series.write(out, again) == (["0002-b.patch"], ["0001-a.patch", "0009-old.patch"])
+    assert quilt.write(out, again) == (["0002-b.patch"], ["0001-a.patch", "0009-old.patch"])
     assert sorted(p.name for p in out.iterdir()) == ["0002-b.patch", "notes.txt", "series"]
     assert (out / "0002-b.patch").read_bytes() == b"b2\n"
 
@@ -131,4 +131,4 @@ def test_write_makes_the_folder_hold_exactly_the_files(tmp_path):
 def test_a_series_file_that_is_not_text(tmp_path):
     (tmp_path / "series").write_bytes(b"\xff\xfe0001.patch\n")
     with pytest.raises(PatchError, match="is not UTF-8 text"):
-        series.read_names(tmp_path / "series")
+        quilt.read_names(tmp_path / "series")

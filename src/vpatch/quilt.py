@@ -1,14 +1,15 @@
-"""A series: the `series` file naming patch files in order (quilt style:
-one name a line, `#` comments), each patch a `git format-patch` mail whose
-message carries DEP-3 fields.
+"""A series in quilt's format: the `series` file naming patch files in
+order (one name a line, `#` comments), each patch a `git format-patch` mail
+whose message carries DEP-3 fields. The module is named for the format, so
+that a Series can be called `series` where it is used.
 
 Names of a patch, one meaning each:
   name   the file name, `0001-deepseek-v2-fix-layer-0.patch`
   stem   the name without `.patch`, `0001-deepseek-v2-fix-layer-0`
          (what `vpatch matrix --format json` reports)
-  key    the stem without its number, `deepseek-v2-fix-layer-0`: the
+  slug   the stem without its number, `deepseek-v2-fix-layer-0`: the
          patch's identity across releases and renumbering (patches.toml's
-         table names); `key_of(subject)` makes it from a commit subject.
+         table names); `slug_of(subject)` makes it from a commit subject.
 """
 
 from __future__ import annotations
@@ -37,20 +38,20 @@ _FIELD = re.compile(r"^([A-Z][A-Za-z-]+): ?(.*)$")
 _NUMBER = re.compile(r"^\d{4}-")
 
 
-def key(name: str) -> str:
-    """A patch file name's key: 0001-foo-bar.patch -> foo-bar."""
+def slug(name: str) -> str:
+    """A patch file name's slug: 0001-foo-bar.patch -> foo-bar."""
     return _NUMBER.sub("", name.removesuffix(".patch"))
 
 
-def key_of(subject: str, limit: int = 64) -> str:
-    """The key a commit subject gives its patch: lower case, runs of
+def slug_of(subject: str, limit: int = 64) -> str:
+    """The slug a commit subject gives its patch: lower case, runs of
     anything else than [a-z0-9] as one '-', at most `limit` characters."""
     k = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")
     return k[:limit].rstrip("-")
 
 
 def file_name(number: int, subject: str) -> str:
-    return f"{number:04d}-{key_of(subject)}.patch"
+    return f"{number:04d}-{slug_of(subject)}.patch"
 
 
 @dataclass
@@ -70,8 +71,8 @@ class Patch:
         return self.name.removesuffix(".patch")
 
     @property
-    def key(self) -> str:
-        return key(self.name)
+    def slug(self) -> str:
+        return slug(self.name)
 
     @property
     def message(self) -> str:
