@@ -14,18 +14,21 @@ import os
 
 class VpatchError(Exception):
     exit_code = 1
+    kind = "failed"  # what the exit code means, in a command's --help
 
 
 class ConfigError(VpatchError):
     """Bad input: unknown release, bad lock file, bad option."""
 
     exit_code = 2
+    kind = "bad input"
 
 
 class NetworkError(VpatchError):
     """The index or a remote could not be reached and nothing is cached."""
 
     exit_code = 3
+    kind = "network"
 
 
 class RangeUnsupported(NetworkError):
@@ -40,30 +43,35 @@ class IntegrityError(VpatchError):
     """A download or checkout is not what the lock pins."""
 
     exit_code = 4
+    kind = "not what the lock pins"
 
 
 class PatchError(VpatchError):
     """A malformed patch, a series naming a missing file, a hunk that fails."""
 
     exit_code = 5
+    kind = "a bad patch, or one that does not apply"
 
 
 class TreeError(VpatchError):
     """The destination tree is dirty, has unknown commits, or is busy."""
 
     exit_code = 6
+    kind = "the tree, folder or environment is refused"
 
 
 class UnsafePathError(VpatchError):
     """An archive member, wheel member or patch would write outside the tree."""
 
     exit_code = 7
+    kind = "an unsafe path"
 
 
 class WheelError(VpatchError):
     """A wheel that cannot be read, rebuilt or verified."""
 
     exit_code = 8
+    kind = "a bad wheel"
 
 
 class RecordMismatch(WheelError):
@@ -72,21 +80,25 @@ class RecordMismatch(WheelError):
 
 
 class PreflightError(VpatchError):
-    """The machine lacks what a build needs (nvcc, torch, ...)."""
+    """The machine lacks a tool vpatch needs: git on PATH (every command that
+    runs git), nvcc and the pinned torch (a source build)."""
 
     exit_code = 9
+    kind = "a tool is missing"
 
 
 class GitError(VpatchError):
     """A git operation failed in a way none of the above explains."""
 
     exit_code = 10
+    kind = "git failed"
 
 
 class DiskError(VpatchError):
     """The file system refused: no space, read-only, permission, name too long."""
 
     exit_code = 11
+    kind = "disk"
 
 
 # what the file system said, in the words a user acts on

@@ -29,34 +29,49 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
+import importlib
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from .errors import GitError, disk_error
+from .errors import GitError, PreflightError, VpatchError, disk_error
+
+NO_GIT = (
+    "git not found on PATH: install git (vpatch needs it to apply patches and to make "
+    "and read vpatch trees)"
+)
 
 
-def _lazy(name: str) -> ModuleType:
-    """`name` imported on first use (importlib's LazyLoader): GitPython
-    takes ~0.1 s to import, and `vpatch install` / `check` / `doctor`, which
-    run `git apply` on plain folders at most, should not pay it."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.loader is not None, name
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+def require_git() -> None:
+    """PreflightError unless the git GitPython would run is there: GitPython
+    refuses to import without it, which is no bug of vpatch's."""
+    if shutil.which(os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git") is None:
+        raise PreflightError(NO_GIT)
+
+
+class _GitPython:
+    """GitPython, imported on first use: it takes ~0.1 s to import, and
+    `vpatch install` / `check` / `doctor`, which run `git apply` on plain
+    folders at most, should not pay it; and only once git is known to be
+    there (require_git), so that every command that needs git says so in
+    one line, and the ones that do not still work without it."""
+
+    module: ModuleType | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if _GitPython.module is None:
+            require_git()
+            try:
+                _GitPython.module = importlib.import_module("git")
+            except ImportError as e:  # GitPython ran the git it found, and it failed
+                why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise PreflightError(f"the git on PATH does not run ({why}); install git") from None
+        return getattr(_GitPython.module, name)
 
 
 if TYPE_CHECKING:
@@ -66,7 +81,7 @@ if TYPE_CHECKING:
     # import GitPython themselves.
     Repo = git.Repo
 else:
-    git = _lazy("git")
+    git = _GitPython()
 
     def __getattr__(name: str) -> object:
         """`gitutil.Repo` at run time too (a test's annotation), still lazily."""
@@ -198,6 +213,8 @@ def converts(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         def run(*args: P.args, **kwargs: P.kwargs) -> R:
             try:
                 return fn(*args, **kwargs)
+            except VpatchError:  # no git (require_git), or one of ours from inside
+                raise
             except _third_party() as e:
                 raise GitError(f"git {what} failed: {_message(e)}") from None
             except OSError as e:
@@ -482,6 +499,24 @@ def format_patch(repo: git.Repo, sha: str) -> bytes:
     return out if out.endswith(b"\n") else out + b"\n"
 
 
+@converts("patch-id")
+def patch_id(patch: bytes) -> str:
+    """`git patch-id --stable` of a patch (a format-patch mail or a diff):
+    the change itself, whatever its hunks' line numbers, its blob ids and
+    whitespace; '' for a patch that changes nothing. No repository needed."""
+    require_git()
+    res = subprocess.run(
+        ["git", *_config_args(), "patch-id", "--stable"],
+        input=patch,
+        capture_output=True,
+        env={**os.environ, **HERMETIC_ENV},
+    )
+    if res.returncode != 0:
+        why = res.stderr.decode(errors="replace").strip().splitlines() or ["failed"]
+        raise GitError(f"git patch-id failed: {why[-1]}")
+    return res.stdout.decode(errors="replace").split(" ", 1)[0].strip()
+
+
 @converts("clone")
 def clone_tag(url: str, tag_name: str, dest: Path) -> str:
     """Shallow checkout of one tag into dest, which holds no repository (it
@@ -516,6 +551,7 @@ def apply_folder(
     cmd = ["git", *_config_args(), "apply", "--verbose", f"-C{context}"]
     cmd += [f"--include={_glob_escape(f)}" for f in include or []]
     cmd.append(_here(patch))
+    require_git()
     # a plain subprocess: no repository object needed, so GitPython is not loaded
     res = subprocess.run(
         cmd,

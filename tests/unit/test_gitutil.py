@@ -4,7 +4,9 @@ GitPython error arrives as vpatch.errors.GitError."""
 
 import http.server
 import os
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -360,3 +362,63 @@ def test_conflict_texts_are_diff3_and_mark_resolved_ends_them(tmp_path):
 def test_no_conflict_texts_without_a_conflict(tmp_path):
     repo = gitutil.open_repo(commit_tree(tmp_path / "r", {"a.txt": "a\n"}))
     assert repo is not None and gitutil.conflict_texts(repo) is None
+
+
+# -- no git on PATH; patch ids (issue 31) ----------------------------------------------------
+
+
+NO_GIT_RUN = """
+import sys
+from pathlib import Path
+from vpatch import gitutil
+from vpatch.errors import PreflightError
+for what, run in [
+    ("open", lambda: gitutil.open_repo(Path(sys.argv[1]))),
+    ("apply", lambda: gitutil.apply_folder(Path(sys.argv[1]), Path(sys.argv[1]) / "p")),
+    ("patch-id", lambda: gitutil.patch_id(b"")),
+]:
+    try:
+        run()
+    except PreflightError as e:
+        print(what, e)
+"""
+
+
+def test_no_git_on_path_is_a_preflight_error_naming_it(tmp_path):
+    """GitPython refuses to import without git (`ImportError: Failed to
+    initialize: Bad git executable`, vpatch's exit 70 before): every entry
+    that runs git says so as a PreflightError, in a fresh process (one that
+    never imported GitPython), and importing gitutil needs no git at all."""
+    (tmp_path / "bin").mkdir()
+    env = {**os.environ, "PATH": str(tmp_path / "bin")}
+    env.pop("GIT_PYTHON_GIT_EXECUTABLE", None)
+    r = subprocess.run(
+        [sys.executable, "-c", NO_GIT_RUN, str(tmp_path)], capture_output=True, text=True, env=env
+    )
+    assert r.stderr == ""
+    assert r.stdout.splitlines() == [f"{w} {gitutil.NO_GIT}" for w in ("open", "apply", "patch-id")]
+    assert gitutil.NO_GIT.startswith("git not found on PATH: install git (vpatch needs it ")
+    # a git that does not run (GitPython's import fails on it): said, too
+    (tmp_path / "bin" / "git").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "bin" / "git").chmod(0o755)
+    r = subprocess.run(
+        [sys.executable, "-c", NO_GIT_RUN, str(tmp_path)], capture_output=True, text=True, env=env
+    )
+    assert r.stdout.splitlines()[0].startswith("open the git on PATH does not run (")
+
+
+def test_patch_ids_see_the_change_not_where_it_sits(tmp_path):
+    """The same change at other line numbers, with other blob ids, has the
+    same id; another change has another."""
+    lines = "".join(f"line {i}\n" for i in range(1, 21))
+    repo = gitutil.init(write_tree(tmp_path / "t", {"a": lines}))
+    gitutil.commit_all(repo, "base")
+    write_tree(tmp_path / "t", {"a": lines.replace("line 12\n", "line twelve\n")})
+    sha = gitutil.commit_all(repo, "change")
+    mail = gitutil.format_patch(repo, sha)
+    moved = mail.replace(b"@@ -9,7 +9,7 @@", b"@@ -19,7 +19,7 @@")
+    moved = re.sub(rb"index [0-9a-f]+\.\.[0-9a-f]+", b"index 1234567..89abcde", moved)
+    assert moved.count(b"@@ -19,7") == 1 and b"index 1234567" in moved
+    assert gitutil.patch_id(moved) == gitutil.patch_id(mail) != ""
+    assert gitutil.patch_id(mail.replace(b"+line twelve", b"+line 12!")) != gitutil.patch_id(mail)
+    assert gitutil.patch_id(b"no diff here\n") == ""

@@ -26,7 +26,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from .. import checkout, lock, patchset, probes, quilt
-from ..errors import NetworkError, VpatchError
+from ..errors import NetworkError, PreflightError, VpatchError
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 
@@ -202,6 +202,8 @@ def _up_to_date(
         dest = Path(tmp) / "tree"
         try:
             checkout.apply(pins.releases[version], s, dest, source=str(files))
+        except PreflightError:
+            raise  # no git here: the machine's lack, not the series'
         except VpatchError as e:
             out.problems.append(Problem(version, f"its series does not apply: {e}"))
             return

@@ -39,3 +39,20 @@ def test_no_python_is_a_config_error(tmp_path):
         install.install(tmp_path / "nothing")
     with pytest.raises(ConfigError, match="no such interpreter"):
         install.uninstall(tmp_path / "nothing")
+
+
+def test_install_without_git_says_so_and_changes_nothing(fake, tmp_path):
+    """It was `internal error: ImportError: Failed to initialize: Bad git
+    executable`, exit 70; `check` and `uninstall` need no git."""
+    (tmp_path / "bin").mkdir()
+    no_git = {"PATH": str(tmp_path / "bin")}
+    before = fake_env.snapshot(fake.py)
+    r = fake.run("install", env=no_git)
+    assert r.returncode == 9, r.stderr
+    assert fake_env.one_error_line(r).startswith("vpatch: error: git not found on PATH")
+    assert fake_env.snapshot(fake.py) == before
+    assert fake.run("check", env=no_git).returncode == 1  # not ready, said without git
+    assert fake.run("install").returncode == 0
+    assert fake.run("check", env=no_git).returncode == 0
+    assert fake.run("uninstall", env=no_git).returncode == 0
+    assert fake_env.snapshot(fake.py) == before
