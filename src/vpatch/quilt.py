@@ -15,15 +15,14 @@ Names of a patch, one meaning each:
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass, field
 from email.header import decode_header, make_header
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import PatchError, UnsafePathError, disk_error
-from .paths import safe_relpath
+from .errors import PatchError, TreeError, UnsafePathError, disk_error
+from .paths import safe_relpath, sweep, write_atomic
 
 if TYPE_CHECKING:
     # unidiff is imported where a patch is parsed, not here: importing the
@@ -256,24 +255,67 @@ def dep3(body: str) -> dict[str, str]:
     return fields
 
 
+MANIFEST = ".vpatch-series"  # in a folder write() filled: "<sha256> <name>" per file
+
+
 def write(into: Path, files: dict[str, bytes]) -> tuple[list[str], list[str]]:
     """Make folder `into` hold exactly `files` ({name: bytes}: patches and
     `series`): write what differs (temporary name, then rename), remove
-    .patch files not named. Returns (written, removed)."""
+    .patch files not named. Returns (written, removed).
+
+    `into` must be new, empty, or a folder this wrote, its files as it
+    wrote them (MANIFEST records their sha256s): a file of anyone else's,
+    or one of ours edited since, is never overwritten or removed (TreeError,
+    nothing changed). The manifest lists the new files before any is
+    written, so a run killed half way leaves a folder that is still ours."""
     written, removed = [], []
     try:
         into.mkdir(parents=True, exist_ok=True)
+        sweep(into)
+        ours = _ours(into)
+        new = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+        _manifest(into, [*((h, n) for n, hs in ours.items() for h in hs), *_pairs(new)])
         for name, data in files.items():
             path = into / name
             if not path.is_file() or path.read_bytes() != data:
-                tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-                tmp.write_bytes(data)
-                tmp.replace(path)
+                write_atomic(path, data)
                 written.append(name)
         for stale in sorted(into.glob("*.patch")):
             if stale.name not in files:
                 stale.unlink()
                 removed.append(stale.name)
+        _manifest(into, _pairs(new))
     except OSError as e:
         raise disk_error(e, f"cannot write the series in {into}") from None
     return written, removed
+
+
+def _pairs(hashes: dict[str, str]) -> list[tuple[str, str]]:
+    return [(h, n) for n, h in hashes.items()]
+
+
+def _manifest(into: Path, pairs: list[tuple[str, str]]) -> None:
+    write_atomic(into / MANIFEST, "".join(f"{h} {n}\n" for h, n in sorted(set(pairs))).encode())
+
+
+def _ours(into: Path) -> dict[str, set[str]]:
+    """{name: sha256s} of the files write() put in `into`, each still as
+    written; TreeError naming the first entry that is not."""
+    try:
+        lines = (into / MANIFEST).read_text(encoding="utf-8").splitlines()
+    except (FileNotFoundError, UnicodeDecodeError):
+        lines = []
+    known: dict[str, set[str]] = {}
+    for line in lines:
+        h, _, name = line.partition(" ")
+        known.setdefault(name, set()).add(h)
+    for p in sorted(into.iterdir()):
+        if p.name == MANIFEST:
+            continue
+        mine = p.is_file() and not p.is_symlink() and p.name in known
+        if not mine or hashlib.sha256(p.read_bytes()).hexdigest() not in known[p.name]:
+            raise TreeError(
+                f"{into} holds other files than a series vpatch wrote ({p.name}); "
+                "pick a new or empty folder"
+            )
+    return known

@@ -1,8 +1,9 @@
 from pathlib import Path
 
 import pytest
+from support import synthetic as S
 from vpatch import quilt
-from vpatch.errors import PatchError, UnsafePathError
+from vpatch.errors import PatchError, TreeError, UnsafePathError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,13 +120,65 @@ def test_write_makes_the_folder_hold_exactly_the_files(tmp_path):
     out = tmp_path / "out"
     files = {"0001-a.patch": b"a\n", "0002-b.patch": b"b\n", "series": b"0001-a.patch\n"}
     assert quilt.write(out, files) == (["0001-a.patch", "0002-b.patch", "series"], [])
-    (out / "0009-old.patch").write_text("old\n")
-    (out / "notes.txt").write_text("mine\n")
-    again = {**files, "0002-b.patch": b"b2\n"}
+    again = {**files, "0002-b.patch": b"b2\n", "0003-c.patch": b"c\n"}
     del again["0001-a.patch"]
-    assert quilt.write(out, again) == (["0002-b.patch"], ["0001-a.patch", "0009-old.patch"])
-    assert sorted(p.name for p in out.iterdir()) == ["0002-b.patch", "notes.txt", "series"]
+    assert quilt.write(out, again) == (["0002-b.patch", "0003-c.patch"], ["0001-a.patch"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*again, quilt.MANIFEST])
     assert (out / "0002-b.patch").read_bytes() == b"b2\n"
+
+
+@pytest.mark.parametrize(
+    "mine",
+    [
+        {"notes.txt": b"mine\n"},
+        {"0009-old.patch": b"old\n", "series": b"0009-old.patch\n"},  # a series of the user's
+        {"sub/x.patch": b"x\n"},
+    ],
+)
+def test_write_never_touches_a_users_file(tmp_path, mine):
+    """The folder holds files vpatch did not write: nothing is removed,
+    overwritten or added (vpatch export --into deleted 0009-old.patch and
+    overwrote the user's series)."""
+    out = tmp_path / "out"
+    for name, data in mine.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+    before = S.snapshot(out)
+    with pytest.raises(TreeError, match=r"holds other files than a series vpatch wrote \("):
+        quilt.write(out, {"0001-a.patch": b"a\n", "series": b"0001-a.patch\n"})
+    assert S.snapshot(out) == before
+
+
+def test_write_keeps_a_file_of_ours_the_user_edited(tmp_path):
+    out = tmp_path / "out"
+    quilt.write(out, {"0001-a.patch": b"a\n", "series": b"0001-a.patch\n"})
+    (out / "0001-a.patch").write_bytes(b"a, with my fix\n")
+    with pytest.raises(TreeError, match=r"\(0001-a.patch\)"):
+        quilt.write(out, {"0002-b.patch": b"b\n", "series": b"0002-b.patch\n"})
+    assert (out / "0001-a.patch").read_bytes() == b"a, with my fix\n"
+    assert not (out / "0002-b.patch").exists()
+
+
+def test_a_write_killed_half_way_leaves_a_folder_of_ours(tmp_path, monkeypatch):
+    """The manifest names the new files before the first is written: a run
+    killed after some left no file the next run takes for a user's."""
+    out = tmp_path / "out"
+    quilt.write(out, {"0001-a.patch": b"a\n", "series": b"0001-a.patch\n"})
+    real, calls = quilt.write_atomic, []
+
+    def killed(path, data):
+        calls.append(path.name)
+        if path.name == "series":
+            raise KeyboardInterrupt  # after 0002-b.patch was written
+        real(path, data)
+
+    monkeypatch.setattr(quilt, "write_atomic", killed)
+    new = {"0002-b.patch": b"b\n", "series": b"0002-b.patch\n"}
+    with pytest.raises(KeyboardInterrupt):
+        quilt.write(out, new)
+    assert calls == [quilt.MANIFEST, "0002-b.patch", "series"]
+    monkeypatch.setattr(quilt, "write_atomic", real)
+    assert quilt.write(out, new) == (["series"], ["0001-a.patch"])
 
 
 def test_a_series_file_that_is_not_text(tmp_path):

@@ -8,7 +8,8 @@ the key of its subject, and only what vLLM <release> gets changes: a
 variant that serves it keeps its file when the change is the same (hunk
 positions and blob ids aside), is rewritten when the release is the one it
 was exported from, and otherwise the release starts a variant of its own.
-With `--into DIR`: a plain series folder (NNNN-<slug>.patch and `series`).
+With `--into DIR`: a plain series folder (NNNN-<slug>.patch and `series`),
+new, empty, or one vpatch wrote, as `vpatch series --out` (quilt.write).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def export(tree: Path, into: Path | None = None, pins: lock.Lock | None = None) 
 def render(version: str | None, out: Path, pins: lock.Lock | None = None) -> Exported:
     """`vpatch series`: release `version`'s series as plain files in `out`
     (NNNN-<slug>.patch and `series`, for `git am`, quilt or `patch -p1`),
-    which must be new, empty, or a series folder this wrote before."""
+    which must be new, empty, or a series folder vpatch wrote (quilt.write)."""
     pins = pins or lock.load()
     release = pins.get(version)
     series = pins.series(release)
@@ -67,8 +68,6 @@ def render(version: str | None, out: Path, pins: lock.Lock | None = None) -> Exp
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise TreeError(f"{out} exists and is not a folder")
-    if out.is_dir() and any(p.name != "series" and p.suffix != ".patch" for p in out.iterdir()):
-        raise TreeError(f"{out} holds other files than a series; pick a new or empty folder")
     files = series.files_out()
     done = Exported(out, release.version, [n for n in files if n != "series"])
     done.written, done.removed = quilt.write(out, files)

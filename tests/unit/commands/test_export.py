@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from support import git
+from support import synthetic as S
 from vpatch import lock, quilt
 from vpatch.commands import apply, export
 from vpatch.errors import ConfigError, PatchError, TreeError
@@ -102,14 +103,24 @@ def test_a_persons_commit_is_exported_and_round_trips(patched_tree, tmp_path, pi
     assert files(tmp_path / "again") == files(tmp_path / "out")
 
 
-def test_stale_patches_are_removed(patched_tree, tmp_path, pins):
+def test_a_folder_of_the_users_is_refused_and_left_as_it_was(patched_tree, tmp_path, pins):
+    """Issue 31: into a folder holding notes.txt, 0009-old.patch and a
+    series of the user's, export deleted 0009-old.patch and overwrote the
+    series; it must refuse, as `vpatch series --out` does (TreeError, 6)."""
     out = tmp_path / "out"
     out.mkdir()
-    (out / "0003-gone.patch").write_text("old\n")
-    (out / "README").write_text("not a patch: left alone\n")
-    done = export.export(patched_tree, out, pins)
-    assert done.removed == ["0003-gone.patch"]
-    assert sorted(p.name for p in out.iterdir()) == [*done.names, "README", "series"]
+    (out / "notes.txt").write_text("mine\n")
+    (out / "0009-old.patch").write_text("old\n")
+    (out / "series").write_text("0009-old.patch\n")
+    before = S.snapshot(out)
+    with pytest.raises(TreeError, match=r"holds other files than a series vpatch wrote"):
+        export.export(patched_tree, out, pins)
+    assert S.snapshot(out) == before
+    (out / "notes.txt").unlink()  # a series of the user's alone is theirs too
+    before = S.snapshot(out)
+    with pytest.raises(TreeError, match=r"\(0009-old.patch\)"):
+        export.export(patched_tree, out, pins)
+    assert S.snapshot(out) == before
 
 
 def test_a_dropped_commit_drops_its_patch(patched_tree, tmp_path, pins):
