@@ -10,8 +10,9 @@ is applied, .git/vpatch-applying holds the HEAD before it (the next run
 resets to that HEAD, ending the killed `git am`, and applies the series
 again). A person's own `git am` session has no journal and is refused. A
 plain folder holding exactly the release's files (`vpatch fetch --dest`)
-is checked against a fresh copy and made a tree in place (its PARTIAL
-marker stands while it is). One
+is checked against the release's listing (names first, then bytes;
+nothing is written anywhere while it is) and made a tree in place (its
+PARTIAL marker stands while it is). One
 implementation of each rule on trees lives here: opening a tree (the release
 of the one baseline tag HEAD is built on), refusing a dirty tree or a
 `git am` in progress, locking a tree against a second run, applying a
@@ -23,11 +24,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from pathlib import Path
 from . import gitutil, lock, quilt, sources
 from .errors import GitError, PatchError, TreeError, VpatchError, disk_error
 from .paths import PARTIAL, empty, make_folder, sweep, write_atomic
+from .sources import listing
 
 BASE_TAG = "vpatch/base-{}"
 JOURNAL = "vpatch-applying"  # in .git: the HEAD before the series, while it is applied
@@ -237,11 +237,13 @@ def _adopt(
     say: Say,
 ) -> gitutil.Repo:
     """Make a tree of a plain folder that holds exactly the release's source
-    as --source gives it (what `vpatch fetch --dest` wrote): the release is
-    written again into a temporary folder, and every file, symlink and
-    folder of dest must be there with the same bytes and executable bit,
-    and nothing more. Otherwise TreeError, dest untouched. The baseline
-    commit is the one a fresh tree gets (same files, same message)."""
+    as --source gives it (what `vpatch fetch --dest` wrote): every file,
+    symlink and folder of dest must be the release's (sources.listing: read
+    without writing the release anywhere), with the same bytes and
+    executable bit, and nothing more. Names are compared first, so a folder
+    that is something else is refused at its first stray or missing name.
+    Otherwise TreeError, dest untouched. The baseline commit is the one a
+    fresh tree gets (same files, same message)."""
     kind = sources.resolve(release, source)
     refused = (
         f"{dest} is not empty, is not a vpatch tree, and does not hold vLLM "
@@ -252,18 +254,18 @@ def _adopt(
         "accepted with the same --source)"
     )
     say(f"{dest}: checking its files against vLLM {release.version} ({kind})")
-    with tempfile.TemporaryDirectory(prefix="vpatch-adopt-") as tmp:
-        try:
-            what = sources.materialize(release, source, Path(tmp), offline, remote, quiet)
-        except VpatchError as e:
-            # a folder vpatch cannot compare is still one it will not write into
-            raise TreeError(f"{refused} (it could not be checked: {e}); {hint}") from None
-        try:
-            mine, theirs = _entries(dest), _entries(Path(tmp))
-        except OSError as e:
-            raise disk_error(e, f"cannot read {dest}") from None
-    if mine != theirs:
-        raise TreeError(f"{refused} ({_difference(mine, theirs)}); {hint}")
+    try:
+        theirs = listing.entries(release, source, offline)
+    except VpatchError as e:
+        # a folder vpatch cannot compare is still one it will not write into
+        raise TreeError(f"{refused} (it could not be checked: {e}); {hint}") from None
+    try:
+        why = _difference(dest, theirs)
+    except OSError as e:
+        raise disk_error(e, f"cannot read {dest}") from None
+    if why:
+        raise TreeError(f"{refused} ({why}); {hint}")
+    what = sources.describe(release, source)
     marker = dest / PARTIAL
     try:
         mark(marker)  # killed from here on: the next run starts the folder over
@@ -279,42 +281,36 @@ def _adopt(
     return repo
 
 
-# (kind, executable, sha256 or link target) of each entry, by relative path
-Entries = dict[str, tuple[str, bool, str]]
+def _difference(dest: Path, theirs: listing.Entries) -> str:
+    """The first difference between dest and the release's entries, named
+    ('' when there is none). Names first, walking dest in sorted order and
+    stopping at the first entry the release lacks (a stray); then the first
+    the folder lacks; only then kinds, executable bits and bytes."""
 
+    def fail(e: OSError) -> None:
+        raise e
 
-def _entries(top: Path) -> Entries:
-    """Everything under top, as git would see it (symlinks not followed)."""
-    out: Entries = {}
-    for folder, dirs, files in os.walk(top):
-        for name in dirs + files:
-            p = Path(folder, name)
-            rel = p.relative_to(top).as_posix()
-            if p.is_symlink():
-                out[rel] = ("symlink", False, os.readlink(p))
-            elif p.is_dir():
-                out[rel] = ("folder", False, "")
-            elif not p.is_file():  # a fifo or a device: no release has one; never opened
-                out[rel] = ("special", False, "")
-            else:
-                with open(p, "rb") as f:
-                    digest = hashlib.file_digest(f, "sha256").hexdigest()
-                # git keeps the owner's executable bit, nothing else of the mode
-                out[rel] = ("file", bool(p.stat().st_mode & 0o100), digest)
-    return out
-
-
-def _difference(mine: Entries, theirs: Entries) -> str:
-    """The first difference, named: an extra, a missing or a changed entry."""
-    for rel in sorted(set(mine) | set(theirs)):
-        if rel not in theirs:
-            return f"{rel} is not in the release"
-        if rel not in mine:
-            return f"{rel} is missing"
-        if mine[rel] != theirs[rel]:
-            what = "mode" if mine[rel][::2] == theirs[rel][::2] else "content"
-            return f"{rel} differs ({what})"
-    return "they differ"
+    seen = set()
+    for folder, dirs, files in os.walk(dest, onerror=fail):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            rel = Path(folder, name).relative_to(dest).as_posix()
+            if rel not in theirs:
+                return f"{rel} is not in the release"
+            seen.add(rel)
+    missing = sorted(set(theirs) - seen)
+    if missing:
+        return f"{missing[0]} is missing"
+    for rel in sorted(theirs):
+        want = theirs[rel]
+        mine = listing.entry(dest / rel, digest=False)
+        if mine[0] != want[0] or (mine[0] == "symlink" and mine[2] != want[2]):
+            return f"{rel} differs (content)"
+        if mine[0] == "file" and listing.entry(dest / rel)[2] != want[2]:
+            return f"{rel} differs (content)"
+        if mine[1] != want[1]:
+            return f"{rel} differs (mode)"
+    return ""
 
 
 def mark(marker: Path) -> None:
@@ -435,17 +431,47 @@ def status(dest: Path, repo: gitutil.Repo, version: str, series: quilt.Series) -
     return Status(Path(dest), version, states, extra, gitutil.dirty(repo))
 
 
-def unapply(dest: Path) -> tuple[str, int]:
-    """Back to the baseline; returns (version, number of commits removed)."""
-    dest = Path(dest)
-    repo, version = open_tree(dest)
+def unapply(
+    dest: Path, repo: gitutil.Repo, version: str, series: quilt.Series, discard: bool = False
+) -> int:
+    """Back to the baseline (open_tree's repo and release); the number of
+    commits removed. A commit that is not the series' own (foreign) would be
+    lost: TreeError naming it, unless `discard`."""
     with locked(dest):
         refuse_am(repo)
         refuse_dirty(repo)
         base = BASE_TAG.format(version)
-        n = len(on_base(repo, base))
+        done = on_base(repo, base)
+        mine = foreign(repo, done, series)
+        if mine and not discard:
+            c, at, more = mine[0], len(done) - len(mine), len(mine) - 1
+            amended = at < len(series.patches) and series.patches[at].subject == c.subject
+            what = f"{c.sha[:10]} {c.subject!r}" + (", changed since it was applied" * amended)
+            raise TreeError(
+                f"{dest} has a commit that is not the series' own: {what}"
+                f"{f' and {more} more' if more else ''}; unapply would drop it: "
+                f"`vpatch export {dest}` it first, or run again with --discard-commits"
+            )
         gitutil.reset_hard(repo, base)
-    return version, n
+    return len(done)
+
+
+def foreign(
+    repo: gitutil.Repo, done: list[gitutil.Commit], series: quilt.Series
+) -> list[gitutil.Commit]:
+    """The commits of base..HEAD (done) from the first that is not the
+    series' patch at its place: another subject, or the subject of the patch
+    with another change (its commit amended, and not exported yet)."""
+    for i, c in enumerate(done):
+        if i >= len(series.patches) or c.subject != series.patches[i].subject:
+            return done[i:]
+        try:
+            theirs = series.patches[i].path.read_bytes()
+        except OSError as e:
+            raise disk_error(e, "cannot read a patch") from None
+        if gitutil.patch_id(gitutil.format_patch(repo, c.sha)) != gitutil.patch_id(theirs):
+            return done[i:]
+    return []
 
 
 # -- series out of a tree, patches into one ------------------------------------------

@@ -41,6 +41,14 @@ def b64(digest: bytes) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
+def unb64(text: str) -> bytes:
+    """The digest a RECORD hash spells (b64's inverse); RecordError if none."""
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        raise RecordError(f"not a base64 digest: {text[:40]!r}") from None
+
+
 def hash_of(data: bytes) -> str:
     """`sha256=<b64>` of data."""
     return f"{ALGORITHM}=" + b64(hashlib.sha256(data).digest())

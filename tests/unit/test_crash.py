@@ -337,3 +337,73 @@ def test_temporary_files_of_gone_processes_are_removed(tmp_path):
         (tmp_path / n).write_bytes(b"")
     assert sorted(p.name for p in sweep(tmp_path)) == sorted([names[0], names[2]])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:2] + names[3:])
+
+
+# -- issue 31: a folder compared with the release, killed -------------------------------------
+
+
+def test_a_killed_comparison_of_a_folder_leaves_nothing_behind(env, ref, tmp_path, monkeypatch):
+    """`apply --dest` of a folder `fetch --dest` filled (made a tree in
+    place) and of a folder with a stray file (refused), killed at seeded
+    random points, the release's listing cached or not: killed, it left a
+    72 MB vpatch-adopt-* folder in TMPDIR. Now nothing is left in TMPDIR or
+    beside the folder, a refused folder is as it was, a cached listing is
+    whole, and the fetched folder's re-run gives the tree an uninterrupted
+    apply gives."""
+    import json
+
+    from vpatch.paths import _TEMP
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    runner = Runner(env)
+    cache, work = tmp_path / "cache", tmp_path / "work"
+    files = cache / "files"
+    work.mkdir()
+
+    def folder(kind: str, name: str) -> Path:
+        dest = work / name
+        shutil.copytree(ref["fetch"], dest, symlinks=True)
+        if kind == "stray":
+            (dest / "vllm" / "notes.txt").write_text("mine\n")
+        return dest
+
+    rng = random.Random(f"{SEED}-compare")
+    want = tree_state(ref["apply"])
+    killed = 0
+    for kind, code in (("fetched", 0), ("stray", 6)):
+        probe = folder(kind, "probe")
+        shutil.rmtree(files, ignore_errors=True)
+        p = runner.prepare(["apply", "--dest", str(probe)], cache)
+        t0 = runner.start(p)
+        assert p.wait() == code
+        cold = time.monotonic() - t0  # the listing read from the archive: the longest run
+        runner.close(p)
+        shutil.rmtree(probe)
+        for i in range(max(RUNS // 2, 4)):
+            if rng.random() < 0.5:
+                shutil.rmtree(files, ignore_errors=True)  # the listing is read anew
+            dest = folder(kind, f"{kind}-{i}")
+            before = S.snapshot(dest)
+            argv = ["apply", "--dest", str(dest)]
+            rc = runner.kill_after(runner.prepare(argv, cache), rng.uniform(0, cold))
+            assert rc in (code, -signal.SIGKILL)
+            killed += rc < 0
+            assert list(tmp.iterdir()) == [] and [p.name for p in work.iterdir()] == [dest.name]
+            for kept in files.glob("*/entries.json"):
+                assert isinstance(json.loads(kept.read_text()), dict)  # whole, or not there
+            if kind == "stray":
+                assert S.snapshot(dest) == before
+            else:
+                if rc < 0:
+                    assert rerun(env, argv, cache, monkeypatch) == 0
+                assert tree_state(dest) == want, f"run {i}"
+            shutil.rmtree(dest)
+    assert killed >= 2  # kills landed mid-run
+    # a killed run's temporary listing is swept by the next run that writes one
+    for kept in files.glob("*/entries.json"):
+        kept.unlink()
+    dest = folder("stray", "last")
+    assert rerun(env, ["apply", "--dest", str(dest)], cache, monkeypatch) == 6
+    assert [p for p in files.rglob("*") if _TEMP.match(p.name)] == []

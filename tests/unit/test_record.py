@@ -109,3 +109,11 @@ def test_bad_records_raise_value_error():
     with pytest.raises(record.RecordError, match="not UTF-8"):
         record.parse(b"\xff\xfe,x,1\n")
     assert record.parse(b"\n\na,sha256=x,1\n\n") == [("a", "sha256=x", "1")]
+
+
+def test_unb64_is_b64s_inverse():
+    digest = hashlib.sha256(b"x").digest()
+    assert record.unb64(record.b64(digest)) == digest
+    assert record.unb64(record.hash_of(b"x").removeprefix("sha256=")) == digest
+    with pytest.raises(record.RecordError, match="not a base64 digest"):
+        record.unb64("not base64!")

@@ -94,13 +94,32 @@ def apply(
 
 
 def status(
-    dest: Path, series_dir: Path | None = None, pins: lock.Lock | None = None
+    dest: Path | None = None, series_dir: Path | None = None, pins: lock.Lock | None = None
 ) -> checkout.Status:
-    repo, version = checkout.open_tree(Path(dest))
+    """`vpatch status` of the tree dest (default: the one `make apply` and a
+    plain `vpatch apply` make, build/vllm-<newest patched>)."""
     pins = pins or lock.load()
+    if dest is None:
+        dest = checkout.default_dest(pins.default().version)
+        if not dest.exists():
+            raise ConfigError(
+                f"no tree given, and there is no {dest} here (what `make apply` and "
+                "`vpatch apply` make); give the tree: `vpatch status DIR`"
+            )
+    repo, version = checkout.open_tree(Path(dest))
     series = pins.series(version, series_dir)
     return checkout.status(Path(dest), repo, version, series or quilt.Series([], version))
 
 
-def unapply(dest: Path) -> tuple[str, int]:
-    return checkout.unapply(Path(dest))
+def unapply(
+    dest: Path,
+    series_dir: Path | None = None,
+    discard: bool = False,
+    pins: lock.Lock | None = None,
+) -> tuple[str, int]:
+    """`vpatch unapply`: (release, commits removed). Commits that are not the
+    series' (series_dir's) own are refused unless `discard`."""
+    repo, version = checkout.open_tree(Path(dest))
+    pins = pins or lock.load()
+    series = pins.series(version, series_dir) or quilt.Series([], version)
+    return version, checkout.unapply(Path(dest), repo, version, series, discard)

@@ -31,6 +31,18 @@ def resolve(release: Release, source: str) -> str:
     return source
 
 
+def describe(release: Release, source: str, remote: str | None = None) -> str:
+    """What the release's source comes from, as materialize says it (a
+    tree's baseline commit message names it): the artifact's file name, the
+    remote and tag, or the folder."""
+    kind = resolve(release, source)
+    if kind in ("sdist", "wheel", "cpu-wheel"):
+        return release.artifact(kind).filename
+    if kind == "git":
+        return f"{remote or VLLM_REMOTE}@{release.tag}"
+    return str(Path(source).expanduser())
+
+
 def materialize(
     release: Release,
     source: str,
@@ -47,19 +59,19 @@ def materialize(
     if kind == "sdist":
         path = download(release.artifact("sdist"), offline, say)
         extract_sdist(path, dest, f"vllm-{release.version}")
-        return path.name
+        return describe(release, source)
     if kind in ("wheel", "cpu-wheel"):
         art = release.artifact(kind)
         hit = cached(art, say, offline)
         if hit is None and art.record_sha256 and not offline:
             try:
                 extract_wheel_lazy(art, dest)  # writes nothing before every read succeeded
-                return art.filename
+                return describe(release, source)
             except RangeUnsupported as e:
                 say(f"{e}; downloading the whole wheel instead")
         path = hit or from_index(art, offline, say)
         extract_wheel(path, dest)
-        return path.name
+        return describe(release, source)
     if kind == "git":
         url = remote or VLLM_REMOTE
         if offline:
@@ -72,9 +84,9 @@ def materialize(
                 f"{url} tag {release.tag} is commit {head[:12]}, "
                 f"but the lock pins {want}; check --remote"
             )
-        return f"{url}@{release.tag}"
+        return describe(release, source, remote)
     folder = Path(source).expanduser()
     if folder.exists() or os.sep in source or source.startswith("."):
         copy_folder(folder, dest)
-        return str(folder)
+        return describe(release, source)
     raise ConfigError(f"unknown source {source!r}; use one of {', '.join(SOURCES)} or a folder")

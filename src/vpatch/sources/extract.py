@@ -44,29 +44,38 @@ def open_zip(path: Path) -> zipfile.ZipFile:
         raise disk_error(e, "cannot read an archive") from None
 
 
+def tar_member(m: tarfile.TarInfo, strip: str, what: str) -> PurePosixPath | None:
+    """Where an sdist's member goes under the destination (its top folder
+    `strip` stripped; None for the top folder itself), or UnsafePathError:
+    outside the top folder, a link pointing out, not a file, folder or link."""
+    parts = PurePosixPath(m.name).parts
+    if not parts or parts[0] != strip:
+        safe_relpath(m.name, what)  # absolute or '..' first: clearer message
+        raise UnsafePathError(f"{what}: member {m.name!r} is outside {strip}/")
+    if len(parts) == 1:
+        return None
+    rel = safe_relpath("/".join(parts[1:]), what)
+    if m.issym() or m.islnk():
+        target = m.linkname
+        if m.islnk():  # hard links name a member path, strip it too
+            target_parts = PurePosixPath(m.linkname).parts
+            target = "/".join(target_parts[1:]) if target_parts[:1] == (strip,) else "/"
+            safe_relpath(target, what)
+        else:
+            check_link(Path("."), rel, target, what)
+    elif not (m.isfile() or m.isdir()):
+        raise UnsafePathError(f"{what}: member {m.name!r} is not a file or folder")
+    return rel
+
+
 def _check_tar(
     tar: tarfile.TarFile, strip: str, what: str
 ) -> list[tuple[tarfile.TarInfo, PurePosixPath]]:
     plan = []
     for m in tar.getmembers():
-        parts = PurePosixPath(m.name).parts
-        if not parts or parts[0] != strip:
-            safe_relpath(m.name, what)  # absolute or '..' first: clearer message
-            raise UnsafePathError(f"{what}: member {m.name!r} is outside {strip}/")
-        if len(parts) == 1:
-            continue
-        rel = safe_relpath("/".join(parts[1:]), what)
-        if m.issym() or m.islnk():
-            target = m.linkname
-            if m.islnk():  # hard links name a member path, strip it too
-                target_parts = PurePosixPath(m.linkname).parts
-                target = "/".join(target_parts[1:]) if target_parts[:1] == (strip,) else "/"
-                safe_relpath(target, what)
-            else:
-                check_link(Path("."), rel, target, what)
-        elif not (m.isfile() or m.isdir()):
-            raise UnsafePathError(f"{what}: member {m.name!r} is not a file or folder")
-        plan.append((m, rel))
+        rel = tar_member(m, strip, what)
+        if rel is not None:
+            plan.append((m, rel))
     return plan
 
 
@@ -163,6 +172,21 @@ def record_sha256(url: str, size: int) -> str:
         raise IntegrityError(f"{name} is not a valid zip file: {e}") from None
 
 
+def verified_record(
+    zf: zipfile.ZipFile, rec: zipfile.ZipInfo, artifact: Artifact
+) -> dict[str, str]:
+    """{member: hash} of a remote wheel's RECORD, which must have the lock's
+    record_sha256 (IntegrityError otherwise); what anchors trust in a wheel
+    read by ranges. RecordError and archive errors are the caller's."""
+    data = zf.read(rec)
+    if hashlib.sha256(data).hexdigest() != artifact.record_sha256:
+        raise IntegrityError(
+            f"{artifact.filename}: RECORD does not match the lock's record_sha256; "
+            "nothing was written"
+        )
+    return {r.path: r.hash for r in record.parse(data)}
+
+
 def extract_wheel_lazy(artifact: Artifact, dest: Path) -> int:
     """Like extract_wheel, but reading only the needed members of the remote
     wheel (HTTP range requests). Trust is anchored in the lock: RECORD must
@@ -182,12 +206,7 @@ def extract_wheel_lazy(artifact: Artifact, dest: Path) -> int:
         spans = [(i.header_offset, i.header_offset + 1024 + i.compress_size) for i, _ in plan]
         remote.prefetch([*spans, (rec.header_offset, rec.header_offset + 1024 + rec.compress_size)])
         try:
-            data = zf.read(rec)
-            if hashlib.sha256(data).hexdigest() != artifact.record_sha256:
-                raise IntegrityError(
-                    f"{what}: RECORD does not match the lock's record_sha256; nothing was written"
-                )
-            hashes = {r.path: r.hash for r in record.parse(data)}
+            hashes = verified_record(zf, rec, artifact)
             files = []
             for info, rel in plan:
                 member = zf.read(info)

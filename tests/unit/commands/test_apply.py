@@ -55,7 +55,7 @@ def test_status_and_unapply(pins, release_dir, good_series, tmp_path):
         ("0001-step-1.patch", True),
         ("0002-step-2.patch", False),
     ]
-    version, n = apply.unapply(dest)
+    version, n = apply.unapply(dest, good_series, pins=pins)
     assert (version, n) == ("9.9.0", 1)
     assert (dest / "vllm/model.py").read_text() == BASE["vllm/model.py"]
 
@@ -314,3 +314,76 @@ def test_a_foreign_folder_that_cannot_be_checked_is_still_refused(synthetic, tmp
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "is not a vpatch tree" in err and "it could not be checked: " in err
     assert sorted(p.name for p in x.iterdir()) == ["notes.txt"]
+
+
+# -- issue 31: unapply keeps what is yours; status finds make's tree ----------------------
+
+
+def test_unapply_refuses_a_commit_of_yours_and_names_it(patched_tree, good_series, pins, capsys):
+    """`vpatch unapply` dropped the user's own commit ("my precious work")
+    and said `back to the baseline (3 commits removed)`."""
+    (patched_tree / "MYWORK.txt").write_text("precious\n")
+    git(patched_tree, "add", "MYWORK.txt")
+    git(patched_tree, "commit", "-qm", "my precious work")
+    head = git(patched_tree, "rev-parse", "HEAD")
+    sha = head[:10]
+    with pytest.raises(TreeError, match=rf"{sha} 'my precious work'; unapply would drop it"):
+        apply.unapply(patched_tree, good_series, pins=pins)
+    assert git(patched_tree, "rev-parse", "HEAD") == head
+    assert apply.unapply(patched_tree, good_series, discard=True, pins=pins) == ("9.9.0", 3)
+    assert not (patched_tree / "MYWORK.txt").exists()
+
+
+def test_unapply_refuses_a_series_commit_you_amended(patched_tree, good_series, pins):
+    """The edit loop amends a patch's commit, keeping its subject: until it
+    is exported, the change is the user's alone."""
+    (patched_tree / "vllm/config.py").write_text("allow = ['llama', 'deepseek', 'mine']\n")
+    git(patched_tree, "commit", "-qa", "--amend", "--no-edit")
+    with pytest.raises(TreeError, match="'config: allow deepseek', changed since it was applied"):
+        apply.unapply(patched_tree, good_series, pins=pins)
+    git(patched_tree, "reset", "-q", "--hard", "HEAD~1")
+    (patched_tree / "vllm/model.py").write_text("reworded, same subject\n")
+    git(patched_tree, "commit", "-qam", "config: allow deepseek")  # its subject, another change
+    with pytest.raises(TreeError, match="changed since it was applied"):
+        apply.unapply(patched_tree, good_series, pins=pins)
+
+
+def test_unapply_of_the_series_alone_needs_no_flag(patched_tree, good_series, pins, capsys):
+    """The series' own commits (the same change, whatever its line numbers)
+    go without a word."""
+    assert apply.unapply(patched_tree, good_series, pins=pins) == ("9.9.0", 2)
+
+
+def test_unapply_on_the_command_line(patched_tree, good_series, capsys):
+    (patched_tree / "MYWORK.txt").write_text("precious\n")
+    git(patched_tree, "add", "MYWORK.txt")
+    git(patched_tree, "commit", "-qm", "my precious work")
+    args = ["unapply", str(patched_tree), "--series", str(good_series)]
+    assert cli.main(args) == TreeError.exit_code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--discard-commits" in err[0]
+    assert cli.main([*args, "--discard-commits"]) == 0
+    assert "(3 commits removed)" in capsys.readouterr().out
+
+
+def test_status_without_a_folder_takes_the_tree_make_apply_made(
+    pins, release_dir, good_series, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"no tree given, and there is no build/vllm-9.9.0 here"):
+        apply.status(None, good_series, pins)
+    dest = Path("build/vllm-9.9.0")
+    apply.apply("9.9.0", dest=dest, source=str(release_dir), series_dir=good_series, pins=pins)
+    st = apply.status(None, good_series, pins)
+    assert st.dest == dest and all(p.applied for p in st.patches)
+
+
+def test_a_folder_holding_one_note_is_refused_for_the_note(synthetic, tmp_path, capsys):
+    """It was refused for `README.md is missing`, the first name in sorted
+    order, which says nothing of what the folder is."""
+    x = tmp_path / "mine"
+    x.mkdir()
+    (x / "note.txt").write_text("mine\n")
+    assert cli.main(["apply", "9.9.0", "--dest", str(x), "--offline"]) == 6
+    assert "(note.txt is not in the release)" in capsys.readouterr().err
+    assert sorted(p.name for p in x.iterdir()) == ["note.txt"]
