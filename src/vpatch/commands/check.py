@@ -7,14 +7,17 @@ asks the same.) The CLI prints `format_text(report)` or
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from ..env import status
 from ..env.report import Report, inspect
 
 
-def check(python: str | os.PathLike[str] | None = None) -> Report:
+def check(
+    python: str | os.PathLike[str] | None = None, say: Callable[[str], None] = lambda _: None
+) -> Report:
     """The report for python's vLLM (default: `python3` on PATH)."""
-    return inspect(python)
+    return inspect(python, say=say)
 
 
 def format_text(r: Report) -> str:

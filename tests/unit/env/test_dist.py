@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from support import env as fake_env
@@ -82,6 +84,62 @@ def test_not_a_python(tmp_path):
     plain.write_text("x")
     with pytest.raises(ConfigError, match="not an executable Python interpreter"):
         dist.find(plain)
+
+
+def test_an_empty_interpreter_name_is_shown_quoted():
+    """`--python ''` said `vpatch: error:  is not an executable ...`."""
+    with pytest.raises(ConfigError) as e:
+        dist.find("")
+    assert str(e.value).startswith("'' ")
+
+
+def test_an_interpreter_that_does_not_answer(tmp_path, monkeypatch):
+    """It was waited for 120 s in silence. Now `say` tells what is awaited
+    after NOTICE seconds; after VPATCH_PYTHON_TIMEOUT it is stopped, with
+    what it started (the sleep below)."""
+    pid = tmp_path / "child"
+    script = tmp_path / "py"
+    script.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {pid}\nwait\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(dist, "NOTICE", 0.2)
+    monkeypatch.setenv("VPATCH_PYTHON_TIMEOUT", "1.5")
+    said: list[str] = []
+    with pytest.raises(ConfigError, match=r"did not answer within 1.5s \(VPATCH_PYTHON_TIMEOUT"):
+        dist.find(script, said.append)
+    assert len(said) == 1 and said[0].startswith(f"waiting for {script} to say where its vLLM is")
+    child = int(pid.read_text())
+    for _ in range(100):  # killed; reaped by init
+        if not Path(f"/proc/{child}").exists() or "Z" in _state(child):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the interpreter's child {child} still runs")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
+@pytest.mark.parametrize(("value", "limit"), [("", dist.TIMEOUT), ("7", 7.0), (" 0.5 ", 0.5)])
+def test_the_limit_is_settable(monkeypatch, value, limit):
+    monkeypatch.setenv("VPATCH_PYTHON_TIMEOUT", value)
+    assert dist.timeout() == limit
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "inf", "nan"])
+def test_a_limit_that_is_no_number_of_seconds(monkeypatch, value):
+    monkeypatch.setenv("VPATCH_PYTHON_TIMEOUT", value)
+    with pytest.raises(ConfigError, match="VPATCH_PYTHON_TIMEOUT"):
+        dist.timeout()
+
+
+def test_a_quick_interpreter_is_not_said_to_be_awaited(fake):
+    said: list[str] = []
+    dist.find(fake.py, said.append)
+    assert said == []
 
 
 def test_missing_or_broken_record(fake):
