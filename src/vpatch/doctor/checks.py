@@ -768,14 +768,14 @@ def check_serve_flags(p: Pair) -> Finding:
         if p.environ.get(k):
             read.append(f"{k}={p.environ[k]}")
     msg = "read: " + ", ".join(read)
+    if s.repeated:
+        twice = "; ".join(f"`{a}`, then `{b}`" for a, b in s.repeated)
+        msg += f"; given twice, vLLM takes the last (the command below keeps it): {twice}"
     if s.uninterpreted:
-        return Finding(
-            "serve_flags",
-            "warning",
-            f"{msg}; not interpreted (kept as written, their effect not checked): "
-            + ", ".join(s.uninterpreted),
+        msg += "; not interpreted (kept as written, their effect not checked): " + ", ".join(
+            s.uninterpreted
         )
-    return Finding("serve_flags", "info", msg)
+    return Finding("serve_flags", "warning" if s.repeated or s.uninterpreted else "info", msg)
 
 
 CHECKS = (

@@ -55,8 +55,12 @@ class Report:
         verdict = "ok" if self.ok else "NOT ok"
         out += [
             "",
-            f"{verdict}: {n['error']} errors, {n['warning']} warnings",
+            f"{verdict}: {_count(n['error'], 'error')}, {_count(n['warning'], 'warning')}",
             "",
             self.serve,
         ]
         return "\n".join(out)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"

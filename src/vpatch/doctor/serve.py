@@ -71,6 +71,8 @@ class Serve:
     assigned: dict[str, str] = field(default_factory=dict)  # VAR=value before the program
     other: tuple[str, ...] = ()  # words not interpreted, as written
     uninterpreted: tuple[str, ...] = ()  # their flag names, and spec keys / variables
+    # a setting given twice, as written: (the one vLLM ignores, the one it takes)
+    repeated: tuple[tuple[str, str], ...] = ()
     given: bool = True  # false: made from --target/--drafter
 
     @property
@@ -220,6 +222,8 @@ def parse(words: list[str]) -> Serve:
     dotted_spec: dict[str, Any] = {}
     other: list[str] = []
     unread: list[str] = [f"{k} (environment)" for k in assigned if k not in ENV_READ]
+    given: dict[str, str] = {}  # setting -> the words that gave it last
+    repeated: list[tuple[str, str]] = []
     i = 0
     while i < len(rest):
         w = rest[i]
@@ -256,6 +260,12 @@ def parse(words: list[str]) -> Serve:
         }
         if name in known_value and value is None:
             raise ConfigError(f"{flag} needs a value")
+        setting = _setting(name, key if dot else "")
+        if setting:
+            words_given = w if eq or value is None else f"{w} {_short(value)}"
+            if setting in given:
+                repeated.append((given[setting], words_given))
+            given[setting] = words_given
         if name == "model" and not dot:
             f["model"], f["model_flag"] = value, True
         elif name == "speculative-config":
@@ -304,4 +314,28 @@ def parse(words: list[str]) -> Serve:
         f["attention_backend"] = env["VLLM_ATTENTION_BACKEND"]
         f["attention_from"] = "VLLM_ATTENTION_BACKEND"
     f["spec"] = spec
-    return Serve(program=program, other=tuple(other), uninterpreted=tuple(unread), **f)
+    return Serve(
+        program=program,
+        other=tuple(other),
+        uninterpreted=tuple(unread),
+        repeated=tuple(repeated),
+        **f,
+    )
+
+
+def _setting(name: str, key: str) -> str:
+    """The setting a flag doctor reads gives ('' for one it does not read):
+    vLLM's parser keeps the last value of each."""
+    if name in ("enforce-eager", "no-enforce-eager", "trust-remote-code", "no-trust-remote-code"):
+        return name.removeprefix("no-")
+    if name == "attention-backend" or (name == "attention-config" and key == "backend"):
+        return "attention backend"
+    if name == "speculative-config":
+        return f"speculative-config.{key}" if key else name
+    if name in ("model", "tensor-parallel-size", "pipeline-parallel-size", "max-model-len"):
+        return "" if key else name
+    return ""
+
+
+def _short(value: str, limit: int = 40) -> str:
+    return shlex.quote(value if len(value) <= limit else value[: limit - 1] + "…")

@@ -83,7 +83,7 @@ def test_cli_broken_pair_exit_1(tmp_path, upstream_env):
         env=env,
     )
     assert r.returncode == 1
-    assert "error    d2t" in r.stdout and "NOT ok: 1 errors" in r.stdout
+    assert "error    d2t" in r.stdout and "NOT ok: 1 error, " in r.stdout
     assert r.stdout.rstrip().splitlines()[-1].startswith("vllm serve ")
 
 

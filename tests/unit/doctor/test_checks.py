@@ -810,6 +810,15 @@ def test_uninterpreted_flags_are_said_and_kept(tmp_path):
     ]
 
 
+def test_a_flag_given_twice_is_a_warning_naming_both(tmp_path):
+    r = check(tmp_path, "0.32.0", tp=2, command=["--tensor-parallel-size", "4"])
+    f = find(r, "serve_flags")
+    assert f.severity == "warning", r.to_text()
+    assert "given twice, vLLM takes the last" in f.message
+    assert "`-tp 2`, then `--tensor-parallel-size 4`" in f.message
+    assert "--tensor-parallel-size 4" in r.serve and "-tp" not in r.serve
+
+
 @pytest.mark.parametrize(
     "spec,broken,phrase",
     [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from vpatch.doctor.report import Finding, Report
 
 
@@ -40,5 +41,17 @@ def test_a_fix_is_not_part_of_a_findings_identity():
 def test_text_counts_and_ends_with_the_command():
     lines = report("error", "error", "warning").to_text().splitlines()
     assert lines[0] == "target  T"
-    assert "NOT ok: 2 errors, 1 warnings" in lines
+    assert "NOT ok: 2 errors, 1 warning" in lines
     assert lines[-1] == "vllm serve M"
+
+
+@pytest.mark.parametrize(
+    ("severities", "verdict"),
+    [
+        (("error",), "NOT ok: 1 error, 0 warnings"),  # was "1 errors" (issue 31)
+        (("warning", "warning"), "ok: 0 errors, 2 warnings"),
+        (("info",), "ok: 0 errors, 0 warnings"),
+    ],
+)
+def test_counts_are_said_in_the_singular_too(severities, verdict):
+    assert verdict in report(*severities).to_text().splitlines()

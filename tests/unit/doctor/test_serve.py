@@ -196,3 +196,34 @@ def test_from_options():
         "vllm serve T --tensor-parallel-size 8 --trust-remote-code --speculative-config "
         + shlex.quote(json.dumps({"method": "eagle3", "model": "D", "num_speculative_tokens": 3}))
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "repeated", "tp"),
+    [
+        ("-tp 2 --tensor-parallel-size 4", (("-tp 2", "--tensor-parallel-size 4"),), 4),
+        ("--tp=2 --tensor_parallel_size=8", (("--tp=2", "--tensor_parallel_size=8"),), 8),
+        ("--enforce-eager --no-enforce-eager", (("--enforce-eager", "--no-enforce-eager"),), 1),
+        ("-tp 2", (), 2),
+    ],
+)
+def test_a_setting_given_twice_is_named_with_both(flags, repeated, tp):
+    """Issue 31: vLLM's parser keeps the last value; doctor kept it too, and
+    said nothing of the first."""
+    s = parse(f"vllm serve M {flags} --speculative-config '{SPEC}'")
+    assert s.repeated == repeated and s.tensor_parallel_size == tp
+
+
+def test_speculative_config_given_twice():
+    other = json.dumps({"method": "eagle3", "model": "acme/other", "num_speculative_tokens": 5})
+    s = parse(f"vllm serve M --speculative-config '{SPEC}' --speculative-config '{other}'")
+    assert s.drafter == "acme/other"
+    [(first, last)] = s.repeated
+    assert first.startswith("--speculative-config '{") and first.endswith("…'")  # cut
+    assert last.startswith("--speculative-config '{")
+    s = parse(
+        f"vllm serve M --speculative-config '{SPEC}' --speculative-config.model a "
+        "--speculative-config.model b"
+    )
+    assert s.repeated == (("--speculative-config.model a", "--speculative-config.model b"),)
+    assert s.drafter == "b"
