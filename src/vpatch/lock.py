@@ -7,6 +7,7 @@ mirror works and no index host is written into the repo.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -124,7 +125,29 @@ class Lock:
         v = version.removeprefix("v")
         if v in self.releases:
             return self.releases[v]
-        raise ConfigError(f"unknown release {version!r}; pinned: {', '.join(self.versions())}")
+        near = [p for p in self.versions() if p.startswith(f"{v}.")]  # 0.17: 0.17.0, 0.17.1
+        hint = f" (did you mean {', '.join(near[:-1])} or {near[-1]}?)" if len(near) > 1 else ""
+        hint = f" (did you mean {near[0]}?)" if len(near) == 1 else hint
+        raise ConfigError(
+            f"unknown release {version!r}{hint}; pinned: {', '.join(self.versions())}"
+        )
+
+    def identity(self) -> str:
+        """sha256 of the data vpatch carries: VERSIONS.lock, patches.toml and
+        every variant's file, each by its path under the root (what `vpatch
+        --version` names; a missing file counts as empty)."""
+        h = hashlib.sha256()
+        files = [self.path, self.patches_toml]
+        files += sorted(v.path for vs in self.patchset.variants.values() for v in vs)
+        for f in files:
+            try:
+                data = f.read_bytes()
+            except FileNotFoundError:
+                data = b""
+            except OSError as e:
+                raise disk_error(e, "cannot read the patch set") from None
+            h.update(f"{f.relative_to(self.root).as_posix()}\0{len(data)}\0".encode() + data)
+        return h.hexdigest()
 
     def with_release(self, release: Release) -> Lock:
         releases = dict(self.releases)
