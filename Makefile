@@ -9,26 +9,34 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 VPATCH := $(BIN)/vpatch
-PYTEST := $(BIN)/python -m pytest
+
+# Every variable a recipe hands to the shell goes through `quote`: one shell
+# word, single-quoted (a ' in it as '\''), so `make apply VLLM='0.17.1; echo
+# INJECTED'` gives vpatch that string instead of running the rest.
+# `arg`: the same, or nothing for an empty variable (an optional argument).
+quote = '$(subst ','\'',$(1))'
+arg = $(if $(1),$(call quote,$(1)))
+PY := $(call quote,$(BIN)/python)
+PYTEST := $(PY) -m pytest
 
 .PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint matrix crash \
 	bench-forward bench-spec bench-wheel bench-matrix bench-install clean
 
 $(BIN)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
-	touch $@
+	$(call quote,$(PYTHON)) -m venv $(call quote,$(VENV))
+	$(call quote,$(BIN)/pip) install -q --upgrade pip
+	$(call quote,$(BIN)/pip) install -q -e '.[test]'
+	touch $(call quote,$@)
 
 apply: $(BIN)/.installed
-	$(VPATCH) apply $(VLLM)
+	$(call quote,$(VPATCH)) apply $(call arg,$(VLLM))
 
 fetch: $(BIN)/.installed
-	$(VPATCH) fetch $(VLLM)
+	$(call quote,$(VPATCH)) fetch $(call arg,$(VLLM))
 
 wheel: $(BIN)/.installed
-	$(VPATCH) wheel $(VLLM) --variant cuda --out dist
-	$(VPATCH) verify-wheel $$(ls -t dist/vllm-*.whl | head -1) --arch sm_100
+	$(call quote,$(VPATCH)) wheel $(call arg,$(VLLM)) --variant cuda --out dist
+	$(call quote,$(VPATCH)) verify-wheel "$$(ls -t dist/vllm-*.whl | head -1)" --arch sm_100
 
 test: $(BIN)/.installed
 	$(PYTEST) tests
@@ -42,41 +50,41 @@ test-integration: $(BIN)/.installed
 # crash consistency, longer than CI's 20 kills per command
 CRASH_RUNS ?= 200
 crash: $(BIN)/.installed
-	CRASH_RUNS=$(CRASH_RUNS) $(PYTEST) tests/unit/test_crash.py -s
+	CRASH_RUNS=$(call quote,$(CRASH_RUNS)) $(PYTEST) tests/unit/test_crash.py -s
 
 test-vllm: $(BIN)/.installed
-	VLLM=$(VLLM) $(PYTEST) tests/vllm
+	VLLM=$(call quote,$(VLLM)) $(PYTEST) tests/vllm
 
 # every mutant of tests/vllm/mutants.py must be killed by the inner suite
 mutants: $(BIN)/.installed
-	$(BIN)/python tests/vllm/mutants.py
+	$(PY) tests/vllm/mutants.py
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/mypy
-	$(VPATCH) lint
+	$(call quote,$(BIN)/ruff) check src tests benchmarks
+	$(call quote,$(BIN)/ruff) format --check src tests benchmarks
+	$(call quote,$(BIN)/mypy)
+	$(call quote,$(VPATCH)) lint
 
 matrix: $(BIN)/.installed
-	$(VPATCH) matrix
+	$(call quote,$(VPATCH)) matrix
 
 bench-forward: $(BIN)/.installed
-	$(BIN)/python tests/vllm/bench_forward.py $(VLLM)
+	$(PY) tests/vllm/bench_forward.py $(call arg,$(VLLM))
 
 # EAGLE-3 acceptance and tokens/s with a trained drafter, eager and compiled
 # (0.26.0 and 0.32.0 unless VLLM=...; trains the drafter once, a few minutes)
 bench-spec: $(BIN)/.installed
-	$(BIN)/python tests/vllm/bench_spec.py $(VLLM)
+	$(PY) tests/vllm/bench_spec.py $(call arg,$(VLLM))
 
 bench-wheel: $(BIN)/.installed
-	$(BIN)/python benchmarks/bench_wheel.py $(VLLM)
+	$(PY) benchmarks/bench_wheel.py $(call arg,$(VLLM))
 
 bench-matrix: $(BIN)/.installed
-	$(BIN)/python benchmarks/bench_matrix.py
+	$(PY) benchmarks/bench_matrix.py
 
 bench-install: $(BIN)/.installed
-	$(BIN)/python benchmarks/bench_install.py $(VLLM)
+	$(PY) benchmarks/bench_install.py $(call arg,$(VLLM))
 
 clean:
-	rm -rf build dist pr $(VENV) .pytest_cache
+	rm -rf build dist pr $(call quote,$(VENV)) .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
