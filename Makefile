@@ -2,6 +2,7 @@
 #   make apply [VLLM=0.15.1]   patched source tree in build/vllm-<release>
 #   make test                  the whole suite (unit, integration, vLLM tier)
 #   make mutants               mutants of the series through the vLLM tier (not in `test`)
+#   make docs                  the docs' generated tables, from patches.toml
 # VLLM defaults to the newest release VERSIONS.lock marks `patched`.
 
 VLLM ?=
@@ -19,7 +20,7 @@ arg = $(if $(1),$(call quote,$(1)))
 PY := $(call quote,$(BIN)/python)
 PYTEST := $(PY) -m pytest
 
-.PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint matrix crash \
+.PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint docs matrix crash \
 	bench-forward bench-spec bench-wheel bench-matrix bench-install clean
 
 $(BIN)/.installed: pyproject.toml
@@ -64,6 +65,12 @@ lint: $(BIN)/.installed
 	$(call quote,$(BIN)/ruff) format --check src tests benchmarks
 	$(call quote,$(BIN)/mypy)
 	$(call quote,$(VPATCH)) lint
+	$(call quote,$(VPATCH)) docs --check
+
+# the README's patch table, docs/patches.md and docs/doctor.md's tables,
+# written anew from patches.toml (and doctor's RULES)
+docs: $(BIN)/.installed
+	$(call quote,$(VPATCH)) docs
 
 matrix: $(BIN)/.installed
 	$(call quote,$(VPATCH)) matrix

@@ -204,6 +204,22 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_docs(args: argparse.Namespace) -> int:
+    from .commands import docs
+
+    if args.check:
+        stale = docs.stale()
+        for part in stale:
+            print(f"stale: {part}")
+        if stale:
+            raise PatchError(f"{len(stale)} generated parts of the docs are stale: run `make docs`")
+        print("docs: every generated part is up to date")
+        return 0
+    written = docs.write()
+    print("\n".join(f"wrote {p}" for p in written) or "docs: every generated part is up to date")
+    return 0
+
+
 def cmd_pr(args: argparse.Namespace) -> int:
     from .commands import pr
 
@@ -588,6 +604,16 @@ def parser() -> Parser:
         {5: "lint found problems (listed)"},
     )
     p.add_argument("--offline", action="store_true", help="skip releases not in the cache")
+
+    p = add(
+        "docs",
+        cmd_docs,
+        "write the docs' generated tables (README, docs/patches.md, docs/doctor.md)",
+        "vpatch docs --check",
+        (5, 11),
+        {5: "--check: a generated part is stale (listed)"},
+    )
+    p.add_argument("--check", action="store_true", help="name the stale ones; write nothing")
 
     p = add(
         "pr",

@@ -1,12 +1,15 @@
 """The patch set: one file per change and variant, mapped to the releases
-it serves (quilt's one series, Spack's `patch(..., when="@a:b")`).
+it serves (quilt's one series, Spack's `patch(..., when="@a:b")`), and
+every other fact of a patch the code and the docs need.
 
     patches/<slug>/<first>.patch   a `git format-patch` mail with DEP-3 fields,
                                    exported from release <first>
     patches/patches.toml           one table per slug, in series order:
                                    `releases`: the variants, "first:last" spans
                                    (or one "release") of pinned releases;
-                                   probes and PR titles (probes.py)
+                                   `summary`, `markers`, `doctor`,
+                                   `explanation` (About); probes and PR
+                                   titles (probes.py)
 
 A variant serves every pinned release from its first to its last; a
 release's series is the variant of each slug that serves it, in the order
@@ -17,6 +20,12 @@ full context (git am, `patch -p1`); only where it sits (hunk positions) and
 the blob ids of `index` lines may differ from the release it was exported
 from. `vpatch lint` checks both; `vpatch series V --out DIR` writes a
 release's series as plain files.
+
+Where upstream stands is not written here: it is read from the DEP-3
+fields of the patch's newest variant (upstream()). Everything that names a
+patch's releases, its tier markers or its defect key elsewhere derives them
+from this table (doctor's fixes(), the tier's markers, the generated
+README table and docs/patches.md).
 """
 
 from __future__ import annotations
@@ -29,12 +38,72 @@ from typing import Any
 import tomllib
 from packaging.version import InvalidVersion, Version
 
-from . import resources
+from . import quilt, resources
 from .errors import ConfigError, PatchError, disk_error
 from .paths import write_atomic
 from .quilt import Series, parse
 
 KEY = "releases"  # the patches.toml key holding a slug's variants
+# Every key a table may have: its variants and About's, and what probes.py
+# reads (the probe, and how `vpatch pr` titles the patch).
+TABLE_KEYS = frozenset({KEY, "summary", "markers", "doctor", "explanation"})
+PROBE_KEYS = frozenset({"probe", "pr_prefix", "pr_title"})
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # a pytest marker, a doctor key
+
+
+@dataclass(frozen=True)
+class About:
+    """What patches.toml says of a patch besides its variants and probe.
+
+    summary      one line for a user: what the patch makes true (the
+                 README's patch table); its DEP-3 Description says what the
+                 change does, for vLLM's reviewers
+    markers      the inner suite's pytest markers of its patch-effect tests
+                 (tests/vllm/release): a release whose series carries none
+                 of a marker's patches leaves those tests out
+    doctor       doctor's key of the defect it fixes (doctor/releases.py)
+    explanation  the long explanation, markdown (docs/patches.md)"""
+
+    summary: str = ""
+    markers: tuple[str, ...] = ()
+    doctor: str | None = None
+    explanation: str = ""
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where upstream stands on a patch: DEP-3 `Origin`, `Applied-Upstream`
+    and `Forwarded` of its newest variant, read, never retyped."""
+
+    origin: str  # Origin's kind: upstream, backport, vendor, other
+    link: str  # Origin's URL, else Forwarded's, else ""
+    release: str | None  # Applied-Upstream's release: upstream has it from there
+    merged: str | None  # Applied-Upstream's URL: merged after the last release
+    forwarded: str  # Forwarded: yes, no, not-needed or a URL
+
+    @classmethod
+    def of(cls, fields: dict[str, str]) -> Upstream:
+        """From a patch's DEP-3 fields (quilt.Patch.fields, quilt.fields_of)."""
+        origin, _, link = fields.get("Origin", "").partition(",")
+        forwarded = fields.get("Forwarded", "")
+        release = merged = None
+        for part in (x.strip() for x in fields.get("Applied-Upstream", "").split(",")):
+            if part.startswith(("http://", "https://")):
+                merged = part
+            elif part:
+                release = part
+        if not link.strip() and forwarded.startswith(("http://", "https://")):
+            link = forwarded
+        return cls(origin.strip(), link.strip(), release, merged, forwarded)
+
+    def describe(self) -> str:
+        if self.release:
+            return f"upstream from {self.release}"
+        if self.merged:
+            return "merged upstream, in no release yet"
+        if self.forwarded.startswith(("http://", "https://")):
+            return "sent upstream, not merged"
+        return "not upstream"
 
 
 @dataclass(frozen=True)
@@ -60,6 +129,7 @@ class PatchSet:
     toml: Path
     slugs: list[str] = field(default_factory=list)
     variants: dict[str, list[Variant]] = field(default_factory=dict)
+    about: dict[str, About] = field(default_factory=dict)
 
     @property
     def dir(self) -> Path:
@@ -70,6 +140,26 @@ class PatchSet:
 
     def variant(self, slug: str, version: str) -> Variant | None:
         return next((v for v in self.variants.get(slug, []) if v.covers(version)), None)
+
+    def serving(self, slug: str, versions: list[str]) -> list[str]:
+        """The releases of `versions` that `slug` serves."""
+        return [v for v in versions if self.variant(slug, v) is not None]
+
+    def fixes(self) -> dict[str, str]:
+        """{doctor's defect key: the slug of the patch that fixes it}."""
+        return {a.doctor: s for s, a in self.about.items() if a.doctor}
+
+    def markers(self) -> dict[str, list[str]]:
+        """{inner pytest marker: the slugs whose tests it marks}, in table order."""
+        out: dict[str, list[str]] = {}
+        for s in self.slugs:
+            for m in self.about[s].markers:
+                out.setdefault(m, []).append(s)
+        return out
+
+    def upstream(self, slug: str) -> Upstream:
+        """Where upstream stands on `slug`, from its newest variant's DEP-3."""
+        return Upstream.of(quilt.fields_of(self.variants[slug][-1].path))
 
     def carried(self, version: str) -> list[Variant]:
         """The variants that make up `version`'s series, in series order."""
@@ -117,21 +207,54 @@ def read(path: Path) -> dict[str, Any]:
         raise disk_error(e, f"cannot read {path.name}") from None
 
 
+def _about(where: str, t: dict[str, Any]) -> About:
+    def text(key: str) -> str:
+        value = t.get(key, "")
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: {key} is a string")
+        return value.strip()
+
+    summary = text("summary")
+    if "\n" in summary:
+        raise ConfigError(f"{where}: summary is one line")
+    markers = t.get("markers", [])
+    if not isinstance(markers, list) or not all(
+        isinstance(m, str) and _NAME.match(m) for m in markers
+    ):
+        raise ConfigError(f"{where}: markers is a list of pytest marker names")
+    doctor = text("doctor") or None
+    if doctor is not None and not _NAME.match(doctor):
+        raise ConfigError(f"{where}: doctor {doctor!r} is not a key (a-z, 0-9, _)")
+    return About(summary, tuple(markers), doctor, text("explanation"))
+
+
 def load(path: Path) -> PatchSet:
     out = PatchSet(path)
+    doctors: dict[str, str] = {}
     for slug, t in read(path).items():
         if not isinstance(t, dict):
             raise ConfigError(f"{path.name} [{slug}]: not a table")
+        where = f"{path.name} [{slug}]"
+        unknown = set(t) - TABLE_KEYS - PROBE_KEYS
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
         spans = t.get(KEY, [])
         if not isinstance(spans, list):
-            raise ConfigError(f"{path.name} [{slug}]: {KEY} is a list of spans")
-        where = f"{path.name} [{slug}]"
+            raise ConfigError(f"{where}: {KEY} is a list of spans")
+        about = _about(where, t)
+        if about.doctor in doctors:
+            raise ConfigError(
+                f"{where}: doctor key {about.doctor!r} is already [{doctors[about.doctor]}]'s"
+            )
+        if about.doctor:
+            doctors[about.doctor] = slug
         found = sorted((_span(where, s) for s in spans), key=lambda fl: Version(fl[0]))
         for (_, a_last), (b_first, _) in zip(found, found[1:], strict=False):
             if Version(b_first) <= Version(a_last):
                 raise ConfigError(f"{where}: variants {a_last} and {b_first} overlap")
         out.slugs.append(slug)
         out.variants[slug] = [Variant(slug, f, la, out.file(slug, f)) for f, la in found]
+        out.about[slug] = about
     return out
 
 
@@ -140,6 +263,20 @@ def load(path: Path) -> PatchSet:
 
 def _header(slug: str) -> re.Pattern[str]:
     return re.compile(rf'^\[\s*"{re.escape(slug)}"\s*\]\s*(#.*)?$')
+
+
+def _outside_strings(lines: list[str]) -> list[bool]:
+    """Per line, whether it starts outside a multi-line string (an
+    `explanation = '''...'''` may hold a line that looks like a table)."""
+    out, inside = [], ""
+    for ln in lines:
+        out.append(not inside)
+        for quote in re.findall(r"'''|\"\"\"", ln):
+            if not inside:
+                inside = quote
+            elif quote == inside:
+                inside = ""
+    return out
 
 
 def set_spans(path: Path, slug: str, spans: list[str], after: str | None = None) -> None:
@@ -153,22 +290,28 @@ def set_spans(path: Path, slug: str, spans: list[str], after: str | None = None)
     quoted = ", ".join(f'"{s}"' for s in spans)
     line = f"{KEY} = [{quoted}]"
     lines = text.splitlines()
-    start = next((i for i, ln in enumerate(lines) if _header(slug).match(ln)), None)
+    code = _outside_strings(lines)
+    heads = [i for i, ln in enumerate(lines) if code[i] and ln.startswith("[")]
+
+    def head_of(name: str) -> int | None:
+        return next((i for i in heads if _header(name).match(lines[i])), None)
+
+    def end_of(head: int) -> int:
+        return next((i for i in heads if i > head), len(lines))
+
+    start = head_of(slug)
     if start is None:
         block = ["", f'["{slug}"]', line]
         at = len(lines)
-        if after is not None:
-            head = next((i for i, ln in enumerate(lines) if _header(after).match(ln)), None)
-            if head is not None:
-                nxt = (i for i in range(head + 1, len(lines)) if lines[i].startswith("["))
-                at = next(nxt, len(lines))
-                while at > head + 1 and (not lines[at - 1].strip() or lines[at - 1][0] == "#"):
-                    at -= 1  # keep the next table's comments with it
+        head = head_of(after) if after is not None else None
+        if head is not None:
+            at = end_of(head)
+            while at > head + 1 and (not lines[at - 1].strip() or lines[at - 1][0] == "#"):
+                at -= 1  # keep the next table's comments with it
         lines[at:at] = block
     else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), None)
-        end = len(lines) if end is None else end
-        own = [i for i in range(start + 1, end) if re.match(rf"^{KEY}\s*=", lines[i])]
+        end = end_of(start)
+        own = [i for i in range(start + 1, end) if code[i] and re.match(rf"^{KEY}\s*=", lines[i])]
         if own and not lines[own[0]].rstrip().endswith("]"):
             raise ConfigError(f"{path.name} [{slug}]: write {KEY} on one line")
         if own:

@@ -51,7 +51,7 @@ from . import patchset, resources
 from .errors import ConfigError
 
 TESTS = ("has_base", "defines", "uses", "lacks", "list", "is_none", "unconditional")
-PR_KEYS = ("pr_prefix", "pr_title")
+PR_KEYS = tuple(sorted(patchset.PROBE_KEYS - {"probe"}))  # pr_prefix, pr_title
 _KEYS = {"file", "class", "function", "when", "includes", "or_absent", *TESTS}
 
 
@@ -95,7 +95,7 @@ def load(path: Path | None = None) -> Probes:
     for name, t in data.items():
         if not isinstance(t, dict):
             raise ConfigError(f"{path.name} [{name}]: not a table")
-        unknown = set(t) - {"probe", patchset.KEY, *PR_KEYS}
+        unknown = set(t) - patchset.TABLE_KEYS - patchset.PROBE_KEYS
         if unknown:
             raise ConfigError(f"{path.name} [{name}]: unknown keys {', '.join(sorted(unknown))}")
     return {

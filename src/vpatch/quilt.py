@@ -208,6 +208,18 @@ def parse(path: Path, name: str | None = None) -> Patch:
     )
 
 
+def fields_of(path: Path) -> dict[str, str]:
+    """The DEP-3 fields of the patch in `path`, its diff left unread (no
+    unidiff: the tier's venvs read them too)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PatchError(f"malformed patch {path.name}: not UTF-8 (byte {e.start})") from None
+    except OSError as e:
+        raise disk_error(e, "cannot read a patch") from None
+    return dep3(_split_mail(text, path.name)[1])
+
+
 def _is_symlink(f: PatchedFile) -> bool:
     return any(
         re.match(r"^(new file mode|new mode|index \S+) 120000", line)

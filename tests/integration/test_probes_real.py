@@ -15,7 +15,13 @@ pytestmark = pytest.mark.integration
 
 PINS = lock.load()
 NEWEST = PINS.default()
-LAYER0 = "deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
+PS = PINS.patchset
+LAYER0 = PS.fixes()["layer0"]
+UPSTREAM = "0.18.0"  # the first release with EAGLE-3 for these targets upstream
+LATER = [v for v in PINS.versions() if Version(v) >= Version(UPSTREAM)]
+# the EAGLE-3 patches: those of the newest patched series that no release
+# from UPSTREAM on carries
+EAGLE3 = [v.slug for v in PS.carried(NEWEST.version) if not PS.serving(v.slug, LATER)]
 
 
 def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
@@ -25,20 +31,19 @@ def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
     base = files.release_files(NEWEST, globs | set(series.files))
     tree = tmp_path / "patched"
     apply.apply(NEWEST.version, dest=tree, source=str(base))
-    up = files.release_files(PINS.get("0.18.0"), globs)
+    up = files.release_files(PINS.get(UPSTREAM), globs)
     seen = {
         "baseline": probes.folder_files(base, globs),
         "patched": probes.folder_files(tree, globs),
-        "0.18.0": probes.folder_files(up, globs),
+        UPSTREAM: probes.folder_files(up, globs),
     }
     # the EAGLE-3 patches (upstream in 0.18.0); the fixes it shares with
     # 0.18.0's series: test_fix_probe_false_before_upstream_true_when_patched
-    later = {p.slug for p in series_of(PINS, PINS.get("0.18.0")).patches}
-    eagle3 = [p for p in series.patches if p.slug not in later]
-    assert len(eagle3) == 4
-    for p in eagle3:
-        got = {k: probes.holds(checks[p.slug], files) for k, files in seen.items()}
-        assert got == {"baseline": False, "patched": True, "0.18.0": True}, p.name
+    assert len(EAGLE3) == 4
+    for slug in EAGLE3:
+        assert PS.upstream(slug).release == UPSTREAM, slug
+        got = {k: probes.holds(checks[slug], files) for k, files in seen.items()}
+        assert got == {"baseline": False, "patched": True, UPSTREAM: True}, slug
 
 
 def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
@@ -64,15 +69,10 @@ def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
         assert aliased != patched and not probes.holds(checks, aliased), v
 
 
-# The fixes of upstream defects on the MLA EAGLE-3 path: (slug, the first
-# release whose own source has the fix, or None while upstream lacks it).
-FIXES = (
-    ("mla-detect-kimi-k2-eagle-drafters", None),
-    ("deepseek-eagle3-keep-rope-theta-without-rope-scaling", "0.28.0"),
-    ("speculative-draft-positions-cover-max-model-len", "0.27.0"),
-    ("deepseek-eagle3-apply-fc-norm", "0.23.0"),
-    ("spec-decode-the-drafter-selects-its-own-attention-backend", "0.21.0"),
-)
+# The fixes of the series from UPSTREAM on but the layer-0 fix (its own test
+# above): (slug, the first release whose own source has the fix, or None
+# while upstream lacks it), read from its DEP-3 Applied-Upstream.
+FIXES = [(s, PS.upstream(s).release) for s in PS.slugs if PS.serving(s, LATER) and s != LAYER0]
 
 
 @pytest.mark.parametrize("slug, fixed_in", FIXES, ids=[s for s, _ in FIXES])

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import pytest
+from vpatch.commands import docs
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted(
@@ -166,3 +167,9 @@ def test_a_generated_block_is_found_between_its_own_markers():
     assert usage.block(new, "commands") == "new\n" and usage.block(new, "other") == "kept\n"
     with pytest.raises(ValueError, match="no 'check example' block"):
         usage.block(text, "check example")
+
+
+def test_the_generated_parts_are_fresh():
+    """The README's patch table, docs/patches.md and doctor.md's tables are
+    what `vpatch docs` makes of patches.toml and RULES (`make docs` mends)."""
+    assert docs.stale(ROOT) == []

@@ -166,3 +166,90 @@ def test_record_refuses_a_dropped_patch_and_another_order(tmp_path, two):
     with pytest.raises(PatchError, match="orders vLLM 1.1's patches a, b; the tree has b, a"):
         record(ps, "1.1", [("b", two[1]), ("a", two[0])])
     assert sorted((p, p.read_bytes()) for p in ps.dir.rglob("*") if p.is_file()) == before
+
+
+def test_about_a_patch_and_what_derives_from_it(tmp_path, two):
+    ps = write(
+        tmp_path,
+        '["a"]\nreleases = ["1.0:1.1", "2.0"]\nsummary = "it breaks"\n'
+        'markers = ["m_a", "shared"]\ndoctor = "defect_a"\n'
+        "explanation = '''\nLong.\n[\"not a table\"]\n'''\n\n"
+        '["b"]\nreleases = ["1.1"]\nmarkers = ["shared"]\n\n["c"]\nreleases = ["2.0"]\n',
+        {"a/1.0.patch": two[0], "a/2.0.patch": two[0], "b/1.1.patch": two[1]},
+    )
+    assert ps.about["a"] == patchset.About(
+        "it breaks", ("m_a", "shared"), "defect_a", 'Long.\n["not a table"]'
+    )
+    assert ps.about["c"] == patchset.About()
+    assert ps.fixes() == {"defect_a": "a"}
+    assert ps.markers() == {"m_a": ["a"], "shared": ["a", "b"]}
+    assert ps.serving("a", PINNED) == ["1.0", "1.1", "2.0"]
+    assert ps.serving("b", PINNED) == ["1.1"]
+    # a line of the explanation that looks like a table is no table to set_spans
+    patchset.set_spans(ps.toml, "a", ["1.0:1.2", "2.0"])
+    patchset.set_spans(ps.toml, "d", ["1.0"], after="a")
+    again = patchset.load(ps.toml)
+    assert again.slugs == ["a", "d", "b", "c"] and again.about["a"] == ps.about["a"]
+    assert [v.span for v in again.variants["a"]] == ["1.0:1.2", "2.0"]
+
+
+@pytest.mark.parametrize(
+    "toml, message",
+    [
+        ('["a"]\nreleases = ["1.0"]\nsumary = "x"\n', "unknown keys sumary"),
+        ('["a"]\nsummary = "two\\nlines"\n', "summary is one line"),
+        ('["a"]\nsummary = 1\n', "summary is a string"),
+        ('["a"]\nmarkers = "m"\n', "markers is a list of pytest marker names"),
+        ('["a"]\nmarkers = ["Not-a-marker"]\n', "markers is a list of pytest marker names"),
+        ('["a"]\ndoctor = "a b"\n', "doctor 'a b' is not a key"),
+        ('["a"]\ndoctor = "k"\n["b"]\ndoctor = "k"\n', r"\[b\]: doctor key 'k' is already \[a\]'s"),
+    ],
+)
+def test_bad_facts_are_config_errors(tmp_path, toml, message):
+    with pytest.raises(ConfigError, match=message):
+        write(tmp_path, toml, {})
+
+
+MAIL = (
+    "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+    "From: t <t@example.com>\nSubject: a: fix\n\nWhy.\n\n{fields}\n"
+    "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+)
+
+
+@pytest.mark.parametrize(
+    "fields, release, merged, link, said",
+    [
+        ("Origin: vendor\nForwarded: no", None, None, "", "not upstream"),
+        ("Origin: vendor\nForwarded: https://x/pull/1", None, None, "https://x/pull/1", "sent"),
+        (
+            "Origin: backport, https://x/pull/2\nApplied-Upstream: 0.23.0",
+            "0.23.0",
+            None,
+            "https://x/pull/2",
+            "upstream from 0.23.0",
+        ),
+        (
+            "Origin: backport, https://x/pull/3\nApplied-Upstream: https://x/pull/3",
+            None,
+            "https://x/pull/3",
+            "https://x/pull/3",
+            "merged upstream, in no release yet",
+        ),
+        ("Origin: upstream\nApplied-Upstream: 1.1, https://x/c/4", "1.1", "https://x/c/4", "", ""),
+    ],
+)
+def test_upstream_is_read_from_the_newest_variants_dep3(
+    tmp_path, fields, release, merged, link, said
+):
+    ps = write(
+        tmp_path,
+        '["a"]\nreleases = ["1.0", "2.0"]\n',
+        {
+            "a/1.0.patch": MAIL.format(fields="Origin: vendor").encode(),
+            "a/2.0.patch": MAIL.format(fields=fields).encode(),
+        },
+    )
+    up = ps.upstream("a")
+    assert (up.release, up.merged, up.link) == (release, merged, link)
+    assert said in up.describe()

@@ -22,6 +22,20 @@ def test_parse_reads_subject_dep3_and_files(good_series):
     ]
 
 
+def test_fields_of_reads_dep3_alone(good_series, tmp_path):
+    """What parse() reads as fields, without parsing the diff (the tier's venvs
+    have no unidiff); errors as parse()'s."""
+    for p in quilt.load(good_series).patches:
+        assert quilt.fields_of(p.path) == p.fields
+    bad = tmp_path / "bad.patch"
+    bad.write_bytes(b"From 0 Mon\nSubject: x\n\n\xff\n")
+    with pytest.raises(PatchError, match="not UTF-8"):
+        quilt.fields_of(bad)
+    bad.write_text("Subject: no mail\n")
+    with pytest.raises(PatchError, match="not a git format-patch mail"):
+        quilt.fields_of(bad)
+
+
 def test_series_comments_and_blank_lines(good_series):
     (good_series / "series").write_text("# the plan\n\n0002-step-2.patch -p1\n")
     assert [p.name for p in quilt.load(good_series).patches] == ["0002-step-2.patch"]

@@ -13,7 +13,7 @@ in either kernel mode; a mutant marked ``cuda_only`` must be killed in
 for). A table and the score are printed; the exit status is 1 when any mutant
 survives or cannot be built.
 
-Dropping an allowlist entry of patch 0004 is a mutant per entry, unless
+Dropping an allowlist entry of the allowlist patch is a mutant per entry, unless
 another entry is a substring of it: the check admits a target when any entry
 is a substring of its text model_type, so such a drop admits exactly the same
 targets (equivalent; listed with the reason, not run).
@@ -62,16 +62,26 @@ def select(release: str) -> tuple[str, ...]:
     """The pytest arguments of every run on ``release`` (the baseline's and the
     mutants'): where the series carries EAGLE-3, the main inner run's
     selection (everything but the tests of fixes it does not carry), else the
-    patch-effect tests of the fixes its series carries (the layer-0 fix and
-    the markers of releases.FIX_MARKERS)."""
+    patch-effect tests of the markers its series carries (patches.toml)."""
     if releases.has_eagle3_series(release):
         return releases.inner_select(release)
-    has = releases.carried(release)
-    markers = [m for slug, m in releases.FIX_MARKERS.items() if slug in has]
-    return ("-m", " or ".join(["layer0_fix", *markers]))
+    return ("-m", " or ".join(releases.markers_of(release)))
 
 
-# In the 0.17.1 series (patch 0001), the aux state of a layer inside the loop
+# The patches mutated, by slug (a series' numbers shift when a patch is added)
+HOOKS = "deepseek-v2-add-eagle-3-aux-hidden-state-hooks"
+KIMI = "kimi-k25-support-eagle-3-via-the-language-model"
+ALIAS = "eagle-alias-kimi-k2-5-media-placeholder-token-id"
+ALLOWLIST = "speculative-allow-eagle3-for-deepseek-and-kimi-targets"
+LAYER0 = "deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
+MLA_DETECT = "mla-detect-kimi-k2-eagle-drafters"
+ROPE = "deepseek-eagle3-keep-rope-theta-without-rope-scaling"
+DRAFT_POSITIONS = "speculative-draft-positions-cover-max-model-len"
+APPLY_FC_NORM = "deepseek-eagle3-apply-fc-norm"
+BACKEND_V1 = "spec-decode-the-drafter-selects-its-own-attention-backend"
+BACKEND_V2 = "spec-decode-v2-the-drafter-selects-its-own-attention-backend"
+
+# In the 0.17.1 series (HOOKS), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).
 LOOP_AUX = "+                    hidden_states if residual is None else hidden_states + residual\n"
 
@@ -80,7 +90,7 @@ LOOP_AUX = "+                    hidden_states if residual is None else hidden_s
 class Mutant:
     name: str
     release: str
-    patch: str  # the patch file's number, "0001"
+    patch: str  # the slug of the patch mutated
     old: str  # text of the patch file, found exactly once
     new: str
     why: str  # the mistake it stands for
@@ -100,7 +110,7 @@ MUTANTS = (
     Mutant(
         "collect-after-layer",
         "0.17.1",
-        "0001",
+        HOOKS,
         "+            if aux_layers and idx in aux_layers:\n"
         "+                # EAGLE-3 takes the input of the layer; the first layer on the\n"
         "+                # first rank has no residual yet.\n"
@@ -123,7 +133,7 @@ MUTANTS = (
     Mutant(
         "residual-dropped",
         "0.17.1",
-        "0001",
+        HOOKS,
         LOOP_AUX,
         "+                    hidden_states\n",
         "the aux state is the layer's hidden_states without the residual added",
@@ -132,7 +142,7 @@ MUTANTS = (
     Mutant(
         "final-index-dropped",
         "0.17.1",
-        "0001",
+        HOOKS,
         "+        # Index num_hidden_layers selects the input of the final norm.\n"
         "+        if aux_layers and len(self.layers) in aux_layers:\n"
         "+            aux_hidden_states.append(\n"
@@ -146,7 +156,7 @@ MUTANTS = (
     Mutant(
         "defaults-changed",
         "0.17.1",
-        "0001",
+        HOOKS,
         "+        return (2, num_layers // 2, num_layers - 3)\n",
         "+        return (2, num_layers // 2, num_layers - 2)\n",
         "the default aux layers are off by one (n-2 instead of n-3)",
@@ -155,7 +165,7 @@ MUTANTS = (
     Mutant(
         "validation-removed",
         "0.17.1",
-        "0001",
+        HOOKS,
         "+        _validate_aux_hidden_state_layers(self.model, layers)\n",
         "",
         "set_aux_hidden_state_layers no longer validates: out-of-range and "
@@ -165,7 +175,7 @@ MUTANTS = (
     Mutant(
         "ownership-check-removed",
         "0.17.1",
-        "0001",
+        HOOKS,
         "+    unowned = [i for i in layers if i not in owned]\n",
         "+    unowned: list[int] = []\n",
         "layers of another pipeline-parallel rank are accepted (range is still checked)",
@@ -174,7 +184,7 @@ MUTANTS = (
     Mutant(
         "tuple-always",
         "0.17.1",
-        "0001",
+        HOOKS,
         "+        if aux_hidden_states:\n",
         "+        if aux_layers is not None:\n",
         "forward returns (hidden_states, []) even with no aux layers",
@@ -183,7 +193,7 @@ MUTANTS = (
     Mutant(
         "corrupt-decode",
         "0.17.1",
-        "0001",
+        HOOKS,
         LOOP_AUX,
         "+                    hidden_states if residual is None or hidden_states.shape[0] == 1"
         " else hidden_states + residual\n",
@@ -193,7 +203,7 @@ MUTANTS = (
     Mutant(
         "corrupt-batch",
         "0.17.1",
-        "0001",
+        HOOKS,
         LOOP_AUX,
         "+                    hidden_states if residual is None or hidden_states.shape[0] > 1"
         " else hidden_states + residual\n",
@@ -203,7 +213,7 @@ MUTANTS = (
     Mutant(
         "wrapper-set-noop",
         "0.17.1",
-        "0002",
+        KIMI,
         "+        self.language_model.set_aux_hidden_state_layers(layers)\n",
         "+        pass\n",
         "Kimi-K2.5's set_aux_hidden_state_layers does not reach its language model",
@@ -212,7 +222,7 @@ MUTANTS = (
     Mutant(
         "wrapper-get-noop",
         "0.17.1",
-        "0002",
+        KIMI,
         "+        return self.language_model.get_eagle3_aux_hidden_state_layers()\n",
         "+        return ()\n",
         "Kimi-K2.5's get_eagle3_aux_hidden_state_layers does not ask its language model",
@@ -221,7 +231,7 @@ MUTANTS = (
     Mutant(
         "alias-wrong-attribute",
         "0.17.1",
-        "0003",
+        ALIAS,
         "+                    target_model.config.media_placeholder_token_id\n",
         "+                    target_model.config.pad_token_id\n",
         "the drafter's image_token_index is read from another attribute of the Kimi config",
@@ -230,7 +240,7 @@ MUTANTS = (
     Mutant(
         "aliasing",
         "0.32.0",
-        "0001",
+        LAYER0,
         "+                    aux_hidden_state = hidden_states.clone()\n",
         "+                    aux_hidden_state = hidden_states\n",
         "layer 0's aux state is the embedding tensor itself, which CUDA's fused_add_rms_norm "
@@ -244,7 +254,7 @@ MUTANTS = (
     Mutant(
         "layer0-residual",
         "0.32.0",
-        "0001",
+        LAYER0,
         "+                    aux_hidden_state = hidden_states.clone()\n",
         "+                    aux_hidden_state = layer(\n"
         "+                        positions, hidden_states.clone(), None, llama_4_scaling\n"
@@ -256,7 +266,7 @@ MUTANTS = (
     Mutant(
         "layer0-zeros",
         "0.32.0",
-        "0001",
+        LAYER0,
         "+                    aux_hidden_state = hidden_states.clone()\n",
         "+                    aux_hidden_state = torch.zeros_like(hidden_states)\n",
         "layer 0's aux state is zeros",
@@ -265,7 +275,7 @@ MUTANTS = (
     Mutant(
         "layer0-previous-step",
         "0.32.0",
-        "0001",
+        LAYER0,
         "+                    aux_hidden_state = hidden_states.clone()\n",
         '+                    prev = self.__dict__.get("_vpatch_prev")\n'
         "+                    self._vpatch_prev = hidden_states.clone()\n"
@@ -280,7 +290,7 @@ MUTANTS = (
     Mutant(
         "mla-detect-wrong-entry",
         "0.32.0",
-        "0002",
+        MLA_DETECT,
         '+                    "kimi_k2",\n',
         '+                    "kimi_k25",\n',
         "the eagle branch lists Kimi-K2.5's model_type, not the kimi_k2 the MLA drafters say",
@@ -289,7 +299,7 @@ MUTANTS = (
     Mutant(
         "rope-default-kept",
         "0.26.0",
-        "0003",
+        ROPE,
         "-        config.rope_parameters = rope_params\n",
         "-        config.rope_parameters = rope_params\n"
         '+        config.rope_parameters = {"rope_type": "default"}\n',
@@ -299,7 +309,7 @@ MUTANTS = (
     Mutant(
         "draft-positions-one-short",
         "0.26.0",
-        "0004",
+        DRAFT_POSITIONS,
         "+        draft_hf_config.max_position_embeddings = target_max_model_len\n",
         "+        draft_hf_config.max_position_embeddings = target_max_model_len - 1\n",
         "the drafter's positions raised to max_model_len - 1: the last position is past its cache",
@@ -308,7 +318,7 @@ MUTANTS = (
     Mutant(
         "fc-norm-first-for-all",
         "0.22.1",
-        "0005",
+        APPLY_FC_NORM,
         "+                [norm(chunk) for norm, chunk in zip(self.model.fc_norm, chunks)],\n",
         "+                [self.model.fc_norm[0](chunk) for chunk in chunks],\n",
         "every aux state normed by the first state's fc_norm",
@@ -317,7 +327,7 @@ MUTANTS = (
     Mutant(
         "drafter-backend-not-restored",
         "0.17.1",
-        "0006",
+        BACKEND_V1,
         "+        finally:\n+            attention_config.backend = target_attention_backend\n",
         "+        finally:\n+            pass\n",
         "the target's forced backend cleared for good, not only while the drafter is built",
@@ -328,7 +338,7 @@ MUTANTS = (
     Mutant(
         "v2-target-config-changed",
         "0.32.0",
-        "0003",
+        BACKEND_V2,
         "+    vllm_config = replace(\n"
         "+        vllm_config,\n"
         "+        attention_config=replace(\n"
@@ -348,17 +358,17 @@ MUTANTS = (
     ),
 )
 
-ALLOWLIST_PATCH = ("0.17.1", "0004")
+ALLOWLIST_PATCH = ("0.17.1", ALLOWLIST)
 _ENTRY = re.compile(r'^([ +])\s+"([a-z0-9_]+)",$')
 
 
 def allowlist_mutants() -> tuple[list[Mutant], list[Equivalent]]:
-    """One mutant per entry patch 0004 adds (its line dropped), or, when another
+    """One mutant per entry the allowlist patch adds (its line dropped), or, when another
     entry (added or already there) is a substring of it, an equivalent: the
     check is `any(entry in model_type ...)`, so every model_type the dropped
     entry matches is still matched by the other one."""
-    release, number = ALLOWLIST_PATCH
-    text = patch_file(release, number).read_text()
+    release, slug = ALLOWLIST_PATCH
+    text = patch_file(release, slug).read_text()
     entries = [(m.group(1), m.group(2)) for m in map(_ENTRY.match, text.splitlines()) if m]
     names = [name for _, name in entries]
     found, same = [], []
@@ -372,7 +382,7 @@ def allowlist_mutants() -> tuple[list[Mutant], list[Equivalent]]:
                 Equivalent(
                     name,
                     release,
-                    number,
+                    slug,
                     f'"{covering[0]}" is a substring of "{entry}": every model_type that '
                     f'contains "{entry}" contains "{covering[0]}", so the check admits the '
                     "same targets without it",
@@ -383,7 +393,7 @@ def allowlist_mutants() -> tuple[list[Mutant], list[Equivalent]]:
             Mutant(
                 name,
                 release,
-                number,
+                slug,
                 f'+            "{entry}",\n',
                 "",
                 f"SpeculativeConfig refuses eagle3 for text model_type {entry}",
@@ -393,11 +403,13 @@ def allowlist_mutants() -> tuple[list[Mutant], list[Equivalent]]:
     return found, same
 
 
-def patch_file(release: str, number: str) -> Path:
+def patch_file(release: str, slug: str) -> Path:
+    """The file of patch ``slug`` in the release's series (NNNN-<slug>.patch)."""
     sdir = releases.series_dir(release)
     assert sdir is not None, f"no series for {release}"
-    (path,) = sdir.glob(f"{number}-*.patch")
-    return path
+    found = [p for p in sdir.glob("*.patch") if quilt.slug(p.name) == slug]
+    assert len(found) == 1, f"the series of {release} has no patch {slug}"
+    return found[0]
 
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
@@ -592,14 +604,14 @@ def main(argv: list[str] | None = None) -> int:
 
     took = time.monotonic() - t0
     width = max(len(m.name) for m in mutants)
-    print(f"\n{'mutant':{width}}  release patch  result    time  tests that told")
+    print(f"\n{'mutant':{width}}  release result    time  tests that told")
     for r in results:
         m = r.mutant
-        row = f"{m.name:{width}}  {m.release:7} {m.patch}   {r.status:8} {r.seconds:4.0f}s"
+        row = f"{m.name:{width}}  {m.release:7} {r.status:8} {r.seconds:4.0f}s"
         print(f"{row}  {r.detail}")
-        print(f"{'':{width}}  ({m.why})")
+        print(f"{'':{width}}  ({m.patch}: {m.why})")
     for e in equivalents:
-        print(f"{e.name:{width}}  {e.release:7} {e.patch}   equivalent, not run: {e.why}")
+        print(f"{e.name:{width}}  {e.release:7} equivalent, not run ({e.patch}): {e.why}")
     killed = sum(r.status == "killed" for r in results)
     print(
         f"\n{killed}/{len(results)} mutants killed, {len(equivalents)} equivalent left out; "

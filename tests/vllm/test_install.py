@@ -46,13 +46,12 @@ SELECT = {"0.32.0": ("-m", "layer0_fix", "-k", "not kimi")}
 
 
 def select(release: str) -> tuple[str, ...]:
-    """SELECT's, else every patch-effect test but those of the fixes the
-    release's series does not carry (releases.FIX_MARKERS: 0.18+ MLA drafter
+    """SELECT's, else every patch-effect test but those of the markers the
+    release's series does not carry (releases.markers_of: 0.18+ MLA drafter
     fixes, which fail on both installs of 0.17.1)."""
     if release in SELECT:
         return SELECT[release]
-    has = releases.carried(release)
-    absent = [m for slug, m in releases.FIX_MARKERS.items() if slug not in has]
+    absent = [m for m in releases.markers() if m not in releases.markers_of(release)]
     return ("-m", f"patch_effect and not ({' or '.join(absent)})" if absent else "patch_effect")
 
 

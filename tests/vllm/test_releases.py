@@ -271,7 +271,7 @@ def _fix_releases() -> list:
         found = releases.fix_releases(selected_releases())
     except TierError as e:
         raise pytest.UsageError(str(e)) from None
-    why = "every fix of releases.FIX_MARKERS is carried by a selected release"
+    why = "every marker of patches.toml is carried by a selected release"
     return _or_skip(sorted(found), why)
 
 

@@ -4,7 +4,8 @@
   overlapping), every variant has its file patches/<slug>/<first>.patch and
   every file under patches/ is a variant;
 - a patch's subject gives its slug (quilt.slug_of), and its DEP-3 fields are
-  present and well-formed;
+  present and well-formed, and its variants agree on where upstream stands
+  (Origin, Forwarded, Applied-Upstream: patchset.upstream() reads them);
 - every release's series is up to date: applied to the release's files (from
   the cache, downloaded when missing) the way `vpatch apply` applies it (git
   am: full context, no fuzz; a variant's hunks may sit at other lines in the
@@ -80,6 +81,7 @@ def lint(
         where = f"{_rel(meta_path, root)} [{slug}]"
         if not variants:
             add(Problem(where, "releases lists no variant"))
+        upstream: dict[patchset.Upstream, str] = {}
         for var in variants:
             for end in {var.first, var.last} - pinned:
                 add(Problem(where, f"variant {var.span}: {end} is not a pinned release"))
@@ -93,6 +95,11 @@ def lint(
                 add(Problem(_rel(var.path, root), str(e)))
                 continue
             _patch(p, slug, _rel(var.path, root), add)
+            upstream.setdefault(patchset.Upstream.of(p.fields), var.first)
+        if len(upstream) > 1:  # patchset.upstream() reads the newest: all must agree
+            firsts = ", ".join(upstream.values())
+            what = "differ in DEP-3 Origin/Forwarded/Applied-Upstream"
+            add(Problem(where, f"variants {firsts} {what}"))
     for f in sorted(ps.dir.rglob("*")) if ps.dir.is_dir() else []:
         if f.is_file() and f != meta_path and f.resolve() not in claimed:
             add(Problem(_rel(f, root), "no variant in patches.toml is this file"))

@@ -9,13 +9,15 @@ facts) and prints the serve command with its fixes.
 
 The report (report.py) says what each severity means. A defect vpatch's
 series fixes is an error unless `vpatch check` reports its patch
-(releases.FIXES) installed. The pair and what follows from it: pair.py; the
+(releases.fix(key)) installed. The pair and what follows from it: pair.py; the
 aux ids' two conventions: conventions.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from packaging.version import Version
 
 from .. import lock
 from . import configs, hub, releases, weights
@@ -154,13 +156,14 @@ def check_aux_layers(p: Pair) -> Finding:
             "fails; fix the ids in the drafter's config",
         )
     if 0 in kept and not p.series:
-        fixed = rel in patched_layer0() and p.ready
-        if not fixed:
+        carried = patched_layer0()
+        if not (rel in carried and p.ready):
+            span = sorted(carried, key=Version)
             fix = (
                 "`vpatch install` carries the fix for this release"
-                if rel in patched_layer0()
-                else "vpatch carries the fix for 0.18.0-0.33.0; 0.15-0.17 with "
-                "vpatch's series handle layer 0 too"
+                if rel in carried
+                else (f"vpatch carries the fix for {span[0]}-{span[-1]}; " if span else "")
+                + "0.15-0.17 with vpatch's series handle layer 0 too"
             )
             return Finding(
                 "aux_layers",
@@ -604,17 +607,18 @@ def check_speculative_config(p: Pair) -> Finding:
 def _defect(
     p: Pair, key: str, check: str, what: str, workaround: str, fix: dict[str, Any]
 ) -> Finding:
-    """A defect of the release that a patch of vpatch's series (releases.FIXES)
+    """A defect of the release that a patch of vpatch's series (releases.fix)
     fixes: info when `vpatch check` reports the patch installed, else an error
     that says whether `vpatch install` would fix it."""
-    slug = releases.FIXES[key]
-    state = p.readiness.fix(slug)
+    slug = releases.fix(key)
+    state = p.readiness.fix(slug) if slug else "none"
     if state == "installed":
         return Finding(check, "info", f"{what}; fixed here: vpatch's patch {slug} is installed")
     how = {
         "not installed": f"vpatch's {p.release} series fixes it ({slug}), not installed "
         f"here: run `vpatch install --python {p.env.python}`; or {workaround}",
-        "none": f"vpatch's series for this release has no fix ({slug}); {workaround}",
+        "none": f"vpatch's series for this release has no fix{f' ({slug})' if slug else ''}; "
+        f"{workaround}",
         "unknown": f"`vpatch check` could not say whether the fix ({slug}) is installed; "
         f"{workaround}",
     }[state]

@@ -3,7 +3,7 @@ distribution and version `--python` has (env.dist; vLLM itself is never
 imported), and what `vpatch check` says about it (env.report): whether
 EAGLE-3 for DeepSeek-V3/Kimi targets is ready, and the state of each patch of
 the installed series, by slug, which is how doctor knows whether a defect is
-fixed there (releases.FIXES names the patch of each defect)."""
+fixed there (releases.fix() names the patch of each defect)."""
 
 from __future__ import annotations
 

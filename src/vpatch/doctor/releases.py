@@ -7,7 +7,8 @@ first release that changes it; `rules(release)` folds them.
 
 summary_markdown() renders the per-release table from RULES (p = with
 vpatch's series installed, u = upstream as released); docs/doctor.md carries
-it. FIXES names the patch (by slug) that fixes each defect of the series.
+it. The patch that fixes each defect of DEFECTS is the one patches.toml
+gives that `doctor` key (fixes()); which releases carry it, its spans.
 
 "dropped": the target returns no state for that id, so the drafter's fc gets
 fewer states than it was built for and the first request fails in fc
@@ -93,20 +94,20 @@ class Rules:
     # the pair (eagle3_utils.verify_supports_aux_hidden_states_over_pp, 0.30+).
     # models/registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 drafter classes.
     archs: frozenset[str]
-    # Defects that vpatch's series fixes per release (FIXES names the patch of
-    # each; doctor asks `vpatch check` whether the environment has it):
+    # Defects that vpatch's series fixes per release (DEFECTS; fixes() names the
+    # patch of each; doctor asks `vpatch check` whether the environment has it):
     # the model runners on which a forced attention backend (--attention-backend,
     # --attention-config.backend, VLLM_ATTENTION_BACKEND) is applied to a non-MLA
     # (Llama) drafter under an MLA target and the drafter fails to load: the V1
-    # runner up to 0.20.2, the V2 runner from 0.29.0.
+    # runner until 0.21.0, the V2 runner from 0.29.0.
     forced_backend_crash: frozenset[str]
     # The drafter's rotary embedding is built for its own max_position_embeddings
     # and a --max-model-len above it kills a running server on the first longer
-    # prompt (up to 0.26.0).
+    # prompt (until 0.27.0).
     draft_positions_short: bool
     # deepseek_eagle3.py: an MLA drafter without rope_scaling rebuilds its rope
     # without rope_theta (the default 10000 instead of the drafter's; KeyError
-    # 'factor' under transformers 5) (0.18.0-0.27.1).
+    # 'factor' under transformers 5), from the first MLA drafter until 0.28.0.
     mla_rope_without_theta: bool
     # deepseek_eagle3.py reads fc_norm (0.23.0+; 0.22.x's Llama drafter reads it,
     # its MLA drafter ignores it).
@@ -306,43 +307,47 @@ def summary_markdown() -> str:
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
-# The patches (by slug: patches/<release>/NNNN-<slug>.patch) that fix a defect
-# the rules above describe. doctor reads from `vpatch check`'s per-patch report
-# whether the environment's series has the patch and it is installed; the
-# slugs are the one place that names them.
-FIXES: dict[str, str] = {
-    # Rules.forced_backend_crash, per model runner (the V1 proposer's fix and
-    # the V2 runner's are patches of their own: other files, other releases)
-    "forced_backend_v1": "spec-decode-the-drafter-selects-its-own-attention-backend",
-    "forced_backend_v2": "spec-decode-v2-the-drafter-selects-its-own-attention-backend",
-    # Rules.draft_positions_short
-    "draft_positions": "speculative-draft-positions-cover-max-model-len",
-    # Rules.mla_rope_without_theta
-    "mla_rope_theta": "deepseek-eagle3-keep-rope-theta-without-rope-scaling",
-    # Rules.mla_fc_norm
-    "mla_fc_norm": "deepseek-eagle3-apply-fc-norm",
-    # Rules.kimi_k2_drafter_not_mla
-    "kimi_k2_mla": "mla-detect-kimi-k2-eagle-drafters",
-}
+# The defects of RULES that a patch of vpatch's series fixes, by the key that
+# patch's table in patches.toml gives as `doctor`: the table names the patch,
+# its spans the releases that carry it. doctor reads from `vpatch check`'s
+# per-patch report whether the environment's series has the patch installed.
+DEFECTS = (
+    "layer0",  # aux layer 0 crashes (Rules.upstream_eagle3: every release with it)
+    "forced_backend_v1",  # Rules.forced_backend_crash, V1 runner
+    "forced_backend_v2",  # the same on the V2 runner: another file, another patch
+    "draft_positions",  # Rules.draft_positions_short
+    "mla_rope_theta",  # Rules.mla_rope_without_theta
+    "mla_fc_norm",  # Rules.mla_fc_norm (where Rules.fc_norm)
+    "kimi_k2_mla",  # Rules.kimi_k2_drafter_not_mla
+)
 
 
-# Releases whose vpatch series changes what the table says (patches/<release>):
-# 0.15.0-0.17.1 add EAGLE-3 for DeepSeek/Kimi with their own aux-state rules
-# (patches/*/0001: id n = final-norm input, out-of-range ids and ids off the
-# last PP rank raise ValueError, layer 0 = the embeddings); 0.32.0 and 0.33.0
-# fix the layer-0 crash.
+def fixes() -> dict[str, str]:
+    """{defect key: the slug of the patch that fixes it}, from patches.toml."""
+    return lock.load().patchset.fixes()
+
+
+def fix(key: str) -> str | None:
+    """The slug of the patch that fixes defect `key` (one of DEFECTS); None
+    when the patch set has none."""
+    return fixes().get(key)
+
+
+# 0.15.0-0.17.1's series add EAGLE-3 for DeepSeek/Kimi with their own aux-state
+# rules (id n = final-norm input, out-of-range ids and ids off the last PP rank
+# raise ValueError, layer 0 = the embeddings); later series fix the layer-0 crash.
 def patched_eagle3() -> set[str]:
     """Releases where EAGLE-3 for these targets is vpatch's series (status
-    `patched` in VERSIONS.lock: 0.15.0-0.17.1)."""
+    `patched` in VERSIONS.lock)."""
     pins = lock.load()
     return set(pins.versions("patched"))
 
 
 def patched_layer0() -> set[str]:
-    """Releases with EAGLE-3 upstream and vpatch's layer-0 fix (status
-    `upstream-fix`: 0.18.0-0.33.0)."""
+    """Releases with EAGLE-3 upstream whose series carries the layer-0 fix."""
     pins = lock.load()
-    return set(pins.versions("upstream-fix"))
+    slug = pins.patchset.fixes().get("layer0")
+    return set(pins.patchset.serving(slug, pins.versions())) if slug else set()
 
 
 def rules(release: str) -> Rules:

@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import checkout, gitutil, lock, probes, quilt, sources
+from .. import checkout, gitutil, lock, patchset, probes, quilt, sources
 from ..errors import ConfigError, TreeError, VpatchError, disk_error
 from ..paths import empty
 from ..sources.cache import Say, quiet
@@ -274,9 +274,9 @@ def draft(
             # a backport of a fix upstream merged after the last release
             # (DEP-3 Applied-Upstream: the merged PR's URL; a release number
             # is the probe's to confirm) is never sent again
-            applied = c.patch.fields.get("Applied-Upstream", "")
-            if not c.status and applied.startswith(("http://", "https://")):
-                c.status, c.since = "upstream", applied
+            merged = patchset.Upstream.of(c.patch.fields).merged
+            if not c.status and merged:
+                c.status, c.since = "upstream", merged
         to_send = [c for c in cands if not c.status]
         if to_send:
             gitutil.switch(repo, d.branch, base)

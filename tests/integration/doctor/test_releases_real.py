@@ -193,7 +193,7 @@ def test_pp_split_is_the_same(src):
 
 def test_mla_drafter_rope_and_fc_norm(src):
     """deepseek_eagle3.py: without rope_scaling the decoder layer rebuilds its
-    rope as {"rope_type": "default"}, dropping rope_theta (0.18.0-0.27.1); it
+    rope as {"rope_type": "default"}, dropping rope_theta (before 0.28.0); it
     builds fc_norm from 0.22.0 but combine_hidden_states applies it only from
     0.23.0."""
     v, t = src

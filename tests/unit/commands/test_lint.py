@@ -138,6 +138,20 @@ def test_good_dep3_variants(repo, value):
     assert run(pins, sources=False) == []
 
 
+def test_variants_agree_on_where_upstream_stands(repo):
+    root, pins = repo
+    first = patch_file(root)
+    second = first.with_name("9.9.0.patch")
+    second.write_bytes(first.read_bytes())
+    edit(root / "patches/patches.toml", '"9.8.0:9.9.0"]', '"9.8.0", "9.9.0"]')
+    assert run(pins, sources=False) == []
+    edit(second, "Applied-Upstream: 0.18.0\n", "Applied-Upstream: 0.19.0\n")
+    assert run(pins, sources=False) == [
+        "patches/patches.toml [model-first-change]: variants 9.8.0, 9.9.0 differ in DEP-3 "
+        "Origin/Forwarded/Applied-Upstream"
+    ]
+
+
 def test_hand_edited_patch_is_not_up_to_date(repo):
     root, pins = repo
     # the hunk still applies (at an offset), but export writes its real place:

@@ -631,7 +631,7 @@ FORCED = ["--attention-backend", "FLASHMLA"]
 
 
 def _patch(key: str, state: str) -> dict:
-    return {f"0007-{R.FIXES[key]}": state}
+    return {f"0007-{R.fix(key)}": state}
 
 
 @pytest.mark.parametrize(

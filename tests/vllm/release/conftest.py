@@ -55,7 +55,31 @@ SERVED = [
 collect_ignore = [] if os.environ.get("VPATCH_VLLM_SERVED") else SERVED
 
 
+def patch_markers() -> dict[str, str]:
+    """{marker: its description} of every marker patches.toml gives a patch's
+    tests. vpatch is imported from src/ (the tier's venvs do not install it):
+    the lock and the patch set need none of its dependencies but packaging,
+    which vLLM has too."""
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    if src not in sys.path:
+        sys.path.append(src)
+    from vpatch import lock
+
+    pins = lock.load()
+    ps, versions = pins.patchset, pins.versions()
+    out = {}
+    for marker, slugs in ps.markers().items():
+        served = []
+        for slug in slugs:
+            got = ps.serving(slug, versions)
+            served.append(f"{slug} ({got[0]}-{got[-1]})" if got else slug)
+        out[marker] = "patch-effect tests of " + ", ".join(served)
+    return out
+
+
 def pytest_configure(config):
+    for marker, about in patch_markers().items():
+        config.addinivalue_line("markers", f"{marker}: {about}")
     if not os.environ.get("VPATCH_VLLM_FIXTURES"):
         pytest.exit(
             "VPATCH_VLLM_FIXTURES is not set: run this suite through tests/vllm/test_releases.py "

@@ -1,6 +1,6 @@
 """An EAGLE-3 drafter whose checkpoint says fewer positions than the served
-max_model_len (patch speculative-draft-positions-cover-max-model-len,
-0.15.0-0.26.0; upstream from 0.27.0).
+max_model_len (patch speculative-draft-positions-cover-max-model-len; its
+releases: patches.toml).
 
 The proposer hands the drafter the target's positions, up to the target's
 max_model_len, and the drafter's rotary embedding caches cos/sin for its own

@@ -6,14 +6,15 @@ this configuration"): the server never starts.
 
 * ``drafter_backend`` (patch
   spec-decode-the-drafter-selects-its-own-attention-backend, the V1
-  proposer, 0.15.0-0.20.2; upstream from 0.21.0): the drafter is built with
-  no forced backend (it selects its own), and the target keeps its own.
+  proposer): the drafter is built with no forced backend (it selects its
+  own), and the target keeps its own.
 * ``drafter_backend_v2`` (patch
   spec-decode-v2-the-drafter-selects-its-own-attention-backend, the V2
-  model runner's load_eagle_model, 0.29.0-0.33.0, the default runner for
-  these targets from 0.29.0; upstream after 0.33.0, vLLM PR #54826): the
-  same, and a backend the speculative config names is the drafter's. The V2
-  runner never runs on CPU; its loader is called directly.
+  model runner's load_eagle_model, the default runner for these targets from
+  0.29.0): the same, and a backend the speculative config names is the
+  drafter's. The V2 runner never runs on CPU; its loader is called directly.
+
+(The releases of each patch are patches.toml's.)
 
 CPU never refuses a backend (its platform logs "Cannot use ... on CPU" and
 picks its own), so the decision is checked: vLLM's real proposer load path

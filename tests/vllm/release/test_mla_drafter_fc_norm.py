@@ -1,5 +1,5 @@
 """What the MLA EAGLE-3 drafter's fc gets when the drafter has ``fc_norm``
-(patch deepseek-eagle3-apply-fc-norm, 0.22.0-0.22.1; upstream from 0.23.0).
+(patch deepseek-eagle3-apply-fc-norm; its releases: patches.toml).
 
 EAGLE-3.1 drafters norm each target state before fc: ``fc_norm`` is one
 RMSNorm per aux state. From 0.22.0 ``DeepseekV2Eagle3Model`` builds those

@@ -9,8 +9,8 @@ then made from them by vLLM's own ``get_rope``, the way that attention
 makes it (a rope_type other than "default" becomes "deepseek_yarn"). What
 only a GPU shows is the acceptance lost to a wrong theta.
 
-* ``rope_theta`` (patch deepseek-eagle3-keep-rope-theta-without-rope-scaling,
-  0.18.0-0.27.1; upstream from 0.28.0): a drafter without ``rope_scaling``
+* ``rope_theta`` (patch deepseek-eagle3-keep-rope-theta-without-rope-scaling;
+  its releases: patches.toml): a drafter without ``rope_scaling``
   keeps its own theta. Unpatched, the layer rebuilds the rope parameters:
   under transformers 4 as ``{"rope_type": "default"}`` (base 10000), under
   transformers 5 as YaRN without a factor (KeyError 'factor' at load).

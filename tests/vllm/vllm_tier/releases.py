@@ -62,25 +62,11 @@ VENVS = (
 )
 DEFAULT = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.19.1", "0.26.0", "0.32.0")
 
-# What an inner run selects (pytest arguments) on a release whose series is
-# only the layer-0 fix (EAGLE-3 is upstream from 0.18.0): the layer-0 tests
-# and the tests that must pass on both installs; the Kimi-K2.5 fixture is
-# shaped for the 0.15-0.17 wrapper (so no inner test of 0.18+ says "kimi" in
-# its name).
-LAYER0_SELECT = ("-m", "layer0_fix or not patch_effect", "-k", "not kimi")
-
-# The inner marker of each fix of 0.18.0 and later other than the layer-0 fix
-# (the slug of its patch: marker). A release runs a marker's patch-effect
-# tests when its series carries the patch, and leaves them out otherwise
-# (inner_select): they fail on both installs of a release without the patch.
-FIX_MARKERS = {
-    "mla-detect-kimi-k2-eagle-drafters": "mla_detect",
-    "deepseek-eagle3-keep-rope-theta-without-rope-scaling": "rope_theta",
-    "speculative-draft-positions-cover-max-model-len": "draft_positions",
-    "deepseek-eagle3-apply-fc-norm": "mla_fc_norm",
-    "spec-decode-the-drafter-selects-its-own-attention-backend": "drafter_backend",
-    "spec-decode-v2-the-drafter-selects-its-own-attention-backend": "drafter_backend_v2",
-}
+# What an inner run on a release whose series is only fixes (EAGLE-3 is
+# upstream from 0.18.0) leaves out besides the tests of fixes it does not
+# carry: the Kimi-K2.5 fixture is shaped for the 0.15-0.17 wrapper (so no
+# inner test of 0.18+ says "kimi" in its name).
+NOT_KIMI = ("-k", "not kimi")
 
 
 # Where vLLM's CPU model runner cannot serve EAGLE-3, whatever the series
@@ -216,22 +202,35 @@ def has_eagle3_series(release: str) -> bool:
 
 def carried(release: str) -> set[str]:
     """The slugs of the patches the release's series carries."""
-    series = pins().series(pins().get(release))
-    return {p.slug for p in series.patches} if series is not None else set()
+    return {v.slug for v in pins().patchset.carried(release)}
+
+
+def markers() -> dict[str, list[str]]:
+    """{inner marker: the slugs of its patches}: patches.toml's `markers`. A
+    release runs a marker's patch-effect tests when its series carries one of
+    the marker's patches, and leaves them out otherwise (inner_select): they
+    fail on both installs of a release without the patch."""
+    return pins().patchset.markers()
+
+
+def markers_of(release: str) -> list[str]:
+    """The markers of the patches the release's series carries."""
+    has = carried(release)
+    return [m for m, slugs in markers().items() if has & set(slugs)]
 
 
 def fix_releases(chosen: list[str]) -> dict[str, list[str]]:
-    """{release: [markers]}: for each fix of FIX_MARKERS that none of the
-    ``chosen`` releases carries (0.22.x's fc_norm fix, by default), the
-    newest runnable release that carries it, which then runs that marker's
+    """{release: [markers]}: for each marker that none of the ``chosen``
+    releases' series carries (0.22.x's fc_norm fix, by default), the newest
+    runnable release that carries it, which then runs that marker's
     patch-effect tests alone: without it no run would show the fix's
     fail-unpatched / pass-patched pair."""
     out: dict[str, list[str]] = {}
-    have = set().union(*(carried(v) for v in chosen)) if chosen else set()
-    for slug, marker in FIX_MARKERS.items():
-        if slug in have:
+    have = {m for v in chosen for m in markers_of(v)}
+    for marker in markers():
+        if marker in have:
             continue
-        serving = [v for v in runnable() if slug in carried(v)]
+        serving = [v for v in runnable() if marker in markers_of(v)]
         if serving:
             out.setdefault(serving[-1], []).append(marker)
     return out
@@ -242,17 +241,16 @@ MLA_DRAFTER = "mla_drafter"
 
 
 def inner_select(release: str) -> tuple[str, ...]:
-    """Every test on a release whose series carries EAGLE-3, else
-    LAYER0_SELECT; either way with the patch-effect tests of FIX_MARKERS of
-    the fixes this series carries, and without those of the others."""
-    has = carried(release)
-    present = [m for slug, m in FIX_MARKERS.items() if slug in has]
-    absent = [m for slug, m in FIX_MARKERS.items() if slug not in has]
+    """Every test on a release whose series carries EAGLE-3, else the tests
+    that must pass on both installs (not NOT_KIMI); either way with the
+    patch-effect tests of the markers this series carries, and without those
+    of the others."""
+    present = markers_of(release)
+    absent = [m for m in markers() if m not in present]
     if has_eagle3_series(release):
         # and no test of MLA drafters: these releases have none (0.18.0 on)
         return ("-m", f"not ({' or '.join([*absent, MLA_DRAFTER])})")
-    _, expr, *rest = LAYER0_SELECT
-    return ("-m", " or ".join([*present, expr]), *rest)
+    return ("-m", " or ".join([*present, "not patch_effect"]), *NOT_KIMI)
 
 
 def series_dir(release: str) -> Path | None:
