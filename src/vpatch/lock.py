@@ -182,6 +182,11 @@ def _release(path: Path, version: str, t: dict[str, Any]) -> Release:
     missing = [k for k in ("tag", "commit", "status") if k not in t]
     if missing:
         raise ConfigError(f"{where}: missing {', '.join(missing)}")
+    # a key the lock no longer has (a release's `series` folder before the
+    # patch set) says the file is stale: refused, not ignored
+    unknown = sorted(set(t) - {"tag", "commit", "status", "artifacts"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {', '.join(unknown)}")
     if t["status"] not in STATUSES:
         raise ConfigError(f"{where}: status must be one of {', '.join(STATUSES)}")
     arts = {}
@@ -190,6 +195,9 @@ def _release(path: Path, version: str, t: dict[str, Any]) -> Release:
             raise ConfigError(f"{where}: unknown artifact kind {kind!r}")
         if "filename" not in a or "sha256" not in a:
             raise ConfigError(f"{where}: artifact {kind} needs filename and sha256")
+        unknown = sorted(set(a) - {"filename", "sha256", "size", "record_sha256"})
+        if unknown:
+            raise ConfigError(f"{where}: artifact {kind}: unknown keys {', '.join(unknown)}")
         arts[kind] = Artifact(
             kind, a["filename"], a["sha256"], int(a.get("size", 0)), a.get("record_sha256", "")
         )

@@ -81,6 +81,16 @@ def test_a_lock_edited_in_the_same_process_is_read_anew(tmp_path, pins):
             '[releases."1.0".artifacts.egg]\nfilename="f"\nsha256="s"\n',
             "unknown artifact kind",
         ),
+        # the lock before the patch set named each release's series folder
+        (
+            '[releases."1.0"]\ntag="v"\ncommit="c"\nstatus="patched"\nseries="patches/1.0"\n',
+            "unknown keys series",
+        ),
+        (
+            '[releases."1.0"]\ntag="v"\ncommit="c"\nstatus="patched"\n'
+            '[releases."1.0".artifacts.wheel]\nfilename="f"\nsha256="s"\nsha="t"\n',
+            "artifact wheel: unknown keys sha",
+        ),
     ],
 )
 def test_bad_lock_files(tmp_path, text, why):

@@ -36,12 +36,10 @@ def upstream_env(tmp_path_factory) -> tuple[str, dict[str, str]]:
     where = tmp_path_factory.mktemp("upstream-env")
     py = fake_env.build_env(where / "venv", version="0.25.0")
     root = where / "root"
-    (root / "patches/0.17.1").mkdir(parents=True)
-    (root / "patches/0.17.1/series").write_text("")
-    (root / "patches/patches.toml").write_text("")
+    (root / "patches").mkdir(parents=True)
+    (root / "patches/patches.toml").write_text("")  # no patch: no series anywhere
     (root / "VERSIONS.lock").write_text(
-        '[releases."0.17.1"]\ntag = "v0.17.1"\ncommit = "a"\nstatus = "patched"\n'
-        'series = "patches/0.17.1"\n\n'
+        '[releases."0.17.1"]\ntag = "v0.17.1"\ncommit = "a"\nstatus = "patched"\n\n'
         '[releases."0.25.0"]\ntag = "v0.25.0"\ncommit = "b"\nstatus = "upstream"\n'
     )
     return str(py), {"VPATCH_ROOT": str(root)}
