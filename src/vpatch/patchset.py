@@ -166,20 +166,42 @@ class PatchSet:
         found = (self.variant(s, version) for s in self.slugs)
         return [v for v in found if v is not None]
 
+    def named(self, version: str) -> list[tuple[str, Variant]]:
+        """`version`'s series as (file name, variant), in order, nothing read:
+        the names `git format-patch` gives them, `NNNN-<slug>.patch`."""
+        return [(f"{i:04d}-{v.slug}.patch", v) for i, v in enumerate(self.carried(version), 1)]
+
+    def newest(self, versions: list[str]) -> list[tuple[str, str, Variant]]:
+        """Each patch once, as the newest of `versions` that carries it has it:
+        (that release, the patch's name in its series, the variant), in the
+        order of the tables (every series' order). Nothing is read."""
+        out = []
+        for slug in self.slugs:
+            serving = self.serving(slug, versions)
+            if serving:
+                found = next((n, v) for n, v in self.named(serving[-1]) if v.slug == slug)
+                out.append((serving[-1], *found))
+        return out
+
+    def path(self, v: Variant) -> Path:
+        """The variant's file; PatchError when patches.toml names a missing one."""
+        if not v.path.is_file():
+            raise PatchError(
+                f"{self.toml.name} [{v.slug}]: variant {v.span} has no file "
+                f"{v.slug}/{v.first}.patch"
+            )
+        return v.path
+
+    def patch(self, v: Variant, name: str) -> quilt.Patch:
+        """The variant's file, parsed, as `name` (its name in a series)."""
+        return parse(self.path(v), name=name)
+
     def series(self, version: str) -> Series | None:
         """`version`'s series (None: it carries no patch)."""
-        carried = self.carried(version)
-        if not carried:
+        named = self.named(version)
+        if not named:
             return None
-        patches = []
-        for i, v in enumerate(carried, 1):
-            if not v.path.is_file():
-                raise PatchError(
-                    f"{self.toml.name} [{v.slug}]: variant {v.span} has no file "
-                    f"{v.slug}/{v.first}.patch"
-                )
-            patches.append(parse(v.path, name=f"{i:04d}-{v.slug}.patch"))
-        return Series(patches, name=version)
+        return Series([self.patch(v, n) for n, v in named], name=version)
 
 
 def _span(where: str, text: object) -> tuple[str, str]:

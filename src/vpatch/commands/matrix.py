@@ -1,15 +1,15 @@
-"""`vpatch matrix`: how every patch of every series fares on each release.
+"""`vpatch matrix`: how every patch of the patch set fares on each release.
 
-The patches are every distinct patch of every series (the EAGLE-3 series,
-0.15.x's 0005, the layer-0 fix), each taken from the newest series that
-carries it, in the order they first appear going from the oldest series to
-the newest. A status per (release, patch), the patches applied in that
-order: `upstream` when the patch's probe (probes.py) finds the behaviour in
-the release's own source; `included` when it finds it once the patches
-before it are applied (0.15-0.17's 0001 brings the layer-0 fix); otherwise
-`clean`, `offset` (at moved lines), `fuzz` (only with context reduced to one
-line, like `patch`'s default fuzz 2) or `conflict`. And per release, whether
-its own series applies as `vpatch apply` applies it (`applies`, `fails`, or
+The patches are the patch set's, each once, as the newest release that
+carries it has it (its newest variant, named as in that release's series),
+in the order of patches.toml's tables, which is every series' order. A
+status per (release, patch), the patches applied in that order: `upstream`
+when the patch's probe (probes.py) finds the behaviour in the release's own
+source; `included` when it finds it once the patches before it are applied
+(0.15-0.17's first patch brings the layer-0 fix); otherwise `clean`,
+`offset` (at moved lines), `fuzz` (only with context reduced to one line,
+like `patch`'s default fuzz 2) or `conflict`. And per release, whether its
+own series applies as `vpatch apply` applies it (`applies`, `fails`, or
 `none` without a series).
 
 Only the few files the patches and probes read are taken from each release,
@@ -44,13 +44,11 @@ _REDUCED = re.compile(r"Context reduced to")
 
 
 def every_patch(pins: lock.Lock) -> list[tuple[str, quilt.Patch]]:
-    """(release, patch) of every distinct patch (by slug) of every series,
-    each from the newest series that has it, in first-appearance order."""
-    newest: dict[str, tuple[str, quilt.Patch]] = {}
-    for v in pins.with_series():  # oldest first: a newer copy replaces an older one
-        for p in s.patches if (s := pins.series(v)) else ():
-            newest[p.slug] = (v, p)  # an existing key keeps its place in the dict
-    return list(newest.values())
+    """(release, patch) of every patch of the patch set, as the newest pinned
+    release that carries it has it, in the tables' order. Only those files
+    are read (not every release's series)."""
+    ps = pins.patchset
+    return [(v, ps.patch(var, name)) for v, name, var in ps.newest(pins.versions())]
 
 
 # -- one release ---------------------------------------------------------------
@@ -184,7 +182,8 @@ def build(
     rels = [resolve(pins, v, offline) for v in versions] if versions else None
     rels = rels or [pins.releases[v] for v in pins.versions()]
     rels = sorted({r.version: r for r in rels}.values(), key=lambda r: r.key)
-    own = {r.version: [(p.path, p.name) for p in _patches(pins.series(r))] for r in rels}
+    ps = pins.patchset  # each release's own series, by name (the workers read them)
+    own = {r.version: [(ps.path(v), n) for n, v in ps.named(r.version)] for r in rels}
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(rels)))
     say(f"matrix: {len(names)} patches x {len(rels)} releases")
     if jobs == 1:
@@ -201,10 +200,6 @@ def build(
         pinned={r.version: r.status for r in rels},
         series={r.version: rows[r.version][1] for r in rels},
     )
-
-
-def _patches(s: quilt.Series | None) -> list[quilt.Patch]:
-    return s.patches if s else []
 
 
 def _shown(path: Path, root: Path) -> str:

@@ -1,8 +1,8 @@
 """The pull request's candidates: the patches of the newest patched series
-and of the newest upstream release that carries a series, once per patch
-key, each taken from the newest series that has it; and the title each
-gets in vLLM (`pr_prefix` + `pr_title` in patches.toml, else vLLM's
-prefixes derived from its files and its subject)."""
+and of the newest upstream release that carries a series, once per patch,
+each as the newest release that carries it has it (the patch set's newest
+variant); and the title each gets in vLLM (`pr_prefix` + `pr_title` in
+patches.toml, else vLLM's prefixes derived from its files and its subject)."""
 
 from __future__ import annotations
 
@@ -39,20 +39,20 @@ class Candidate:
 
 def candidates(pins: lock.Lock, meta_path: Path | None = None) -> list[Candidate]:
     titles = probes.pr_titles(meta_path or pins.patches_toml)
-    loaded = {v: s for v in pins.versions() if (s := pins.series(v)) is not None}
-    newest: dict[str, tuple[str, quilt.Patch]] = {}
-    for v, s in loaded.items():  # oldest first: the newest series wins
-        for p in s.patches:
-            newest[p.slug] = (v, p)
+    ps = pins.patchset  # read from the patch set: no release's series is rendered
+    newest = {var.slug: (v, name, var) for v, name, var in ps.newest(pins.versions())}
     picked = [pins.default().version]
-    upstream = [v for v in loaded if pins.releases[v].status in ("upstream", "upstream-fix")]
+    upstream = [
+        v for v in pins.with_series() if pins.releases[v].status in ("upstream", "upstream-fix")
+    ]
     picked += upstream[-1:]
     out: dict[str, Candidate] = {}
     for v in picked:
-        for p in loaded[v].patches:
-            if p.slug not in out:
-                rel, src = newest[p.slug]
-                out[p.slug] = Candidate(src, rel, title(src, titles.get(p.slug, {})))
+        for _, var in ps.named(v):
+            if var.slug not in out:
+                rel, name, newer = newest[var.slug]
+                src = ps.patch(newer, name)
+                out[var.slug] = Candidate(src, rel, title(src, titles.get(var.slug, {})))
     return list(out.values())
 
 

@@ -139,9 +139,10 @@ def test_warm_runs_read_no_archive(tmp_path, cache_root, patches, meta):
 
 
 def test_every_patch_of_every_series(tmp_path, cache_root):
-    """Without series_dir: each distinct patch once, from the newest series
-    that has it, in first-appearance order; `included` when an earlier patch
-    brings it; and whether each release's own series applies."""
+    """Without series_dir: each patch of the patch set once, from the newest
+    series that has it, in the tables' order (every series' order: 10.0.0
+    puts b before a); `included` when an earlier patch brings it; and whether
+    each release's own series applies."""
     a5 = {"vllm/a.py": LINES.replace("line 5\n", "line five\n")}
     model = {"vllm/model.py": MODEL.replace("Base)", "Base, Eagle)").replace("1", "self.aux")}
     b10 = {"vllm/b.py": LINES.replace("line 10\n", "line ten\n")}
@@ -180,12 +181,16 @@ def test_every_patch_of_every_series(tmp_path, cache_root):
     pins = lock.Lock({r.version: r for r in (old, new, bare)}, root / "VERSIONS.lock")
     found = matrix.every_patch(pins)
     assert [(v, p.name) for v, p in found] == [
-        ("10.0.0", "0002-a-change-five.patch"),  # first seen in 9.8.0, newest copy wins
-        ("9.8.0", "0002-model-support-eagle.patch"),
         ("10.0.0", "0001-b-change-ten.patch"),
+        ("10.0.0", "0002-a-change-five.patch"),  # in 9.8.0 too: the newest copy
+        ("9.8.0", "0002-model-support-eagle.patch"),
     ]
+    assert (
+        found[1][1].path.read_bytes()
+        == (tmp_path / "series-10.0.0/0002-a-change-five.patch").read_bytes()
+    )
     m = matrix.build(pins=pins, jobs=1)
-    stems = ["0002-a-change-five", "0002-model-support-eagle", "0001-b-change-ten"]
+    stems = ["0001-b-change-ten", "0002-a-change-five", "0002-model-support-eagle"]
     assert m.patches == stems
     assert m.releases["9.8.0"] == dict(zip(stems, ["clean", "clean", "clean"], strict=True))
     assert m.releases["10.0.0"]["0002-model-support-eagle"] == "upstream"
