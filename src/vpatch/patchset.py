@@ -86,15 +86,16 @@ class Upstream:
         """From a patch's DEP-3 fields (quilt.Patch.fields, quilt.fields_of)."""
         origin, _, link = fields.get("Origin", "").partition(",")
         forwarded = fields.get("Forwarded", "")
-        release = merged = None
-        for part in (x.strip() for x in fields.get("Applied-Upstream", "").split(",")):
-            if part.startswith(("http://", "https://")):
-                merged = part
-            elif part:
-                release = part
+        releases, urls = quilt.applied(fields.get("Applied-Upstream", ""))
         if not link.strip() and forwarded.startswith(("http://", "https://")):
             link = forwarded
-        return cls(origin.strip(), link.strip(), release, merged, forwarded)
+        return cls(
+            origin.strip(),
+            link.strip(),
+            releases[0] if releases else None,
+            urls[0] if urls else None,
+            forwarded,
+        )
 
     def describe(self) -> str:
         if self.release:

@@ -17,9 +17,12 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from datetime import date
 from email.header import decode_header, make_header
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from packaging.version import InvalidVersion, Version
 
 from .errors import PatchError, TreeError, UnsafePathError, disk_error
 from .paths import safe_relpath, sweep, write_atomic
@@ -33,6 +36,10 @@ if TYPE_CHECKING:
 DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Applied-Upstream", "Last-Update")
 # Applied-Upstream is optional in DEP-3: a fix upstream still lacks has none.
 REQUIRED_FIELDS = ("Description", "Origin", "Forwarded", "Last-Update")
+_URL = r"https?://\S+"
+_ORIGIN = re.compile(rf"^(upstream|backport|vendor|other)(,\s*({_URL}|commit:[0-9a-f]{{7,40}}))?$")
+_FORWARDED = re.compile(rf"^(yes|no|not-needed|{_URL})$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _FIELD = re.compile(r"^([A-Z][A-Za-z-]+): ?(.*)$")
 _NUMBER = re.compile(r"^\d{4}-")
 
@@ -265,6 +272,49 @@ def dep3(body: str) -> dict[str, str]:
         else:
             name = None
     return fields
+
+
+def applied(value: str) -> tuple[list[str], list[str]]:
+    """Applied-Upstream's parts: (releases, URLs); DEP-3 allows "version, URL"."""
+    parts = [x.strip() for x in value.split(",") if x.strip()]
+    urls = [x for x in parts if re.fullmatch(_URL, x)]
+    return [x for x in parts if x not in urls], urls
+
+
+def dep3_problems(fields: dict[str, str]) -> list[str]:
+    """What is wrong with a patch's DEP-3 fields: a required one missing, or
+    one that is not of its form (`vpatch lint` reports them)."""
+    out = [f"DEP-3 field {n} is missing or empty" for n in REQUIRED_FIELDS if not fields.get(n)]
+    if fields.get("Origin") and not _ORIGIN.match(fields["Origin"]):
+        out.append(f"Origin {fields['Origin']!r}: use upstream|backport|vendor|other[, URL]")
+    if fields.get("Forwarded") and not _FORWARDED.match(fields["Forwarded"]):
+        out.append(f"Forwarded {fields['Forwarded']!r}: use yes|no|not-needed|URL")
+    if "Applied-Upstream" in fields:
+        releases, urls = applied(fields["Applied-Upstream"])
+        if not (releases or urls) or not all(_is_version(r) for r in releases):
+            out.append(f"Applied-Upstream {fields['Applied-Upstream']!r}: use a version or URL")
+    updated = fields.get("Last-Update", "")
+    if updated and not _is_date(updated):
+        out.append(f"Last-Update {updated!r} is not a date (YYYY-MM-DD)")
+    return out
+
+
+def _is_version(value: str) -> bool:
+    try:
+        Version(value)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def _is_date(value: str) -> bool:
+    if not _DATE.match(value):
+        return False
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 MANIFEST = ".vpatch-series"  # in a folder write() filled: "<sha256> <name>" per file

@@ -199,3 +199,23 @@ def test_a_series_file_that_is_not_text(tmp_path):
     (tmp_path / "series").write_bytes(b"\xff\xfe0001.patch\n")
     with pytest.raises(PatchError, match="is not UTF-8 text"):
         quilt.read_names(tmp_path / "series")
+
+
+def test_applied_upstream_and_dep3_problems():
+    assert quilt.applied("0.23.0") == (["0.23.0"], [])
+    assert quilt.applied("0.23.0, https://x/pull/1") == (["0.23.0"], ["https://x/pull/1"])
+    assert quilt.applied("https://x/pull/1") == ([], ["https://x/pull/1"])
+    good = {
+        "Description": "d",
+        "Origin": "backport, https://x/pull/1",
+        "Forwarded": "not-needed",
+        "Applied-Upstream": "0.23.0, https://x/pull/1",
+        "Last-Update": "2026-12-01",
+    }
+    assert quilt.dep3_problems(good) == []
+    assert quilt.dep3_problems({**good, "Applied-Upstream": "soon"}) == [
+        "Applied-Upstream 'soon': use a version or URL"
+    ]
+    assert quilt.dep3_problems({**good, "Description": ""}) == [
+        "DEP-3 field Description is missing or empty"
+    ]

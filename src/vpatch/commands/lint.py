@@ -17,24 +17,15 @@
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
-
-from packaging.version import InvalidVersion, Version
 
 from .. import checkout, lock, patchset, probes, quilt
 from ..errors import NetworkError, PreflightError, VpatchError
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
-
-_URL = r"https?://\S+"
-_ORIGIN = re.compile(rf"^(upstream|backport|vendor|other)(,\s*({_URL}|commit:[0-9a-f]{{7,40}}))?$")
-_FORWARDED = re.compile(rf"^(yes|no|not-needed|{_URL})$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 @dataclass(frozen=True)
@@ -136,40 +127,8 @@ def _patch(p: quilt.Patch, slug: str, where: str, add: Add) -> None:
                 f"patch's table and folder, or its subject",
             )
         )
-    for name in quilt.REQUIRED_FIELDS:
-        if not p.fields.get(name, "").strip():
-            add(Problem(where, f"DEP-3 field {name} is missing or empty"))
-    f = p.fields
-    if f.get("Origin") and not _ORIGIN.match(f["Origin"]):
-        add(Problem(where, f"Origin {f['Origin']!r}: use upstream|backport|vendor|other[, URL]"))
-    if f.get("Forwarded") and not _FORWARDED.match(f["Forwarded"]):
-        add(Problem(where, f"Forwarded {f['Forwarded']!r}: use yes|no|not-needed|URL"))
-    if "Applied-Upstream" in f and not _applied(f["Applied-Upstream"]):
-        add(Problem(where, f"Applied-Upstream {f['Applied-Upstream']!r}: use a version or URL"))
-    if f.get("Last-Update") and not _is_date(f["Last-Update"]):
-        add(Problem(where, f"Last-Update {f['Last-Update']!r} is not a date (YYYY-MM-DD)"))
-
-
-def _applied(value: str) -> bool:
-    """A version, a URL, or DEP-3's "version, URL"."""
-    for part in (x.strip() for x in value.split(",")):
-        if re.fullmatch(_URL, part):
-            continue
-        try:
-            Version(part)
-        except InvalidVersion:
-            return False
-    return bool(value.strip())
-
-
-def _is_date(value: str) -> bool:
-    if not _DATE.match(value):
-        return False
-    try:
-        date.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
+    for problem in quilt.dep3_problems(p.fields):
+        add(Problem(where, problem))
 
 
 def _meta(pins: lock.Lock, loaded: dict[str, quilt.Series], path: Path, add: Add) -> None:
