@@ -9,7 +9,7 @@ the order in each round:
   vpatch   `vpatch install --python PY` (the CLI, as a user runs it: finds
            the distribution, checks RECORD, applies the series, recompiles
            the .pyc, journaled replacement), then `vpatch uninstall`
-  module   the same install through `vpatch.install.install` in a fresh
+  module   the same install through `vpatch.commands.install.install` in a fresh
            interpreter: what the CLI costs without importing every other
            command
   pip      `PY -m pip install --no-deps --force-reinstall <overlay wheel>`

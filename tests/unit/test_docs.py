@@ -9,12 +9,20 @@ tests/vllm/README.md, checked for
   checked up to its last fixed folder;
 - markdown links: a relative target must exist (from the doc's folder), and
   its `#anchor` must be a heading of the doc it points to. URLs are not
-  fetched.
+  fetched;
+- the generated parts (`vpatch docs`) are fresh.
+
+And, in the docs and in src/'s own text (docstrings, comments, messages),
+the names that went stale after renames: package-relative paths
+(`doctor/checks.py`), patch-set paths (`patches/<slug>/<first>.patch`),
+modules and the names in them (`vpatch.doctor.releases.fix`), `vpatch`
+commands and `make` targets on a command line.
 
 vLLM's own test paths (tests/v1/..., tests/models/...) are vLLM's, not ours."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -173,3 +181,135 @@ def test_the_generated_parts_are_fresh():
     """The README's patch table, docs/patches.md and doctor.md's tables are
     what `vpatch docs` makes of patches.toml and RULES (`make docs` mends)."""
     assert docs.stale(ROOT) == []
+
+
+# -- names the docs and the code's own text use: modules, package paths,
+# commands, make targets. Checked in the docs above and in src/ (its
+# docstrings, comments and messages), where the old names lingered.
+
+PKG = ROOT / "src" / "vpatch"
+SOURCES = sorted(PKG.rglob("*.py"))
+SUBPACKAGES = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").is_file())
+# `doctor/checks.py`: a path from src/vpatch/ (a test module's name aside)
+PACKAGE_PATH = re.compile(
+    rf"(?<![\w./$~-])((?:{'|'.join(SUBPACKAGES)})/(?:[\w<>*-]+/)*(?!test_)[\w<>*-]+\.py)\b"
+)
+# `patches/<slug>/<first>.patch`: the patch set's layout (src/vpatch/data/);
+# placeholders and NNNN stand for a name, and the path must match a file
+DATA_PATH = re.compile(r"(?<![\w./$~-])(patches/[\w<>*.-]+(?:/[\w<>*.-]+)*)")
+# `vpatch.doctor.checks`, `vpatch.doctor.releases.fix`, `vllm_tier.releases`
+MODULE = re.compile(r"(?<![\w.])((?:vpatch|vllm_tier)(?:\.\w+)+)")
+FILE_SUFFIXES = ("json", "toml", "lock", "md", "py", "txt", "whl", "log", "patch")
+# a command line: the start of a code span or of a line in a code block
+# (`make bench-*` is a glob: not a target)
+COMMAND = re.compile(r"^\s*(?:\$ )?(vpatch|make) ([a-z][\w.-]*)(?![\w.*-])", re.M)
+
+
+def top_level_names(path: Path) -> set[str]:
+    """What a module defines or imports at its top level."""
+    out = set()
+    for n in ast.parse(path.read_text()).body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, ast.Assign):
+            out |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+            out.add(n.target.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
+    return out
+
+
+def module_exists(dotted: str, root: Path = ROOT) -> bool:
+    """vpatch.a.b (src/vpatch/a/b.py, or a name defined in vpatch/a.py) or
+    vllm_tier.a (tests/vllm/vllm_tier/a.py), to one name inside a module."""
+    parts = dotted.split(".")
+    base = root / "src" if parts[0] == "vpatch" else root / "tests" / "vllm"
+    for i in range(len(parts), 0, -1):
+        here = base.joinpath(*parts[:i])
+        found = next(
+            (f for f in (here.with_suffix(".py"), here / "__init__.py") if f.is_file()), None
+        )
+        if found is not None:
+            rest = parts[i:]
+            return not rest or (len(rest) == 1 and rest[0] in top_level_names(found))
+    return False
+
+
+def stale_names(text: str, root: Path = ROOT) -> list[str]:
+    """Package paths and patch-set paths that match no file, and modules (or
+    names in them) that do not exist."""
+    out = []
+    for p in sorted({m.group(1) for m in PACKAGE_PATH.finditer(text)}):
+        if not list((root / "src" / "vpatch").glob(re.sub(r"<[^>]*>", "*", p))):
+            out.append(p)
+    for p in sorted({m.group(1).rstrip(".:,") for m in DATA_PATH.finditer(text)}):
+        pattern = re.sub(r"<[^>]*>", "*", p).replace("NNNN", "[0-9]" * 4)
+        if not list((root / "src" / "vpatch" / "data").glob(pattern)):
+            out.append(p)
+    for d in sorted({m.group(1).rstrip(".") for m in MODULE.finditer(text)}):
+        if d.rsplit(".", 1)[-1] not in FILE_SUFFIXES and not module_exists(d, root):
+            out.append(d)
+    return out
+
+
+def command_lines(text: str, markdown: bool) -> list[tuple[str, str]]:
+    """(vpatch or make, the command or target) of every command line in
+    text's code spans, and in a markdown doc's code blocks."""
+    spans = CODE.findall(FENCE.sub("", text) if markdown else text)
+    blocks = FENCE.findall(text) if markdown else []
+    return [m.groups() for part in [*spans, *blocks] for m in COMMAND.finditer(part)]
+
+
+def known_commands() -> dict[str, set[str]]:
+    from vpatch import cli
+
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([\w.-]+):", makefile, re.M))
+    return {"vpatch": set(cli.parser().commands), "make": targets}
+
+
+def unknown_commands(text: str, markdown: bool) -> list[str]:
+    known = known_commands()
+    return sorted(
+        {f"{tool} {name}" for tool, name in command_lines(text, markdown)}
+        - {f"{tool} {name}" for tool, names in known.items() for name in names}
+    )
+
+
+TEXTS = [*DOCS, *SOURCES, *sorted((ROOT / "benchmarks").glob("*.py"))]
+
+
+@pytest.mark.parametrize("path", TEXTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_and_package_path_named_exists(path):
+    assert stale_names(path.read_text()) == []
+
+
+@pytest.mark.parametrize("path", [*DOCS, *SOURCES], ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_command_and_make_target_named_exists(path):
+    assert unknown_commands(path.read_text(), path.suffix == ".md") == []
+
+
+def test_stale_names_of_their_kind_are_caught():
+    """The kinds the docs and comments kept after renames: a module path, a
+    name gone from a module, a package-relative path, a command, a target."""
+    assert stale_names("doctor's one-call run() in `vpatch.deploy.checks`") == [
+        "vpatch.deploy.checks"
+    ]
+    assert stale_names("`vpatch.doctor.releases.FIXES` names the patch") == [
+        "vpatch.doctor.releases.FIXES"
+    ]
+    assert stale_names("see doctor/run.py and doctor/checks.py") == ["doctor/run.py"]
+    # the layout before the patch set, and after it
+    assert stale_names("(by slug: patches/<release>/NNNN-<slug>.patch)") == [
+        "patches/<release>/NNNN-<slug>.patch"
+    ]
+    assert stale_names("patches/<slug>/<first>.patch, patches/patches.toml") == []
+    assert stale_names("`commands/<name>.py`, vpatch.json, `vpatch.doctor.releases.fix`") == []
+    assert unknown_commands("run `vpatch deploy --python PY`, then `make docs`", False) == [
+        "vpatch deploy"
+    ]
+    assert unknown_commands(
+        "```\nmake check\nvpatch lint\n```\n`make test-vllm VLLM=0.32.0`", True
+    ) == ["make check"]
+    assert unknown_commands("a vpatch checkout, `make` alone, `make bench-*`", True) == []

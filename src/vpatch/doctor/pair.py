@@ -102,7 +102,8 @@ class Pair:
         bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int)]
         ints = [i for i in ids if i not in bad]
         if self.series:
-            # patches/0.1x/0001: _validate_aux_hidden_state_layers
+            # the EAGLE-3 series' deepseek-v2-add-eagle-3-aux-hidden-state-hooks:
+            # _validate_aux_hidden_state_layers refuses what it cannot serve
             refused = bad + [i for i in ints if not 0 <= i <= self.n]
             return sorted({i for i in ints if 0 <= i <= self.n}), [], refused
         top = self.n if self.rules.final_norm_id else self.n - 1
