@@ -20,7 +20,8 @@ arg = $(if $(1),$(call quote,$(1)))
 PY := $(call quote,$(BIN)/python)
 PYTEST := $(PY) -m pytest
 
-.PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint docs matrix crash \
+.PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint \
+	lint-ruff lint-format lint-types lint-patches lint-docs docs matrix crash \
 	bench-forward bench-spec bench-wheel bench-matrix bench-install clean
 
 $(BIN)/.installed: pyproject.toml
@@ -60,11 +61,23 @@ test-vllm: $(BIN)/.installed
 mutants: $(BIN)/.installed
 	$(PY) tests/vllm/mutants.py
 
-lint: $(BIN)/.installed
+# a target a check: .pre-commit-config.yaml runs the same ones
+lint: lint-ruff lint-format lint-types lint-patches lint-docs
+
+lint-ruff: $(BIN)/.installed
 	$(call quote,$(BIN)/ruff) check src tests benchmarks
+
+lint-format: $(BIN)/.installed
 	$(call quote,$(BIN)/ruff) format --check src tests benchmarks
+
+lint-types: $(BIN)/.installed
 	$(call quote,$(BIN)/mypy)
+
+# the patch set: files, DEP-3, every release's series up to date (~40 s warm)
+lint-patches: $(BIN)/.installed
 	$(call quote,$(VPATCH)) lint
+
+lint-docs: $(BIN)/.installed
 	$(call quote,$(VPATCH)) docs --check
 
 # the README's patch table, docs/patches.md and docs/doctor.md's tables,

@@ -1,5 +1,5 @@
-"""The docs name only paths that exist: README.md, docs/*.md and
-tests/vllm/README.md, checked for
+"""The docs name only paths that exist: README.md, CONTRIBUTING.md, docs/*.md
+and tests/vllm/README.md, checked for
 
 - repository paths (under src/, tests/, docs/, benchmarks/, .ci/, and the
   old scripts/) anywhere in
@@ -31,7 +31,12 @@ from vpatch.commands import docs
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted(
-    [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "tests" / "vllm" / "README.md"]
+    [
+        ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
+        *(ROOT / "docs").glob("*.md"),
+        ROOT / "tests" / "vllm" / "README.md",
+    ]
 )
 
 # folders of vLLM's source tree that share a prefix with ours (a patch adds
@@ -114,7 +119,7 @@ def test_every_link_resolves(doc):
 
 def test_the_docs_are_found():
     names = {str(d.relative_to(ROOT)) for d in DOCS}
-    assert {"README.md", "docs/install.md", "tests/vllm/README.md"} <= names
+    assert {"README.md", "CONTRIBUTING.md", "docs/install.md", "tests/vllm/README.md"} <= names
 
 
 def test_a_stale_path_is_caught():
@@ -313,3 +318,12 @@ def test_stale_names_of_their_kind_are_caught():
         "```\nmake check\nvpatch lint\n```\n`make test-vllm VLLM=0.32.0`", True
     ) == ["make check"]
     assert unknown_commands("a vpatch checkout, `make` alone, `make bench-*`", True) == []
+
+
+def test_pre_commit_runs_what_make_lint_runs():
+    """.pre-commit-config.yaml's hooks are `make lint`'s targets, each once."""
+    makefile = (ROOT / "Makefile").read_text()
+    lint = re.search(r"^lint: (.*)$", makefile, re.M)
+    assert lint and all(re.search(rf"^{t}: ", makefile, re.M) for t in lint.group(1).split())
+    hooks = re.findall(r"entry: make -s (\S+)", (ROOT / ".pre-commit-config.yaml").read_text())
+    assert hooks == lint.group(1).split()
