@@ -16,10 +16,13 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import gitutil, lock
 from .errors import ConfigError, PatchError, VpatchError, WheelError, disk_error
+
+if TYPE_CHECKING:
+    from .commands.docs import Block
 
 INTERNAL = 70  # EX_SOFTWARE: a bug in vpatch
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -204,18 +207,27 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return 0
 
 
+def generated_here() -> tuple[Block, ...]:
+    """The generated parts of the docs only the CLI can make: the README's
+    command list, from the parser (`vpatch docs` writes them with the rest)."""
+    from .commands.docs import Block
+
+    return (Block("README.md", "commands", f"```\n{synopsis()}```"),)
+
+
 def cmd_docs(args: argparse.Namespace) -> int:
     from .commands import docs
 
+    extra = generated_here()
     if args.check:
-        stale = docs.stale()
+        stale = docs.stale(extra=extra)
         for part in stale:
             print(f"stale: {part}")
         if stale:
             raise PatchError(f"{len(stale)} generated parts of the docs are stale: run `make docs`")
         print("docs: every generated part is up to date")
         return 0
-    written = docs.write()
+    written = docs.write(extra=extra)
     print("\n".join(f"wrote {p}" for p in written) or "docs: every generated part is up to date")
     return 0
 

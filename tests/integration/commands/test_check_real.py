@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import pytest
 from support import usage
+from vpatch.commands import docs
 
 pytestmark = pytest.mark.integration
 
 
 def test_the_readme_check_example_is_a_real_run(tmp_path):
     text = usage.README.read_text()
-    assert usage.block(text, "check example") == usage.check_example(tmp_path), (
+    example = usage.example_block(usage.check_example(tmp_path))
+    assert docs.block_text(text, example) == example.text, (
         "README.md's check example is stale: run `python tests/support/usage.py --write`"
     )

@@ -61,10 +61,11 @@ def test_the_patch_table_and_patches_md_come_from_the_table_and_dep3(tmp_path):
     assert "| tier markers | none of its own |" in md.split("## `b`", 1)[1]
 
 
-def checkout(tmp: Path) -> Path:
-    """A checkout's docs with every block's markers, their content stale."""
+def checkout(tmp: Path, extra: tuple[docs.Block, ...] = ()) -> Path:
+    """A checkout's docs with every block's markers (the patch set's, and
+    `extra`), their content stale."""
     named: dict[str, list[str]] = {}
-    for b in docs.blocks():
+    for b in docs.blocks(extra=extra):
         if b.name:
             named.setdefault(b.path, []).append(b.name)
     for path, names in named.items():
@@ -107,11 +108,23 @@ def test_an_installed_vpatch_has_no_docs_to_write(monkeypatch):
 
 
 def test_the_command(tmp_path, monkeypatch, capsys):
-    root = checkout(tmp_path)
+    root = checkout(tmp_path, cli.generated_here())
     monkeypatch.setattr(resources, "checkout", lambda data=None: root)
     assert cli.main(["docs", "--check"]) == 5
     out, err = capsys.readouterr()
     assert "stale: README.md (patch table)" in out and "run `make docs`" in err
+    assert "stale: README.md (commands)" in out  # the CLI's own part
     assert cli.main(["docs"]) == 0
     assert "wrote docs/patches.md" in capsys.readouterr().out
     assert cli.main(["docs", "--check"]) == 0
+
+
+def test_a_block_is_found_between_its_own_markers():
+    """block_text and rendered, which the tests' check example uses too."""
+    ours = docs.Block("R.md", "commands", "new")
+    other = docs.Block("R.md", "other", "x")
+    text = f"a\n{ours.start}old\n{ours.end}\n{other.start}kept\n{other.end}\n"
+    assert docs.block_text(text, ours) == "old" and docs.block_text(text, other) == "kept"
+    new = docs.rendered(text, ours)
+    assert docs.block_text(new, ours) == "new" and docs.block_text(new, other) == "kept"
+    assert docs.block_text(text, docs.Block("R.md", "check example", "")) is None
