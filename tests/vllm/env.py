@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_env:
         first = wanted[0]
         env = runtime_env(made[first], fixtures, first)
+        # unpatched, the inner conftest makes each patch-effect test a strict xfail
+        env["VPATCH_VLLM_VARIANT"] = "patched" if args.patched else "unpatched"
         for k in sorted(env):
             if k.startswith(SHOWN):
                 print(f"export {k}={env[k]!s}")

@@ -23,7 +23,6 @@ installs, fixtures) is built on first use with progress shown, and cached
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -114,7 +113,8 @@ def _save_results(release: str, *runs) -> None:
         cases = run.cases.values()
         data[run.variant] = {
             "passed": sorted(c.id for c in cases if c.outcome == "passed"),
-            "failed": sorted(c.id for c in cases if c.outcome in ("failed", "error")),
+            # xfailed: a patch-effect test failed unpatched, as it declares
+            "failed": sorted(c.id for c in cases if c.outcome in ("failed", "error", "xfailed")),
         }
     path = cache.root().parent / "results" / f"vllm-{release}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +132,7 @@ def test_patch_effects(release, tier, request):
     effects = [c for c in p.cases.values() if c.patch_effect]
     contract = sum(1 for c in p.cases.values() if c.kernels == "cuda")
     failed_unpatched = sum(
-        1 for c in effects if u.cases.get(c.id) and u.cases[c.id].outcome in ("failed", "error")
+        1 for c in effects if u.cases.get(c.id) and u.cases[c.id].outcome == "xfailed"
     )
     passed_patched = sum(1 for c in effects if c.outcome == "passed")
     others = [c for c in p.cases.values() if not c.patch_effect]
@@ -140,7 +140,7 @@ def test_patch_effects(release, tier, request):
     skipped = f", {n_skip} skipped (gpu)" if n_skip else ""
     head = (
         f"vLLM {release}: unpatched run {u.seconds:.0f}s, patched run {p.seconds:.0f}s; "
-        f"{len(effects)} patch-effect tests: {failed_unpatched} failed unpatched (expected), "
+        f"{len(effects)} patch-effect tests: {failed_unpatched} failed unpatched as declared, "
         f"{passed_patched} passed patched; {len(others)} other tests: "
         f"{sum(1 for c in others if c.outcome == 'passed')} passed patched"
         f"{skipped}; {contract} of all these ran under the CUDA contract [cuda]; "
@@ -172,11 +172,6 @@ def _conclude(request, release: str, head: str, lines: list[str], bad: list[str]
     assert not bad, f"vLLM {release}: \n" + "\n".join(bad)
 
 
-# What unpatched vLLM 0.18-0.33 raise when layer 0 is among the aux layers
-# (FakeTensor: inside Dynamo, when the target is compiled).
-UPSTREAM_ERROR = re.compile(r"unsupported operand type\(s\) for \+: '(Fake)?Tensor' and 'NoneType'")
-
-
 def _or_skip(found: list, why: str) -> list:
     """An outer test's releases: those found, else one skipped case saying why."""
     return found or [pytest.param(None, marks=pytest.mark.skip(reason=why))]
@@ -196,8 +191,8 @@ def test_served_speculative_decoding(release, tier, request):
     """EAGLE-3 served end to end by vLLM's CPU runner with a drafter asking for
     layer 0 (release/test_served_spec_decode.py), eager and, on
     releases.SERVED_COMPILED, compiled: each served test fails unpatched (the
-    upstream TypeError, wherever the release meets it) and passes patched, in
-    both kernel modes when eager."""
+    upstream TypeError, wherever the release meets it: release/unpatched.py)
+    and passes patched, in both kernel modes when eager."""
     lines, bad = [], []
     heads = []
     for mode in releases.served_modes(release):
@@ -206,11 +201,6 @@ def test_served_speculative_decoding(release, tier, request):
         got, wrong = runner.compare(u, p)
         lines += [f"  [{mode}]" + line for line in got]
         bad += [f"[{mode}] {b}" for b in wrong]
-        # the unpatched install fails with the upstream error, not another one
-        # (in the log: Dynamo's message puts it past the junit's first 200 chars)
-        if not UPSTREAM_ERROR.search(u.log.read_text(errors="replace")):
-            why = sorted({c.message for c in u.cases.values() if c.outcome != "passed"})
-            bad.append(f"[{mode}] unpatched: not the upstream TypeError (Tensor + None): {why}")
         heads.append(f"{mode} {u.seconds:.0f}s/{p.seconds:.0f}s")
     _conclude(
         request, release, f"served EAGLE-3 (unpatched/patched run: {', '.join(heads)})", lines, bad

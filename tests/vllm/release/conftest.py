@@ -10,9 +10,13 @@ Run by hand::
 With ``VPATCH_CUDA_CONTRACT=1`` it runs under the CUDA contract
 (cuda_contract.py).
 
-Every test marked ``patch_effect`` must FAIL on the unpatched release and PASS
-on the patched one; every other test must pass on both.  The marker is copied
-into the junit report (property ``patch_effect``) for the outer runner.
+Every test marked ``patch_effect`` must FAIL on the unpatched release, with
+the failure its marker names (unpatched.py), and PASS on the patched one;
+every other test must pass on both. On the unpatched install
+(``VPATCH_VLLM_VARIANT=unpatched``) each patch-effect test is a strict xfail
+of that failure, so the run passes only if each fails as declared. The marker
+is copied into the junit report (property ``patch_effect``) for the outer
+runner.
 
 One LLM (the tiny DeepSeek-V3) and one Kimi-K2.5 model are made per process
 and shared by all tests (session fixtures).
@@ -28,7 +32,8 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from helpers import FIXTURES, Capture, engine_args, engine_kwargs, in_process
+import unpatched
+from helpers import FIXTURES, Capture, engine_args, engine_kwargs, in_process, vllm_release
 
 # The CUDA contract (cuda_contract.py): vLLM's CPU ops write into their inputs
 # where the CUDA kernels do. VPATCH_CUDA_CONTRACT=1: the whole session under it;
@@ -115,7 +120,10 @@ def kernels(request):
 
 def pytest_collection_modifyitems(config, items):
     """Copy the markers the outer runner needs into the junit report (as
-    properties of each testcase, also when a test errors in setup)."""
+    properties of each testcase, also when a test errors in setup); on the
+    unpatched install, make each patch-effect test the strict xfail of the
+    failure its marker names (unpatched.py)."""
+    release = vllm_release()
     for item in items:
         for name in ("patch_effect", "gpu", "served", "compiled"):
             if item.get_closest_marker(name) is not None:
@@ -123,6 +131,24 @@ def pytest_collection_modifyitems(config, items):
         callspec = getattr(item, "callspec", None)
         if callspec is not None and "kernels" in callspec.params:
             item.user_properties.append(("kernels", callspec.params["kernels"]))
+        effect = item.get_closest_marker("patch_effect")
+        if effect is not None and os.environ.get("VPATCH_VLLM_VARIANT") == "unpatched":
+            xfail = unpatched.xfail(effect.args[0] if effect.args else (), release)
+            if xfail is None:
+                item.add_marker(pytest.mark.usefixtures("_undeclared_unpatched_failure"))
+            else:
+                item.add_marker(xfail)
+                item.user_properties.append(("unpatched", xfail.kwargs["reason"]))
+
+
+@pytest.fixture
+def _undeclared_unpatched_failure():
+    release = ".".join(map(str, vllm_release()))
+    pytest.fail(
+        f"this patch-effect test names no unpatched failure for vLLM {release}: "
+        "give its marker one from unpatched.py whose span covers the release",
+        pytrace=False,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import unpatched
 from helpers import PROMPTS, Capture, check_aux, direct_forward, greedy
 
 # Every test here also runs under the CUDA contract ([cuda]): aux states are
@@ -26,7 +27,7 @@ def _run_with_aux(llm, model, capture: Capture, layers):
     return capture.calls
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.DEEPSEEK_NO_AUX)
 def test_default_aux_layers(llm, model, capture, manifest):
     n = manifest["num_layers"]
     layers = model.get_eagle3_aux_hidden_state_layers()
@@ -35,7 +36,7 @@ def test_default_aux_layers(llm, model, capture, manifest):
         check_aux(call, layers, n)
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.LAYER0_AUX)
 @pytest.mark.layer0_fix
 def test_explicit_aux_layers_with_layer_0(llm, model, capture, manifest):
     n = manifest["num_layers"]
@@ -47,7 +48,7 @@ def test_explicit_aux_layers_with_layer_0(llm, model, capture, manifest):
         assert torch.equal(call["out"][1][0], call["expected"][0])
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.LAYER0_AUX)
 @pytest.mark.layer0_fix
 def test_layer_0_alone_is_the_embedding(llm, model, capture):
     """Layer 0 on the first rank has no residual yet: its aux hidden state is
@@ -77,7 +78,7 @@ def test_layer_0_alone_is_the_embedding(llm, model, capture):
         )
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.DEEPSEEK_NO_AUX)
 def test_final_index_is_pre_norm_output(llm, model, capture, manifest):
     n = manifest["num_layers"]
     layers = (3, n)
@@ -85,7 +86,7 @@ def test_final_index_is_pre_norm_output(llm, model, capture, manifest):
         check_aux(call, layers, n)
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.DEEPSEEK_NO_AUX)
 def test_clearing_aux_layers_gives_a_plain_tensor_again(llm, model, capture):
     model.set_aux_hidden_state_layers((1, 2, 3))
     model.set_aux_hidden_state_layers(())
@@ -106,7 +107,7 @@ def test_no_aux_layers_forward_returns_plain_tensor(llm, model, capture):
         assert torch.equal(call["out"], call["norm_out"])
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.DEEPSEEK_NO_AUX)
 @pytest.mark.parametrize("bad", [(9,), (-1,), (2, 100)], ids=["n+1", "negative", "far"])
 def test_out_of_range_aux_layers_raise(model, vllm_config, manifest, bad):
     n = manifest["num_layers"]
@@ -125,7 +126,7 @@ class _FakePPGroup:
     is_last_rank = False
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.DEEPSEEK_NO_AUX)
 def test_aux_layers_on_an_earlier_pipeline_rank_raise(model, vllm_config, manifest, monkeypatch):
     import vllm.distributed
     import vllm.distributed.parallel_state
@@ -143,7 +144,7 @@ def test_aux_layers_on_an_earlier_pipeline_rank_raise(model, vllm_config, manife
         direct_forward(model, vllm_config)
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.DEEPSEEK_NO_AUX)
 def test_aux_layers_not_owned_by_the_last_rank_raise(model, vllm_config, manifest, monkeypatch):
     """The last rank owns layers [n//2, n): asking for layer 2 must fail loudly."""
     n = manifest["num_layers"]

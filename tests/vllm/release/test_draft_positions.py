@@ -23,9 +23,10 @@ import shutil
 
 import pytest
 import torch
+import unpatched
 from helpers import MAX_MODEL_LEN, eagle3_engine_config
 
-pytestmark = [pytest.mark.patch_effect, pytest.mark.draft_positions]
+pytestmark = pytest.mark.draft_positions
 
 SHORT = 64  # the drafter's own max_position_embeddings, below MAX_MODEL_LEN
 
@@ -47,6 +48,7 @@ def config(paths, short_drafter):
     return eagle3_engine_config(paths["deepseek_v3"], short_drafter)
 
 
+@pytest.mark.patch_effect(unpatched.SHORT_DRAFT_POSITIONS)
 def test_draft_config_positions_cover_max_model_len(config):
     draft = config.speculative_config.draft_model_config
     assert config.model_config.max_model_len == MAX_MODEL_LEN
@@ -56,6 +58,7 @@ def test_draft_config_positions_cover_max_model_len(config):
     )
 
 
+@pytest.mark.patch_effect(unpatched.SHORT_ROTARY_CACHE)
 def test_drafter_rotates_the_last_served_position(llm, config):
     """The drafter vLLM builds (get_model with the draft model config, as the
     proposer does) rotates position max_model_len - 1."""

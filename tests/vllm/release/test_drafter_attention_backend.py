@@ -29,6 +29,7 @@ import importlib
 
 import pytest
 import torch
+import unpatched
 from helpers import eagle3_engine_config, vllm_release
 
 FORCED = "FLASHINFER_MLA"
@@ -96,7 +97,7 @@ def _v2_drafter_backend(cfg, monkeypatch) -> str | None:
     return seen["backend"]
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.V1_DRAFTER_FORCED_BACKEND)
 @pytest.mark.drafter_backend
 def test_v1_drafter_is_built_without_the_targets_forced_backend(paths, monkeypatch):
     cfg = _forced(eagle3_engine_config(paths["deepseek_v3"], paths["eagle3"]))
@@ -110,10 +111,14 @@ def test_v1_drafter_is_built_without_the_targets_forced_backend(paths, monkeypat
 # it when set): a patch effect there, a premise that holds on both installs
 # from 0.30.0.
 V2_DRAFT = [
-    pytest.param(None, marks=pytest.mark.patch_effect, id="unset"),
+    pytest.param(
+        None, marks=pytest.mark.patch_effect(unpatched.V2_DRAFTER_FORCED_BACKEND), id="unset"
+    ),
     pytest.param(
         "TRITON_ATTN",
-        marks=[pytest.mark.patch_effect] if vllm_release() < (0, 30, 0) else [],
+        marks=[pytest.mark.patch_effect(unpatched.V2_DRAFTER_FORCED_BACKEND)]
+        if vllm_release() < (0, 30, 0)
+        else [],
         id="explicit",
     ),
 ]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+import unpatched
 from helpers import Capture, check_aux, direct_forward, stand_in_attention
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.NOT_EAGLE3)
 @pytest.mark.parametrize("name", ["DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"])
 def test_deepseek_supports_eagle3(name, model):
     from vllm.model_executor.models import deepseek_v2
@@ -18,7 +19,7 @@ def test_deepseek_supports_eagle3(name, model):
     assert supports_eagle3(model)  # the loaded DeepseekV3ForCausalLM
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.NOT_EAGLE3)
 def test_kimi_k25_supports_eagle3(kimi_model):
     from vllm.model_executor.models.interfaces import supports_eagle3
     from vllm.model_executor.models.kimi_k25 import KimiK25ForConditionalGeneration
@@ -27,7 +28,7 @@ def test_kimi_k25_supports_eagle3(kimi_model):
     assert supports_eagle3(kimi_model)
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.KIMI_NO_AUX)
 def test_kimi_k25_set_get_reach_the_language_model(kimi_model, kimi_config, manifest):
     n = manifest["num_layers"]
     lm = kimi_model.language_model
@@ -64,7 +65,7 @@ def test_kimi_k25_set_get_reach_the_language_model(kimi_model, kimi_config, mani
     assert isinstance(direct_forward(kimi_model, kimi_config), torch.Tensor)
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.KIMI_NO_AUX)
 def test_kimi_k25_rejects_out_of_range_layers(kimi_model, manifest):
     with pytest.raises(ValueError, match=r"(?i)layer"):
         kimi_model.set_aux_hidden_state_layers((manifest["num_layers"] + 1,))

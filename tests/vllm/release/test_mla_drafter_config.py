@@ -14,6 +14,7 @@ tiny DeepSeek-V3 target: the draft model config SpeculativeConfig builds.
 from __future__ import annotations
 
 import pytest
+import unpatched
 from mla_drafters import draft_model_config, flag, kimi_mla_drafter_config, write_drafter
 
 
@@ -29,7 +30,7 @@ def test_mla_drafter_saying_deepseek_v2_is_mla(paths, tmp_path):
     assert flag(dmc.is_deepseek_mla)
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.MLA_NOT_DETECTED)
 @pytest.mark.mla_detect
 def test_mla_drafter_saying_model_type_k2_is_mla(paths, tmp_path):
     drafter = write_drafter(tmp_path / "d", kimi_mla_drafter_config())

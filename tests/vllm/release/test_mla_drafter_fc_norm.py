@@ -19,8 +19,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import unpatched
 
-pytestmark = [pytest.mark.patch_effect, pytest.mark.mla_fc_norm]
+pytestmark = [pytest.mark.patch_effect(unpatched.FC_NORM_SKIPPED), pytest.mark.mla_fc_norm]
 
 HIDDEN, AUX, TOKENS, EPS = 64, 3, 5, 1e-6
 

@@ -22,6 +22,7 @@ import copy
 from types import SimpleNamespace
 
 import pytest
+import unpatched
 from mla_drafters import (
     KIMI_ROPE_THETA,
     draft_model_config,
@@ -95,7 +96,7 @@ def test_mla_drafter_layer_keeps_yarn(paths, tmp_path, monkeypatch):
     assert float(emb.scaling_factor) == 32.0
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.ROPE_THETA_LOST)
 @pytest.mark.rope_theta
 def test_mla_drafter_layer_keeps_rope_theta_without_rope_scaling(paths, tmp_path, monkeypatch):
     config = draft_hf_config(paths, tmp_path, rope_scaling=None)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+import unpatched
 from helpers import eagle3_engine_config
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.KIMI_NO_IMAGE_TOKEN_INDEX)
 def test_eagle3_drafter_for_kimi_k25_gets_media_placeholder_id(llm, kimi_model, paths, manifest):
     from vllm.config import set_current_vllm_config
     from vllm.v1.spec_decode.eagle import EagleProposer

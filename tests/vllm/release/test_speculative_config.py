@@ -11,10 +11,11 @@ README, mutants)."""
 from __future__ import annotations
 
 import pytest
+import unpatched
 from helpers import TARGETS, engine_args, target_args
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.EAGLE3_REFUSED)
 @pytest.mark.parametrize("target", sorted(TARGETS))
 def test_eagle3_speculative_config_accepts_target(target, paths):
     from vllm.config import ParallelConfig, SpeculativeConfig
@@ -33,7 +34,7 @@ def test_eagle3_speculative_config_accepts_target(target, paths):
     assert any("Eagle3" in a for a in sc.draft_model_config.architectures)
 
 
-@pytest.mark.patch_effect
+@pytest.mark.patch_effect(unpatched.EAGLE3_REFUSED)
 @pytest.mark.parametrize("target", sorted(TARGETS))
 def test_eagle3_engine_config_accepts_target(target, paths):
     spec = {"method": "eagle3", "model": paths["eagle3"], "num_speculative_tokens": 3}
