@@ -235,9 +235,11 @@ def cmd_docs(args: argparse.Namespace) -> int:
 def cmd_pr(args: argparse.Namespace) -> int:
     from .commands import pr
 
-    out, signoff = _path(args.out), args.signoff
+    out, signoff, results = _path(args.out), args.signoff, _path(args.results)
     if args.resume:
-        d = pr.resume(args.onto, out=out, signoff=signoff, offline=args.offline, say=say)
+        d = pr.resume(
+            args.onto, out=out, signoff=signoff, offline=args.offline, results=results, say=say
+        )
     else:
         d = pr.draft(
             args.onto,
@@ -246,11 +248,14 @@ def cmd_pr(args: argparse.Namespace) -> int:
             source=args.source,
             offline=args.offline,
             only=tuple(args.patch or ()),
+            results=results,
             say=say,
         )
     print("\n".join(d.report()))
     if d.conflict:
-        again = "".join(f" --{k} {v!r}" for k in ("out", "signoff") if (v := getattr(args, k)))
+        again = "".join(
+            f" --{k} {v!r}" for k in ("out", "signoff", "results") if (v := getattr(args, k))
+        )
         raise PatchError(
             f"{d.conflict.patch.name} conflicts with {d.target} in {', '.join(d.unresolved)}; "
             f"resolve it in {d.tree} (branch {d.branch}), `git add` it, `git am --continue`, "
@@ -640,6 +645,11 @@ def parser() -> Parser:
     )
     p.add_argument("--signoff", metavar="'NAME <EMAIL>'", help="default: git's user.name/email")
     p.add_argument("--continue", dest="resume", action="store_true", help="after a conflict")
+    p.add_argument(
+        "--results",
+        metavar="FILE",
+        help="the tier's results to quote (tests/vllm/tier.py run: build/tier/results.json)",
+    )
     p.add_argument(
         "--patch",
         action="append",

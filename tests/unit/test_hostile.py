@@ -648,6 +648,12 @@ CASES = [
         file_at("f"),
     ),
     Case(
+        "pr-results-not-the-tiers",
+        lambda b: ["pr", "--onto", "9.9.1", "--signoff", "A <a@b.c>", "--results", f"{b.dir}/f"],
+        2,
+        file_at("f"),
+    ),
+    Case(
         "pr-onto-damaged-object",
         lambda b: ["pr", "--onto", str(tree(b)), "--signoff", "A <a@b.c>"],
         10,

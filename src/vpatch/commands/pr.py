@@ -21,12 +21,21 @@ def draft(
     source: str = "auto",
     offline: bool = False,
     only: tuple[str, ...] = (),
+    results: Path | None = None,
     say: Say = quiet,
 ) -> Drafted:
     """The draft onto a release or a checkout (see pr/draft.py); ``only``:
-    the patch slugs to send (all without it)."""
+    the patch slugs to send (all without it); ``results``: the tier's
+    results file to quote."""
     return engine.draft(
-        onto, out=out, signoff=signoff, source=source, offline=offline, only=only, say=say
+        onto,
+        out=out,
+        signoff=signoff,
+        source=source,
+        offline=offline,
+        only=only,
+        results=results,
+        say=say,
     )
 
 
@@ -36,7 +45,8 @@ def resume(
     out: Path | None = None,
     signoff: str | None = None,
     offline: bool = False,
+    results: Path | None = None,
     say: Say = quiet,
 ) -> Drafted:
     """Finish a draft after `git am --continue`."""
-    return engine.resume(onto, out=out, signoff=signoff, offline=offline, say=say)
+    return engine.resume(onto, out=out, signoff=signoff, offline=offline, results=results, say=say)

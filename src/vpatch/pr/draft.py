@@ -37,7 +37,7 @@ from ..paths import empty
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 from ..sources.refresh import resolve
-from .body import body, message, pr_title, tested_results
+from .body import Results, body, load_results, message, pr_title, tested_results
 from .candidates import Candidate, candidates
 
 PR_REPO = "vllm-project/vllm"
@@ -219,12 +219,15 @@ def draft(
     source: str = "auto",
     offline: bool = False,
     only: tuple[str, ...] = (),
+    results: Path | None = None,
     say: Say = quiet,
 ) -> Drafted:
     """Draft the pull request onto a release or a checkout; ``only`` (patch
     keys: `--patch`) sends those candidates alone (vLLM takes a pull request
-    per change). On a conflict the draft names it and the tree is left for a
-    person; with nothing to send, no branch is left behind."""
+    per change); ``results``: the tier's results file, quoted in PR_BODY.md.
+    On a conflict the draft names it and the tree is left for a person; with
+    nothing to send, no branch is left behind."""
+    res = load_results(results) if results is not None else None
     pins = pins or lock.load()
     meta_path = meta_path or pins.patches_toml
     checks = probes.load(meta_path)
@@ -234,7 +237,14 @@ def draft(
     if own is not None:
         say(f"{own}: this is vpatch's own draft; finishing it again")
         return resume(
-            onto, out=out, signoff=signoff, pins=pins, meta_path=meta_path, offline=offline, say=say
+            onto,
+            out=out,
+            signoff=signoff,
+            pins=pins,
+            meta_path=meta_path,
+            offline=offline,
+            results=results,
+            say=say,
         )
     if release is not None:
         who = signer(signoff)
@@ -291,7 +301,7 @@ def draft(
         _undo(d, repo, created, existed, start)
         d.branch = ""
         return d
-    return _finish(d, repo, who, pins)
+    return _finish(d, repo, who, pins, res)
 
 
 def select(cands: list[Candidate], only: tuple[str, ...]) -> list[Candidate]:
@@ -340,9 +350,11 @@ def resume(
     pins: lock.Lock | None = None,
     meta_path: Path | None = None,
     offline: bool = False,
+    results: Path | None = None,
     say: Say = quiet,
 ) -> Drafted:
     """Finish a draft whose conflicts a person resolved (`git am --continue`)."""
+    res = load_results(results) if results is not None else None
     pins = pins or lock.load()
     meta_path = meta_path or pins.patches_toml
     release, path = _target(onto, pins, offline)
@@ -366,13 +378,15 @@ def resume(
     subjects = {c.subject for c in gitutil.commits(repo, base) or []}
     for c in d.candidates:
         c.status = "ported" if subjects & {c.patch.subject, c.title} else "left out"
-    return _finish(d, repo, signer(signoff, repo if path else None), pins)
+    return _finish(d, repo, signer(signoff, repo if path else None), pins, res)
 
 
 # -- the branch, the series, the body --------------------------------------------
 
 
-def _finish(d: Drafted, repo: gitutil.Repo, who: tuple[str, str], pins: lock.Lock) -> Drafted:
+def _finish(
+    d: Drafted, repo: gitutil.Repo, who: tuple[str, str], pins: lock.Lock, res: Results | None
+) -> Drafted:
     """Title and sign off the branch's commits, write series/ and PR_BODY.md."""
     done = checkout.on_base(repo, d.base)
     by_subject = {s: c for c in d.candidates for s in (c.patch.subject, c.title)}
@@ -391,12 +405,12 @@ def _finish(d: Drafted, repo: gitutil.Repo, who: tuple[str, str], pins: lock.Loc
     d.title = pr_title([c.title for c in sent])
     out = d.out
     quilt.write(out / "series", checkout.render(repo, d.base))
-    tested, res = tested_results(sent, pins)
+    tested, quoted = tested_results(sent, pins, res)
     added = sorted(
         {f for c in sent for f in c.patch.files if f.startswith("tests/") and "/test_" in f}
     )
     try:
-        (out / "PR_BODY.md").write_text(body(sent, tested, res, added))
+        (out / "PR_BODY.md").write_text(body(sent, tested, quoted, added))
     except OSError as e:
         raise disk_error(e, "cannot write PR_BODY.md") from None
     d.commands = commands(d, repo)

@@ -2,20 +2,40 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from support import pr as world
 from vpatch import quilt
+from vpatch.errors import ConfigError
 from vpatch.pr import body
 from vpatch.pr.candidates import Candidate
 
 root = world.root  # the fixture (support.pr)
 
 
-def test_results_in_another_shape_are_not_used(root, tmp_path):
-    (tmp_path / "cache/results").mkdir(parents=True)
-    (tmp_path / "cache/results/vllm-10.0.0.json").write_text('{"release": "10.0.0"}')
-    assert body.results("10.0.0") is None
+def test_results_are_read_per_release_with_their_date(tmp_path):
+    side = {"passed": ["t"], "failed": []}
+    path = tmp_path / "results.json"
+    sides = {"unpatched": side, "patched": side}
+    path.write_text(json.dumps({"when": "2026-12-02", "releases": {"0.32.0": sides}}))
+    got = body.load_results(path)
+    assert got == {"0.32.0": {"unpatched": side, "patched": side, "when": "2026-12-02"}}
+
+
+@pytest.mark.parametrize(
+    "text", ['{"release": "10.0.0"}', '{"releases": {"10.0.0": {"unpatched": {"passed": [1]}}}}']
+)
+def test_results_in_another_shape_are_refused(tmp_path, text):
+    (tmp_path / "results.json").write_text(text)
+    with pytest.raises(ConfigError, match="not the tier's results"):
+        body.load_results(tmp_path / "results.json")
+
+
+def test_missing_results_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="--results .*missing.json"):
+        body.load_results(tmp_path / "missing.json")
 
 
 def patch(subject: str, text: str, files: list[str]) -> quilt.Patch:

@@ -64,21 +64,44 @@ def test_the_same_inputs_give_the_same_commit(root, tmp_path):
 
 
 def test_results_of_the_tier_fill_the_test_result(root, tmp_path):
+    """--results FILE: the tier's results file (tests/vllm/tier.py run), not
+    anything in the cache."""
     res = {
-        "release": "10.0.0",
+        "format": 1,
         "when": "2026-12-01T10:00:00+00:00",
-        "unpatched": {"passed": ["test_a"], "failed": ["test_layer_0"]},
-        "patched": {"passed": ["test_a", "test_layer_0"], "failed": []},
+        "releases": {
+            "10.0.0": {
+                "unpatched": {"passed": ["test_a"], "failed": ["test_layer_0"]},
+                "patched": {"passed": ["test_a", "test_layer_0"], "failed": []},
+            }
+        },
+        "runs": [],
     }
-    (tmp_path / "cache/results").mkdir(parents=True)
-    (tmp_path / "cache/results/vllm-10.0.0.json").write_text(json.dumps(res))
+    (tmp_path / "results.json").write_text(json.dumps(res))
     out = tmp_path / "out"
-    drafting.draft("10.0.0", out=out, source=str(tmp_path / "rel-10.0.0"), **kw(root))
+    src = str(tmp_path / "rel-10.0.0")
+    drafting.draft("10.0.0", out=out, source=src, results=tmp_path / "results.json", **kw(root))
     body = (out / "PR_BODY.md").read_text()
     assert "not run yet" not in body and "- [x] The test results" in body
     assert "| without this PR | 1 | 1 |" in body and "| with this PR | 2 | 0 |" in body
     assert "vpatch tier on vLLM 10.0.0 (`make test-vllm VLLM=10.0.0`), 2026-12-01" in body
     assert "Failing without this PR, passing with it:\n\n- `test_layer_0`" in body
+
+
+@pytest.mark.parametrize(
+    "text", ["not json", '{"releases": {"10.0.0": {"unpatched": {}}}}', "[]"], ids=str
+)
+def test_results_that_are_not_the_tiers_are_refused_first(root, tmp_path, text):
+    (tmp_path / "results.json").write_text(text)
+    with pytest.raises(ConfigError, match="--results"):
+        drafting.draft(
+            "10.0.0",
+            out=tmp_path / "out",
+            source=str(tmp_path / "rel-10.0.0"),
+            results=tmp_path / "results.json",
+            **kw(root),
+        )
+    assert not (tmp_path / "out").exists()
 
 
 def test_nothing_left_on_a_release_leaves_no_tree(root, tmp_path):
