@@ -19,6 +19,8 @@ quote = '$(subst ','\'',$(1))'
 arg = $(if $(1),$(call quote,$(1)))
 PY := $(call quote,$(BIN)/python)
 PYTEST := $(PY) -m pytest
+TIER := $(PY) tests/vllm/tier.py
+TIER_OUT ?= build/tier
 
 .PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint \
 	lint-ruff lint-format lint-types lint-patches lint-docs docs matrix crash \
@@ -40,8 +42,19 @@ wheel: $(BIN)/.installed
 	$(call quote,$(VPATCH)) wheel $(call arg,$(VLLM)) --variant cuda --out dist
 	$(call quote,$(VPATCH)) verify-wheel "$$(ls -t dist/vllm-*.whl | head -1)" --arch sm_100
 
+# The tier program (tests/vllm/tier.py) builds and runs real vLLM on CPU beside
+# the pytest run it is given, writing $(TIER_OUT)/results.json; then the tier's
+# outer tests judge that file. Either failing fails the target; interrupted
+# (status 128+), the program has ended what it started and nothing runs after.
+define tier
+	VLLM=$(call quote,$(VLLM)) $(TIER) run --out $(call quote,$(TIER_OUT)) -- $(PYTEST) $(1); \
+	s=$$?; [ $$s -lt 128 ] || exit $$s; \
+	VLLM=$(call quote,$(VLLM)) VPATCH_TIER_RESULTS=$(call quote,$(TIER_OUT)/results.json) \
+	  $(PYTEST) tests/vllm/test_releases.py || s=1; exit $$s
+endef
+
 test: $(BIN)/.installed
-	$(PYTEST) tests
+	$(call tier,tests/unit tests/integration tests/vllm/test_install.py)
 
 test-unit: $(BIN)/.installed
 	$(PYTEST) tests/unit
@@ -55,7 +68,7 @@ crash: $(BIN)/.installed
 	CRASH_RUNS=$(call quote,$(CRASH_RUNS)) $(PYTEST) tests/unit/test_crash.py -s
 
 test-vllm: $(BIN)/.installed
-	VLLM=$(call quote,$(VLLM)) $(PYTEST) tests/vllm
+	$(call tier,tests/vllm/test_install.py)
 
 # every mutant of tests/vllm/mutants.py must be killed by the inner suite
 mutants: $(BIN)/.installed

@@ -32,7 +32,8 @@ and writes::
                        weights, same tokenizer
     DIR/manifest.json  the numbers the tests need (layers, vocab, placeholder id)
 
-Nothing is downloaded; env.py caches DIR by the hash of this file.
+Nothing is downloaded; the tier (vllm_tier.models) caches DIR by the hash of
+this file.
 """
 
 from __future__ import annotations

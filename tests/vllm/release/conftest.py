@@ -1,10 +1,10 @@
 """The inner suite: runs INSIDE the tier's venv with one vLLM release (patched or
-not) first on PYTHONPATH, one process per release x variant (see
-tests/vllm/test_releases.py, which runs it and compares the two variants).
+not) first on PYTHONPATH, one process per release x variant (the tier
+program, tests/vllm/tier.py, runs it; vllm_tier.verdicts compares the two).
 
 Run by hand::
 
-    eval "$(python tests/vllm/env.py --release 0.16.0 --patched --print-env)"
+    eval "$(python tests/vllm/tier.py prepare --release 0.16.0 --patched --print-env)"
     vpy -m pytest -c tests/vllm/release/pytest.ini tests/vllm/release
 
 With ``VPATCH_CUDA_CONTRACT=1`` it runs under the CUDA contract
@@ -87,8 +87,8 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{marker}: {about}")
     if not os.environ.get("VPATCH_VLLM_FIXTURES"):
         pytest.exit(
-            "VPATCH_VLLM_FIXTURES is not set: run this suite through tests/vllm/test_releases.py "
-            'or `eval "$(python tests/vllm/env.py --release X --print-env)"`',
+            "VPATCH_VLLM_FIXTURES is not set: run this suite through tests/vllm/tier.py "
+            'or `eval "$(python tests/vllm/tier.py prepare --release X --print-env)"`',
             returncode=4,
         )
     if MODES:

@@ -7,7 +7,7 @@ such an input (EAGLE-3 aux hidden states at layer 0 in vLLM >= 0.25.0, where
 ``residual = hidden_states`` no longer clones) passes on CPU and is silently
 wrong on a GPU. Under this plugin it fails on CPU too.
 
-Emulated (see tests/vllm/README.md for the audit behind it):
+Emulated (see docs/tier.md for the audit behind it):
 
 * ``RMSNorm(x, residual)``. CUDA: ``torch.ops._C.fused_add_rms_norm(x,
   residual, weight, eps)`` writes ``residual = x + residual`` and ``x =

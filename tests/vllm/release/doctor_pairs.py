@@ -241,7 +241,7 @@ def vpatch(*args: str) -> subprocess.CompletedProcess:
     vLLM under test."""
     py = os.environ.get("VPATCH_PYTHON")
     if not py:
-        raise RuntimeError("VPATCH_PYTHON is not set: run through the tier (tests/vllm/env.py)")
+        raise RuntimeError("VPATCH_PYTHON is not set: run through the tier (tests/vllm/tier.py)")
     return subprocess.run(
         [py, "-m", "vpatch.cli", *args], capture_output=True, text=True, timeout=600
     )

