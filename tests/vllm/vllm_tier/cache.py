@@ -7,6 +7,7 @@ checked against VERSIONS.lock by vpatch.sources)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Callable
@@ -18,6 +19,11 @@ from . import TierError
 from .log import locked, say
 
 STAMP = ".vpatch-stamp"
+# A sibling is pruned only when no run has used it for this long: checkouts
+# that share the cache (worktrees whose vpatch code differs, so their
+# patched installs have other keys) run side by side, and pruning at once
+# deleted an install under another checkout's running tier.
+STALE = 24 * 3600
 
 
 def root() -> Path:
@@ -30,6 +36,13 @@ def stamp(folder: Path) -> str | None:
         return (folder / STAMP).read_text().strip()
     except OSError:
         return None
+
+
+def _unused(folder: Path) -> bool:
+    try:
+        return time.time() - (folder / STAMP).stat().st_mtime > STALE
+    except OSError:  # no stamp: an interrupted build, or not ours
+        return True
 
 
 def built(
@@ -46,8 +59,11 @@ def built(
     The folder is made beside ``dest`` and renamed into place, so an interrupted
     build leaves nothing that looks finished; ``in_place`` builds at ``dest``
     itself (a venv cannot be moved) and stamps it last. ``prune`` is a glob of
-    stale siblings to delete after a build (older keys of the same thing)."""
+    siblings (older keys of the same thing) to delete after a build, those no
+    one used for STALE seconds: each use touches the stamp."""
     if stamp(dest) == key:
+        with contextlib.suppress(OSError):  # a folder of a read-only shared cache
+            (dest / STAMP).touch()
         return dest
     if dest.is_symlink():  # a folder shared from another cache: use it, never rebuild it
         raise TierError(f"{dest} links to {dest.resolve()}, built for another key; not rebuilt")
@@ -67,6 +83,6 @@ def built(
             work.rename(dest)
         if prune:
             for old in dest.parent.glob(prune):
-                if old != dest and not old.name.endswith(".tmp"):
+                if old != dest and not old.name.endswith(".tmp") and _unused(old):
                     shutil.rmtree(old, ignore_errors=True)
     return dest
