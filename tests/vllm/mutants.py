@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_tier import models, releases, runner, targets
+from vllm_tier import log, models, releases, runner, targets
 from vllm_tier.log import say
 from vpatch import quilt
 
@@ -520,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         help="mutants run at once (default and upper bound: VPATCH_VLLM_JOBS, 2)",
     )
     args = ap.parse_args(argv)
+    log.guard()  # Ctrl-C or a killed make ends the builds and runs too
     t0 = time.monotonic()
 
     drops, equivalents = allowlist_mutants()

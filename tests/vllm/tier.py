@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -52,44 +51,13 @@ SHOWN = (
 )
 
 
-def _die(signum: int, _frame: object = None) -> None:
-    log.kill_all()
-    os._exit(128 + signum)
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def _guard() -> None:
-    """End with everything started when interrupted, or when the parent or
-    the parent's parent goes away (``make`` killed, even by SIGKILL: its
-    recipe's shell outlives it)."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _die)
-    parent = os.getppid()
-    grandparent = _parent(parent)
-
-    def watch() -> None:
-        while os.getppid() == parent and _parent(parent) == grandparent:
-            time.sleep(1)
-        say("the tier program's parent is gone: stopping")
-        _die(signal.SIGTERM)
-
-    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     selected = releases.selected()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / RESULTS).unlink(missing_ok=True)
     wanted = plan.plan(selected)
-    _guard()
+    log.guard()
     beside = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     stdout = os.dup(1)
     if beside:  # the command's output is the terminal's, ours the log's
@@ -99,8 +67,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.dup2(fd, 2)
         os.close(fd)
     where = f"; its log: {out / 'tier.log'}" if beside else ""
-    checks = sum(map(len, wanted.values()))
-    os.write(stdout, f"tier: {checks} checks on {', '.join(wanted)}{where}\n".encode())
+    n = sum(map(len, wanted.values()))
+    os.write(stdout, f"tier: {n} checks on {', '.join(wanted)}{where}\n".encode())
     status: dict[str, int | None] = {}
     done = threading.Thread()
     if beside:
@@ -128,7 +96,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if done.is_alive():
         done.join()
     os.write(stdout, (report(results) + f"\nresults: {out / RESULTS}\n").encode())
-    return status.get("cmd") or 0
+    rc = status.get("cmd") or 0
+    return 128 - rc if rc < 0 else rc  # killed by signal N: 128 + N, as a shell says
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -2,8 +2,10 @@
 
 Every subprocess starts in a process group of its own and is registered
 until it ends, so that ``kill_all`` ends each one with whatever it started
-(pip's builds, an inner pytest and its engine's children): the tier program
-calls it when it is interrupted or its parent goes away (tier.py)."""
+(pip's builds, an inner pytest and its engine's children). A program that
+starts them calls ``guard`` first (tier.py, mutants.py): interrupted, or
+when its parent or its parent's parent goes away, it kills them all and
+exits."""
 
 from __future__ import annotations
 
@@ -43,6 +45,9 @@ def wait(proc: subprocess.Popen, timeout: float | None = None) -> int | None:
         _kill(proc)
         proc.wait()
         return None
+    except BaseException:  # interrupted while waiting: it does not outlive us
+        _kill(proc)
+        raise
     finally:
         with _LOCK:
             _CHILDREN.discard(proc)
@@ -58,6 +63,38 @@ def kill_all() -> None:
     with _LOCK:
         for proc in list(_CHILDREN):
             _kill(proc)
+
+
+def _die(signum: int, _frame: object = None) -> None:
+    kill_all()
+    os._exit(128 + signum)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def guard() -> None:
+    """Kill every subprocess and exit when interrupted (SIGINT, SIGTERM,
+    SIGHUP), or when the parent or the parent's parent goes away (``make``
+    killed, even by SIGKILL: its recipe's shell outlives it). Call it from
+    the main thread."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _die)
+    parent = os.getppid()
+    grandparent = _parent(parent)
+
+    def watch() -> None:
+        while os.getppid() == parent and _parent(parent) == grandparent:
+            time.sleep(1)
+        say("the parent is gone: stopping")
+        _die(signal.SIGTERM)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
 def run(cmd: list, **kw) -> None:
