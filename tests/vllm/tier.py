@@ -7,7 +7,7 @@ the project's python (``.venv/bin/python``: it imports vpatch).
                                           build/tier); with CMD: run CMD beside
                                           them (one core is CMD's until it ends),
                                           this program's output in DIR/tier.log
-    tier.py report [DIR|FILE]             every check's verdict on what ran
+    tier.py report [--full] [DIR|FILE]    every check's verdict on what ran
     tier.py prepare [--release X] [--patched] [--print-env]
                                           build a release's installs; `export`
                                           lines for a run by hand
@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     path = Path(args.path)
-    print(report(Results.load(path / RESULTS if path.is_dir() else path)))
+    print(report(Results.load(path / RESULTS if path.is_dir() else path), full=args.full))
     return 0
 
 
@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("report", help="every check's verdict on a results file")
     p.add_argument("path", nargs="?", default=str(OUT), help=f"DIR or FILE (default: {OUT})")
+    p.add_argument("--full", action="store_true", help="every row of each table")
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser("prepare", help="build (or reuse) the installs of some releases")
     p.add_argument("--release", action="append", help="default: $VLLM, else the tier's")

@@ -6,6 +6,7 @@ for a check that cannot run, why it is skipped."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,13 +22,19 @@ class Verdict:
     bad: list[str] = field(default_factory=list)
     skip: str | None = None
 
-    def text(self) -> str:
-        state = (
-            "SKIPPED: " + self.skip
-            if self.skip
-            else ("OK" if not self.bad else f"{len(self.bad)} PROBLEM(S)")
-        )
-        return "\n".join([f"{self.head}: {state}", *self.lines])
+    def text(self, full: bool = True) -> str:
+        """The head, its state and the table (``full``: with the rows that
+        are as expected)."""
+        if self.skip:
+            state = "SKIPPED: " + self.skip
+        else:
+            state = "OK" if not self.bad else f"{len(self.bad)} PROBLEM(S)"
+        rows = self.lines if full else [r for r in self.lines if not _AS_EXPECTED.match(r)]
+        return "\n".join([f"{self.head}: {state}", *rows])
+
+
+# a row of runner.compare's table that is as expected (served: "[mode]" first)
+_AS_EXPECTED = re.compile(r"\s*(\[\w+\])?\s*ok\s")
 
 
 def patch_effects(res: Results, release: str) -> Verdict:
@@ -241,10 +248,11 @@ def verdict(res: Results, check: str, release: str) -> Verdict:
         return Verdict(f"vLLM {release} {check}", bad=[str(e)])
 
 
-def report(res: Results) -> str:
-    """Every check's verdict on every release it ran on."""
+def report(res: Results, full: bool = False) -> str:
+    """Every check's verdict on every release it ran on (``full``: each
+    table whole; else without the rows that are as expected)."""
     out = [f"patched-vLLM tier, {res.when}: {', '.join(res.selected)}"]
     for release, checks in res.plan.items():
         for check in checks:
-            out.append(verdict(res, check, release).text())
+            out.append(verdict(res, check, release).text(full))
     return "\n".join(out)
