@@ -23,6 +23,7 @@ release of a pin has the most upstream changes on top of it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from functools import cache
@@ -256,14 +257,25 @@ def inner_select(release: str) -> tuple[str, ...]:
 def series_dir(release: str) -> Path | None:
     """The release's series as a plain folder: ``$VPATCH_PATCHES_DIR/<release>``
     when that holds one (to try a series made with ``vpatch port ... --into
-    DIR/<release>``), else the patch set's, rendered (``vpatch series``) into
-    ``$VPATCH_CACHE/vllm-tier/series/<release>``; None without one."""
+    DIR/<release>``), else the patch set's, rendered (``vpatch series``) once
+    per content into ``$VPATCH_CACHE/vllm-tier/series/<release>-<hash>``
+    (checkouts that share the cache may carry different series); None
+    without one."""
     base = os.environ.get("VPATCH_PATCHES_DIR")
     if base and (Path(base) / release / "series").is_file():
         return Path(base) / release
     series = pins().series(release)
     if series is None:
         return None
-    out = tier_cache.root() / "series" / release
-    quilt.write(out, series.files_out())
-    return out
+    files = series.files_out()
+    digest = hashlib.sha256()
+    for name, data in sorted(files.items()):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    key = digest.hexdigest()[:12]
+    return tier_cache.built(
+        tier_cache.root() / "series" / f"{release}-{key}",
+        key,
+        lambda out: quilt.write(out, files),
+        f"the series of {release}",
+        prune=f"{release}-*",
+    )
