@@ -846,7 +846,7 @@ def diagnose(
     own, then the command's assignments)."""
     t = configs.read_target(target.path)
     d = configs.read_drafter(drafter.path)
-    tensors = weights.read(drafter.path)
+    tensors = drafter.tensors if drafter.tensors is not None else weights.read(drafter.path)
     rules, assumed, too_old = choose_rules(env)
     eff = releases.effective(d.raw, d.format, rules)
     pair = Pair(
@@ -873,4 +873,6 @@ def diagnose(
         f"vllm     {env.dist or 'none'} {env.version or ''} -> rules of {rules.release} "
         f"({env.python})",
     ]
-    return Report(findings, serve.command(**fixes), head, list(serve.uninterpreted))
+    head += [f"read     {m.source()}" for m in (target, drafter) if m.hub]
+    read = [m.to_json() for m in (target, drafter)]
+    return Report(findings, serve.command(**fixes), head, list(serve.uninterpreted), read)
