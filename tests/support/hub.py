@@ -171,7 +171,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         path = unquote(urlsplit(self.path).path)
         with self.stand_in._lock:
             self.stand_in.log.append((self.command, path, self.headers.get("Range", "")))
-        for pattern, seconds in self.stand_in.stall.items():
+        for pattern, seconds in list(self.stand_in.stall.items()):
             if re.search(pattern, path):
                 time.sleep(seconds)
         m = re.match(r"^/api/models/([^/]+/[^/]+)(?:/revision/(.+))?$", path)

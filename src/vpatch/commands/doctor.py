@@ -10,11 +10,12 @@ text or JSON and exits 0 (no error), 1 (an error) or 2 (bad input)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from ..doctor import configs, hub, serve
 from ..doctor.checks import diagnose
-from ..doctor.environment import Ready, by_check, find_vllm
+from ..doctor.environment import Readiness, Ready, VllmEnv, by_check, find_vllm
 from ..doctor.report import Report
 from ..errors import ConfigError
 
@@ -81,9 +82,20 @@ def doctor(
     where = where or hub.Hub()
     if req.offline:
         where = replace(where, offline=True)
-    t = hub.resolve(s.model, s.revision, hub=where)
-    d = hub.resolve(s.drafter, s.drafter_revision, drafter=True, hub=where)
+
+    def environment() -> tuple[VllmEnv, Readiness]:
+        env = find_vllm(req.python, say)
+        return env, ready(env)
+
+    # At once: asking PY (child processes) and reading the two models (on hub
+    # ids, importing huggingface_hub and a dozen requests). The target's
+    # error comes first, then the drafter's, then the environment's.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        probe = pool.submit(environment)
+        target = pool.submit(hub.resolve, s.model, s.revision, False, where)
+        drafter = pool.submit(hub.resolve, s.drafter, s.drafter_revision, True, where)
+        t, d = target.result(), drafter.result()
+        env, readiness = probe.result()
     if not s.given and configs.read_target(t.path).remote_code:
         s = replace(s, trust_remote_code=True)
-    env = find_vllm(req.python, say)
-    return diagnose(t, d, env, ready(env), s)
+    return diagnose(t, d, env, readiness, s)

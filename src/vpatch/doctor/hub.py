@@ -14,7 +14,7 @@ one commit (the revision is resolved once, by the first request):
   * config.json, and a target's tokenizer_config.json (whether the tokenizer
     is remote code), whole, with hf_hub_download: into the Hugging Face cache,
     where vLLM finds them (refs/<revision> too);
-  * a drafter's safetensors headers by range requests: the first 64 KiB of
+  * a drafter's safetensors headers by range requests: the first 16 KiB of
     each file, then the rest of a longer header, never tensor data (the index
     of a sharded checkpoint whole, into the cache). A file the cache already
     holds whole is read there.
@@ -40,6 +40,7 @@ import contextlib
 import json
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,9 +52,9 @@ CONFIG = "config.json"
 TOKENIZER = "tokenizer_config.json"
 # owner/name: a hub id as vLLM and huggingface_hub take it
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-# the first range of a header: drafters' headers are a few KB (real
-# checkpoints' rarely pass 100 KB); a longer one costs one request more
-FIRST_READ = 64 * 1024
+# the first range of a header: a drafter's header is 1-3 KB (a few dozen
+# tensors); a longer one costs one request more
+FIRST_READ = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -218,16 +219,20 @@ def _headers(
             "reads tensor shapes from safetensors headers, never a pickled file; give the "
             "drafter as safetensors, or download it and give its folder"
         )
-    tensors: dict[str, weights.Tensor] = {}
-    for name in names:
+
+    def one(name: str) -> tuple[dict[str, weights.Tensor], str]:
         whole = try_to_load_from_cache(repo, name, cache_dir=cache, revision=commit)
         if isinstance(whole, str):
-            tensors.update(weights.header(Path(whole)))
-            read.append(f"{name} header (from the cache)")
-            continue
+            return weights.header(Path(whole)), f"{name} header (from the cache)"
         got, n = _remote_header(repo, name, commit, endpoint, timeout)
-        tensors.update(got)
-        read.append(f"{name} header ({n} bytes)")
+        return got, f"{name} header ({n} bytes)"
+
+    tensors: dict[str, weights.Tensor] = {}
+    # the shards' headers at once: on the hub each is a request and a redirect
+    with ThreadPoolExecutor(max_workers=min(8, len(names) or 1)) as pool:
+        for got, said in pool.map(one, names):  # in order: the first failure is raised
+            tensors.update(got)
+            read.append(said)
     return weights.Weights(tensors, tuple(names), other)
 
 
@@ -465,19 +470,33 @@ def _paths(cache: Path, roots: tuple[Path, ...]) -> set[Path]:
 
 
 def _undo(cache: Path, roots: tuple[Path, ...], before: set[Path]) -> None:
-    new = _paths(cache, roots) - before
+    mine = {
+        p for p in _paths(cache, roots) - before if any(r == p or r in p.parents for r in roots)
+    }
     snapshots = roots[0] / "snapshots"
-    keep = {p for p in new if snapshots in p.parents and not p.is_dir() and p.is_file()}
+    keep = {p for p in mine if snapshots in p.parents and not p.is_dir() and p.is_file()}
     keep |= {p.resolve() for p in keep if p.is_symlink()}
-    for ref in (p for p in new if roots[0] / "refs" in p.parents and p.is_file()):
+    for ref in (p for p in mine if roots[0] / "refs" in p.parents and p.is_file()):
         if any(k for k in keep if (snapshots / ref.read_text().strip()) in k.parents):
             keep.add(ref)
-    keep |= {q for k in keep for q in k.parents if q in new}
-    if any(p != cache / "CACHEDIR.TAG" for p in keep):
-        keep |= {cache, cache / "CACHEDIR.TAG"} & new
-    for p in sorted(new - keep, key=lambda p: len(p.parts), reverse=True):
-        with contextlib.suppress(OSError):
-            if p.is_dir() and not p.is_symlink():
-                p.rmdir()
-            else:
-                p.unlink()
+    keep |= {q for k in keep for q in k.parents if q in mine}
+    for p in sorted(mine - keep, key=lambda p: len(p.parts), reverse=True):
+        _remove(p)
+    # the cache's own entries, when this run made them: .locks when empty, the
+    # rest when the cache holds nothing else (the other model is fetched beside)
+    if cache / ".locks" not in before:
+        _remove(cache / ".locks")
+    left = set(cache.iterdir()) if cache.is_dir() else set()
+    if not left - {cache / "CACHEDIR.TAG"}:
+        for p in (cache / "CACHEDIR.TAG", cache):
+            if p not in before:
+                _remove(p)
+
+
+def _remove(p: Path) -> None:
+    """A file, or a folder when empty."""
+    with contextlib.suppress(OSError):
+        if p.is_dir() and not p.is_symlink():
+            p.rmdir()
+        else:
+            p.unlink()

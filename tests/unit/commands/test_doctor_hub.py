@@ -176,3 +176,20 @@ def test_cli_from_the_hub_with_hf_variables(gated, py, tmp_path):
     r = vpatch(*off, env={**env, "HF_ENDPOINT": "http://127.0.0.1:9"})
     assert r.returncode == 2
     assert '`hf download acme/drafter --include "*.safetensors"' in r.stderr
+
+
+def test_a_bad_drafter_leaves_the_targets_whole_files(standin, py, tmp_path):
+    """The target and the drafter are read at once: the drafter's failure
+    takes back only what it made; the target's error, when both fail, is
+    the one said."""
+    from vpatch.errors import ConfigError
+
+    cache = tmp_path / "hf"
+    where = hub.Hub(cache_dir=cache, endpoint=standin.url, offline=False)
+    with pytest.raises(ConfigError, match="acme/nowhere: no such repo"):
+        run(py, "kimi_k25-vllm/target", "acme/nowhere", where)
+    snap = next((cache / "models--kimi_k25-vllm--target" / "snapshots").iterdir())
+    assert sorted(p.name for p in snap.iterdir()) == ["config.json", "tokenizer_config.json"]
+    assert not (cache / "models--acme--nowhere").exists() and (cache / "CACHEDIR.TAG").is_file()
+    with pytest.raises(ConfigError, match="acme/no-target: no such repo"):
+        run(py, "acme/no-target", "acme/nowhere", where)
