@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from ..doctor import configs, hub, serve
+from ..doctor import hub, serve
 from ..doctor.checks import diagnose
 from ..doctor.environment import Readiness, Ready, VllmEnv, by_check, find_vllm
 from ..doctor.report import Report
@@ -96,6 +96,4 @@ def doctor(
         drafter = pool.submit(hub.resolve, s.drafter, s.drafter_revision, True, where)
         t, d = target.result(), drafter.result()
         env, readiness = probe.result()
-    if not s.given and configs.read_target(t.path).remote_code:
-        s = replace(s, trust_remote_code=True)
     return diagnose(t, d, env, readiness, s)

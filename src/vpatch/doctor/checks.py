@@ -15,6 +15,7 @@ aux ids' two conventions: conventions.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from packaging.version import Version
@@ -84,15 +85,26 @@ def check_target(p: Pair) -> Finding:
             f"{t.describe()}: no media_placeholder_token_id; vLLM's proposer reads it as "
             "the drafter's image_token_index and fails without it",
         )
-    if t.remote_code and not p.serve.trust_remote_code:
+    remote = p.remote_code
+    if remote and not p.serve.trust_remote_code:
         return Finding(
             "target",
             "error",
-            f"{t.describe()}: its config or tokenizer is remote code (auto_map) and the serve "
-            "command has no --trust-remote-code: vLLM refuses to load it",
+            f"{t.describe()}: without --trust-remote-code (the serve command has none), "
+            f"vLLM {p.release} loads neither as the repo means it: {'; and '.join(remote)}; "
+            "add --trust-remote-code",
             {"trust_remote_code": True},
         )
-    return Finding("target", "info", t.describe())
+    if remote:
+        return Finding("target", "info", f"{t.describe()}; --trust-remote-code given, as it needs")
+    if p.serve.trust_remote_code:
+        return Finding(
+            "target",
+            "info",
+            f"{t.describe()}; vLLM {p.release} loads its config and tokenizer without remote "
+            "code: --trust-remote-code is not needed",
+        )
+    return Finding("target", "info", f"{t.describe()}; no remote code")
 
 
 def check_format(p: Pair) -> Finding:
@@ -862,6 +874,9 @@ def diagnose(
         assumed,
         too_old=too_old,
     )
+    if not serve.given and pair.remote_code:
+        # --target/--drafter: the command doctor prints is one that loads
+        pair.serve = replace(serve, trust_remote_code=True)
     findings = [c(pair) for c in CHECKS]
     fixes: dict[str, Any] = {}
     for f in findings:
@@ -875,4 +890,4 @@ def diagnose(
     ]
     head += [f"read     {m.source()}" for m in (target, drafter) if m.hub]
     read = [m.to_json() for m in (target, drafter)]
-    return Report(findings, serve.command(**fixes), head, list(serve.uninterpreted), read)
+    return Report(findings, pair.serve.command(**fixes), head, list(serve.uninterpreted), read)

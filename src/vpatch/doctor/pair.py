@@ -82,6 +82,35 @@ class Pair:
             env=self.environ,
         )
 
+    @property
+    def remote_code(self) -> list[str]:
+        """What of the target this release does not load as the repo means it
+        without --trust-remote-code, and what it does instead
+        (releases.TRANSFORMERS_CONFIGS says why)."""
+        t, r = self.target, self.rules
+        out = []
+        own = r.own_configs | releases.TRANSFORMERS_CONFIGS
+        if t.config_class and t.model_type not in own:
+            mine = "; vLLM has a class of its own from 0.18.0" if t.model_type == "kimi_k2" else ""
+            out.append(
+                f"its config (model_type {t.model_type!r}, auto_map {t.config_class}: neither "
+                f"vLLM {r.release} nor transformers has a class for it{mine}): refused at startup"
+            )
+        if t.tokenizer_auto_map and t.tokenizer_class not in releases.TRANSFORMERS_TOKENIZERS:
+            does = "refused at startup"
+            if 5 in r.transformers:
+                does += (
+                    ", or, under a transformers 5 that maps the model type to a tokenizer "
+                    "(5.19 does, 5.24 does not), made into transformers' generic "
+                    "TokenizersBackend instead of the repo's class: its split pattern and "
+                    "special tokens are not the model's, and nothing says so"
+                )
+            out.append(
+                f"its tokenizer (tokenizer_config.json: {t.tokenizer_class or 'no class'}, "
+                f"auto_map {t.tokenizer_auto_map}): {does}"
+            )
+        return out
+
     def ids(self) -> tuple[list[Any], str]:
         """The ids vLLM asks the target for, and where they come from."""
         if self.top_ids:
