@@ -715,6 +715,48 @@ def check_max_model_len(p: Pair) -> Finding:
     )
 
 
+def check_rope_range(p: Pair) -> Finding:
+    """A YaRN drafter's rotary cache holds original_max_position_embeddings x
+    factor positions (rotary_embedding/__init__.py get_rope: YaRN and DeepSeek
+    YaRN build cos/sin for max_position x scaling_factor, max_position being
+    the original; every release), whatever its max_position_embeddings says
+    and whatever a release or patch raises that to. The proposer hands the
+    drafter the target's positions and clamps them only at the target's
+    max_model_len (EagleProposer / llm_base_proposer.py, self.max_model_len
+    is the target's), so positions from the range on index past the cache."""
+    rope = p.cfg.get("rope_scaling") or p.cfg.get("rope_parameters")
+    kind = rope.get("rope_type", rope.get("type")) if isinstance(rope, dict) else None
+    if kind not in ("yarn", "deepseek_yarn"):
+        return Finding("rope_range", "info", "no YaRN rope: positions as in max_model_len")
+    assert isinstance(rope, dict)
+    orig, factor = rope.get("original_max_position_embeddings"), rope.get("factor")
+    if not isinstance(orig, int) or not isinstance(factor, (int, float)) or factor <= 0:
+        return Finding(
+            "rope_range",
+            "warning",
+            "YaRN rope without original_max_position_embeddings and factor: its range is not "
+            "checked",
+        )
+    span = int(orig * factor)
+    length, given = p.serve.max_model_len, True
+    if length is None:
+        length, given = p.target.max_position_embeddings, False
+    src = "--max-model-len" if given else "vLLM's default, the target's max_position_embeddings"
+    what = f"the drafter's YaRN rotary range is {span} positions ({orig} x {factor:g})"
+    if length is None or length <= span:
+        served = "" if length is None else f"; max_model_len {length} ({src}) within it"
+        return Finding("rope_range", "info", what + served)
+    return Finding(
+        "rope_range",
+        "warning",
+        f"{what}, and vLLM {p.release} serves max_model_len {length} ({src}): the proposer "
+        f"hands the drafter the target's positions, so from position {span} on its rotary "
+        f"reads past its cos/sin cache ({span} rows): a device error, or drafts with a wrong "
+        "rotation whose acceptance collapses on exactly the longest requests; serve with "
+        f"--max-model-len {span}, or use a drafter trained for {length} positions",
+    )
+
+
 def check_rope(p: Pair) -> Finding:
     cfg, rel = p.cfg, p.release
     scaling = cfg.get("rope_scaling")
@@ -813,6 +855,7 @@ CHECKS = (
     check_rope,
     check_attention_backend,
     check_max_model_len,
+    check_rope_range,
     check_tensor_parallel,
     check_pipeline_parallel,
     check_weights,

@@ -908,3 +908,41 @@ def test_target_drafter_options_add_trust_remote_code_only_when_needed(tmp_path)
         s = serve.from_options(str(t), str(d), 8)
         r = doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
         assert ("--trust-remote-code" in r.serve) == needed and r.ok, r.to_text()
+
+
+# -- a YaRN drafter's rotary range ---------------------------------------------------
+
+KIMI_YARN_32 = {**F.YARN, "factor": 32.0}  # 4096 x 32 = 131072, as the issue's drafters
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.26.0", "0.27.0", "0.32.0"])
+def test_yarn_drafter_shorter_than_max_model_len_warns(tmp_path, version):
+    r = check(
+        tmp_path,
+        version,
+        target="kimi_k25",
+        fmt="torchspec_mla",
+        config={"rope_scaling": KIMI_YARN_32},
+    )
+    f = find(r, "rope_range")
+    assert f.severity == "warning", r.to_text()
+    assert "range is 131072 positions (4096 x 32)" in f.message
+    assert "max_model_len 262144" in f.message and "from position 131072 on" in f.message
+    assert "--max-model-len 131072" in f.message and "--max-model-len" not in r.serve
+
+
+@pytest.mark.parametrize(
+    "max_len,rope,severity",
+    [
+        ("131072", KIMI_YARN_32, "info"),  # served within the range
+        (None, F.YARN, "info"),  # 4096 x 64 covers Kimi-K2.5's 262144
+        (None, None, "info"),  # no YaRN: max_model_len speaks
+        (None, {"type": "yarn", "factor": 4.0}, "warning"),  # no original: not checkable
+    ],
+)
+def test_yarn_range_within_max_model_len(tmp_path, max_len, rope, severity):
+    r = check(
+        tmp_path, "0.32.0", target="kimi_k25", fmt="torchspec_mla", max_len=max_len,
+        config={"rope_scaling": rope},
+    )  # fmt: skip
+    assert sev(r, "rope_range") == severity, r.to_text()
