@@ -122,8 +122,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     # -- answers ------------------------------------------------------------
 
     def _send(self, code: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+        # a client that gave up (a stalled answer's timeout) has closed the socket
+        with contextlib.suppress(ConnectionError):
+            self._answer(code, body, headers or {})
+
+    def _answer(self, code: int, body: bytes, headers: dict[str, str]) -> None:
         self.send_response(code)
-        for k, v in (headers or {}).items():
+        for k, v in headers.items():
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

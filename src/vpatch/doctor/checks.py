@@ -157,13 +157,21 @@ def check_aux_layers(p: Pair) -> Finding:
             f"ValueError when the model loads; use ids in [0, {n}] (id k is the input of "
             f"layer k, {n} the final norm's input)",
         )
+    if dropped == [n]:
+        what = (
+            f"{head}; id {n} (the final norm's input) matches no layer of vLLM {rel}'s "
+            "DeepseekV2Model.forward: the target returns no state for it, so the drafter's "
+            "fc gets fewer states than it was built for and the first request fails"
+        )
+        workaround = "vLLM 0.25.0 and later collect it (vLLM PR #46973)"
+        return _defect(p, "final_norm_id", "aux_layers", what, workaround, {})
     if dropped:
         fin = f"{n} (the final norm's input) only from 0.25.0, " if n in dropped else ""
         return Finding(
             "aux_layers",
             "error",
             f"{head}; {show_ids(dropped)} match no layer: the target returns no state for them "
-            f"({fin}valid ids here: 0..{n if p.rules.final_norm_id else n - 1}), so the "
+            f"({fin}valid ids here: 0..{n if p.final_norm_id else n - 1}), so the "
             "drafter's fc gets fewer states than it was built for and the first request "
             "fails; fix the ids in the drafter's config",
         )

@@ -124,6 +124,15 @@ class Pair:
             releases.default_ids(self.n)
         ), f"the target's default (2, n // 2, n - 3), n = {self.n}"
 
+    @property
+    def final_norm_id(self) -> bool:
+        """Does the target yield id n (the final norm's input): the release
+        does (0.25.0+), or `vpatch check` reports the series' fix installed."""
+        slug = releases.fix("final_norm_id")
+        return self.rules.final_norm_id or (
+            slug is not None and self.readiness.fix(slug) == "installed"
+        )
+
     def states(self) -> tuple[list[int], list[Any], list[Any]]:
         """(the layers that yield a state, in the order vLLM concatenates
         them; ids vLLM drops; ids vLLM refuses)."""
@@ -135,7 +144,7 @@ class Pair:
             # _validate_aux_hidden_state_layers refuses what it cannot serve
             refused = bad + [i for i in ints if not 0 <= i <= self.n]
             return sorted({i for i in ints if 0 <= i <= self.n}), [], refused
-        top = self.n if self.rules.final_norm_id else self.n - 1
+        top = self.n if self.final_norm_id else self.n - 1
         kept = sorted({i for i in ints if 0 <= i <= top})
         dropped = bad + [i for i in ints if not 0 <= i <= top]
         return kept, dropped, []

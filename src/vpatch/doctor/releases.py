@@ -45,7 +45,8 @@ class Rules:
     # only vpatch's series gives all four.
     upstream_eagle3: bool
     # DeepseekV2Model.forward: `if self.end_layer in self.aux_hidden_state_layers`
-    # after the last layer (0.25+). Before, id n matches no layer: dropped.
+    # after the last layer (0.25+, vLLM PR #46973). Before, id n matches no
+    # layer: dropped (vpatch's series fixes it on 0.18.0-0.24.0: DEFECTS).
     final_norm_id: bool
     # llama_eagle3.py / deepseek_eagle3.py, the fc's input_size:
     # "three": 3 * (target_hidden_size if hasattr else hidden_size) (0.15-0.21);
@@ -249,7 +250,12 @@ def _pp(r: Rules, p: bool) -> str:
 
 SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("EAGLE-3 for DeepSeek/Kimi", lambda r, p: "p only (u refuses)" if p else "u"),
-    ("id n (final-norm input)", lambda r, p: "yes" if r.final_norm_id or p else "dropped"),
+    (
+        "id n (final-norm input)",
+        lambda r, p: "yes"
+        if r.final_norm_id or p
+        else ("p: yes, u: dropped" if r.release in carried("final_norm_id") else "dropped"),
+    ),
     ("id out of range", lambda r, p: "p: ValueError at load" if p else "dropped"),
     ("layer 0", _layer0),
     (
@@ -345,6 +351,7 @@ DEFECTS = (
     "mla_rope_theta",  # Rules.mla_rope_without_theta
     "mla_fc_norm",  # Rules.mla_fc_norm (where Rules.fc_norm)
     "kimi_k2_mla",  # Rules.kimi_k2_drafter_not_mla
+    "final_norm_id",  # not Rules.final_norm_id: id n matches no layer (0.18.0-0.24.0)
 )
 
 
@@ -359,6 +366,13 @@ def fix(key: str) -> str | None:
     return fixes().get(key)
 
 
+def carried(key: str) -> set[str]:
+    """The pinned releases whose series carry the fix of defect `key`."""
+    pins = lock.load()
+    slug = pins.patchset.fixes().get(key)
+    return set(pins.patchset.serving(slug, pins.versions())) if slug else set()
+
+
 # 0.15.0-0.17.1's series add EAGLE-3 for DeepSeek/Kimi with their own aux-state
 # rules (id n = final-norm input, out-of-range ids and ids off the last PP rank
 # raise ValueError, layer 0 = the embeddings); later series fix the layer-0 crash.
@@ -371,9 +385,7 @@ def patched_eagle3() -> set[str]:
 
 def patched_layer0() -> set[str]:
     """Releases with EAGLE-3 upstream whose series carries the layer-0 fix."""
-    pins = lock.load()
-    slug = pins.patchset.fixes().get("layer0")
-    return set(pins.patchset.serving(slug, pins.versions())) if slug else set()
+    return carried("layer0")
 
 
 def rules(release: str) -> Rules:

@@ -946,3 +946,23 @@ def test_yarn_range_within_max_model_len(tmp_path, max_len, rope, severity):
         config={"rope_scaling": rope},
     )  # fmt: skip
     assert sev(r, "rope_range") == severity, r.to_text()
+
+
+# -- id n, the final norm's input, on 0.18.0-0.24.0 ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "version,patches,severity,phrase",
+    [
+        ("0.24.0", {}, "error", "vpatch's series for this release has no fix"),
+        ("0.24.0", {"0006-" + R.fix("final_norm_id"): "missing"}, "error", "run `vpatch install"),
+        ("0.24.0", {"0006-" + R.fix("final_norm_id"): "applied"}, "info", "feeds the drafter"),
+        ("0.25.0", {}, "info", "feeds the drafter"),
+    ],
+)
+def test_final_norm_id_follows_vpatch_check(tmp_path, version, patches, severity, phrase):
+    ids = [2, 30, F.LAYERS]
+    r = check(tmp_path, version, patches=patches, config={IDS_KEY: ids})
+    f = find(r, "aux_layers")
+    assert f.severity == severity and phrase in f.message, r.to_text()
+    assert (sev(r, "fc") == "error") is False  # the cause is said once, in aux_layers
