@@ -9,8 +9,8 @@ login`, HF_HUB_CACHE / HF_HOME, HF_HUB_OFFLINE, HF_HUB_DOWNLOAD_TIMEOUT.
 Online, doctor fetches what its checks read and nothing else, all of it at
 one commit (the revision is resolved once, by the first request):
   * the repo's listing (GET /api/models/{repo}[/revision/{rev}]: the commit
-    and the file names), which huggingface_hub makes without retries, so an
-    unreachable endpoint fails at once;
+    and the file names), made as HfApi.model_info makes it (_listing), without
+    retries, so an unreachable endpoint fails at once;
   * config.json, and a target's tokenizer_config.json (whether the tokenizer
     is remote code), whole, with hf_hub_download: into the Hugging Face cache,
     where vLLM finds them (refs/<revision> too);
@@ -154,13 +154,10 @@ def resolve(
 def _fetched(
     repo: str, revision: str | None, drafter: bool, cache: Path, endpoint: str, timeout: float
 ) -> Model:
-    from huggingface_hub import HfApi, hf_hub_download
-
-    api = HfApi(endpoint=endpoint)
+    from huggingface_hub import hf_hub_download
 
     def listing(rev: str | None) -> tuple[str, list[str]]:
-        info = api.model_info(repo, revision=rev, expand=["sha", "siblings"], timeout=timeout)
-        return str(info.sha), [s.rfilename for s in info.siblings or []]
+        return _listing(repo, rev, endpoint, timeout)
 
     def fetch(name: str, rev: str | None) -> Path:
         got = hf_hub_download(
@@ -184,6 +181,36 @@ def _fetched(
         fetch(TOKENIZER, commit)
         read.append(TOKENIZER)
     return Model(repo, config.parent, repo, revision, commit, endpoint, tuple(read), tensors)
+
+
+def _listing(
+    repo: str, revision: str | None, endpoint: str, timeout: float
+) -> tuple[str, list[str]]:
+    """The commit `revision` names and the repo's files there: the request
+    HfApi.model_info makes (/api/models/{repo}[/revision/{rev}], the fields
+    sha and siblings), on huggingface_hub's session, headers and errors. Not
+    through HfApi: importing hf_api costs 0.05-0.1 s of a doctor run that
+    takes 0.3 s on folders (benchmarks/bench_doctor_hub.py)."""
+    from urllib.parse import quote
+
+    from huggingface_hub import get_session, hf_raise_for_status
+
+    # public (huggingface_hub.utils), re-exported lazily, which mypy cannot see
+    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
+
+    url = f"{endpoint}/api/models/{repo}"
+    if revision is not None:
+        url += f"/revision/{quote(revision, safe='')}"
+    params = {"expand": ["sha", "siblings"]}
+    r = get_session().get(url, headers=build_hf_headers(), params=params, timeout=timeout)
+    hf_raise_for_status(r)
+    data = r.json()
+    sha = data.get("sha") if isinstance(data, dict) else None
+    siblings = data.get("siblings") if isinstance(data, dict) else None
+    if not isinstance(sha, str) or not isinstance(siblings, list):
+        raise ConfigError(f"{endpoint}: not a Hugging Face hub (no sha and siblings for {repo})")
+    files = [s["rfilename"] for s in siblings if isinstance(s, dict) and "rfilename" in s]
+    return sha, [f for f in files if isinstance(f, str)]
 
 
 def _headers(
