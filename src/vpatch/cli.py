@@ -369,6 +369,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         tensor_parallel_size=args.tensor_parallel_size,
         pipeline_parallel_size=args.pipeline_parallel_size,
         num_speculative_tokens=args.num_speculative_tokens,
+        offline=args.offline,
     )
     report = doctor.doctor(req, say=say)
     print(json.dumps(report.to_json(), indent=2) if args.format == "json" else report.to_text())
@@ -751,8 +752,17 @@ def parser() -> Parser:
         metavar="-- vllm serve MODEL ...",
         help="the serve command you will run, after `--` (--speculative-config included)",
     )
-    p.add_argument("--target", metavar="T", help="target model folder or hub id (local cache)")
-    p.add_argument("--drafter", metavar="D", help="EAGLE-3 drafter folder or hub id")
+    p.add_argument(
+        "--target", metavar="T", help="target model folder or hub id (owner/name[@revision])"
+    )
+    p.add_argument(
+        "--drafter", metavar="D", help="EAGLE-3 drafter folder or hub id (owner/name[@revision])"
+    )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="read hub ids from the local Hugging Face cache only (as HF_HUB_OFFLINE=1)",
+    )
     p.add_argument("--python", default="python3", metavar="PY", help=py_help)
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="N")

@@ -20,6 +20,9 @@ any match will do), an optional scope (`class`, or `function` as
                          upstream removed); a missing scope does not hold
   when = "S", uses = "x" an if/elif whose test mentions the string S
                          reads x in its body
+  guard = ["n", ...], uses = "x"
+                         an if/elif whose test mentions every name n reads x
+                         in its body (`if self.end_layer in self.aux_...:`)
   when = "S", includes = ["a", ...]
                          an if/elif whose test mentions the string S has in
                          its body a list/tuple/set literal holding every
@@ -52,7 +55,7 @@ from .errors import ConfigError
 
 TESTS = ("has_base", "defines", "uses", "lacks", "list", "is_none", "unconditional")
 PR_KEYS = tuple(sorted(patchset.PROBE_KEYS - {"probe"}))  # pr_prefix, pr_title
-_KEYS = {"file", "class", "function", "when", "includes", "or_absent", *TESTS}
+_KEYS = {"file", "class", "function", "when", "guard", "includes", "or_absent", *TESTS}
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class Check:
     uses: str = ""
     lacks: str = ""
     when: str = ""
+    guard: tuple[str, ...] = ()
     list_name: str = ""  # the TOML key `list`
     includes: tuple[str, ...] = ()
     or_absent: bool = False
@@ -75,7 +79,7 @@ class Check:
         """Names the file must contain for the check to hold: a cheap text
         filter that spares parsing most files."""
         words = [self.cls, self.function.rsplit(".", 1)[-1], self.has_base, self.defines]
-        words += [self.uses, self.when, self.is_none, self.unconditional]
+        words += [self.uses, self.when, *self.guard, self.is_none, self.unconditional]
         if not self.or_absent:
             words += [self.list_name, *self.includes]
         return [w for w in words if w]
@@ -129,6 +133,9 @@ def _check(path: Path, name: str, c: dict[str, Any]) -> Check:
         tests = ["when"]  # when + includes: an inline allowlist in a branch
     if "when" in c and not set(tests) & {"uses", "when"}:
         raise ConfigError(f"{where}: when needs uses or includes")
+    guard = c.get("guard", [])
+    if "guard" in c and (tests != ["uses"] or "when" in c or not guard):
+        raise ConfigError(f"{where}: guard takes a list of names and uses, without when")
     if "file" not in c or len(tests) != 1:
         raise ConfigError(f"{where}: each check needs a file and one of {', '.join(TESTS)}")
     if "**" in c["file"]:
@@ -144,6 +151,7 @@ def _check(path: Path, name: str, c: dict[str, Any]) -> Check:
         uses=c.get("uses", ""),
         lacks=c.get("lacks", ""),
         when=c.get("when", ""),
+        guard=tuple(guard),
         list_name=c.get("list", ""),
         includes=tuple(c.get("includes", ())),
         or_absent=bool(c.get("or_absent", False)),
@@ -260,6 +268,13 @@ def _test(c: Check, tree: ast.AST) -> bool:
         return any(set(c.includes) <= _strings(v) for v in values)
     if c.is_none:
         return any(_tests_none(n, c.is_none) for n in ast.walk(scope))
+    if c.guard:
+        return any(
+            isinstance(n, ast.If)
+            and all(_mentions([n.test], g) for g in c.guard)
+            and _mentions(n.body, c.uses)
+            for n in ast.walk(scope)
+        )
     if c.when:
         return any(
             isinstance(n, ast.If)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -98,6 +99,27 @@ def kimi_k25() -> dict:
 
 
 TARGETS = {"kimi_k25": kimi_k25, "kimi_k2": kimi_k2, "deepseek_v3": deepseek_v3}
+
+# tokenizer_config.json as the public repos ship it (the keys that matter):
+# Kimi-K2 and Kimi-K2.5 bring their own tiktoken tokenizer as remote code;
+# DeepSeek-V3's is transformers' LlamaTokenizerFast.
+KIMI_TOKENIZER = {
+    "auto_map": {"AutoTokenizer": ["tokenization_kimi.TikTokenTokenizer", None]},
+    "tokenizer_class": "TikTokenTokenizer",
+    "bos_token": "[BOS]",
+    "eos_token": "[EOS]",
+    "model_max_length": 1000000000000000019884624838656,
+}
+DSV3_TOKENIZER = {
+    "add_bos_token": True,
+    "add_eos_token": False,
+    "bos_token": "<｜begin▁of▁sentence｜>",
+    "eos_token": "<｜end▁of▁sentence｜>",
+    "legacy": True,
+    "model_max_length": 16384,
+    "tokenizer_class": "LlamaTokenizerFast",
+}
+TOKENIZERS = {"kimi_k25": KIMI_TOKENIZER, "kimi_k2": KIMI_TOKENIZER, "deepseek_v3": DSV3_TOKENIZER}
 VOCAB = {"kimi_k25": KIMI_VOCAB, "kimi_k2": KIMI_VOCAB, "deepseek_v3": DSV3_VOCAB}
 
 
@@ -315,9 +337,10 @@ def mla_tensors(vocab: int, draft_vocab: int = DRAFT_VOCAB) -> dict:
 SIZES = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "BOOL": 1}
 
 
-def write_header_only(path: Path, tensors: dict) -> None:
+def write_header_only(path: Path, tensors: dict, sparse: bool = False) -> int:
     """A safetensors file with a valid header and no data: the offsets are
-    those of the real file, the bytes after the header are absent."""
+    those of the real file, the bytes after the header are absent, or, with
+    `sparse`, there as a sparse file (its full size on no disk). Its size."""
     meta: dict = {"__metadata__": {"format": "pt"}}
     off = 0
     for name, (dtype, shape) in sorted(tensors.items()):
@@ -329,13 +352,33 @@ def write_header_only(path: Path, tensors: dict) -> None:
     raw = json.dumps(meta, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
     path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    size = 8 + len(raw) + (off if sparse else 0)
+    if sparse:
+        os.truncate(path, size)
+    return size
 
 
-def write_model(folder: Path, config: dict, tensors: dict | None = None) -> Path:
+def write_model(
+    folder: Path, config: dict, tensors: dict | None = None, sparse: bool = False, shards: int = 1
+) -> Path:
+    """config.json, and the tensors as model.safetensors, or as `shards`
+    files with model.safetensors.index.json."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=1))
-    if tensors is not None:
-        write_header_only(folder / "model.safetensors", tensors)
+    if tensors is None:
+        return folder
+    if shards == 1:
+        write_header_only(folder / "model.safetensors", tensors, sparse)
+        return folder
+    names = sorted(tensors)
+    weight_map, total = {}, 0
+    for i in range(shards):
+        file = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: tensors[n] for n in names[i::shards]}
+        total += write_header_only(folder / file, part, sparse)
+        weight_map.update(dict.fromkeys(part, file))
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
     return folder
 
 
@@ -366,11 +409,15 @@ def pair(
     drop: tuple[str, ...] = (),
     tensors: dict | None = None,
     delete: tuple[str, ...] = (),
+    sparse: bool = False,
+    shards: int = 1,
 ) -> tuple[Path, Path]:
     """(target folder, drafter folder). `config` sets drafter config keys,
     `delete` removes them, `drop` removes tensors, `tensors` adds or replaces
-    them ({name: (dtype, shape)})."""
+    them ({name: (dtype, shape)}); the checkpoint's data is absent, or a
+    sparse file (`sparse`), in `shards` files."""
     t = write_model(tmp / target, TARGETS[target]())
+    (t / "tokenizer_config.json").write_text(json.dumps(TOKENIZERS[target], indent=1))
     cfg, ten = drafter_for(target, fmt)
     cfg = copy.deepcopy(cfg)
     cfg.update(config or {})
@@ -378,5 +425,5 @@ def pair(
         cfg.pop(k, None)
     ten = {k: v for k, v in ten.items() if k not in drop}
     ten.update(tensors or {})
-    d = write_model(tmp / f"drafter-{fmt}", cfg, ten)
+    d = write_model(tmp / f"drafter-{fmt}", cfg, ten, sparse, shards)
     return t, d

@@ -3,11 +3,17 @@ small vllm-like wheel and a three-patch series for it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from support import BASE, change, make_series, make_wheel
 from vpatch import quilt
+
+# No unit test reaches the real Hugging Face hub: hub ids go to the stand-in
+# hub (support/hub.py) or, by mistake, to this closed port, which fails at
+# once. Set before huggingface_hub reads it (at import), for the subprocesses too.
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 
 
 @pytest.fixture

@@ -33,6 +33,9 @@ class Config:
         ({"list": "allowed", "includes": ["kimi_k2"]}, False),
         ({"list": "gone", "includes": ["kimi_k2"], "or_absent": True}, True),
         ({"list": "allowed", "includes": ["kimi_k2"], "or_absent": True}, False),
+        ({"guard": ["name"], "uses": "media_id"}, True),
+        ({"guard": ["cfg", "inner"], "uses": "mla"}, False),  # inner is in the body, not a test
+        ({"guard": ["name", "cfg"], "uses": "media_id"}, False),  # no test mentions both
         ({"when": "Kimi", "uses": "media_id"}, True),
         ({"when": "Kimi", "uses": "image_id"}, False),  # only in the else branch
         ({"when": "eagle", "includes": ["kimi_k2", "deepseek_v3"]}, True),
@@ -147,6 +150,8 @@ def test_load_keeps_only_tables_with_a_probe_and_reads_every_key(tmp_path):
     [
         ("p = 1\n", "not a table"),
         ('[p]\nprobe = [{ file = "a/**/b.py", uses = "x" }]\n', "'\\*\\*' is not supported"),
+        ('[p]\nprobe = [{ file = "a.py", guard = ["n"], lacks = "x" }]\n', "guard takes"),
+        ('[p]\nprobe = [{ file = "a.py", guard = [], uses = "x" }]\n', "guard takes"),
     ],
 )
 def test_more_bad_declarations(tmp_path, text, message):

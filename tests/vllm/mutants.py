@@ -80,6 +80,7 @@ DRAFT_POSITIONS = "speculative-draft-positions-cover-max-model-len"
 APPLY_FC_NORM = "deepseek-eagle3-apply-fc-norm"
 BACKEND_V1 = "spec-decode-the-drafter-selects-its-own-attention-backend"
 BACKEND_V2 = "spec-decode-v2-the-drafter-selects-its-own-attention-backend"
+FINAL_NORM = "deepseek-v2-collect-the-eagle-3-aux-state-before-the-final-norm"
 
 # In the 0.17.1 series (HOOKS), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).
@@ -323,6 +324,16 @@ MUTANTS = (
         "+                [self.model.fc_norm[0](chunk) for chunk in chunks],\n",
         "every aux state normed by the first state's fc_norm",
         (FC_NORM,),
+    ),
+    Mutant(
+        "final-norm-residual-dropped",
+        "0.19.1",
+        FINAL_NORM,
+        "+            aux_hidden_states.append(hidden_states + residual)\n",
+        "+            aux_hidden_states.append(hidden_states)\n",
+        "the state collected for id num_hidden_layers is the last layer's hidden_states, "
+        "without the residual added",
+        (AUX,),
     ),
     Mutant(
         "drafter-backend-not-restored",

@@ -1,20 +1,21 @@
 """`vpatch doctor`: check an EAGLE-3 drafter, its target and the serve
 command against the serving environment's vLLM before a 1T model spends half
-an hour loading. One request: resolve the target and the drafter (folders,
-or hub ids from the local cache), read the serve command (or make one from
---target/--drafter), find the environment's vLLM and ask `vpatch check`
-about it, and diagnose (doctor/checks.py). The CLI prints the report as
+an hour loading. One request: read the serve command (or make one from
+--target/--drafter), resolve the target and the drafter (folders, or hub ids
+read from the hub, or from the local cache when offline: doctor/hub.py),
+find the environment's vLLM and ask `vpatch check` about it, and diagnose
+(doctor/checks.py). The CLI prints the report as
 text or JSON and exits 0 (no error), 1 (an error) or 2 (bad input)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 
-from ..doctor import configs, hub, serve
+from ..doctor import hub, serve
 from ..doctor.checks import diagnose
-from ..doctor.environment import Ready, by_check, find_vllm
+from ..doctor.environment import Readiness, Ready, VllmEnv, by_check, find_vllm
 from ..doctor.report import Report
 from ..errors import ConfigError
 
@@ -31,6 +32,7 @@ class Request:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     num_speculative_tokens: int = 3
+    offline: bool = False  # hub ids from the local cache only (else HF_HUB_OFFLINE decides)
 
 
 def read_serve(req: Request) -> serve.Serve:
@@ -52,34 +54,46 @@ def read_serve(req: Request) -> serve.Serve:
     ):
         if v < 1:
             raise ConfigError(f"{name} must be at least 1, got {v}")
+    target, revision = hub.split(req.target)
+    drafter, drafter_revision = hub.split(req.drafter)
     return serve.from_options(
-        req.target,
-        req.drafter,
+        target,
+        drafter,
         req.tensor_parallel_size,
         req.pipeline_parallel_size,
         req.num_speculative_tokens,
+        revision=revision,
+        drafter_revision=drafter_revision,
     )
 
 
 def doctor(
     req: Request,
     ready: Ready = by_check,
-    cache_dir: str | Path | None = None,
+    where: hub.Hub | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> Report:
-    """The report for a request. Bad input (no such model, a command that is
-    not a serve command, unparseable JSON) raises ConfigError."""
+    """The report for a request. Bad input (no such model, a hub that
+    refuses or cannot be reached, a command that is not a serve command,
+    unparseable JSON) raises ConfigError. `where`: how hub ids are read
+    (default: huggingface_hub's settings; `req.offline` forces the cache);
+    `say`: progress while PY is awaited."""
     s = read_serve(req)
-    t = hub.resolve(s.model, cache_dir)
-    d = hub.resolve(s.drafter, cache_dir)
-    if not s.given and configs.read_target(t.path).remote_code:
-        s = serve.from_options(
-            s.model,
-            s.drafter,
-            s.tensor_parallel_size,
-            s.pipeline_parallel_size,
-            req.num_speculative_tokens,
-            remote=True,
-        )
-    env = find_vllm(req.python, say)
-    return diagnose(t, d, env, ready(env), s)
+    where = where or hub.Hub()
+    if req.offline:
+        where = replace(where, offline=True)
+
+    def environment() -> tuple[VllmEnv, Readiness]:
+        env = find_vllm(req.python, say)
+        return env, ready(env)
+
+    # At once: asking PY (child processes) and reading the two models (on hub
+    # ids, importing huggingface_hub and a dozen requests). The target's
+    # error comes first, then the drafter's, then the environment's.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        probe = pool.submit(environment)
+        target = pool.submit(hub.resolve, s.model, s.revision, False, where)
+        drafter = pool.submit(hub.resolve, s.drafter, s.drafter_revision, True, where)
+        t, d = target.result(), drafter.result()
+        env, readiness = probe.result()
+    return diagnose(t, d, env, readiness, s)

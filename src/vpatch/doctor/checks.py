@@ -15,6 +15,7 @@ aux ids' two conventions: conventions.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from packaging.version import Version
@@ -84,15 +85,26 @@ def check_target(p: Pair) -> Finding:
             f"{t.describe()}: no media_placeholder_token_id; vLLM's proposer reads it as "
             "the drafter's image_token_index and fails without it",
         )
-    if t.remote_code and not p.serve.trust_remote_code:
+    remote = p.remote_code
+    if remote and not p.serve.trust_remote_code:
         return Finding(
             "target",
             "error",
-            f"{t.describe()}: its config or tokenizer is remote code (auto_map) and the serve "
-            "command has no --trust-remote-code: vLLM refuses to load it",
+            f"{t.describe()}: without --trust-remote-code (the serve command has none), "
+            f"vLLM {p.release} loads neither as the repo means it: {'; and '.join(remote)}; "
+            "add --trust-remote-code",
             {"trust_remote_code": True},
         )
-    return Finding("target", "info", t.describe())
+    if remote:
+        return Finding("target", "info", f"{t.describe()}; --trust-remote-code given, as it needs")
+    if p.serve.trust_remote_code:
+        return Finding(
+            "target",
+            "info",
+            f"{t.describe()}; vLLM {p.release} loads its config and tokenizer without remote "
+            "code: --trust-remote-code is not needed",
+        )
+    return Finding("target", "info", f"{t.describe()}; no remote code")
 
 
 def check_format(p: Pair) -> Finding:
@@ -145,13 +157,21 @@ def check_aux_layers(p: Pair) -> Finding:
             f"ValueError when the model loads; use ids in [0, {n}] (id k is the input of "
             f"layer k, {n} the final norm's input)",
         )
+    if dropped == [n]:
+        what = (
+            f"{head}; id {n} (the final norm's input) matches no layer of vLLM {rel}'s "
+            "DeepseekV2Model.forward: the target returns no state for it, so the drafter's "
+            "fc gets fewer states than it was built for and the first request fails"
+        )
+        workaround = "vLLM 0.25.0 and later collect it (vLLM PR #46973)"
+        return _defect(p, "final_norm_id", "aux_layers", what, workaround, {})
     if dropped:
         fin = f"{n} (the final norm's input) only from 0.25.0, " if n in dropped else ""
         return Finding(
             "aux_layers",
             "error",
             f"{head}; {show_ids(dropped)} match no layer: the target returns no state for them "
-            f"({fin}valid ids here: 0..{n if p.rules.final_norm_id else n - 1}), so the "
+            f"({fin}valid ids here: 0..{n if p.final_norm_id else n - 1}), so the "
             "drafter's fc gets fewer states than it was built for and the first request "
             "fails; fix the ids in the drafter's config",
         )
@@ -703,6 +723,48 @@ def check_max_model_len(p: Pair) -> Finding:
     )
 
 
+def check_rope_range(p: Pair) -> Finding:
+    """A YaRN drafter's rotary cache holds original_max_position_embeddings x
+    factor positions (rotary_embedding/__init__.py get_rope: YaRN and DeepSeek
+    YaRN build cos/sin for max_position x scaling_factor, max_position being
+    the original; every release), whatever its max_position_embeddings says
+    and whatever a release or patch raises that to. The proposer hands the
+    drafter the target's positions and clamps them only at the target's
+    max_model_len (EagleProposer / llm_base_proposer.py, self.max_model_len
+    is the target's), so positions from the range on index past the cache."""
+    rope = p.cfg.get("rope_scaling") or p.cfg.get("rope_parameters")
+    kind = rope.get("rope_type", rope.get("type")) if isinstance(rope, dict) else None
+    if kind not in ("yarn", "deepseek_yarn"):
+        return Finding("rope_range", "info", "no YaRN rope: positions as in max_model_len")
+    assert isinstance(rope, dict)
+    orig, factor = rope.get("original_max_position_embeddings"), rope.get("factor")
+    if not isinstance(orig, int) or not isinstance(factor, (int, float)) or factor <= 0:
+        return Finding(
+            "rope_range",
+            "warning",
+            "YaRN rope without original_max_position_embeddings and factor: its range is not "
+            "checked",
+        )
+    span = int(orig * factor)
+    length, given = p.serve.max_model_len, True
+    if length is None:
+        length, given = p.target.max_position_embeddings, False
+    src = "--max-model-len" if given else "vLLM's default, the target's max_position_embeddings"
+    what = f"the drafter's YaRN rotary range is {span} positions ({orig} x {factor:g})"
+    if length is None or length <= span:
+        served = "" if length is None else f"; max_model_len {length} ({src}) within it"
+        return Finding("rope_range", "info", what + served)
+    return Finding(
+        "rope_range",
+        "warning",
+        f"{what}, and vLLM {p.release} serves max_model_len {length} ({src}): the proposer "
+        f"hands the drafter the target's positions, so from position {span} on its rotary "
+        f"reads past its cos/sin cache ({span} rows): a device error, or drafts with a wrong "
+        "rotation whose acceptance collapses on exactly the longest requests; serve with "
+        f"--max-model-len {span}, or use a drafter trained for {length} positions",
+    )
+
+
 def check_rope(p: Pair) -> Finding:
     cfg, rel = p.cfg, p.release
     scaling = cfg.get("rope_scaling")
@@ -801,6 +863,7 @@ CHECKS = (
     check_rope,
     check_attention_backend,
     check_max_model_len,
+    check_rope_range,
     check_tensor_parallel,
     check_pipeline_parallel,
     check_weights,
@@ -846,7 +909,7 @@ def diagnose(
     own, then the command's assignments)."""
     t = configs.read_target(target.path)
     d = configs.read_drafter(drafter.path)
-    tensors = weights.read(drafter.path)
+    tensors = drafter.tensors if drafter.tensors is not None else weights.read(drafter.path)
     rules, assumed, too_old = choose_rules(env)
     eff = releases.effective(d.raw, d.format, rules)
     pair = Pair(
@@ -862,6 +925,9 @@ def diagnose(
         assumed,
         too_old=too_old,
     )
+    if not serve.given and pair.remote_code:
+        # --target/--drafter: the command doctor prints is one that loads
+        pair.serve = replace(serve, trust_remote_code=True)
     findings = [c(pair) for c in CHECKS]
     fixes: dict[str, Any] = {}
     for f in findings:
@@ -873,4 +939,6 @@ def diagnose(
         f"vllm     {env.dist or 'none'} {env.version or ''} -> rules of {rules.release} "
         f"({env.python})",
     ]
-    return Report(findings, serve.command(**fixes), head, list(serve.uninterpreted))
+    head += [f"read     {m.source()}" for m in (target, drafter) if m.hub]
+    read = [m.to_json() for m in (target, drafter)]
+    return Report(findings, pair.serve.command(**fixes), head, list(serve.uninterpreted), read)

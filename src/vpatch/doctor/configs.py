@@ -65,8 +65,14 @@ class Target:
     vocab_size: int
     num_heads: int | None
     media_placeholder_token_id: int | None
-    remote_code: bool  # config or tokenizer declare auto_map: serve needs --trust-remote-code
     max_position_embeddings: int | None = None  # the text model's: vLLM's default max_model_len
+    # remote code the repo names: config.json's auto_map.AutoConfig (a class
+    # in a file of the repo), tokenizer_config.json's auto_map.AutoTokenizer
+    # and its tokenizer_class; whether vLLM needs them is per release
+    # (pair.Pair.remote_code)
+    config_class: str | None = None
+    tokenizer_auto_map: str | None = None
+    tokenizer_class: str | None = None
 
     @property
     def family(self) -> str:
@@ -106,6 +112,7 @@ def read_target(folder: Path) -> Target:
     heads = text.get("num_attention_heads")
     placeholder = cfg.get("media_placeholder_token_id")
     mpe = text.get("max_position_embeddings")
+    tok_class = tok_cfg.get("tokenizer_class")
     return Target(
         path=folder,
         architecture=archs[0],
@@ -116,9 +123,21 @@ def read_target(folder: Path) -> Target:
         vocab_size=_int(text, "vocab_size", where),
         num_heads=heads if isinstance(heads, int) else None,
         media_placeholder_token_id=placeholder if isinstance(placeholder, int) else None,
-        remote_code="auto_map" in cfg or "auto_map" in tok_cfg,
         max_position_embeddings=mpe if isinstance(mpe, int) and not isinstance(mpe, bool) else None,
+        config_class=_auto_map(cfg, "AutoConfig"),
+        tokenizer_auto_map=_auto_map(tok_cfg, "AutoTokenizer"),
+        tokenizer_class=tok_class if isinstance(tok_class, str) else None,
     )
+
+
+def _auto_map(cfg: dict[str, Any], key: str) -> str | None:
+    """The class `auto_map[key]` names ("module.Class"; a tokenizer's is a
+    [slow, fast] pair, either may be null)."""
+    auto = cfg.get("auto_map")
+    v = auto.get(key) if isinstance(auto, dict) else None
+    if isinstance(v, list):
+        v = next((x for x in v if isinstance(x, str)), None)
+    return v if isinstance(v, str) else None
 
 
 @dataclass(frozen=True)

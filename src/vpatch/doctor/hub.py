@@ -1,53 +1,529 @@
-"""Where a model lives: a local folder, or a Hugging Face hub id resolved
-from the local cache with huggingface_hub's cache API (offline: nothing is
-ever downloaded; a model that is not in the cache is bad input)."""
+"""Where a model lives, and what doctor reads of it.
+
+A folder that exists is read as it is. Any other ref is a hub id, owner/name
+(vLLM's `--revision`, the speculative config's "revision", or doctor's own
+`--target/--drafter owner/name@revision` pick a branch, tag or commit), read
+through huggingface_hub as vLLM reads it: HF_ENDPOINT, HF_TOKEN or `hf auth
+login`, HF_HUB_CACHE / HF_HOME, HF_HUB_OFFLINE, HF_HUB_DOWNLOAD_TIMEOUT.
+
+Online, doctor fetches what its checks read and nothing else, all of it at
+one commit (the revision is resolved once, by the first request):
+  * the repo's listing (GET /api/models/{repo}[/revision/{rev}]: the commit
+    and the file names), made as HfApi.model_info makes it (_listing), without
+    retries, so an unreachable endpoint fails at once;
+  * config.json, and a target's tokenizer_config.json (whether the tokenizer
+    is remote code), whole, with hf_hub_download: into the Hugging Face cache,
+    where vLLM finds them (refs/<revision> too);
+  * a drafter's safetensors headers by range requests: the first 16 KiB of
+    each file, then the rest of a longer header, never tensor data (the index
+    of a sharded checkpoint whole, into the cache). A file the cache already
+    holds whole is read there.
+Offline (`--offline`, or HF_HUB_OFFLINE=1) only the cache is read, and what
+is missing is named with the `hf download` that fetches just that.
+
+The headers are not read with huggingface_hub's get_safetensors_metadata: it
+knows only model.safetensors or the index, where vLLM's loader and doctor's
+reading of a folder take every top-level *.safetensors; it first asks for
+both with two requests more; and it reads the whole body when a server
+ignores Range (a 10 GB drafter into memory). Here the bytes of a header,
+from a file or from the hub, go through the one parser in weights.py, so a
+hub id and the same folder on disk get the same verdict.
+
+huggingface_hub's errors (and its HTTP library's) become ConfigError here
+and nowhere else: one line, exit 2. A failed fetch leaves nothing in the
+cache but whole files (_tidy).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
+from . import weights
 
 CONFIG = "config.json"
-# owner/name[@revision]: what `vllm serve` and huggingface_hub accept as a hub id
-HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+(@[\w./-]+)?$")
+TOKENIZER = "tokenizer_config.json"
+# owner/name: a hub id as vLLM and huggingface_hub take it
+HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+# the first range of a header: a drafter's header is 1-3 KB (a few dozen
+# tensors); a longer one costs one request more
+FIRST_READ = 16 * 1024
+
+
+@dataclass(frozen=True)
+class Hub:
+    """How hub ids are read. None everywhere: huggingface_hub's own settings
+    (HF_HUB_CACHE / HF_HOME, HF_ENDPOINT, HF_HUB_OFFLINE,
+    HF_HUB_DOWNLOAD_TIMEOUT), as for vLLM."""
+
+    cache_dir: str | Path | None = None
+    endpoint: str | None = None
+    offline: bool | None = None
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
 class Model:
     ref: str  # as the user wrote it; what the serve command names
-    path: Path  # the folder holding config.json
-    hub: bool  # resolved from the Hugging Face cache
+    path: Path  # the folder holding config.json (a cache snapshot for a hub id)
+    repo: str | None = None  # the hub id (None: a local folder)
+    revision: str | None = None  # as asked (None: the default branch)
+    commit: str | None = None  # the commit read
+    endpoint: str | None = None  # where from (None: the local cache, offline)
+    read: tuple[str, ...] = ()  # the files read, and the headers
+    tensors: weights.Weights | None = None  # a hub drafter's headers
+
+    @property
+    def hub(self) -> bool:
+        return self.repo is not None
+
+    def source(self) -> str:
+        """What was read, from which commit (for the report's header)."""
+        if not self.hub:
+            return f"{self.path}"
+        rev = f" ({self.revision})" if self.revision and self.revision != self.commit else ""
+        where = self.endpoint or "the local Hugging Face cache (offline)"
+        return f"{self.repo} at commit {self.commit}{rev} from {where}: {', '.join(self.read)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.ref,
+            "repo": self.repo,
+            "revision": self.revision,
+            "commit": self.commit,
+            "from": "folder" if not self.hub else self.endpoint or "cache",
+            "read": list(self.read),
+        }
 
 
-def resolve(ref: str, cache_dir: str | Path | None = None) -> Model:
-    """A folder that exists is used as it is; otherwise `ref` must be a hub
-    id (owner/name, optionally @revision) whose config.json the local cache
-    holds (huggingface_hub.try_to_load_from_cache; HF_HUB_CACHE / HF_HOME
-    decide where the cache is, as they do for vLLM)."""
+def split(ref: str) -> tuple[str, str | None]:
+    """owner/name@revision (doctor's --target/--drafter) -> (owner/name,
+    revision); a folder or a plain id is returned as it is."""
+    name, at, rev = ref.rpartition("@")
+    if not at or Path(ref).expanduser().exists() or not HUB_ID.match(name) or not rev:
+        return ref, None
+    return name, rev
+
+
+def resolve(
+    ref: str, revision: str | None = None, drafter: bool = False, hub: Hub | None = None
+) -> Model:
+    """The model `ref` names: a folder that exists, else a hub id read at
+    `revision` (the default branch when None) from the hub, or from the cache
+    when offline. A drafter's safetensors headers come with it (`tensors`)."""
+    hub = hub or Hub()
     p = Path(ref).expanduser()
     if p.is_dir():
         if not (p / CONFIG).is_file():
             raise ConfigError(f"{ref}: no config.json in this folder; is it a model folder?")
-        return Model(ref, p.resolve(), False)
+        return Model(ref, p.resolve())
     if p.exists():
         raise ConfigError(f"{ref}: not a folder; give a model folder or a hub id (owner/name)")
+    if "@" in ref and HUB_ID.match(ref.rpartition("@")[0]):
+        name, _, rev = ref.rpartition("@")
+        raise ConfigError(
+            f"{ref}: vLLM takes no @revision in a model name; serve {name} with --revision "
+            f'{rev} (a drafter: "revision": "{rev}" in --speculative-config)'
+        )
     if not HUB_ID.match(ref):
-        raise ConfigError(f"{ref}: no such folder, and not a hub id (owner/name[@revision])")
-    repo, _, revision = ref.partition("@")
+        raise ConfigError(f"{ref}: no such folder, and not a hub id (owner/name)")
+    from huggingface_hub import constants
+
+    # resolved, as hf_hub_download resolves it: _tidy compares its paths
+    cache = Path(hub.cache_dir or constants.HF_HUB_CACHE).expanduser().resolve()
+    offline = constants.is_offline_mode() if hub.offline is None else hub.offline
+    if offline:
+        with _errors(ref, revision, None):
+            return _cached(ref, revision, drafter, cache)
+    endpoint = (hub.endpoint or constants.ENDPOINT).rstrip("/")
+    timeout = hub.timeout if hub.timeout is not None else constants.HF_HUB_DOWNLOAD_TIMEOUT
+    with _errors(ref, revision, endpoint, timeout), _tidy(cache, ref):
+        return _fetched(ref, revision, drafter, cache, endpoint, timeout)
+
+
+# -- online ---------------------------------------------------------------------
+
+
+def _fetched(
+    repo: str, revision: str | None, drafter: bool, cache: Path, endpoint: str, timeout: float
+) -> Model:
+    from huggingface_hub import hf_hub_download
+
+    def listing(rev: str | None) -> tuple[str, list[str]]:
+        return _listing(repo, rev, endpoint, timeout)
+
+    def fetch(name: str, rev: str | None) -> Path:
+        got = hf_hub_download(
+            repo, name, revision=rev, cache_dir=cache, endpoint=endpoint, etag_timeout=timeout
+        )
+        return Path(str(got))
+
+    sha, files = listing(revision)
+    if CONFIG not in files:
+        raise ConfigError(f"{repo} at commit {sha}: no config.json in the repo; is it a model?")
+    # at the revision as asked, so the cache maps it (refs/) as vLLM's download does
+    config = fetch(CONFIG, revision)
+    commit = config.parent.name
+    if commit != sha:  # the branch moved between the two requests: list what was read
+        _, files = listing(commit)
+    read = [CONFIG]
+    tensors = None
+    if drafter:
+        tensors = _headers(repo, commit, files, cache, endpoint, timeout, read, fetch)
+    elif TOKENIZER in files:
+        fetch(TOKENIZER, commit)
+        read.append(TOKENIZER)
+    return Model(repo, config.parent, repo, revision, commit, endpoint, tuple(read), tensors)
+
+
+def _listing(
+    repo: str, revision: str | None, endpoint: str, timeout: float
+) -> tuple[str, list[str]]:
+    """The commit `revision` names and the repo's files there: the request
+    HfApi.model_info makes (/api/models/{repo}[/revision/{rev}], the fields
+    sha and siblings), on huggingface_hub's session, headers and errors. Not
+    through HfApi: importing hf_api costs 0.05-0.1 s of a doctor run that
+    takes 0.3 s on folders (benchmarks/bench_doctor_hub.py)."""
+    from urllib.parse import quote
+
+    from huggingface_hub import get_session, hf_raise_for_status
+
+    # public (huggingface_hub.utils), re-exported lazily, which mypy cannot see
+    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
+
+    url = f"{endpoint}/api/models/{repo}"
+    if revision is not None:
+        url += f"/revision/{quote(revision, safe='')}"
+    params = {"expand": ["sha", "siblings"]}
+    r = get_session().get(url, headers=build_hf_headers(), params=params, timeout=timeout)
+    hf_raise_for_status(r)
+    data = r.json()
+    sha = data.get("sha") if isinstance(data, dict) else None
+    siblings = data.get("siblings") if isinstance(data, dict) else None
+    if not isinstance(sha, str) or not isinstance(siblings, list):
+        raise ConfigError(f"{endpoint}: not a Hugging Face hub (no sha and siblings for {repo})")
+    files = [s["rfilename"] for s in siblings if isinstance(s, dict) and "rfilename" in s]
+    return sha, [f for f in files if isinstance(f, str)]
+
+
+def _headers(
+    repo: str,
+    commit: str,
+    files: list[str],
+    cache: Path,
+    endpoint: str,
+    timeout: float,
+    read: list[str],
+    fetch: Any,
+) -> weights.Weights:
+    """The drafter's tensors, from its safetensors headers at `commit`:
+    weights.read's choice of files, made from the repo's listing."""
     from huggingface_hub import try_to_load_from_cache
-    from huggingface_hub.errors import HFValidationError
+
+    where = f"{repo} at commit {commit}"
+    if weights.INDEX in files:
+        index = fetch(weights.INDEX, commit)
+        names = weights.shards(index.read_text(), f"{where}: {weights.INDEX}")
+        read.append(weights.INDEX)
+        missing = [n for n in names if n not in files]
+        if missing:
+            raise ConfigError(
+                f"{where}: {weights.INDEX} lists {missing[0]}, which the repo has not"
+            )
+    else:
+        names = weights.singles(files)
+    other = weights.pickled(files)
+    if not names and other:
+        raise ConfigError(
+            f"{where}: the drafter's weights are pickled only ({', '.join(other)}), and doctor "
+            "reads tensor shapes from safetensors headers, never a pickled file; give the "
+            "drafter as safetensors, or download it and give its folder"
+        )
+
+    def one(name: str) -> tuple[dict[str, weights.Tensor], str]:
+        whole = try_to_load_from_cache(repo, name, cache_dir=cache, revision=commit)
+        if isinstance(whole, str):
+            return weights.header(Path(whole)), f"{name} header (from the cache)"
+        got, n = _remote_header(repo, name, commit, endpoint, timeout)
+        return got, f"{name} header ({n} bytes)"
+
+    tensors: dict[str, weights.Tensor] = {}
+    # the shards' headers at once: on the hub each is a request and a redirect
+    with ThreadPoolExecutor(max_workers=min(8, len(names) or 1)) as pool:
+        for got, said in pool.map(one, names):  # in order: the first failure is raised
+            tensors.update(got)
+            read.append(said)
+    return weights.Weights(tensors, tuple(names), other)
+
+
+def _remote_header(
+    repo: str, name: str, commit: str, endpoint: str, timeout: float
+) -> tuple[dict[str, weights.Tensor], int]:
+    """The tensors one safetensors file on the hub declares, read by range
+    requests, and how many bytes of it that took."""
+    from huggingface_hub import hf_hub_url
+
+    url = hf_hub_url(repo, name, revision=commit, endpoint=endpoint)
+    where = f"{repo}/{name} at commit {commit}"
+    head, size = _range(url, 0, FIRST_READ, timeout)
+    n = weights.length(head, size, where)
+    raw = head[8 : 8 + n]
+    if len(raw) < n:
+        rest, _ = _range(url, len(head), 8 + n, timeout)
+        raw += rest
+    if len(raw) < n:
+        raise ConfigError(
+            f"{where}: safetensors header truncated (it claims {n} bytes, the file ends "
+            f"after {8 + len(raw)})"
+        )
+    return weights.parse(raw, where, name), 8 + n
+
+
+def _range(url: str, start: int, end: int, timeout: float) -> tuple[bytes, int | None]:
+    """Bytes [start, end) of the file at `url` (fewer where it ends) and its
+    size when the server says it. A server that ignores Range is read up to
+    `end` and no further."""
+    from huggingface_hub import get_session, hf_raise_for_status
+
+    # public (huggingface_hub.utils), re-exported lazily, which mypy cannot see
+    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
+
+    headers = {**build_hf_headers(), "Range": f"bytes={start}-{end - 1}"}
+    with get_session().stream("GET", url, headers=headers, timeout=timeout) as r:
+        if r.status_code == 416:  # nothing at start: the file is shorter
+            return b"", _total(r.headers.get("Content-Range"))
+        if r.status_code >= 400:
+            r.read()  # the error's message is in the body
+            hf_raise_for_status(r)
+        skip = start if r.status_code == 200 else 0
+        size = _total(r.headers.get("Content-Range"))
+        if r.status_code == 200 and r.headers.get("Content-Length", "").isdigit():
+            size = int(r.headers["Content-Length"])
+        data = bytearray()
+        for chunk in r.iter_bytes():
+            data += chunk
+            if len(data) >= skip + end - start:
+                break
+    return bytes(data[skip : skip + end - start]), size
+
+
+def _total(content_range: str | None) -> int | None:
+    """T of `Content-Range: bytes a-b/T`."""
+    m = re.match(r"^bytes [^/]*/(\d+)$", (content_range or "").strip())
+    return int(m.group(1)) if m else None
+
+
+# -- offline --------------------------------------------------------------------
+
+
+def _cached(repo: str, revision: str | None, drafter: bool, cache: Path) -> Model:
+    from huggingface_hub import try_to_load_from_cache
+
+    def lookup(name: str) -> Any:
+        return try_to_load_from_cache(repo, name, cache_dir=cache, revision=revision)
+
+    def missing(names: list[str], include: bool = False) -> ConfigError:
+        at = f" at revision {revision}" if revision else ""
+        rev = f" --revision {revision}" if revision else ""
+        what = " ".join(f'--include "{n}"' if include else n for n in names)
+        return ConfigError(
+            f"{repo}: {', '.join(names)} not in the local Hugging Face cache ({cache}){at}, "
+            f"and doctor is offline (--offline or HF_HUB_OFFLINE); fetch just that, online: "
+            f"`hf download {repo} {what}{rev}`"
+        )
+
+    config = lookup(CONFIG)
+    if not isinstance(config, str):
+        raise missing([CONFIG] if drafter else [CONFIG, TOKENIZER])
+    snap = Path(config).parent
+    read = [CONFIG]
+    tensors = None
+    if drafter:
+        names = [p.name for p in snap.iterdir() if p.is_file()]
+        if weights.INDEX in names:
+            shards = weights.shards((snap / weights.INDEX).read_text(), str(snap / weights.INDEX))
+            absent = [s for s in shards if s not in names]
+            if absent:
+                raise missing(absent)
+            read.append(weights.INDEX)
+        elif not weights.singles(names):
+            if weights.pickled(names):
+                raise ConfigError(
+                    f"{repo}: the drafter's weights in the cache are pickled only "
+                    f"({', '.join(weights.pickled(names))}), and doctor reads tensor shapes from "
+                    "safetensors headers, never a pickled file; give the drafter as safetensors"
+                )
+            raise missing(["*.safetensors", "*.safetensors.index.json"], include=True)
+        tensors = weights.read(snap)
+        read += [f"{f} header" for f in tensors.files]
+    else:
+        tok = lookup(TOKENIZER)
+        if tok is None:  # neither cached nor known to be absent
+            raise missing([TOKENIZER])
+        if isinstance(tok, str):
+            read.append(TOKENIZER)
+    return Model(repo, snap, repo, revision, snap.name, None, tuple(read), tensors)
+
+
+# -- errors and the cache -----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _errors(
+    repo: str, revision: str | None, endpoint: str | None, timeout: float | None = None
+) -> Iterator[None]:
+    """huggingface_hub's errors, and its HTTP library's, as one-line
+    ConfigErrors that say what to do."""
+    import httpx2
+    from huggingface_hub import errors as hf
 
     try:
-        found = try_to_load_from_cache(repo, CONFIG, cache_dir=cache_dir, revision=revision or None)
-    except HFValidationError as e:
-        raise ConfigError(f"{ref}: not a valid hub id ({e})") from None
-    if not isinstance(found, str):
-        where = f" at revision {revision}" if revision else ""
+        yield
+    except ConfigError:
+        raise
+    except (hf.HfHubHTTPError, hf.LocalEntryNotFoundError, hf.FileMetadataError) as e:
+        raise ConfigError(_http_message(e, repo, revision, endpoint, timeout)) from None
+    except hf.HFValidationError as e:
+        raise ConfigError(f"{repo}: not a valid hub id ({_first(e)})") from None
+    except (httpx2.TransportError, httpx2.InvalidURL, hf.OfflineModeIsEnabled) as e:
+        raise ConfigError(_transport_message(e, endpoint, timeout)) from None
+    except json.JSONDecodeError as e:  # an answer that is not the hub's JSON
         raise ConfigError(
-            f"{ref}: not in the local Hugging Face cache{where} (doctor never downloads); "
-            f"run `hf download {repo}` first or give the model folder"
+            f"{endpoint}: not a Hugging Face hub ({_first(e)}); check HF_ENDPOINT"
+        ) from None
+
+
+def _http_message(
+    e: Exception, repo: str, revision: str | None, endpoint: str | None, timeout: float | None
+) -> str:
+    import httpx2
+    from huggingface_hub import errors as hf
+    from huggingface_hub import get_token
+
+    login = "log in with `hf auth login` or set HF_TOKEN"
+    if isinstance(e, hf.LocalEntryNotFoundError):
+        # hf_hub_download's answer to anything but a 401/404: the cause says what
+        cause = e.__cause__
+        if isinstance(cause, (httpx2.TransportError, httpx2.InvalidURL)):
+            return _transport_message(cause, endpoint, timeout)
+        if isinstance(cause, Exception) and cause is not e:
+            return _http_message(cause, repo, revision, endpoint, timeout)
+        return f"{repo}: {_first(e)}"
+    if isinstance(e, hf.FileMetadataError):
+        return f"{endpoint}: not a Hugging Face hub ({_first(e)}); check HF_ENDPOINT"
+    assert isinstance(e, hf.HfHubHTTPError)
+    token = get_token() is not None
+    status = e.response.status_code if e.response is not None else 0
+    if isinstance(e, hf.GatedRepoError):
+        if not token:
+            return (
+                f"{repo} is gated on {endpoint} and no token was sent: accept its terms on "
+                f"{endpoint}/{repo}, then {login}"
+            )
+        return (
+            f"{repo} is gated on {endpoint} and your token is not granted it: accept its terms "
+            f"on {endpoint}/{repo} with that account"
         )
-    return Model(ref, Path(found).parent, True)
+    if isinstance(e, hf.RevisionNotFoundError):
+        return f"{repo}: no revision {revision!r} (branch, tag or commit) on {endpoint}"
+    if isinstance(e, hf.RemoteEntryNotFoundError):
+        name = str(e.response.url).rsplit("/", 1)[-1] if e.response is not None else "a file"
+        return f"{repo}: no {name} on {endpoint} at revision {revision or 'main'}"
+    if isinstance(e, hf.RepositoryNotFoundError):
+        if not token:
+            return (
+                f"{repo}: no such repo on {endpoint}, or it is private and no token was sent: "
+                f"check the name, or {login}"
+            )
+        return (
+            f"{repo}: no such repo on {endpoint}, or your token cannot read it: check the "
+            "name and the token's access"
+        )
+    if status == 403:
+        return f"{repo}: {endpoint} refuses your token (403 Forbidden): it cannot read this repo"
+    if status == 401:
+        return f"{repo}: {endpoint} refuses the request (401 Unauthorized): {login}"
+    return f"{repo}: {endpoint} answered {status or 'an error'} ({_first(e)})"
+
+
+def _transport_message(e: Exception, endpoint: str | None, timeout: float | None) -> str:
+    import httpx2
+
+    if isinstance(e, httpx2.TimeoutException):
+        return (
+            f"{endpoint} did not answer within {timeout} s (HF_HUB_DOWNLOAD_TIMEOUT); "
+            "try again, or use --offline with the files in the cache"
+        )
+    return (
+        f"cannot reach {endpoint} ({type(e).__name__}: {_first(e)}); check HF_ENDPOINT and "
+        "the network, or use --offline with the files in the cache"
+    )
+
+
+def _first(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+@contextlib.contextmanager
+def _tidy(cache: Path, repo: str) -> Iterator[None]:
+    """A fetch that fails leaves the cache as it found it but for whole files
+    (a config fetched before the failure stays, where vLLM finds it): the
+    refs, .no_exist markers, locks, partial downloads and folders
+    huggingface_hub made for it go."""
+    folder = "models--" + repo.replace("/", "--")
+    roots = (cache / folder, cache / ".locks" / folder)
+    before = _paths(cache, roots)
+    try:
+        yield
+    except BaseException:
+        _undo(cache, roots, before)
+        raise
+
+
+def _paths(cache: Path, roots: tuple[Path, ...]) -> set[Path]:
+    found = {p for p in (cache, cache / ".locks", cache / "CACHEDIR.TAG") if p.exists()}
+    for root in roots:
+        if root.exists():
+            found |= {root, *root.rglob("*")}
+    return found
+
+
+def _undo(cache: Path, roots: tuple[Path, ...], before: set[Path]) -> None:
+    mine = {
+        p for p in _paths(cache, roots) - before if any(r == p or r in p.parents for r in roots)
+    }
+    snapshots = roots[0] / "snapshots"
+    keep = {p for p in mine if snapshots in p.parents and not p.is_dir() and p.is_file()}
+    keep |= {p.resolve() for p in keep if p.is_symlink()}
+    for ref in (p for p in mine if roots[0] / "refs" in p.parents and p.is_file()):
+        if any(k for k in keep if (snapshots / ref.read_text().strip()) in k.parents):
+            keep.add(ref)
+    keep |= {q for k in keep for q in k.parents if q in mine}
+    for p in sorted(mine - keep, key=lambda p: len(p.parts), reverse=True):
+        _remove(p)
+    # the cache's own entries, when this run made them: .locks when empty, the
+    # rest when the cache holds nothing else (the other model is fetched beside)
+    if cache / ".locks" not in before:
+        _remove(cache / ".locks")
+    left = set(cache.iterdir()) if cache.is_dir() else set()
+    if not left - {cache / "CACHEDIR.TAG"}:
+        for p in (cache / "CACHEDIR.TAG", cache):
+            if p not in before:
+                _remove(p)
+
+
+def _remove(p: Path) -> None:
+    """A file, or a folder when empty."""
+    with contextlib.suppress(OSError):
+        if p.is_dir() and not p.is_symlink():
+            p.rmdir()
+        else:
+            p.unlink()

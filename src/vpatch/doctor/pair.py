@@ -82,6 +82,35 @@ class Pair:
             env=self.environ,
         )
 
+    @property
+    def remote_code(self) -> list[str]:
+        """What of the target this release does not load as the repo means it
+        without --trust-remote-code, and what it does instead
+        (releases.TRANSFORMERS_CONFIGS says why)."""
+        t, r = self.target, self.rules
+        out = []
+        own = r.own_configs | releases.TRANSFORMERS_CONFIGS
+        if t.config_class and t.model_type not in own:
+            mine = "; vLLM has a class of its own from 0.18.0" if t.model_type == "kimi_k2" else ""
+            out.append(
+                f"its config (model_type {t.model_type!r}, auto_map {t.config_class}: neither "
+                f"vLLM {r.release} nor transformers has a class for it{mine}): refused at startup"
+            )
+        if t.tokenizer_auto_map and t.tokenizer_class not in releases.TRANSFORMERS_TOKENIZERS:
+            does = "refused at startup"
+            if 5 in r.transformers:
+                does += (
+                    ", or, under a transformers 5 that maps the model type to a tokenizer "
+                    "(5.19 does, 5.24 does not), made into transformers' generic "
+                    "TokenizersBackend instead of the repo's class: its split pattern and "
+                    "special tokens are not the model's, and nothing says so"
+                )
+            out.append(
+                f"its tokenizer (tokenizer_config.json: {t.tokenizer_class or 'no class'}, "
+                f"auto_map {t.tokenizer_auto_map}): {does}"
+            )
+        return out
+
     def ids(self) -> tuple[list[Any], str]:
         """The ids vLLM asks the target for, and where they come from."""
         if self.top_ids:
@@ -95,6 +124,15 @@ class Pair:
             releases.default_ids(self.n)
         ), f"the target's default (2, n // 2, n - 3), n = {self.n}"
 
+    @property
+    def final_norm_id(self) -> bool:
+        """Does the target yield id n (the final norm's input): the release
+        does (0.25.0+), or `vpatch check` reports the series' fix installed."""
+        slug = releases.fix("final_norm_id")
+        return self.rules.final_norm_id or (
+            slug is not None and self.readiness.fix(slug) == "installed"
+        )
+
     def states(self) -> tuple[list[int], list[Any], list[Any]]:
         """(the layers that yield a state, in the order vLLM concatenates
         them; ids vLLM drops; ids vLLM refuses)."""
@@ -106,7 +144,7 @@ class Pair:
             # _validate_aux_hidden_state_layers refuses what it cannot serve
             refused = bad + [i for i in ints if not 0 <= i <= self.n]
             return sorted({i for i in ints if 0 <= i <= self.n}), [], refused
-        top = self.n if self.rules.final_norm_id else self.n - 1
+        top = self.n if self.final_norm_id else self.n - 1
         kept = sorted({i for i in ints if 0 <= i <= top})
         dropped = bad + [i for i in ints if not 0 <= i <= top]
         return kept, dropped, []

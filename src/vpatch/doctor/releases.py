@@ -45,7 +45,8 @@ class Rules:
     # only vpatch's series gives all four.
     upstream_eagle3: bool
     # DeepseekV2Model.forward: `if self.end_layer in self.aux_hidden_state_layers`
-    # after the last layer (0.25+). Before, id n matches no layer: dropped.
+    # after the last layer (0.25+, vLLM PR #46973). Before, id n matches no
+    # layer: dropped (vpatch's series fixes it on 0.18.0-0.24.0: DEFECTS).
     final_norm_id: bool
     # llama_eagle3.py / deepseek_eagle3.py, the fc's input_size:
     # "three": 3 * (target_hidden_size if hasattr else hidden_size) (0.15-0.21);
@@ -116,6 +117,19 @@ class Rules:
     # model_type deepseek_v2/deepseek_v3(/_v32), so a kimi_k2 MLA drafter
     # (TorchSpec's) is set up as a non-MLA model (every release with MLA drafters).
     kimi_k2_drafter_not_mla: bool
+    # transformers_utils/config.py _CONFIG_REGISTRY, read by
+    # HFConfigParser.parse before AutoConfig: the target model types vLLM
+    # loads with a config class of its own, never the repo's remote code
+    # (kimi_k25 from 0.15.0, kimi_k2 "uses same architecture as DeepSeek V3"
+    # from 0.18.0). See TRANSFORMERS_CONFIGS for the others.
+    own_configs: frozenset[str]
+    # requirements/common.txt: the transformers majors the release allows
+    # (< 5 up to 0.19.0; 4.56+ or 5.5.1+ from 0.19.1 to 0.23.0; >= 5.5.3 from
+    # 0.24.0). A tokenizer of the repo's own, untrusted, is refused by
+    # transformers 4's AutoTokenizer; transformers 5 refuses it too, or makes
+    # its generic TokenizersBackend of the files, depending on the minor
+    # version (TRANSFORMERS_TOKENIZERS).
+    transformers: tuple[int, ...]
 
 
 _LLAMA = frozenset(
@@ -151,6 +165,8 @@ RULES: list[tuple[str, dict[str, Any]]] = [
             mla_rope_without_theta=False,
             mla_fc_norm=False,
             kimi_k2_drafter_not_mla=False,
+            own_configs=frozenset({"kimi_k25"}),
+            transformers=(4,),
         ),
     ),
     ("0.16.0", dict(speculators_validated=False)),
@@ -164,9 +180,11 @@ RULES: list[tuple[str, dict[str, Any]]] = [
             norm_before_fc=True,
             mla_rope_without_theta=True,
             kimi_k2_drafter_not_mla=True,
+            own_configs=frozenset({"kimi_k25", "kimi_k2"}),
         ),
     ),
     ("0.19.0", dict(speculators_copies=frozenset({"norm_before_fc"}))),
+    ("0.19.1", dict(transformers=(4, 5))),
     ("0.20.0", dict(archs=_LLAMA | _MLA | {"Eagle3MiniMaxM2ForCausalLM"})),
     ("0.21.0", dict(forced_backend_crash=frozenset())),
     (
@@ -183,6 +201,7 @@ RULES: list[tuple[str, dict[str, Any]]] = [
         "0.24.0",
         dict(
             speculators_arch_by_type=True,
+            transformers=(5,),
             v2_default=frozenset({"DeepseekV2ForCausalLM"}),
             archs=_LLAMA | _MLA | {"Eagle3MiniMaxM2ForCausalLM", "Eagle3Qwen3ForCausalLM"},
         ),
@@ -231,7 +250,12 @@ def _pp(r: Rules, p: bool) -> str:
 
 SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("EAGLE-3 for DeepSeek/Kimi", lambda r, p: "p only (u refuses)" if p else "u"),
-    ("id n (final-norm input)", lambda r, p: "yes" if r.final_norm_id or p else "dropped"),
+    (
+        "id n (final-norm input)",
+        lambda r, p: "yes"
+        if r.final_norm_id or p
+        else ("p: yes, u: dropped" if r.release in carried("final_norm_id") else "dropped"),
+    ),
     ("id out of range", lambda r, p: "p: ValueError at load" if p else "dropped"),
     ("layer 0", _layer0),
     (
@@ -270,6 +294,14 @@ SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
         lambda r, p: "read"
         if r.fc_norm and r.mla_fc_norm
         else ("ignored by MLA drafters" if r.fc_norm else "ignored"),
+    ),
+    (
+        "Kimi tokenizer without --trust-remote-code",
+        lambda r, p: "refused or generic conversion" if 5 in r.transformers else "refused",
+    ),
+    (
+        "kimi_k2 config without --trust-remote-code",
+        lambda r, p: "loaded (vLLM's class)" if "kimi_k2" in r.own_configs else "refused",
     ),
     (
         "kimi_k2 MLA drafter",
@@ -319,6 +351,7 @@ DEFECTS = (
     "mla_rope_theta",  # Rules.mla_rope_without_theta
     "mla_fc_norm",  # Rules.mla_fc_norm (where Rules.fc_norm)
     "kimi_k2_mla",  # Rules.kimi_k2_drafter_not_mla
+    "final_norm_id",  # not Rules.final_norm_id: id n matches no layer (0.18.0-0.24.0)
 )
 
 
@@ -333,6 +366,13 @@ def fix(key: str) -> str | None:
     return fixes().get(key)
 
 
+def carried(key: str) -> set[str]:
+    """The pinned releases whose series carry the fix of defect `key`."""
+    pins = lock.load()
+    slug = pins.patchset.fixes().get(key)
+    return set(pins.patchset.serving(slug, pins.versions())) if slug else set()
+
+
 # 0.15.0-0.17.1's series add EAGLE-3 for DeepSeek/Kimi with their own aux-state
 # rules (id n = final-norm input, out-of-range ids and ids off the last PP rank
 # raise ValueError, layer 0 = the embeddings); later series fix the layer-0 crash.
@@ -345,9 +385,7 @@ def patched_eagle3() -> set[str]:
 
 def patched_layer0() -> set[str]:
     """Releases with EAGLE-3 upstream whose series carries the layer-0 fix."""
-    pins = lock.load()
-    slug = pins.patchset.fixes().get("layer0")
-    return set(pins.patchset.serving(slug, pins.versions())) if slug else set()
+    return carried("layer0")
 
 
 def rules(release: str) -> Rules:
@@ -435,6 +473,32 @@ def default_ids(num_layers: int) -> tuple[int, int, int]:
     """DeepseekV2ForCausalLM.get_eagle3_aux_hidden_state_layers (0.18+; the
     0.15-0.17 series: the same): (2, n // 2, n - 3)."""
     return (2, num_layers // 2, num_layers - 3)
+
+
+# Remote code of a target (HFConfigParser.parse, then transformers'
+# AutoConfig / AutoTokenizer.from_pretrained with vLLM's trust_remote_code):
+# a config whose auto_map names a class of the repo loads without
+# --trust-remote-code when vLLM (Rules.own_configs) or transformers has its
+# own class for the model type: transformers has DeepseekV3Config and
+# DeepseekV2Config in every version these releases allow (>= 4.56, which
+# 0.15.0 requires; added in 4.51 and 4.54). A tokenizer whose
+# tokenizer_config.json names a class of the repo in auto_map.AutoTokenizer
+# (Kimi-K2's and Kimi-K2.5's TikTokenTokenizer, tokenization_kimi.py), unless
+# its tokenizer_class is one transformers ships, is not the repo's tokenizer
+# without it: every release hands it to AutoTokenizer (tokenizers/registry.py
+# get_tokenizer, tokenizer mode "auto" -> "hf"), which refuses it under
+# transformers 4, and under transformers 5 refuses it too unless the model
+# config's type has a tokenizer mapping there (models/auto/
+# tokenization_auto.py: has_local_code), in which case it makes a
+# TokenizersBackend of the repo's files (tiktoken.model converted with
+# transformers' own split pattern): DeepseekV3Config has one in 5.19, not in
+# 5.24 (the tier's venvs: 0.32.0 loads it so, 0.22.1 and 0.26.0 refuse it).
+# Either way the tokenizer served is not the repo's. Checked against real
+# vLLM by tests/vllm/release/test_doctor_remote_code.py.
+TRANSFORMERS_CONFIGS = frozenset({"deepseek_v2", "deepseek_v3"})
+TRANSFORMERS_TOKENIZERS = frozenset(
+    {"LlamaTokenizer", "LlamaTokenizerFast", "PreTrainedTokenizerFast", "TokenizersBackend"}
+)
 
 
 # SpeculativeConfig.hf_config_override (every release): a draft config of

@@ -30,6 +30,8 @@ class Report:
     serve: str  # the serve command, with the fixes of the findings
     header: list[str] = field(default_factory=list)
     uninterpreted: list[str] = field(default_factory=list)  # of the serve command
+    # what was read of the target and the drafter, and from where (hub.Model.to_json)
+    read: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -44,6 +46,7 @@ class Report:
             "findings": findings,
             "serve": self.serve,
             "uninterpreted": list(self.uninterpreted),
+            "read": list(self.read),
         }
 
     def to_text(self) -> str:

@@ -6,8 +6,8 @@ Read here are the flags and variables that decide what vLLM does with an
 EAGLE-3 pair (vLLM's FlexibleArgumentParser forms: `--flag value`,
 `--flag=value`, underscores for dashes, `--speculative-config.KEY value` and
 `--attention-config.backend value` for keys of the JSON flags):
-`--speculative-config` (method, model, num_speculative_tokens,
-draft_tensor_parallel_size), `--tensor-parallel-size`/`-tp`,
+`--speculative-config` (method, model, revision, num_speculative_tokens,
+draft_tensor_parallel_size), `--revision`, `--tensor-parallel-size`/`-tp`,
 `--pipeline-parallel-size`/`-pp`, `--max-model-len` (`32k`, `32K` and
 `auto`), `--enforce-eager`, `--attention-backend`/`--attention-config`,
 `--trust-remote-code`, `--model`; `VLLM_USE_V2_MODEL_RUNNER`,
@@ -32,7 +32,7 @@ from ..errors import ConfigError
 
 API_SERVER = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main")
 ENV_READ = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ATTENTION_BACKEND", "VLLM_PP_LAYER_PARTITION")
-SPEC_READ = ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size")
+SPEC_READ = ("method", "model", "revision", "num_speculative_tokens", "draft_tensor_parallel_size")
 # vLLM flags that take no value (so the next word is not theirs); any other
 # flag doctor does not read is taken to have a value when the next word is no flag.
 SWITCHES = frozenset(
@@ -60,6 +60,7 @@ class Serve:
     program: tuple[str, ...] = ("vllm", "serve")
     model: str = ""
     model_flag: bool = False  # given as --model (the api_server form)
+    revision: str | None = None  # --revision: the target's branch, tag or commit
     spec: dict[str, Any] = field(default_factory=dict)
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
@@ -79,6 +80,11 @@ class Serve:
     def drafter(self) -> str:
         m = self.spec.get("model")
         return m if isinstance(m, str) else ""
+
+    @property
+    def drafter_revision(self) -> str | None:
+        r = self.spec.get("revision")
+        return str(r) if r is not None else None
 
     @property
     def num_speculative_tokens(self) -> Any:
@@ -110,6 +116,8 @@ class Serve:
         words = [f"{k}={v}" for k, v in env.items()]
         words += list(s.program)
         words += ["--model", s.model] if s.model_flag else [s.model]
+        if s.revision is not None:
+            words += ["--revision", s.revision]
         words += ["--tensor-parallel-size", str(s.tensor_parallel_size)]
         if s.pipeline_parallel_size != 1:
             words += ["--pipeline-parallel-size", str(s.pipeline_parallel_size)]
@@ -127,12 +135,24 @@ class Serve:
 
 
 def from_options(
-    target: str, drafter: str, tp: int = 1, pp: int = 1, k: int = 3, remote: bool = False
+    target: str,
+    drafter: str,
+    tp: int = 1,
+    pp: int = 1,
+    k: int = 3,
+    remote: bool = False,
+    revision: str | None = None,
+    drafter_revision: str | None = None,
 ) -> Serve:
-    """The command `--target/--drafter` stand for."""
-    spec = {"method": "eagle3", "model": drafter, "num_speculative_tokens": k}
+    """The command `--target/--drafter` stand for (their @revisions are
+    vLLM's --revision and the speculative config's "revision")."""
+    spec: dict[str, Any] = {"method": "eagle3", "model": drafter}
+    if drafter_revision is not None:
+        spec["revision"] = drafter_revision
+    spec["num_speculative_tokens"] = k
     return Serve(
         model=target,
+        revision=revision,
         spec=spec,
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
@@ -251,6 +271,7 @@ def parse(words: list[str]) -> Serve:
         flag = f"--{name}" + (f".{key}" if dot else "")
         known_value = {
             "model",
+            "revision",
             "speculative-config",
             "tensor-parallel-size",
             "pipeline-parallel-size",
@@ -268,6 +289,8 @@ def parse(words: list[str]) -> Serve:
             given[setting] = words_given
         if name == "model" and not dot:
             f["model"], f["model_flag"] = value, True
+        elif name == "revision" and not dot:
+            f["revision"] = value
         elif name == "speculative-config":
             if dot:
                 dotted_spec[key] = _scalar(value or "")

@@ -11,8 +11,10 @@ model.safetensors.index.json; only the headers of those files are read.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,28 +34,29 @@ class Tensor:
     file: str
 
 
-def header(path: Path) -> dict[str, Tensor]:
-    """The tensors one safetensors file declares (its header only)."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            if len(head) < 8:
-                raise ConfigError(f"{path}: not a safetensors file (shorter than 8 bytes)")
-            (n,) = struct.unpack("<Q", head)
-            size = path.stat().st_size
-            if n < 2 or n > MAX_HEADER or 8 + n > size:
-                raise ConfigError(
-                    f"{path}: not a safetensors file (header length {n}, file {size} bytes)"
-                )
-            raw = fh.read(n)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+def length(head: bytes, size: int | None, where: str) -> int:
+    """The header length N a safetensors file's first 8 bytes declare,
+    checked against the format's cap and the file's size (when known)."""
+    if len(head) < 8:
+        raise ConfigError(f"{where}: not a safetensors file (shorter than 8 bytes)")
+    n: int = struct.unpack("<Q", head[:8])[0]
+    if n < 2 or n > MAX_HEADER or (size is not None and 8 + n > size):
+        shown = "unknown" if size is None else str(size)
+        raise ConfigError(
+            f"{where}: not a safetensors file (header length {n}, file {shown} bytes)"
+        )
+    return n
+
+
+def parse(raw: bytes, where: str, file: str) -> dict[str, Tensor]:
+    """The tensors a header's N bytes of JSON declare (`file`: the name
+    each Tensor records)."""
     try:
         meta = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: safetensors header is not JSON ({e})") from None
+        raise ConfigError(f"{where}: safetensors header is not JSON ({e})") from None
     if not isinstance(meta, dict):
-        raise ConfigError(f"{path}: safetensors header is not a JSON object")
+        raise ConfigError(f"{where}: safetensors header is not a JSON object")
     out = {}
     for name, info in meta.items():
         if name == "__metadata__":
@@ -62,9 +65,20 @@ def header(path: Path) -> dict[str, Tensor]:
             shape = tuple(int(d) for d in info["shape"])
             dtype = str(info["dtype"])
         except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"{path}: tensor {name!r} has no valid dtype/shape") from None
-        out[name] = Tensor(name, dtype, shape, path.name)
+            raise ConfigError(f"{where}: tensor {name!r} has no valid dtype/shape") from None
+        out[name] = Tensor(name, dtype, shape, file)
     return out
+
+
+def header(path: Path) -> dict[str, Tensor]:
+    """The tensors one safetensors file declares (its header only)."""
+    try:
+        with open(path, "rb") as fh:
+            n = length(fh.read(8), path.stat().st_size, str(path))
+            raw = fh.read(n)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    return parse(raw, str(path), path.name)
 
 
 @dataclass(frozen=True)
@@ -81,24 +95,45 @@ class Weights:
         return self.tensors.get(name)
 
 
+def shards(text: str, where: str) -> list[str]:
+    """The files a sharded checkpoint's index (its text) lists."""
+    try:
+        weight_map = json.loads(text)["weight_map"]
+        return sorted(set(weight_map.values()))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ConfigError(f"{where}: not a safetensors index (no weight_map)") from None
+
+
+def singles(names: Iterable[str]) -> list[str]:
+    """Without an index: every *.safetensors file at the top of the
+    checkpoint (what vLLM's loader takes)."""
+    return sorted(n for n in names if "/" not in n and n.endswith(".safetensors"))
+
+
+def pickled(names: Iterable[str]) -> tuple[str, ...]:
+    """The pickled checkpoint files among `names` (top level; training_args.bin
+    and the like are not weights)."""
+    top = [n for n in names if "/" not in n]
+    return tuple(sorted({n for n in top for pat in PICKLED if fnmatch.fnmatch(n, pat)}))
+
+
 def read(folder: Path) -> Weights:
     """The tensors of the checkpoint in `folder`: the index's shards, else
     every *.safetensors file at the top of the folder."""
     index = folder / INDEX
+    names = [p.name for p in folder.iterdir() if p.is_file()]
     if index.is_file():
         try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-            files = sorted(set(weight_map.values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise ConfigError(f"{index}: not a safetensors index (no weight_map)") from None
+            text = index.read_text()
+        except OSError as e:
+            raise ConfigError(f"{index}: cannot read: {e.strerror or e}") from None
+        files = shards(text, str(index))
         missing = [f for f in files if not (folder / f).is_file()]
         if missing:
             raise ConfigError(f"{index}: lists {missing[0]}, which is not in {folder}")
     else:
-        files = sorted(p.name for p in folder.glob("*.safetensors"))
+        files = singles(names)
     tensors: dict[str, Tensor] = {}
     for f in files:
         tensors.update(header(folder / f))
-    # pickled checkpoints (training_args.bin and the like are not weights)
-    other = tuple(sorted({p.name for pat in PICKLED for p in folder.glob(pat)}))
-    return Weights(tensors, tuple(files), other)
+    return Weights(tensors, tuple(files), pickled(names))

@@ -15,6 +15,7 @@ import pytest
 from support import env as fake_env
 from support import pairs as F
 from vpatch.commands import doctor as D
+from vpatch.doctor import hub
 from vpatch.doctor.environment import Readiness
 from vpatch.errors import ConfigError
 
@@ -113,7 +114,7 @@ def test_cli_bad_config_json(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not valid JSON" in r.stderr
 
 
-def test_cli_hub_ids_from_the_local_cache(tmp_path, upstream_env):
+def test_cli_offline_hub_ids_from_the_local_cache(tmp_path, upstream_env):
     cache = tmp_path / "hf"
     t, d = F.pair(tmp_path / "src")
     for repo, src in (("moonshotai/Kimi-K2.5", t), ("acme/kimi-eagle3", d)):
@@ -134,9 +135,12 @@ def test_cli_hub_ids_from_the_local_cache(tmp_path, upstream_env):
         "8",
         "--format",
         "json",
+        "--offline",
         env={"HF_HUB_CACHE": str(cache), **env},
     )
     assert r.returncode == 0, r.stderr + r.stdout
+    read = json.loads(r.stdout)["read"]
+    assert [(x["from"], x["commit"]) for x in read] == [("cache", "abc123")] * 2
     serve = json.loads(r.stdout)["serve"]
     assert (
         serve.startswith("vllm serve moonshotai/Kimi-K2.5 ")
@@ -169,11 +173,13 @@ def test_cli_serve_command_after_the_double_dash(tmp_path, upstream_env):
     # 0.25.0's V1 runner reads the drafter's nested [1, 29, 57] as written: one layer off
     assert r.returncode == 1, r.stderr + r.stdout
     data = json.loads(r.stdout)
-    assert set(data) == {"ok", "findings", "serve", "uninterpreted"}
+    assert set(data) == {"ok", "findings", "serve", "uninterpreted", "read"}
+    assert [r["from"] for r in data["read"]] == ["folder", "folder"]
     assert data["uninterpreted"] == ["--swap-space"]
     bad = {f["check"] for f in data["findings"] if f["severity"] == "error"}
-    assert bad == {"target", "trained_layers"}, data  # and no --trust-remote-code
-    assert "--trust-remote-code" in data["serve"] and "--max-model-len 32000" in data["serve"]
+    # no --trust-remote-code: DeepSeek-V3's config and tokenizer are transformers' own
+    assert bad == {"trained_layers"}, data
+    assert "--trust-remote-code" not in data["serve"] and "--max-model-len 32000" in data["serve"]
     assert "--swap-space 16" in data["serve"]
 
 
@@ -247,10 +253,10 @@ def test_bad_requests(req, phrase):
         D.doctor(req, ready=lambda env: Readiness(True))
 
 
-def test_a_drafter_hub_id_not_in_the_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+def test_offline_a_drafter_hub_id_not_in_the_cache(tmp_path):
     t, _ = F.pair(tmp_path)
     spec = json.dumps({"method": "eagle3", "model": "acme/nowhere", "num_speculative_tokens": 3})
-    req = D.Request(command=("vllm", "serve", str(t), "--speculative-config", spec))
+    req = D.Request(command=("vllm", "serve", str(t), "--speculative-config", spec), offline=True)
+    where = hub.Hub(cache_dir=tmp_path / "hf")
     with pytest.raises(ConfigError, match="not in the local Hugging Face cache"):
-        D.doctor(req, ready=lambda env: Readiness(True))
+        D.doctor(req, ready=lambda env: Readiness(True), where=where)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import pairs as F
 from vpatch.doctor import checks as doctor
-from vpatch.doctor import configs, hub, serve
+from vpatch.doctor import hub, serve
 from vpatch.doctor import releases as R
 from vpatch.doctor.environment import Readiness, VllmEnv
 
@@ -46,7 +46,7 @@ def check(
 
 
 def diag(t: Path, d: Path, env: VllmEnv) -> doctor.Report:
-    s = serve.from_options(str(t), str(d), 8, remote=configs.read_target(t).remote_code)
+    s = serve.from_options(str(t), str(d), 8)
     return doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
 
 
@@ -855,10 +855,114 @@ def test_speculative_config(tmp_path, spec, broken, phrase):
     assert fixed.get("draft_tensor_parallel_size") in (None, 8)
 
 
-def test_remote_code_target_without_trust_remote_code(tmp_path):
-    t, d = F.pair(tmp_path)
+def serve_without_trust(tmp: Path, version: str, target: str, tokenizer: dict | None = None):
+    t, d = F.pair(tmp, target=target)
+    if tokenizer is not None:
+        (t / "tokenizer_config.json").write_text(json.dumps(tokenizer))
     spec = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3}
     s = serve.parse(["vllm", "serve", str(t), "--speculative-config", json.dumps(spec)])
+    env = VllmEnv("python3", "vllm", version, "/x")
+    return doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
+
+
+@pytest.mark.parametrize("version", ["0.15.0", "0.17.1", "0.18.0", "0.26.0", "0.32.0"])
+@pytest.mark.parametrize("target", ["kimi_k25", "kimi_k2"])
+def test_kimi_targets_need_trust_remote_code_for_their_tokenizer(tmp_path, version, target):
+    r = serve_without_trust(tmp_path, version, target)
+    f = find(r, "target")
+    assert (
+        f.severity == "error"
+        and "its tokenizer (tokenizer_config.json: TikTokenTokenizer" in f.message
+    )
+    # the config too where vLLM has no class of its own for kimi_k2
+    config_remote = target == "kimi_k2" and version in ("0.15.0", "0.17.1")
+    assert ("its config (model_type 'kimi_k2'" in f.message) == config_remote, f.message
+    assert "--trust-remote-code" in r.serve
+
+
+@pytest.mark.parametrize("version", ["0.15.0", "0.17.1", "0.18.0", "0.26.0", "0.32.0"])
+def test_deepseek_v3_needs_no_remote_code(tmp_path, version):
+    """Its config.json names configuration_deepseek.DeepseekV3Config, but
+    transformers has its own; its tokenizer is transformers' LlamaTokenizerFast."""
+    r = serve_without_trust(tmp_path, version, "deepseek_v3")
+    assert sev(r, "target") == "info" and "--trust-remote-code" not in r.serve
+    assert "target" not in errors(r)
+
+
+@pytest.mark.parametrize("version,broken", [("0.17.1", True), ("0.18.0", False)])
+def test_kimi_k2_config_is_remote_code_before_0_18(tmp_path, version, broken):
+    """Kimi-K2's config with a transformers tokenizer: only the config speaks."""
+    r = serve_without_trust(tmp_path, version, "kimi_k2", F.DSV3_TOKENIZER)
+    assert (sev(r, "target") == "error") == broken, r.to_text()
+
+
+def test_trust_remote_code_not_needed_is_said(tmp_path):
+    r = check(tmp_path, "0.32.0", target="deepseek_v3")  # check() gives --trust-remote-code
+    assert "--trust-remote-code is not needed" in find(r, "target").message
+
+
+def test_target_drafter_options_add_trust_remote_code_only_when_needed(tmp_path):
     env = VllmEnv("python3", "vllm", "0.32.0", "/x")
-    r = doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
-    assert errors(r) == {"target"} and "--trust-remote-code" in r.serve
+    for target, needed in (("kimi_k25", True), ("deepseek_v3", False)):
+        t, d = F.pair(tmp_path / target, target=target)
+        s = serve.from_options(str(t), str(d), 8)
+        r = doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
+        assert ("--trust-remote-code" in r.serve) == needed and r.ok, r.to_text()
+
+
+# -- a YaRN drafter's rotary range ---------------------------------------------------
+
+KIMI_YARN_32 = {**F.YARN, "factor": 32.0}  # 4096 x 32 = 131072, as the issue's drafters
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.26.0", "0.27.0", "0.32.0"])
+def test_yarn_drafter_shorter_than_max_model_len_warns(tmp_path, version):
+    r = check(
+        tmp_path,
+        version,
+        target="kimi_k25",
+        fmt="torchspec_mla",
+        config={"rope_scaling": KIMI_YARN_32},
+    )
+    f = find(r, "rope_range")
+    assert f.severity == "warning", r.to_text()
+    assert "range is 131072 positions (4096 x 32)" in f.message
+    assert "max_model_len 262144" in f.message and "from position 131072 on" in f.message
+    assert "--max-model-len 131072" in f.message and "--max-model-len" not in r.serve
+
+
+@pytest.mark.parametrize(
+    "max_len,rope,severity",
+    [
+        ("131072", KIMI_YARN_32, "info"),  # served within the range
+        (None, F.YARN, "info"),  # 4096 x 64 covers Kimi-K2.5's 262144
+        (None, None, "info"),  # no YaRN: max_model_len speaks
+        (None, {"type": "yarn", "factor": 4.0}, "warning"),  # no original: not checkable
+    ],
+)
+def test_yarn_range_within_max_model_len(tmp_path, max_len, rope, severity):
+    r = check(
+        tmp_path, "0.32.0", target="kimi_k25", fmt="torchspec_mla", max_len=max_len,
+        config={"rope_scaling": rope},
+    )  # fmt: skip
+    assert sev(r, "rope_range") == severity, r.to_text()
+
+
+# -- id n, the final norm's input, on 0.18.0-0.24.0 ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "version,patches,severity,phrase",
+    [
+        ("0.24.0", {}, "error", "vpatch's series for this release has no fix"),
+        ("0.24.0", {"0006-" + R.fix("final_norm_id"): "missing"}, "error", "run `vpatch install"),
+        ("0.24.0", {"0006-" + R.fix("final_norm_id"): "applied"}, "info", "feeds the drafter"),
+        ("0.25.0", {}, "info", "feeds the drafter"),
+    ],
+)
+def test_final_norm_id_follows_vpatch_check(tmp_path, version, patches, severity, phrase):
+    ids = [2, 30, F.LAYERS]
+    r = check(tmp_path, version, patches=patches, config={IDS_KEY: ids})
+    f = find(r, "aux_layers")
+    assert f.severity == severity and phrase in f.message, r.to_text()
+    assert (sev(r, "fc") == "error") is False  # the cause is said once, in aux_layers

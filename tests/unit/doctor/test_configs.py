@@ -27,7 +27,7 @@ def test_targets(tmp_path, name, family, vocab, heads):
         vocab,
         heads,
     )
-    assert t.remote_code
+    assert t.config_class  # every public target names its config class
 
 
 def test_kimi_k25_reads_the_text_model(tmp_path):
@@ -37,15 +37,21 @@ def test_kimi_k25_reads_the_text_model(tmp_path):
     assert "Kimi-K2.5" in t.describe()
 
 
-def test_remote_code_from_the_tokenizer(tmp_path):
+def test_remote_code_the_repo_names(tmp_path):
     cfg = F.deepseek_v3()
+    F.write_model(tmp_path, cfg)
+    t = configs.read_target(tmp_path)
+    assert (t.config_class, t.tokenizer_auto_map) == (
+        "configuration_deepseek.DeepseekV3Config",
+        None,
+    )
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(F.KIMI_TOKENIZER))
+    t = configs.read_target(tmp_path)
+    assert t.tokenizer_auto_map == "tokenization_kimi.TikTokenTokenizer"
+    assert t.tokenizer_class == "TikTokenTokenizer"
     del cfg["auto_map"]
     F.write_model(tmp_path, cfg)
-    assert not configs.read_target(tmp_path).remote_code
-    (tmp_path / "tokenizer_config.json").write_text(
-        json.dumps({"auto_map": {"AutoTokenizer": ["x", None]}})
-    )
-    assert configs.read_target(tmp_path).remote_code
+    assert configs.read_target(tmp_path).config_class is None
 
 
 @pytest.mark.parametrize(

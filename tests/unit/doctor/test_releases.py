@@ -174,6 +174,7 @@ HAS = {
     "mla_rope_theta": lambda r: r.mla_rope_without_theta,
     "mla_fc_norm": lambda r: r.fc_norm and not r.mla_fc_norm,
     "kimi_k2_mla": lambda r: r.kimi_k2_drafter_not_mla,
+    "final_norm_id": lambda r: r.upstream_eagle3 and not r.final_norm_id,
 }
 
 
@@ -214,3 +215,4 @@ def test_the_rules_of_each_defect():
     assert R.rules("0.27.1").mla_rope_without_theta and not R.rules("0.28.0").mla_rope_without_theta
     assert not R.rules("0.17.1").mla_rope_without_theta  # no MLA drafters before 0.18
     assert not R.rules("0.22.1").mla_fc_norm and R.rules("0.23.0").mla_fc_norm
+    assert not R.rules("0.24.0").final_norm_id and R.rules("0.25.0").final_norm_id

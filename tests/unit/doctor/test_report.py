@@ -31,6 +31,7 @@ def test_json_shape():
         ],
         "serve": "vllm serve M",
         "uninterpreted": ["--foo 1"],
+        "read": [],
     }
 
 

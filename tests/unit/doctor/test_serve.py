@@ -227,3 +227,17 @@ def test_speculative_config_given_twice():
     )
     assert s.repeated == (("--speculative-config.model a", "--speculative-config.model b"),)
     assert s.drafter == "b"
+
+
+def test_revisions_are_vllms_flags():
+    """The target's revision is --revision, the drafter's the speculative
+    config's "revision": read, and printed back where vLLM reads them."""
+    spec = json.dumps({"method": "eagle3", "model": "acme/d", "revision": "v2"})
+    s = parse(f"vllm serve M --revision=abc --speculative-config '{spec}'")
+    assert (s.revision, s.drafter_revision, s.uninterpreted) == ("abc", "v2", ())
+    assert s.command().startswith("vllm serve M --revision abc --tensor-parallel-size 1 ")
+    assert '"revision": "v2"' in s.command()
+    s = S.from_options("T", "D", revision="v1", drafter_revision="main")
+    assert "vllm serve T --revision v1 " in s.command()
+    assert '"model": "D", "revision": "main"' in s.command()
+    assert parse(f"vllm serve M --speculative-config '{SPEC}'").revision is None

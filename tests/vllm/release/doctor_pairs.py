@@ -254,13 +254,27 @@ def _json(proc: subprocess.CompletedProcess, ok_codes: tuple[int, ...]) -> dict:
 
 
 @functools.cache
+def _check() -> dict:
+    return _json(vpatch("check", "--python", sys.executable, "--format", "json"), (0, 1))
+
+
 def environment():
     """What `vpatch check --python sys.executable` says about this process's
     vLLM: (its dist and version, whether EAGLE-3 is ready). Asked once: the
     vLLM of a process does not change, and every pair test wants it."""
-    out = _json(vpatch("check", "--python", sys.executable, "--format", "json"), (0, 1))
+    out = _check()
     vllm = out["vllm"]
     return SimpleNamespace(dist=vllm["dist"], version=vllm["version"]), out["eagle3_ready"]
+
+
+def installed(key: str) -> bool:
+    """Does `vpatch check` report the patch that fixes defect `key`
+    (releases.fix) applied (or upstream) in this process's vLLM?"""
+    from vpatch.doctor import releases
+
+    slug = releases.fix(key)
+    states = [st for name, st in _check()["patches"].items() if name[5:] == slug]
+    return any(st in ("applied", "upstream") for st in states)
 
 
 @dataclass

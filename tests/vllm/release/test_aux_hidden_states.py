@@ -86,6 +86,20 @@ def test_final_index_is_pre_norm_output(llm, model, capture, manifest):
         check_aux(call, layers, n)
 
 
+@pytest.mark.patch_effect(unpatched.FINAL_NORM_ID_DROPPED)
+@pytest.mark.final_norm_id
+def test_final_norm_input_is_collected_after_the_last_layer(llm, model, capture, manifest):
+    """0.18.0-0.24.0 (patch deepseek-v2-collect-the-eagle-3-aux-state-before-
+    the-final-norm, vLLM PR #46973 backported): a drafter asking for
+    (2, n // 2, n) gets the final norm's input as its third state. Unpatched,
+    DeepseekV2Model.forward matches id n to none of its layers and returns
+    two states, and the drafter's fc, built for three, fails."""
+    n = manifest["num_layers"]
+    layers = (2, n // 2, n)
+    for call in _run_with_aux(llm, model, capture, layers):
+        check_aux(call, layers, n)
+
+
 @pytest.mark.patch_effect(unpatched.DEEPSEEK_NO_AUX)
 def test_clearing_aux_layers_gives_a_plain_tensor_again(llm, model, capture):
     model.set_aux_hidden_state_layers((1, 2, 3))
