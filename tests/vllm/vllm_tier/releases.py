@@ -100,6 +100,20 @@ NO_EAGLE3_ON_CPU = (
         'first draft ("Cannot inspect kernel parameters for function"; 0.31.0 runs)',
     ),
 )
+# Where release/cpu_spec_decode.py runs the release's own spec-decode Triton
+# kernels by Triton's interpreter (its KERNEL_SPANS): vLLM's CPU runner has no
+# stand-in for them (0.15-0.19), or one that lags the kernel's signature
+# (0.20.x, 0.23.0-0.24.0). triton.language's own functions are jitted when
+# triton is imported, so TRITON_INTERPRET=1 must be in the run's environment
+# (runenv) from the start; the plugin refuses to run without it.
+TRITON_INTERPRETED = (("0.15.0", "0.20.2"), ("0.23.0", "0.24.0"))
+
+
+def triton_interpreted(release: str) -> bool:
+    v = Version(release)
+    return any(Version(a) <= v <= Version(b) for a, b in TRITON_INTERPRETED)
+
+
 # The compiled served test costs a compile per process (65-110 s): it runs on
 # 0.32.0, what B200s run compiled.
 SERVED_COMPILED = ("0.32.0",)
