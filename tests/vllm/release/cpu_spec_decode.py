@@ -98,8 +98,19 @@ HOST_TRITON_SPAN: tuple[Release, Release] = ((0, 15, 0), (0, 19, 1))
 # KERNEL_MODULES)
 KERNEL_SPANS: tuple[tuple[Release, Release, tuple[str, ...] | None], ...] = (
     ((0, 15, 0), (0, 19, 1), None),
-    ((0, 20, 0), (0, 20, 2), ("rejection_greedy_sample_kernel",)),
+    ((0, 20, 0), (0, 20, 2), ("rejection_greedy_sample_kernel", "rejection_random_sample_kernel")),
     ((0, 23, 0), (0, 24, 0), ("sample_recovered_tokens_kernel",)),
+    (
+        (0, 30, 0),
+        (0, 30, 0),
+        (
+            "eagle_step_slot_mapping_metadata_kernel",
+            "rejection_greedy_sample_kernel",
+            "rejection_random_sample_kernel",
+            "expand_kernel",
+            "sample_recovered_tokens_kernel",
+        ),
+    ),
 )
 KERNEL_MODULES = (
     "vllm.v1.spec_decode.utils",
@@ -299,6 +310,11 @@ class _Interpreted:
 
         return run
 
+    @property
+    def arg_names(self) -> list[str]:
+        """The kernel's parameters (0.30.0's dispatchers bind arguments by them)."""
+        return list(self.fn.arg_names)
+
     def __repr__(self) -> str:
         return f"<interpreted Triton kernel {self.name}>"
 
@@ -353,17 +369,32 @@ def _cpu_stand_in(name: str) -> object | None:
     return getattr(cpu_tl, name, None) if cpu_tl is not None else None
 
 
+def _replaces(held: object, name: str, raw: Callable[..., Any]) -> bool:
+    return held is raw or (held is not None and held is _cpu_stand_in(name))
+
+
 def _swap_kernels() -> None:
     """Every loaded vLLM module holding a kernel (or vLLM's CPU stand-in for
-    it) now holds the interpreted kernel. Run again after the CPU runner's
-    own ``_postprocess_triton`` (0.20.0+), which puts its stand-ins in."""
+    it), and every launcher object of a module holding one as its ``kernel``
+    (0.30.0's JIT-warmup dispatchers), now holds the interpreted kernel. Run
+    again after the CPU runner's own ``_postprocess_triton`` (0.20.0+),
+    which puts its stand-ins in."""
     for module in list(sys.modules.values()):
         if not getattr(module, "__name__", "").startswith("vllm"):
             continue
         for name, (raw, interpreted) in _kernels.items():
-            held = getattr(module, name, None)
-            if held is not None and (held is raw or held is _cpu_stand_in(name)):
+            if _replaces(getattr(module, name, None), name, raw):
                 setattr(module, name, interpreted)
+        for value in list(vars(module).values()):
+            # a plain instance's own attributes only (some extension objects
+            # answer __dict__ with something else)
+            attrs = getattr(value, "__dict__", None)
+            held = attrs.get("kernel") if isinstance(attrs, dict) else None
+            if held is None or isinstance(value, type):
+                continue
+            for name, (raw, interpreted) in _kernels.items():
+                if _replaces(held, name, raw):
+                    value.kernel = interpreted
 
 
 def _install_kernels(names: tuple[str, ...] | None) -> None:

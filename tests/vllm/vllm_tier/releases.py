@@ -106,7 +106,7 @@ NO_EAGLE3_ON_CPU = (
 # (0.20.x, 0.23.0-0.24.0). triton.language's own functions are jitted when
 # triton is imported, so TRITON_INTERPRET=1 must be in the run's environment
 # (runenv) from the start; the plugin refuses to run without it.
-TRITON_INTERPRETED = (("0.15.0", "0.20.2"), ("0.23.0", "0.24.0"))
+TRITON_INTERPRETED = (("0.15.0", "0.20.2"), ("0.23.0", "0.24.0"), ("0.30.0", "0.30.0"))
 
 
 def triton_interpreted(release: str) -> bool:
