@@ -398,8 +398,11 @@ def _swap_kernels() -> None:
                 setattr(module, name, interpreted)
         for value in list(vars(module).values()):
             # a plain instance's own attributes only (some extension objects
-            # answer __dict__ with something else)
-            attrs = getattr(value, "__dict__", None)
+            # answer __dict__ with something else, or raise)
+            try:
+                attrs = getattr(value, "__dict__", None)
+            except Exception:  # noqa: BLE001 - not a launcher either way
+                continue
             held = attrs.get("kernel") if isinstance(attrs, dict) else None
             if held is None or isinstance(value, type):
                 continue
