@@ -50,7 +50,10 @@ class Eagle3Reference:
         w = weights if weights is not None else load_file(str(Path(drafter) / "model.safetensors"))
         self.w = {k: v.to(dtype) if v.is_floating_point() else v for k, v in w.items()}
         tw = load_file(str(Path(target) / "model.safetensors"))
-        self.embed = tw["model.embed_tokens.weight"].to(dtype)
+        # the drafter shares the target's embedding: a wrapper's (Kimi-K2.5)
+        # is its language model's
+        key = next(k for k in tw if k.endswith("model.embed_tokens.weight"))
+        self.embed = tw[key].to(dtype)
         c = self.cfg
         self.eps = c["rms_norm_eps"]
         self.heads, self.kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
