@@ -29,6 +29,8 @@ def build(check: str, release: str) -> dict:
     if check in (
         "patch_effects",
         "served_speculative_decoding",
+        "served_kimi_k25_wrapper",
+        "served_at_tensor_parallel_2",
         "fixes_no_selected_release_carries",
         "doctor_mla_drafters_served",
     ):
