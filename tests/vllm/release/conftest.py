@@ -61,6 +61,10 @@ SERVED = [
     "test_served_mla_drafters.py",
 ]
 collect_ignore = [] if os.environ.get("VPATCH_VLLM_SERVED") else SERVED
+# A series cut short: a process of its own per cut, on that cut's install
+# (VPATCH_VLLM_CUT, see test_series_cut_short.py).
+if not os.environ.get("VPATCH_VLLM_CUT"):
+    collect_ignore.append("test_series_cut_short.py")
 
 
 def patch_markers() -> dict[str, str]:

@@ -21,6 +21,7 @@ CHECKS = (
     "served_speculative_decoding",
     "served_kimi_k25_wrapper",
     "served_at_tensor_parallel_2",
+    "series_cut_short",
     "doctor_names_the_served_layers",
     "doctor_mla_drafters_served",
     "fixes_no_selected_release_carries",
@@ -64,6 +65,8 @@ def releases_of(check: str, selected: list[str]) -> list[str]:
     if check in DEFAULT_SERVED:
         served = [r for r in selected if releases.serves_eagle3(r)]
         return [r for r in served if r in DEFAULT_SERVED[check]] if _default(selected) else served
+    if check == "series_cut_short":
+        return [r for r in selected if r in releases.CUT_SHORT]
     if check == "doctor_names_the_served_layers":
         # not tried through the stand-ins: doctor reads the layers an engine
         # asks for, which the stand-ins do not touch
@@ -96,6 +99,8 @@ def why_none(check: str, selected: list[str]) -> str:
             + "".join(f"; {r}: {releases.no_eagle3_on_cpu(r)}" for r in _unserved(selected))
             for check, defaults in DEFAULT_SERVED.items()
         },
+        "series_cut_short": "no selected release has a series cut short (releases.CUT_SHORT: "
+        f"{', '.join(releases.CUT_SHORT)})",
         "doctor_names_the_served_layers": "no selected release where vLLM's CPU runner serves "
         "EAGLE-3 by itself (not tried through the stand-ins, releases.STAND_IN)",
         "doctor_mla_drafters_served": "no selected release serves EAGLE-3 with MLA attention "

@@ -145,6 +145,26 @@ def _cpu_spec_decode() -> ModuleType:
     return module
 
 
+# Series cut short (release/test_series_cut_short.py, outer series_cut_short):
+# users met the crashes of the 0.15-0.17 series one after another, applying
+# the fixes in that order. {release: ((cut, the slugs of its patches), ...)}:
+# each cut is an install of its own (targets.cut_short: the release's series
+# with only those patches), on which serving must stop at engine start where
+# users stopped (the test file says with what, per cut and target).
+CUT_SHORT: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "0.17.1": (
+        ("allowlist-only", ("speculative-allow-eagle3-for-deepseek-and-kimi-targets",)),
+        (
+            "allowlist-and-alias",
+            (
+                "eagle-alias-kimi-k2-5-media-placeholder-token-id",
+                "speculative-allow-eagle3-for-deepseek-and-kimi-targets",
+            ),
+        ),
+    ),
+}
+
+
 # The compiled served test costs a compile per process (65-110 s): it runs on
 # 0.32.0, what B200s run compiled.
 SERVED_COMPILED = ("0.32.0",)
@@ -323,15 +343,21 @@ def series_dir(release: str) -> Path | None:
     series = pins().series(release)
     if series is None:
         return None
+    return rendered(series, Path("series") / release, f"the series of {release}")
+
+
+def rendered(series: quilt.Series, where: Path, what: str) -> Path:
+    """``series`` as a plain folder, written once per content into
+    ``$VPATCH_CACHE/vllm-tier/<where>-<hash of its files>``."""
     files = series.files_out()
     digest = hashlib.sha256()
     for name, data in sorted(files.items()):
         digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     key = digest.hexdigest()[:12]
     return tier_cache.built(
-        tier_cache.root() / "series" / f"{release}-{key}",
+        tier_cache.root() / where.parent / f"{where.name}-{key}",
         key,
         lambda out: quilt.write(out, files),
-        f"the series of {release}",
-        prune=f"{release}-*",
+        what,
+        prune=f"{where.name}-*",
     )

@@ -41,6 +41,8 @@ SERVED_RUNS: dict[str, dict[str, dict[str, str]]] = {
         "tp2": {"VPATCH_VLLM_SERVED": "eager", "VPATCH_VLLM_SERVED_TP": "2"},
     },
 }
+# a series cut short: a process of its own per cut, on the cut's install
+CUT_SHORT_TESTS = "test_series_cut_short.py"
 # doctor against the served engine's aux layers: one engine per drafter, a
 # process of its own (an engine torn down takes vLLM's parallel groups with it,
 # which the main run's shared engine still needs).
@@ -124,6 +126,20 @@ class Session:
                         # machine, and over 15 on one loaded 10x over
                         timeout=runner.INNER_TIMEOUT * (3 if mode == "compiled" else 2),
                     )
+        elif check == "series_cut_short":
+            # each cut on its own install; [cpu] only: the run stops at engine start
+            for cut, target in made["targets"].items():
+                self._submit(
+                    check,
+                    release,
+                    "cut",
+                    key=cut,
+                    name=f"cut-{cut}",
+                    target=target,
+                    tests=(str(runner.INNER / CUT_SHORT_TESTS),),
+                    pytest_args=("--tb=short",),
+                    extra_env={"VPATCH_VLLM_CUT": cut, "VPATCH_CUDA_CONTRACT": "0"},
+                )
         elif check == "fixes_no_selected_release_carries":
             markers = releases.fix_releases(self.selected).get(release, [])
             for variant in ("unpatched", "patched"):

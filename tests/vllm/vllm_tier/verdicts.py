@@ -121,6 +121,22 @@ def served_at_tensor_parallel_2(res: Results, release: str) -> Verdict:
     return _served(res, "served_at_tensor_parallel_2", release, "served EAGLE-3 at TP 2")
 
 
+def series_cut_short(res: Results, release: str) -> Verdict:
+    """The series cut short to the first fixes users applied, one install per
+    cut (releases.CUT_SHORT): each cut's run (release/test_series_cut_short.py)
+    stops at engine start with the error users met there, raised by vLLM
+    (release/unpatched.py's declaration of it): every test of every cut ran
+    and passed."""
+    lines, bad = [], []
+    for cut, _ in releases.CUT_SHORT[release]:
+        run = res.run("series_cut_short", release, cut)
+        bad += _all_passed(run, f"{cut}: ")
+        for c in run.cases.values():
+            mark = "ok " if c.outcome == "passed" else "BAD"
+            lines.append(f"  {mark} {cut} ({run.seconds:.0f}s run) {c.outcome:7s} {c.id}")
+    return Verdict(f"vLLM {release} series cut short ({len(lines)} cases)", lines, bad)
+
+
 def _all_passed(run: runner.InnerRun, label: str) -> list[str]:
     cases = run.cases.values()
     bad = [f"{label}{c.id}: {c.outcome} {c.message}" for c in cases if c.outcome != "passed"]
@@ -261,6 +277,7 @@ VERDICTS: dict[str, Callable[[Results, str], Verdict]] = {
     "served_speculative_decoding": served_speculative_decoding,
     "served_kimi_k25_wrapper": served_kimi_k25_wrapper,
     "served_at_tensor_parallel_2": served_at_tensor_parallel_2,
+    "series_cut_short": series_cut_short,
     "doctor_names_the_served_layers": doctor_names_the_served_layers,
     "doctor_mla_drafters_served": doctor_mla_drafters_served,
     "fixes_no_selected_release_carries": fixes_no_selected_release_carries,
