@@ -77,7 +77,7 @@ it stands in for and the releases it acts on:
     the C++ stand-ins with the dispatchers).
 
   The interpreter was chosen over torch ports by measurement (on 0.17.1 it
-  costs 1.7-1.8 s a served run, ports 0.1-0.3 s: tests/vllm/README.md).
+  costs 1.7-1.8 s a served run, ports 0.1-0.3 s: docs/measurements.md).
 
 Any other release is left as it is. ``installed()`` names what acted,
 ``launches()`` counts the interpreted kernels' launches.
