@@ -1,7 +1,7 @@
 """Benchmark (not a test): EAGLE-3 acceptance and speed, served by the patched
 vLLM on CPU, with a drafter trained offline against the tiny target.
 
-    python tests/vllm/bench_spec.py [RELEASE ...]      # default 0.26.0 0.32.0
+    python tests/vllm/bench_spec.py [RELEASE ...]      # default 0.17.1 0.26.0 0.32.0
 
 The drafter is trained once (tests/vllm/bench_spec_train.py in a tier venv:
 a few minutes on 2 cores) against fixtures' ``deepseek_v3_bench`` and cached
@@ -12,6 +12,12 @@ each timing greedy generates after a warm-up. Printed: vLLM's acceptance rate
 (accepted / proposed draft tokens) and mean acceptance length (1 + accepted /
 drafts), and the tokens/s of speculative vs plain generation (their ratio is
 the figure; the absolute ones are only as quiet as the machine).
+
+Then, eager, the same drafter served as a user's mistake serves it
+(``MISTAKES``: what doctor says users lose without an error), each printed
+beside the correct run: the aux ids one layer off, and the ids written in
+another order than the drafter was trained in; and, for scale, with no
+states at all (fc zeroed), the floor its own token input gives.
 """
 
 from __future__ import annotations
@@ -26,9 +32,71 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RELEASES = ("0.26.0", "0.32.0")
+RELEASES = ("0.17.1", "0.26.0", "0.32.0")
 MODES = ("eager", "compiled")
 SPEC_TOKENS = 3
+IDS = "eagle_aux_hidden_state_layer_ids"
+
+
+def _ids(cfg: dict, ids: list[int]) -> dict:
+    """The drafter's config with ``ids`` where it names its aux layers (top
+    level and eagle_config, as SpecForge writes them)."""
+    cfg = {**cfg, IDS: ids}
+    if IDS in cfg.get("eagle_config", {}):
+        cfg["eagle_config"] = {**cfg["eagle_config"], IDS: ids}
+    return cfg
+
+
+def _one_layer_off(cfg: dict, weights: dict) -> tuple[dict, dict]:
+    """The SGLang/vLLM convention mix-up (doctor's trained_layers): every id
+    one layer off, so vLLM feeds each state one layer away from the one the
+    drafter was trained on."""
+    return _ids(cfg, [i + 1 for i in cfg[IDS]]), weights
+
+
+def _another_order(cfg: dict, weights: dict) -> tuple[dict, dict]:
+    """A drafter trained with its states concatenated in the order its ids are
+    written, the ids written descending (doctor's aux_layers ordering
+    warning): vLLM concatenates them in layer order, so fc sees them
+    permuted."""
+    import torch  # worker side: the tier venv's
+
+    ids = cfg[IDS]
+    width = weights["fc.weight"].shape[1] // len(ids)
+    blocks = weights["fc.weight"].split(width, dim=1)
+    fc = torch.cat(blocks[::-1], dim=1)  # trained in the written order
+    return _ids(cfg, ids[::-1]), {**weights, "fc.weight": fc.contiguous()}
+
+
+def _no_states(cfg: dict, weights: dict) -> tuple[dict, dict]:
+    """Not a mistake: the drafter with fc zeroed, so it gets nothing of the
+    target's states, only its own token input. The floor against which a
+    mistake's loss reads: what the states give is the correct run's
+    acceptance above it."""
+    return cfg, {**weights, "fc.weight": weights["fc.weight"] * 0}
+
+
+# name: (what the drafter is served with, the drafter made of the trained one)
+MISTAKES = {
+    "one-layer-off": ("aux ids one layer off", _one_layer_off),
+    "another-order": ("aux ids in another order than trained", _another_order),
+    "no-states": ("(floor) no aux states at all", _no_states),
+}
+
+
+def _mistaken(drafter: str, name: str, out: Path) -> str:
+    """The trained drafter as the mistake ``name`` serves it, in ``out``."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    src = Path(drafter)
+    shutil.copytree(src, out, dirs_exist_ok=True)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg, weights = MISTAKES[name][1](cfg, load_file(str(src / "model.safetensors")))
+    (out / "config.json").write_text(json.dumps(cfg, indent=1))
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return str(out)
 
 
 # --------------------------------------------------------------------- worker side
@@ -49,10 +117,15 @@ def worker(args) -> int:
         enforce_eager=args.mode == "eager", max_num_seqs=8, enable_prefix_caching=False
     )
     if args.drafter:
+        import tempfile
+
+        drafter = args.drafter
+        if args.mistake:
+            drafter = _mistaken(drafter, args.mistake, Path(tempfile.mkdtemp()) / "drafter")
         kw.update(
             speculative_config={
                 "method": "eagle3",
-                "model": args.drafter,
+                "model": drafter,
                 "num_speculative_tokens": SPEC_TOKENS,
             },
             disable_log_stats=False,
@@ -125,7 +198,9 @@ def drafter(release: str) -> Path:
     )
 
 
-def one(release: str, mode: str, drafter_dir: Path | None, args) -> dict:
+def one(
+    release: str, mode: str, drafter_dir: Path | None, args, mistake: str | None = None
+) -> dict:
     from vllm_tier import models, targets, venvs
     from vllm_tier.runenv import runtime_env
 
@@ -136,12 +211,25 @@ def one(release: str, mode: str, drafter_dir: Path | None, args) -> dict:
     cmd += ["--mode", mode, "--generates", str(args.generates), "--tokens", str(args.tokens)]
     if drafter_dir is not None:
         cmd += ["--drafter", str(drafter_dir)]
+    if mistake:
+        cmd += ["--mistake", mistake]
     proc = subprocess.run(cmd, env=renv, capture_output=True, text=True, timeout=1800)
     for line in proc.stdout.splitlines():
         if line.startswith("BENCH "):
             return json.loads(line[6:])
     sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
     raise SystemExit(f"{release} {mode}: the worker produced no figures (rc {proc.returncode})")
+
+
+def _acceptance(spec: dict) -> tuple[float, float]:
+    """(acceptance rate, mean acceptance length) of a speculative run."""
+    rate = spec["accepted"] / spec["draft_tokens"] if spec["draft_tokens"] else 0.0
+    length = 1 + spec["accepted"] / spec["drafts"] if spec["drafts"] else 0.0
+    return rate, length
+
+
+def _lossless(spec: dict, plain: dict) -> str:
+    return "yes" if spec["tokens"] == plain["tokens"] else "NO"
 
 
 def main(argv=None) -> int:
@@ -155,6 +243,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--drafter", help=argparse.SUPPRESS)
+    ap.add_argument("--mistake", choices=sorted(MISTAKES), help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -162,29 +251,46 @@ def main(argv=None) -> int:
 
     wanted = args.releases or (os.environ.get("VLLM") or " ".join(RELEASES)).split()
     t0 = time.monotonic()
-    d = args.trained or drafter(wanted[0])
+    # trained in one venv whatever the releases asked for (the data come from
+    # transformers' DeepSeek-V3: experts_implementation is transformers 5's)
+    d = args.trained or drafter(RELEASES[-1])
     print(
         f"bench-spec: drafter {d} ({time.monotonic() - t0:.0f}s); 8 prompts x "
         f"{args.tokens} tokens, best of {args.generates} generates, 1 thread",
         flush=True,
     )
+    from vllm_tier import releases
+
     for release in wanted:
+        why = releases.no_eagle3_on_cpu(release)
+        if why:
+            print(f"vLLM {release}: skipped, vLLM's CPU runner cannot serve EAGLE-3 ({why})")
+            continue
         for mode in args.modes.split(","):
             plain = one(release, mode, None, args)
             spec = one(release, mode, d, args)
-            same = spec["tokens"] == plain["tokens"]
-            rate = spec["accepted"] / spec["draft_tokens"] if spec["draft_tokens"] else 0.0
+            rate, length = _acceptance(spec)
             speedup = spec["tokens_per_s"] / plain["tokens_per_s"]
-            length = 1 + spec["accepted"] / spec["drafts"] if spec["drafts"] else 0.0
             print(
                 f"vLLM {release} {mode:8}: acceptance {rate:.3f}, mean acceptance length "
                 f"{length:.2f} ({spec['accepted']:.0f}/{spec['draft_tokens']:.0f} draft tokens); "
                 f"tokens/s speculative {spec['tokens_per_s']:.1f} vs plain "
                 f"{plain['tokens_per_s']:.1f} (x{speedup:.2f}); "
-                f"lossless: {'yes' if same else 'NO'}; engine start {spec['engine_start_s']:.0f}s "
+                f"lossless: {_lossless(spec, plain)}; engine start {spec['engine_start_s']:.0f}s "
                 f"/ {plain['engine_start_s']:.0f}s",
                 flush=True,
             )
+            if mode != "eager":  # the mistakes: acceptance does not depend on the mode
+                continue
+            for name, (what, _) in MISTAKES.items():
+                wrong = one(release, mode, d, args, mistake=name)
+                wrate, wlength = _acceptance(wrong)
+                print(
+                    f"vLLM {release} {mode:8}  {what}: acceptance {wrate:.3f} (correct "
+                    f"{rate:.3f}), mean acceptance length {wlength:.2f} (correct {length:.2f}); "
+                    f"lossless: {_lossless(wrong, plain)}",
+                    flush=True,
+                )
     print(f"bench-spec: {(time.monotonic() - t0) / 60:.1f} min")
     return 0
 

@@ -10,9 +10,12 @@ layer inputs at the drafter's aux layers captured by forward pre-hooks on
 its decoder layers (id k = input of layer k, 0 = the embedding). The
 drafter (release/eagle3_reference.py's function, float32, autograd) learns
 token t+2 from the states at t and the embedding of token t+1, teacher
-forced, one step (no test-time training: the later draft steps get less).
-Its draft vocab is the target's most frequent tokens in the data (as
-SpecForge picks it), d2t mapping them back. Seeded throughout.
+forced, and its later draft steps as vLLM runs them (EAGLE-3's test-time
+training): step k's row at t takes step k-1's pre-norm output at t and the
+embedding of token t+k, one position on, and attends the target's rows up
+to t and its own rows of the earlier steps at t. Its draft vocab is the
+target's most frequent tokens in the data (as SpecForge picks it), d2t
+mapping them back. Seeded throughout.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ sys.path.insert(0, str(HERE / "release"))
 
 from eagle3_reference import Eagle3Reference  # noqa: E402
 
-PROMPTS, PROMPT_LEN, CONTINUATION = 384, 8, 40
-STEPS, BATCH, LR = 600, 32, 3e-3
+PROMPTS, PROMPT_LEN, CONTINUATION = 8192, 8, 40
+STEPS, BATCH, LR = 1500, 32, 3e-3  # Adam, the rate on a cosine to 0
+DRAFT_STEPS = 3  # the speculative tokens bench_spec.py serves
 
 
 def target_data(target: Path, ids: list[int]):
@@ -70,6 +74,21 @@ def target_data(target: Path, ids: list[int]):
     for h in handles:
         h.remove()
     return seqs, torch.cat([captured[i] for i in ids], dim=-1)
+
+
+def draft_steps_mask(rows: int, steps: int) -> torch.Tensor:
+    """Which rows a row attends when ``steps`` draft steps of ``rows``
+    positions run as one sequence (block k = step k+1): block 0 is causal
+    over the target's rows; a row of a later block attends the target's rows
+    up to its position and the rows of the blocks up to its own at that
+    position, as vLLM's proposer has them in its KV cache."""
+    block = torch.arange(rows * steps) // rows
+    pos = torch.arange(rows * steps) % rows
+    target = (block[None, :] == 0) & (pos[None, :] <= pos[:, None])
+    own = (
+        (block[None, :] >= 1) & (block[None, :] <= block[:, None]) & (pos[None, :] == pos[:, None])
+    )
+    return target | own
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,25 +130,47 @@ def main(argv: list[str] | None = None) -> int:
     drafter.w = dict(trainable)  # the leaves themselves (the constructor converts)
     drafter.w["d2t"] = chosen - torch.arange(draft_vocab)
     opt = torch.optim.Adam(trainable.values(), lr=LR)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, STEPS)
     n, t = seqs.shape
+    rows = t - 1  # positions 0..t-2: states at t, embedding of token t+1 -> token t+2
+    positions = torch.arange(rows)
+    masks = [draft_steps_mask(rows, k + 1) for k in range(DRAFT_STEPS)]
     gen = torch.Generator().manual_seed(1)
     for step in range(STEPS):
-        rows = torch.randint(0, n, (BATCH,), generator=gen)
+        batch = torch.randint(0, n, (BATCH,), generator=gen)
+        tokens, states = seqs[batch], aux[batch]
+        hidden, embeds, pos = (
+            [drafter.fc(states[:, :rows])],
+            [drafter.embed[tokens[:, 1:]]],
+            [positions],
+        )
         loss = torch.zeros(())
-        for r in rows.tolist():
-            # positions 0..t-2: states at t, embedding of token t+1 -> token t+2
-            hidden = drafter.fc(aux[r, : t - 1])
-            embeds = drafter.embed[seqs[r, 1:t]]
-            normed, _ = drafter.layer(embeds, hidden, torch.arange(t - 1))
-            logits = normed[:-1] @ drafter.w["lm_head.weight"].T
-            labels = to_draft[seqs[r, 2:t]]
-            labels[: PROMPT_LEN - 2] = -100  # learn the target's continuations
-            loss = loss + torch.nn.functional.cross_entropy(logits, labels, ignore_index=-100)
-        loss = loss / BATCH
+        for k in range(DRAFT_STEPS):
+            normed, prenorm = drafter.layer(
+                torch.cat(embeds, 1), torch.cat(hidden, 1), torch.cat(pos), masks[k]
+            )
+            # step k+1's row at t predicts token t+2+k
+            valid = rows - 1 - k
+            logits = normed[:, k * rows : k * rows + valid] @ drafter.w["lm_head.weight"].T
+            labels = to_draft[tokens[:, 2 + k : 2 + k + valid]].clone()
+            labels[:, : max(0, PROMPT_LEN - 2 - k)] = -100  # learn the target's continuations
+            loss = loss + torch.nn.functional.cross_entropy(
+                logits.flatten(0, 1), labels.flatten(), ignore_index=-100
+            )
+            if k + 1 < DRAFT_STEPS:
+                # the next step's row at t: this step's pre-norm output at t,
+                # the embedding of token t+2+k (teacher forced), one position on
+                following = torch.zeros(BATCH, rows, dtype=torch.long)
+                following[:, : t - 2 - k] = tokens[:, 2 + k :]
+                hidden.append(prenorm[:, k * rows : (k + 1) * rows])
+                embeds.append(drafter.embed[following])
+                pos.append(positions + 1 + k)
+        loss = loss / DRAFT_STEPS
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if step % 100 == 0 or step == STEPS - 1:
+        schedule.step()
+        if step % 250 == 0 or step == STEPS - 1:
             print(f"step {step}: loss {loss.item():.3f} ({time.monotonic() - t0:.0f}s)", flush=True)
 
     if args.out.exists():

@@ -20,10 +20,13 @@ and writes::
                        for make bench-spec only: the embedding then dominates the residual
                        stream and the next token is learnable (the unmodified random
                        target's is close to random: no drafter learns it)
-    DIR/kimi_k25/      KimiK25ForConditionalGeneration config: the deepseek_v3 text
-                       config + a tiny MoonViT vision config + media_placeholder_token_id;
-                       no weights (load it with load_format="dummy"), same tokenizer,
-                       an offline stand-in for its remote-code media processor
+    DIR/kimi_k25/      KimiK25ForConditionalGeneration, servable: the deepseek_v3 text model
+                       (the same weights, under language_model.) + a tiny MoonViT vision
+                       tower and projector (seed 2), media_placeholder_token_id, the same
+                       tokenizer, and its media processor as the real checkpoint has it:
+                       preprocessor_config.json's media_proc_cfg (read by vLLM's own
+                       processor from 0.26) and a remote-code module (0.15-0.17 load it
+                       with trust_remote_code=True whatever the engine says)
     DIR/deepseek_v2/   DeepseekV2ForCausalLM config (model_type deepseek_v2, greedy softmax
                        routing, no q_lora, as DeepSeek-V2-Lite); no weights, same tokenizer
     DIR/kimi_k2/       Kimi-K2's config: DeepseekV3ForCausalLM with model_type kimi_k2,
@@ -270,7 +273,28 @@ def eagle3_layer0_config() -> dict:
     return c
 
 
+# The tiny MoonViT: head dim 16 (its 2-D rope needs a multiple of 4), one
+# block, 2x2 patch merge into the projector, whose output is the text hidden
+# size. The media processor caps an image at KIMI_PATCH_LIMIT patches, so the
+# engine's profile run (a 3000x3000 dummy image through the vision tower)
+# stays small: 8x8 patches, 16 tokens.
+KIMI_VISION = {
+    "patch_size": 14,
+    "init_pos_emb_height": 4,
+    "init_pos_emb_width": 4,
+    "init_pos_emb_time": 4,
+    "num_attention_heads": 2,
+    "num_hidden_layers": 1,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "merge_kernel_size": [2, 2],
+}
+KIMI_PATCH_LIMIT = 64
+
+
 def kimi_k25_config() -> dict:
+    """As the real Kimi-K2.5's config.json says it (old schema: init_pos_emb_*,
+    media_placeholder_token_id; no auto_map: vLLM's registry has the class)."""
     text = deepseek_v3_config()
     return {
         "architectures": ["KimiK25ForConditionalGeneration"],
@@ -278,16 +302,8 @@ def kimi_k25_config() -> dict:
         "text_config": text,
         "vision_config": {
             "model_type": "kimi_k25_vision",
-            "patch_size": 14,
-            "init_pos_emb_height": 4,
-            "init_pos_emb_width": 4,
-            "init_pos_emb_time": 2,
+            **KIMI_VISION,
             "pos_emb_type": "divided_fixed",
-            "num_attention_heads": 2,
-            "num_hidden_layers": 1,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "merge_kernel_size": [2, 2],
             "video_attn_type": "spatial_temporal",
             "merge_type": "sd2_tpool",
             "mm_projector_type": "patchmerger",
@@ -303,33 +319,132 @@ def kimi_k25_config() -> dict:
     }
 
 
-# Kimi-K2.5's processing info loads the media processor with trust_remote_code
-# (the real one is remote code on the hub).  This stand-in lives in the fixture
-# directory, so transformers loads it offline; it serves text-only use.
-KIMI_PROCESSOR_MODULE = '''
-from transformers.image_processing_utils import BaseImageProcessor
+def kimi_k25_weights(gen) -> dict:
+    """Every parameter vLLM loads, under the real checkpoint's names: the
+    text model's (deepseek_v3_weights, seed 0) under language_model., the
+    vision tower's and the projector's (``gen``)."""
+    import torch
+
+    def w(out_f, in_f):
+        return torch.randn(out_f, in_f, generator=gen) / math.sqrt(in_f)
+
+    def small(n):
+        return torch.randn(n, generator=gen) * 0.02
+
+    text = deepseek_v3_weights(torch.Generator().manual_seed(0))
+    t = {f"language_model.{k}": v for k, v in text.items()}
+    v = KIMI_VISION
+    d, p = v["hidden_size"], v["patch_size"]
+    vt = "vision_tower."
+    t[vt + "patch_embed.proj.weight"] = torch.randn(d, 3, p, p, generator=gen) / math.sqrt(
+        3 * p * p
+    )
+    t[vt + "patch_embed.proj.bias"] = small(d)
+    t[vt + "patch_embed.pos_emb.weight"] = torch.randn(
+        v["init_pos_emb_height"], v["init_pos_emb_width"], d, generator=gen
+    )
+    for i in range(v["num_hidden_layers"]):
+        b = f"{vt}encoder.blocks.{i}."
+        for norm in ("norm0", "norm1"):
+            t[b + norm + ".weight"] = torch.ones(d) + small(d)
+            t[b + norm + ".bias"] = small(d)
+        t[b + "wqkv.weight"] = w(3 * d, d)
+        t[b + "wqkv.bias"] = small(3 * d)
+        t[b + "wo.weight"] = w(d, d)
+        t[b + "wo.bias"] = small(d)
+        t[b + "mlp.fc0.weight"] = w(v["intermediate_size"], d)
+        t[b + "mlp.fc0.bias"] = small(v["intermediate_size"])
+        t[b + "mlp.fc1.weight"] = w(d, v["intermediate_size"])
+        t[b + "mlp.fc1.bias"] = small(d)
+    t[vt + "encoder.final_layernorm.weight"] = torch.ones(d) + small(d)
+    t[vt + "encoder.final_layernorm.bias"] = small(d)
+    merged = d * v["merge_kernel_size"][0] * v["merge_kernel_size"][1]
+    mp = "mm_projector."
+    t[mp + "pre_norm.weight"] = torch.ones(d) + small(d)
+    t[mp + "pre_norm.bias"] = small(d)
+    t[mp + "proj.0.weight"] = w(merged, merged)
+    t[mp + "proj.0.bias"] = small(merged)
+    t[mp + "proj.2.weight"] = w(HIDDEN, merged)
+    t[mp + "proj.2.bias"] = small(HIDDEN)
+    return t
+
+
+# Kimi-K2.5's media processor is remote code on the hub. vLLM 0.15-0.17 load
+# it with trust_remote_code=True whatever the engine says; from 0.26 vLLM uses
+# its own processor (KimiK25FusedVisionProcessor, when numba imports: it does
+# in every tier venv) and reads only media_proc_cfg. This stand-in lives in
+# the fixture folder, so transformers loads it offline; it resizes, pads and
+# patchifies as media_proc_cfg says (NaViT: at most in_patch_limit patches,
+# padded to whole merge windows), so both give the same number of tokens.
+KIMI_PROCESSOR_MODULE = """
+import math
+
+import numpy as np
+import torch
+from PIL import Image
+from transformers.image_processing_utils import BaseImageProcessor, BatchFeature
 
 
 class TinyKimiImageProcessor(BaseImageProcessor):
-    """Offline stand-in for Kimi-K2.5's media processor: text-only tests."""
+    \"\"\"Offline stand-in for Kimi-K2.5's media processor (images and video chunks).\"\"\"
 
     model_input_names = ["pixel_values", "grid_thws"]
 
-    def __init__(self, num_frames_per_chunk=4, tokens_per_media=4, **kwargs):
+    def __init__(self, media_proc_cfg=None, **kwargs):
         super().__init__(**kwargs)
-        self.num_frames_per_chunk = num_frames_per_chunk
-        self.tokens_per_media = tokens_per_media
+        self.media_proc_cfg = dict(media_proc_cfg or {})
+        self.num_frames_per_chunk = self.media_proc_cfg["temporal_merge_kernel_size"]
 
-    def media_tokens_calculator(self, chunk):
-        return self.tokens_per_media
+    def _size(self, width, height, limit):
+        c = self.media_proc_cfg
+        p, side = c["patch_size"], c["patch_limit_on_one_side"]
+        scale = min(
+            1.0,
+            math.sqrt(limit / (max(1, width // p) * max(1, height // p))),
+            side * p / width,
+            side * p / height,
+        )
+        w = min(max(1, int(width * scale)), side * p)
+        h = min(max(1, int(height * scale)), side * p)
+        unit = c["merge_kernel_size"] * p
+        return w, h, -(-w // unit) * unit, -(-h // unit) * unit
+
+    def _frames(self, media):
+        if media["type"] == "image":
+            return [media["image"]], self.media_proc_cfg["in_patch_limit"]
+        c = self.media_proc_cfg
+        return list(media["video_chunk"]), c["in_patch_limit_each_frame"] or c["in_patch_limit"]
+
+    def media_tokens_calculator(self, media):
+        frames, limit = self._frames(media)
+        _, _, pw, ph = self._size(*frames[0].size, limit)
+        unit = self.media_proc_cfg["merge_kernel_size"] * self.media_proc_cfg["patch_size"]
+        return (pw // unit) * (ph // unit)
 
     def split_video_chunks(self, video):
         n = self.num_frames_per_chunk
-        return [video[i:i + n] for i in range(0, len(video), n)]
+        return [video[i : i + n] for i in range(0, len(video), n)]
 
-    def preprocess(self, *args, **kwargs):
-        raise NotImplementedError("the tiny Kimi-K2.5 fixture is text-only")
-'''
+    def preprocess(self, medias, return_tensors=None, **kwargs):
+        c = self.media_proc_cfg
+        p = c["patch_size"]
+        mean = np.asarray(c["image_mean"], dtype=np.float32)
+        std = np.asarray(c["image_std"], dtype=np.float32)
+        patches, grids = [], []
+        for media in medias if isinstance(medias, list) else [medias]:
+            frames, limit = self._frames(media)
+            w, h, pw, ph = self._size(*frames[0].size, limit)
+            for frame in frames:
+                img = np.zeros((ph, pw, 3), dtype=np.float32)
+                small = frame.convert("RGB").resize((w, h), Image.Resampling.BICUBIC)
+                img[:h, :w] = (np.asarray(small, dtype=np.float32) / 255.0 - mean) / std
+                x = torch.from_numpy(img).permute(2, 0, 1)  # 3, ph, pw
+                x = x.reshape(3, ph // p, p, pw // p, p).permute(1, 3, 0, 2, 4)
+                patches.append(x.reshape(-1, 3, p, p))
+            grids.append([len(frames), ph // p, pw // p])
+        data = {"pixel_values": torch.cat(patches), "grid_thws": torch.tensor(grids)}
+        return BatchFeature(data=data, tensor_type=return_tensors)
+"""
 
 
 def write_kimi_processor(d: Path) -> None:
@@ -339,8 +454,18 @@ def write_kimi_processor(d: Path) -> None:
         {
             "auto_map": {"AutoImageProcessor": "tiny_kimi_processor.TinyKimiImageProcessor"},
             "image_processor_type": "TinyKimiImageProcessor",
-            "num_frames_per_chunk": 4,
-            "tokens_per_media": 4,
+            "media_proc_cfg": {
+                "patch_size": KIMI_VISION["patch_size"],
+                "merge_kernel_size": KIMI_VISION["merge_kernel_size"][0],
+                "in_patch_limit": KIMI_PATCH_LIMIT,
+                "patch_limit_on_one_side": 16,
+                "in_patch_limit_each_frame": KIMI_PATCH_LIMIT // 4,
+                "in_patch_limit_video": None,
+                "fixed_output_tokens": None,
+                "temporal_merge_kernel_size": 4,
+                "image_mean": [0.5, 0.5, 0.5],
+                "image_std": [0.5, 0.5, 0.5],
+            },
         },
     )
 
@@ -432,6 +557,8 @@ def build(out: Path) -> None:
     km.mkdir(exist_ok=True)
     write_json(km / "config.json", kimi_k25_config())
     write_json(km / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1})
+    gen = torch.Generator().manual_seed(2)
+    save_file(kimi_k25_weights(gen), str(km / "model.safetensors"), metadata={"format": "pt"})
     write_tokenizer(km)
     write_kimi_processor(km)
 

@@ -10,8 +10,17 @@ not a kill), and the inner tests that matter for it run against it. The
 mutant is killed when a test that passes with the real series fails with it,
 in either kernel mode; a mutant marked ``cuda_only`` must be killed in
 ``[cuda]`` and nowhere in ``[cpu]`` (the aliasing the CUDA contract exists
-for). A table and the score are printed; the exit status is 1 when any mutant
-survives or cannot be built.
+for). A mutant that names a served run (``served``: a run of
+``session.SERVED_RUNS``, the tiny DeepSeek-V3 eager or the Kimi-K2.5 wrapper)
+must also be killed there, in a process of its own: the 0.17.1 series (the
+releases users could not serve EAGLE-3 on at all) on the path users serve,
+through the tier's CPU spec-decode stand-in. Two of that series' mutants
+that change what serving computes have none, the served path cannot see
+them: ``corrupt-decode`` (a speculative engine's decode step verifies 1 + k
+tokens a sequence, so no forward has a single token) and
+``wrapper-get-noop`` (vLLM asks the target for its default aux layers only
+when the drafter names none; the served drafter names [0, 4, 7]). A table
+and the score are printed; the exit status is 1 when any mutant survives or cannot be built.
 
 Dropping an allowlist entry of the allowlist patch is a mutant per entry, unless
 another entry is a substring of it: the check admits a target when any entry
@@ -39,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_tier import log, models, releases, runner, targets
+from vllm_tier import log, models, releases, runner, session, targets
 from vllm_tier.log import say
 from vpatch import quilt
 
@@ -49,8 +58,10 @@ SUPPORT = "test_eagle3_support.py"
 PROPOSER = "test_proposer.py"
 CONFIG = "test_speculative_config.py"
 # The served speculative tests: a process of their own (one engine per process),
-# apart from the files above, with VPATCH_VLLM_SERVED=eager.
-SERVED = "test_served_spec_decode.py"
+# apart from the files above, in the environment of one of the served checks'
+# runs (Mutant.served).
+SERVED = session.SERVED_TESTS
+SERVED_RUNS = {mode: env for runs in session.SERVED_RUNS.values() for mode, env in runs.items()}
 MLA_CONFIG = "test_mla_drafter_config.py"
 MLA_LAYER = "test_mla_drafter_layer.py"
 POSITIONS = "test_draft_positions.py"
@@ -95,8 +106,13 @@ class Mutant:
     old: str  # text of the patch file, found exactly once
     new: str
     why: str  # the mistake it stands for
-    tests: tuple[str, ...]  # inner test files that matter for it
+    tests: tuple[str, ...]  # inner test files that matter for it (not SERVED)
     cuda_only: bool = False  # killed in [cuda] only (aliasing)
+    served: str | None = None  # a served run (SERVED_RUNS) that must kill it too
+
+    def parts(self) -> list[str]:
+        """What must kill it: "files" (its test files, one run) and/or a served run."""
+        return ["files"] * bool(self.tests) + [f"served-{self.served}"] * bool(self.served)
 
 
 @dataclass(frozen=True)
@@ -130,6 +146,7 @@ MUTANTS = (
         "             return IntermediateTensors(\n",
         "the aux state is collected after the layer ran: its output, not its input",
         (AUX,),
+        served="eager",
     ),
     Mutant(
         "residual-dropped",
@@ -139,6 +156,7 @@ MUTANTS = (
         "+                    hidden_states\n",
         "the aux state is the layer's hidden_states without the residual added",
         (AUX,),
+        served="eager",
     ),
     Mutant(
         "final-index-dropped",
@@ -210,6 +228,7 @@ MUTANTS = (
         " else hidden_states + residual\n",
         "the aux state is wrong (no residual) only on steps of more than one token",
         (AUX,),
+        served="eager",
     ),
     Mutant(
         "wrapper-set-noop",
@@ -219,6 +238,7 @@ MUTANTS = (
         "+        pass\n",
         "Kimi-K2.5's set_aux_hidden_state_layers does not reach its language model",
         (SUPPORT,),
+        served="kimi",
     ),
     Mutant(
         "wrapper-get-noop",
@@ -237,6 +257,7 @@ MUTANTS = (
         "+                    target_model.config.pad_token_id\n",
         "the drafter's image_token_index is read from another attribute of the Kimi config",
         (PROPOSER,),
+        served="kimi",
     ),
     Mutant(
         "aliasing",
@@ -262,7 +283,8 @@ MUTANTS = (
         "+                    )[1]\n",
         "layer 0's aux state is the layer's residual (embedding + attention output, from a "
         "second run of layer 0 on a copy) instead of the embedding",
-        (SERVED,),
+        (),
+        served="eager",
     ),
     Mutant(
         "layer0-zeros",
@@ -271,7 +293,8 @@ MUTANTS = (
         "+                    aux_hidden_state = hidden_states.clone()\n",
         "+                    aux_hidden_state = torch.zeros_like(hidden_states)\n",
         "layer 0's aux state is zeros",
-        (SERVED,),
+        (),
+        served="eager",
     ),
     Mutant(
         "layer0-previous-step",
@@ -286,7 +309,8 @@ MUTANTS = (
         "+                        else hidden_states.clone()\n"
         "+                    )\n",
         "layer 0's aux state is the embedding of the previous forward (a stale buffer)",
-        (SERVED,),
+        (),
+        served="eager",
     ),
     Mutant(
         "mla-detect-wrong-entry",
@@ -370,6 +394,9 @@ MUTANTS = (
 )
 
 ALLOWLIST_PATCH = ("0.17.1", ALLOWLIST)
+# the text model_type of both served targets (fixtures: the tiny DeepSeek-V3,
+# and the text config inside the tiny Kimi-K2.5)
+SERVED_MODEL_TYPE = "deepseek_v3"
 _ENTRY = re.compile(r'^([ +])\s+"([a-z0-9_]+)",$')
 
 
@@ -409,6 +436,8 @@ def allowlist_mutants() -> tuple[list[Mutant], list[Equivalent]]:
                 "",
                 f"SpeculativeConfig refuses eagle3 for text model_type {entry}",
                 (CONFIG,),
+                # the served targets' own (the tiny DeepSeek-V3, and Kimi-K2.5's text model)
+                served="eager" if entry == SERVED_MODEL_TYPE else None,
             )
         )
     return found, same
@@ -483,10 +512,13 @@ class Result:
     seconds: float
 
 
-def _failed(m: Mutant, run: runner.InnerRun, baseline: runner.InnerRun) -> list[runner.Case]:
-    """The mutant's tests that pass with the real series and fail (or are
-    missing) with the mutant. The baseline ran every file of the release."""
-    modules = {f.removesuffix(".py") for f in m.tests}
+def _failed(
+    files: tuple[str, ...], run: runner.InnerRun, baseline: runner.InnerRun
+) -> list[runner.Case]:
+    """The tests of ``files`` that pass in ``baseline`` (the real series, the
+    same part; it ran every file of the release) and fail (or are missing)
+    with the mutant."""
+    modules = {f.removesuffix(".py") for f in files}
     out = []
     for cid, base in baseline.cases.items():
         if base.outcome != "passed" or cid.split("::")[0] not in modules:
@@ -499,21 +531,37 @@ def _failed(m: Mutant, run: runner.InnerRun, baseline: runner.InnerRun) -> list[
     return out
 
 
-def verdict(m: Mutant, run: runner.InnerRun, baseline: runner.InnerRun) -> tuple[str, str]:
-    failed = _failed(m, run, baseline)
+def _told(
+    m: Mutant, part: str, run: runner.InnerRun, baseline: runner.InnerRun
+) -> tuple[str, str, list]:
+    """(status, detail, failed) of one part of a mutant's runs."""
+    failed = _failed(m.tests if part == "files" else (SERVED,), run, baseline)
     if run.returncode is None:
-        return "ERROR", f"timed out ({run.log})"
+        return "ERROR", f"{part}: timed out ({run.log})", failed
     if not run.cases:  # pytest itself failed (no report): not a test telling
-        return "ERROR", f"{run.crashed} ({run.log})"
+        return "ERROR", f"{part}: {run.crashed} ({run.log})", failed
     if not failed:
-        return "SURVIVED", f"every test passed ({len(run.cases)} cases; {run.log})"
+        return "SURVIVED", f"{part}: every test passed ({len(run.cases)} cases; {run.log})", failed
     modes = sorted({c.kernels or "-" for c in failed})
-    first = failed[0]
-    detail = f"{len(failed)} failed [{', '.join(modes)}], e.g. {first.id}"
-    if first.message:
-        detail += f": {first.message[:90]}"
+    detail = f"{part}: {len(failed)} failed [{', '.join(modes)}], e.g. {failed[0].id}"
+    if failed[0].message:
+        detail += f": {failed[0].message[:90]}"
+    return "killed", detail, failed
+
+
+def verdict(
+    m: Mutant, runs: dict[str, runner.InnerRun], baselines: dict[str, runner.InnerRun]
+) -> tuple[str, str]:
+    """Killed when every part of it (its files, its served run) has a test
+    that passes with the real series fail with the mutant."""
+    told = {part: _told(m, part, runs[part], baselines[part]) for part in m.parts()}
+    for status in ("ERROR", "SURVIVED"):
+        bad = [d for s, d, _ in told.values() if s == status]
+        if bad:
+            return status, "; ".join(bad)
+    detail = "; ".join(d for _, d, _ in told.values())
     if m.cuda_only:
-        cpu = [c for c in failed if c.kernels != "cuda"]
+        cpu = [c for _, _, failed in told.values() for c in failed if c.kernels != "cuda"]
         if cpu:
             return "ERROR", f"expected to fail in [cuda] only, failed {cpu[0].id}"
         detail += "; every [cpu] test passed"
@@ -548,50 +596,42 @@ def main(argv: list[str] | None = None) -> int:
 
     wanted = sorted({m.release for m in mutants})
     fixtures = models.ensure(wanted[0])
+    # a release's "files" part runs every file its mutants name, at once; each
+    # served part (the served file, one engine per process) a run of its own
     files = {r: sorted({f for m in mutants if m.release == r for f in m.tests}) for r in wanted}
 
-    def inner(release: str, target: Path, tests: list[str], name: str) -> runner.InnerRun:
+    def inner(release: str, target: Path, part: str, tests: list[str], name: str):
+        served = part.removeprefix("served-") if part != "files" else None
         return runner.run_inner(
             release,
             "patched",
             work / "runs",
             fixtures=fixtures,
             target=target,
-            tests=tuple(str(INNER / f) for f in tests),
-            pytest_args=select(release),
+            tests=tuple(str(INNER / f) for f in ([SERVED] if served else tests)),
+            # a served run as the tier's served checks run it: the whole file
+            pytest_args=("--tb=short",) if served else select(release),
             name=name,
-            extra_env={"VPATCH_VLLM_SERVED": "eager"} if SERVED in tests else None,
+            extra_env=SERVED_RUNS[served] if served else None,
         )
 
     # the real series on each release: which tests pass, the ones that can kill
-    # (the served file in a run of its own: it makes its own engine)
     base_targets = {r: targets.patched(r) for r in wanted}
-    groups = {
-        (r, i): g
-        for r in wanted
-        for i, g in enumerate(
-            ([f for f in files[r] if f != SERVED], [SERVED] * (SERVED in files[r]))
-        )
-        if g
-    }
+    parts = sorted({(m.release, part) for m in mutants for part in m.parts()})
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {
-            key: pool.submit(inner, key[0], base_targets[key[0]], g, f"baseline-{key[0]}-{key[1]}")
-            for key, g in groups.items()
+            (r, part): pool.submit(
+                inner, r, base_targets[r], part, files[r], f"baseline-{r}-{part}"
+            )
+            for r, part in parts
         }
-        parts = {key: f.result() for key, f in futures.items()}
-    for (r, _), b in parts.items():
+        baselines = {key: f.result() for key, f in futures.items()}
+    for (r, part), b in baselines.items():
         passed = sum(c.outcome == "passed" for c in b.cases.values())
-        say(f"baseline {r} ({b.log.name}): {passed}/{len(b.cases)} passed in {b.seconds:.0f}s")
+        say(f"baseline {r} {part}: {passed}/{len(b.cases)} passed in {b.seconds:.0f}s")
         if b.crashed or not passed:
             print(f"the real series of {r} does not pass its tests: {b.crashed}\n{b.tail()}")
             return 2
-    baselines = {}
-    for (r, _), b in parts.items():
-        if r in baselines:
-            baselines[r].cases.update(b.cases)
-        else:
-            baselines[r] = b
 
     build = threading.Lock()  # one vpatch wheel at a time; the runs in parallel
 
@@ -603,8 +643,12 @@ def main(argv: list[str] | None = None) -> int:
                     target = targets.patched(m.release, series[m.name], label=f"mutant-{m.name}")
             except Exception as e:  # a mutant that does not build is a broken mutant
                 return Result(m, "ERROR", f"did not build: {e}", time.monotonic() - start)
-            run = inner(m.release, target, list(m.tests), m.name)
-            status, detail = verdict(m, run, baselines[m.release])
+            runs = {
+                part: inner(m.release, target, part, list(m.tests), f"{m.name}-{part}")
+                for part in m.parts()
+            }
+            mine = {part: baselines[(m.release, part)] for part in m.parts()}
+            status, detail = verdict(m, runs, mine)
             return Result(m, status, detail, time.monotonic() - start)
         finally:
             if not args.keep:  # the install, or what a failed build left (.tmp, .tmp.wheel)
@@ -625,8 +669,10 @@ def main(argv: list[str] | None = None) -> int:
     for e in equivalents:
         print(f"{e.name:{width}}  {e.release:7} equivalent, not run ({e.patch}): {e.why}")
     killed = sum(r.status == "killed" for r in results)
+    served = sum(r.status == "killed" and bool(r.mutant.served) for r in results)
     print(
-        f"\n{killed}/{len(results)} mutants killed, {len(equivalents)} equivalent left out; "
+        f"\n{killed}/{len(results)} mutants killed ({served} of them on a served path too), "
+        f"{len(equivalents)} equivalent left out; "
         f"{took / 60:.1f} min with {args.jobs} at once (logs: {work})"
     )
     return 0 if killed == len(results) else 1

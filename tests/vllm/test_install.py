@@ -108,7 +108,9 @@ def snapshot(root: Path) -> dict[str, str]:
 def inner(py: Path, release: str, variant: str, fixtures: Path, out: Path) -> dict:
     """The release's patch-effect tests in one process of py; their cases."""
     junit, log = out / f"{variant}.xml", out / f"{variant}.log"
-    e = runtime_env(site_packages(py), fixtures)
+    # the release's run settings (its overlay, preloads and, where the tier
+    # stands in for CPU spec decode, Triton's interpreter) as every tier run
+    e = runtime_env(site_packages(py), fixtures, release)
     e.pop("PYTHONPATH")  # vLLM comes from py's own site-packages
     # the runs' shared bytecode tree would hide what this test is about: the
     # .pyc in site-packages' __pycache__ that CPython trusts (unchecked-hash)

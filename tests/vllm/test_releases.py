@@ -101,6 +101,9 @@ def _outer(check: str):
 
 test_patch_effects = _outer("patch_effects")
 test_served_speculative_decoding = _outer("served_speculative_decoding")
+test_served_kimi_k25_wrapper = _outer("served_kimi_k25_wrapper")
+test_served_at_tensor_parallel_2 = _outer("served_at_tensor_parallel_2")
+test_series_cut_short = _outer("series_cut_short")
 test_doctor_names_the_served_layers = _outer("doctor_names_the_served_layers")
 test_doctor_mla_drafters_served = _outer("doctor_mla_drafters_served")
 test_fixes_no_selected_release_carries = _outer("fixes_no_selected_release_carries")

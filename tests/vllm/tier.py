@@ -48,6 +48,7 @@ SHOWN = (
     "TOKENIZERS",
     "TORCHDYNAMO",
     "LD_PRELOAD",
+    "TRITON",
 )
 
 

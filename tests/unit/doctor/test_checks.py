@@ -198,6 +198,7 @@ def test_ids_out_of_order_and_duplicates(tmp_path):
     r = check(tmp_path / "a", config={IDS_KEY: [58, 2, 30]})
     assert r.ok and sev(r, "aux_layers") == "warning"
     assert "layer order [2, 30, 58]" in find(r, "aux_layers").message
+    assert "acceptance 0.43 -> 0.36" in find(r, "aux_layers").message  # measured, cited
     r = check(tmp_path / "b", config={IDS_KEY: [2, 2, 30]})
     assert sev(r, "aux_layers") == "warning" and "fc" in errors(r)
 
@@ -297,6 +298,7 @@ def test_copying_output_convention_ids_to_the_top_level_is_one_off(tmp_path, ver
     f = find(r, "trained_layers")
     assert f.severity == "error" and "one layer early" in f.message, r.to_text()
     assert f"{IDS_KEY}: [2, 30, 58]" in f.message
+    assert "0.43 -> 0.41" in f.message  # measured by make bench-spec, cited
 
 
 def test_converted_ids_agree_with_the_nested_ones(tmp_path):

@@ -42,8 +42,11 @@ from helpers import FIXTURES, Capture, engine_args, engine_kwargs, in_process, v
 # vLLM is patched in pytest_configure, before the session's model is built.
 CONTRACT = os.environ.get("VPATCH_CUDA_CONTRACT", "")
 # CPU-only vLLM bugs, worked around (cpu_workarounds.py): the rotary kernel
-# mixes up tokens and heads for DeepSeek's 3-D q_pe view (cpu_rotary.py), and
-# 0.20.0-0.24.0 and 0.27.x stop the tiny target's MoE (cpu_moe.py).
+# mixes up tokens and heads for DeepSeek's 3-D q_pe view (cpu_rotary.py),
+# 0.20.0-0.24.0 and 0.27.x stop the tiny target's MoE (cpu_moe.py), and
+# 0.31.0+ stop an engine that has numba imported (cpu_kernel_scan.py). And
+# what vLLM's CPU runner lacks to serve EAGLE-3 on 0.15.0-0.21.0,
+# 0.23.0-0.24.0 and 0.30.0, stood in for (cpu_spec_decode.py).
 pytest_plugins = ["inspect_in_process", "cpu_workarounds"] + (
     ["cuda_contract"] if CONTRACT == "1" else []
 )
@@ -58,6 +61,10 @@ SERVED = [
     "test_served_mla_drafters.py",
 ]
 collect_ignore = [] if os.environ.get("VPATCH_VLLM_SERVED") else SERVED
+# A series cut short: a process of its own per cut, on that cut's install
+# (VPATCH_VLLM_CUT, see test_series_cut_short.py).
+if not os.environ.get("VPATCH_VLLM_CUT"):
+    collect_ignore.append("test_series_cut_short.py")
 
 
 def patch_markers() -> dict[str, str]:

@@ -79,6 +79,15 @@ def emulating(on: bool = True):
         _on = before
 
 
+def switch(on: bool) -> None:
+    """Switch the installed emulation on or off until switched again (the
+    switch of a process the test does not run in: a tensor-parallel rank)."""
+    global _on
+    if not _installed:
+        raise RuntimeError("cuda_contract.install() has not run")
+    _on = on
+
+
 def _writes_in_place(norm, x, residual) -> bool:
     """Whether the CUDA path of this RMSNorm call is the in-place kernel: the
     conditions of ``forward_cuda`` (0.15-0.20) and of the ``vllm_c`` impl's

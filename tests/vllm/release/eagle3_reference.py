@@ -28,7 +28,7 @@ def _rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def _rope_neox(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
-    """Llama's rotation (neox style: the halves of each head), x [T, H, D]."""
+    """Llama's rotation (neox style: the halves of each head), x [..., T, H, D]."""
     d = x.shape[-1]
     inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=F64) / d))
     freqs = pos.to(F64)[:, None] * inv[None, :]
@@ -50,7 +50,10 @@ class Eagle3Reference:
         w = weights if weights is not None else load_file(str(Path(drafter) / "model.safetensors"))
         self.w = {k: v.to(dtype) if v.is_floating_point() else v for k, v in w.items()}
         tw = load_file(str(Path(target) / "model.safetensors"))
-        self.embed = tw["model.embed_tokens.weight"].to(dtype)
+        # the drafter shares the target's embedding: a wrapper's (Kimi-K2.5)
+        # is its language model's
+        key = next(k for k in tw if k.endswith("model.embed_tokens.weight"))
+        self.embed = tw[key].to(dtype)
         c = self.cfg
         self.eps = c["rms_norm_eps"]
         self.heads, self.kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
@@ -61,8 +64,11 @@ class Eagle3Reference:
     def fc(self, states: torch.Tensor) -> torch.Tensor:
         return states.to(self.dtype) @ self.w["fc.weight"].T
 
-    def layer(self, embeds, hidden, positions):
-        """(normed, prenorm) of the midlayer over a whole causal sequence."""
+    def layer(self, embeds, hidden, positions, mask=None):
+        """(normed, prenorm) of the midlayer over sequences of T rows
+        (``[..., T, hidden]``: one, or a batch); ``mask`` [T, T] says which
+        rows a row attends (default: causal; the benchmark's training passes
+        the masks of its draft steps)."""
         w, m = self.w, "midlayer."
         residual = hidden
         x = torch.cat(
@@ -72,17 +78,18 @@ class Eagle3Reference:
             ],
             dim=-1,
         )
-        t, hd = x.shape[0], self.head_dim
-        q = (x @ w[m + "self_attn.q_proj.weight"].T).view(t, self.heads, hd)
-        k = (x @ w[m + "self_attn.k_proj.weight"].T).view(t, self.kv_heads, hd)
-        v = (x @ w[m + "self_attn.v_proj.weight"].T).view(t, self.kv_heads, hd)
+        t, hd = x.shape[-2], self.head_dim
+        q = (x @ w[m + "self_attn.q_proj.weight"].T).unflatten(-1, (self.heads, hd))
+        k = (x @ w[m + "self_attn.k_proj.weight"].T).unflatten(-1, (self.kv_heads, hd))
+        v = (x @ w[m + "self_attn.v_proj.weight"].T).unflatten(-1, (self.kv_heads, hd))
         q, k = _rope_neox(q, positions, self.theta), _rope_neox(k, positions, self.theta)
         rep = self.heads // self.kv_heads
-        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(hd)
-        causal = torch.ones(t, t, dtype=torch.bool).tril()
-        scores = scores.masked_fill(~causal, float("-inf"))
-        o = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(t, -1)
+        k, v = k.repeat_interleave(rep, dim=-2), v.repeat_interleave(rep, dim=-2)
+        scores = torch.einsum("...qhd,...khd->...hqk", q, k) / math.sqrt(hd)
+        if mask is None:
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~mask, float("-inf"))
+        o = torch.einsum("...hqk,...khd->...qhd", scores.softmax(-1), v).flatten(-2)
         h = o @ w[m + "self_attn.o_proj.weight"].T + residual
         residual = h
         h = _rms(h, w[m + "post_attention_layernorm.weight"], self.eps)

@@ -314,13 +314,48 @@ def served_mode() -> str:
     return os.environ.get("VPATCH_VLLM_SERVED", "")
 
 
-def served_kwargs(compiled: bool) -> dict:
+def served_target() -> str:
+    """VPATCH_VLLM_SERVED_TARGET: the served target, a fixture name:
+    "deepseek_v3" (default) or "kimi_k25" (the KimiK25ForConditionalGeneration
+    wrapper users serve)."""
+    return os.environ.get("VPATCH_VLLM_SERVED_TARGET", "deepseek_v3")
+
+
+def served_tp() -> int:
+    """VPATCH_VLLM_SERVED_TP: the served engine's tensor_parallel_size (1)."""
+    return int(os.environ.get("VPATCH_VLLM_SERVED_TP", "1"))
+
+
+def served_kwargs(compiled: bool, target: str = "deepseek_v3", tp: int = 1) -> dict:
     """The engine arguments of the served tests, with or without the drafter."""
     # No prefix caching: each generate prefills its prompts whole (the wiring
     # test finds each prompt's states in the prefill).
-    return engine_kwargs(
+    kw = engine_kwargs(
         enforce_eager=not compiled, max_num_seqs=len(SERVED_PROMPTS), enable_prefix_caching=False
     )
+    if target == "kimi_k25":
+        # as users serve it (the real one's tokenizer is remote code); the
+        # fixture's media processor is remote code too (0.15-0.17 load it so
+        # whatever this says)
+        kw["trust_remote_code"] = True
+    if tp > 1:
+        # the ranks in worker processes (vLLM's CPU platform spawns them; the
+        # tier's CPU workarounds reach them as a vLLM plugin, see
+        # cpu_workarounds.vllm_plugin), each bound to a core of its own
+        kw.update(tensor_parallel_size=tp, distributed_executor_backend="mp")
+        cores = os.cpu_count() or 1
+        os.environ.setdefault(
+            "VLLM_CPU_OMP_THREADS_BIND", "|".join(str(r % cores) for r in range(tp))
+        )
+    return kw
+
+
+def set_contract_in_worker(worker, on: bool) -> None:
+    """collective_rpc: the CUDA contract on or off in an engine's worker (a
+    tensor-parallel rank in a process of its own)."""
+    import cuda_contract
+
+    cuda_contract.switch(on)
 
 
 def spec_counters(llm) -> dict[str, float]:

@@ -1,28 +1,44 @@
-"""EAGLE-3 served end to end by vLLM's CPU model runner, on the releases where
-it serves it (not those of vllm_tier.releases.NO_EAGLE3_ON_CPU): engine start
-and its profile run, the runner asking the target for the drafter's aux layers
-(the drafter fixture asks for [0, 4, 7]: layer 0 is the embedding), the
-target's forward (eager, or compiled with torch.compile), the proposer's
-multi-step drafts and the rejection sampler.
+"""EAGLE-3 served end to end by vLLM's CPU model runner: engine start and its
+profile run, the runner asking the target for the drafter's aux layers (the
+drafter fixture asks for [0, 4, 7]: layer 0 is the embedding), the target's
+forward (eager, or compiled with torch.compile), the proposer's multi-step
+drafts and the rejection sampler. Where vLLM's CPU runner lacks what serving
+needs (0.15.0-0.21.0, 0.23.0-0.24.0, 0.30.0: vllm_tier.releases.STAND_IN),
+cpu_spec_decode.py stands in for its kernels and device plumbing; the GPU
+runner's steps, the proposer and the sampler stay the release's own.
 
 Runs only in a process of its own (``VPATCH_VLLM_SERVED=eager|compiled``, one
-engine per process; the tier's outer test_served_speculative_decoding starts
-it). Unpatched, vLLM fails with the upstream TypeError (Tensor + None) at the
-first generate, in the engine's profile run, or inside Dynamo, depending on
-the release and mode; patched it serves:
+engine per process; the tier's served checks start it,
+vllm_tier.session.SERVED_RUNS). The target is the tiny DeepSeek-V3, or with
+``VPATCH_VLLM_SERVED_TARGET=kimi_k25`` the tiny KimiK25ForConditionalGeneration
+users serve (the same text model inside the wrapper, with its vision tower);
+``VPATCH_VLLM_SERVED_TP=2`` serves it at tensor_parallel_size=2 (the ranks in
+processes of their own: the lossless test only, its kernel mode switched in
+the ranks). Unpatched, vLLM fails with the error users met (``FAILS``,
+declared in unpatched.py): 0.15-0.17's SpeculativeConfig refuses eagle3 for
+the DeepSeek-V3 target (Kimi-K2.5's text model is DeepSeek-V3's), 0.18+
+raise the upstream TypeError (Tensor + None) at the first generate, in the
+engine's profile run, inside Dynamo, or in the ranks, depending on the
+release and run. Each fails in the ``served`` fixture's setup or in the
+test's own generate: a strict xfail either way. Patched it serves:
 
 * losslessly: greedy tokens with the drafter equal those of the eager engine
-  without it (another process, plain_generate.py), over a batch of prompts of
-  different lengths, and vLLM's spec-decode metrics show drafts proposed and
-  verified. Compiled too: the compiled speculative engine must give the eager
-  engine's tokens (a compiled plain engine was a second compile, 65 s a run,
-  for a reference no stricter);
-* (eager) with the exact wiring: what the drafter's fc gets is the
+  without it at TP 1 (another process, plain_generate.py), over a batch of
+  prompts of different lengths, and vLLM's spec-decode metrics show drafts
+  proposed and verified. Compiled too: the compiled speculative engine must
+  give the eager engine's tokens (a compiled plain engine was a second
+  compile, 65 s a run, for a reference no stricter). Where the tier runs the
+  release's own Triton kernels by Triton's interpreter (cpu_spec_decode),
+  the engine (each rank, at TP 2) must have launched them;
+* (eager, TP 1) with the exact wiring: what the drafter's fc gets is the
   concatenation of the target's layer inputs captured by hooks, and the drafts
   vLLM proposes after each prefill are those of an independent float64
   reference drafter (eagle3_reference.py) fed the same captured states. A
   layer-0 fix that fed wrong states would still be lossless (verification)
-  and is caught here.
+  and is caught here;
+* (Kimi-K2.5) with the proposer's image_token_index taken from the target's
+  media_placeholder_token_id (0.15-0.17: patch 0003), and the vision tower
+  and projector the checkpoint's, read from the running engine.
 
 Eager runs in both kernel modes, [cpu] and [cuda] (the CUDA contract inside
 the served engine). The compiled run has no [cuda]: vLLM calls its compiled
@@ -37,6 +53,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cpu_spec_decode
 import pytest
 import torch
 import unpatched
@@ -50,14 +67,28 @@ from helpers import (
     in_process,
     served_kwargs,
     served_mode,
+    served_target,
+    served_tp,
+    set_contract_in_worker,
     spec_counters,
 )
 
 MODE = served_mode()
 COMPILED = MODE == "compiled"
+TARGET = served_target()
+KIMI = TARGET == "kimi_k25"
+TP = served_tp()
 HERE = Path(__file__).resolve().parent
 
-FAILS = unpatched.LAYER0_PLUS_NONE_COMPILED if COMPILED else unpatched.LAYER0_PLUS_NONE
+# 0.15-0.17 refuse eagle3 for the target; 0.18+ meet layer 0's missing
+# residual where the run does
+if COMPILED:
+    LAYER0 = unpatched.LAYER0_PLUS_NONE_COMPILED
+elif TP > 1:
+    LAYER0 = unpatched.LAYER0_PLUS_NONE_IN_A_RANK
+else:
+    LAYER0 = unpatched.LAYER0_PLUS_NONE
+FAILS = unpatched.EAGLE3_REFUSED_DEEPSEEK_V3 + LAYER0
 pytestmark = [pytest.mark.patch_effect(FAILS), pytest.mark.layer0_fix, pytest.mark.served]
 if COMPILED:
     pytestmark.append(pytest.mark.compiled)
@@ -90,7 +121,7 @@ def plain(paths, tmp_path_factory):
     def tokens() -> list[list[int]]:
         if not made:
             out = tmp_path_factory.mktemp("plain") / "tokens.json"
-            made.append(_plain_tokens(paths["deepseek_v3"], out))
+            made.append(_plain_tokens(paths[TARGET], out))
         return made[0]
 
     return tokens
@@ -98,20 +129,20 @@ def plain(paths, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def served(paths):
-    """The tiny DeepSeek-V3 served with the EAGLE-3 drafter asking for layer 0.
+    """The target served with the EAGLE-3 drafter asking for layer 0.
     Unpatched 0.26.0 fails here, in the engine's profile run."""
     in_process()
     from vllm import LLM
 
     return LLM(
-        model=paths["deepseek_v3"],
+        model=paths[TARGET],
         speculative_config={
             "method": "eagle3",
             "model": paths["eagle3_layer0"],
             "num_speculative_tokens": NUM_SPECULATIVE_TOKENS,
         },
         disable_log_stats=False,
-        **served_kwargs(COMPILED),
+        **served_kwargs(COMPILED, TARGET, TP),
     )
 
 
@@ -121,31 +152,75 @@ def served(paths):
 _BROKEN: list[BaseException] = []
 
 
-def _generate(llm, max_tokens: int = SERVED_MAX_TOKENS):
+def _generate(llm, kernels: str, max_tokens: int = SERVED_MAX_TOKENS):
+    """The served prompts' generate, in the test's kernel mode: this process's
+    (the kernels fixture) and, at TP > 1, the ranks' (each a process of its
+    own), switched back when it is done."""
     if _BROKEN:
         raise _BROKEN[0]
     try:
-        return llm.generate(SERVED_PROMPTS, greedy(max_tokens), use_tqdm=False)
+        if TP > 1:
+            llm.collective_rpc(set_contract_in_worker, args=(kernels == "cuda",))
+        out = llm.generate(SERVED_PROMPTS, greedy(max_tokens), use_tqdm=False)
+        if TP > 1:
+            llm.collective_rpc(set_contract_in_worker, args=(False,))
+        return out
     except Exception as e:
         _BROKEN.append(e)
         raise
 
 
+def _contract_writes(llm) -> list[int]:
+    """The in-place writes of the CUDA contract so far, per rank."""
+    return llm.collective_rpc(_contract_stats)
+
+
+def _contract_stats(worker) -> int:
+    import cuda_contract
+
+    return cuda_contract.STATS["fused_add_rms_norm"]
+
+
+def _launches(worker) -> dict[str, int]:
+    """The interpreted kernels a rank launched (cpu_spec_decode)."""
+    return cpu_spec_decode.launches()
+
+
 @pytest.mark.kernels
 def test_served_eagle3_is_lossless(served, plain, kernels):
     before = spec_counters(served)
-    got = [list(o.outputs[0].token_ids) for o in _generate(served)]
+    writes = _contract_writes(served) if TP > 1 and not _BROKEN else []
+    got = [list(o.outputs[0].token_ids) for o in _generate(served, kernels)]
     after = spec_counters(served)
+    if cpu_spec_decode.needs_interpreter():
+        # the stand-in kernels (the release's own, interpreted) ran in this
+        # engine (some only in its profile run: 0.23.0-0.24.0's recovered-token
+        # kernel), in each rank at TP > 1
+        ran = served.collective_rpc(_launches) if TP > 1 else [cpu_spec_decode.launches()]
+        assert all(ran), f"the engine launched no interpreted kernel: {ran}"
     assert got == plain(), "EAGLE-3 changed the greedy output"
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     assert delta.get("vllm:spec_decode_num_drafts", 0) > 0, f"no drafts proposed: {delta}"
     assert delta.get("vllm:spec_decode_num_draft_tokens", 0) > 0, f"no draft tokens: {delta}"
     # verified: the rejection sampler reported on every draft token
     assert "vllm:spec_decode_num_accepted_tokens" in after, sorted(after)
+    if TP > 1:  # the ranks ran in the test's kernel mode
+        ran = [b - a for a, b in zip(writes, _contract_writes(served), strict=True)]
+        assert all(n > 0 for n in ran) if kernels == "cuda" else not any(ran), (
+            f"[{kernels}]: in-place writes of the CUDA contract per rank: {ran}"
+        )
 
 
 def _runner(llm):
     return llm.collective_rpc(lambda worker: worker.model_runner)[0]
+
+
+def _decoder(target):
+    """The DeepseekV2Model whose layers feed the drafter: the target's own,
+    or its language model's in a wrapper (Kimi-K2.5; 0.15.x's wrapper holds
+    the bare model)."""
+    lm = getattr(target, "language_model", target)
+    return getattr(lm, "model", lm)
 
 
 class _Recorder:
@@ -180,7 +255,7 @@ class _Recorder:
         return hook
 
     def __enter__(self):
-        decoder = self.target.model
+        decoder = _decoder(self.target)
         self.handles = [
             decoder.embed_tokens.register_forward_pre_hook(self._embed_ids, with_kwargs=True)
         ]
@@ -229,13 +304,14 @@ def _span(ids: torch.Tensor, prompt: tuple[int, ...]) -> int:
     raise AssertionError(f"prompt {prompt} is not in the prefill's tokens {ids.tolist()}")
 
 
-if not COMPILED:  # hooks inside a compiled graph never run
+# hooks inside a compiled graph never run, nor in a rank's own process
+if not COMPILED and TP == 1:
 
     @pytest.mark.kernels
     def test_served_drafter_gets_the_target_layer_inputs(served, plain, paths, manifest, kernels):
         ids = manifest["eagle3_layer0_ids"]
         with _Recorder(served, ids) as rec:
-            outs = _generate(served)
+            outs = _generate(served, kernels)
         got = [list(o.outputs[0].token_ids) for o in outs]
         assert got == plain()
         outputs = {tuple(o.prompt_token_ids): g for o, g in zip(outs, got, strict=True)}
@@ -256,7 +332,7 @@ if not COMPILED:  # hooks inside a compiled graph never run
                 )
 
         # 2. the drafts after each prompt's prefill are the reference's
-        ref = Eagle3Reference(Path(paths["eagle3_layer0"]), Path(paths["deepseek_v3"]))
+        ref = Eagle3Reference(Path(paths["eagle3_layer0"]), Path(paths[TARGET]))
         prefill = rec.forwards[0]
         first: dict[tuple[int, ...], list[int]] = {}
         for prompts, drafts in rec.proposals:
@@ -272,3 +348,64 @@ if not COMPILED:  # hooks inside a compiled graph never run
                 f"prompt {list(prompt)}: vLLM drafted {drafts}, the reference drafter fed the "
                 f"hooked states drafts {want}"
             )
+
+
+def _image_token_index(worker) -> int:
+    return worker.model_runner.drafter.model.config.image_token_index
+
+
+# The wrapper's checks read the engine after it served the prompts: an
+# unpatched engine fails there, or before (0.15-0.17 refuse eagle3 for the
+# target, 0.26.0 fails in its profile run).
+if KIMI:
+
+    def test_served_drafter_takes_the_media_placeholder_id(served, manifest, kernels):
+        """vLLM's proposer gives an EAGLE-3 drafter of a multimodal target the
+        target's image token id; for Kimi-K2.5 that is media_placeholder_token_id
+        (0.15-0.17 read image_token_index, which Kimi's config lacks: patch
+        0003), on every rank."""
+        _generate(served, kernels)
+        want = manifest["media_placeholder_token_id"]
+        assert served.collective_rpc(_image_token_index) == [want] * TP
+
+
+if KIMI and TP == 1:
+
+    def test_served_kimi_runs_the_checkpoints_vision_tower(served, paths, kernels):
+        """The wrapper is whole: its vision tower and projector, built at the
+        config's tiny size, compute with the checkpoint's weights (the
+        projector's proj.0/proj.2 are vLLM's linear_1/linear_2). vLLM's CPU
+        linear layers may repack their weights after loading, so each linear
+        layer is compared by what it computes, x W^T + b, the other
+        parameters by value."""
+        from safetensors.torch import load_file
+
+        _generate(served, kernels)
+
+        ckpt = load_file(str(Path(paths[TARGET]) / "model.safetensors"))
+        ckpt = {
+            k.replace("mm_projector.proj.0.", "mm_projector.linear_1.").replace(
+                "mm_projector.proj.2.", "mm_projector.linear_2."
+            ): v
+            for k, v in ckpt.items()
+            if k.startswith(("vision_tower.", "mm_projector."))
+        }
+        model = _runner(served).get_model()
+        seen = set()
+        gen = torch.Generator().manual_seed(0)
+        for prefix in ("vision_tower", "mm_projector"):
+            for name, module in getattr(model, prefix).named_modules(prefix=prefix):
+                own = {f"{name}.{n}": p for n, p in module.named_parameters(recurse=False)}
+                if hasattr(module, "quant_method") and f"{name}.weight" in ckpt:
+                    w, b = ckpt[f"{name}.weight"], ckpt.get(f"{name}.bias")
+                    x = torch.randn(3, w.shape[1], generator=gen)
+                    out = module(x)
+                    out = out[0] if isinstance(out, tuple) else out
+                    want = x @ w.T + (b if b is not None else 0)
+                    torch.testing.assert_close(out, want, msg=name)
+                    seen |= set(own)
+                    continue
+                for n, p in own.items():
+                    assert torch.equal(p.detach().cpu(), ckpt[n]), n
+                    seen.add(n)
+        assert seen == set(ckpt), sorted(set(ckpt) ^ seen)

@@ -88,14 +88,31 @@ NOT_EAGLE3 = fails(*EAGLE3, AssertionError, r"where False = <function supports_e
 KIMI_NO_IMAGE_TOKEN_INDEX = fails(
     *EAGLE3, AttributeError, r"'KimiK25Config' object has no attribute 'image_token_index'"
 )
-# SpeculativeConfig refuses eagle3 for the target (pydantic's ValidationError,
-# a ValueError; 0.15.x says "Eagle3", 0.16+ "eagle3")
-EAGLE3_REFUSED = fails(
+# the GPU model runner's load_model (the CPU runner's through cpu_spec_decode)
+# refuses a target without the EAGLE-3 interface (0.17.1: a series cut short,
+# test_series_cut_short.py)
+NO_EAGLE3_INTERFACE = fails(
     *EAGLE3,
-    ValueError,
-    r"(?i)eagle3 is only supported for \[[^\]]*\] models\. "
-    r"Got self\.target_model_config\.hf_text_config\.model_type=",
+    RuntimeError,
+    r"Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested",
 )
+
+
+def _refused(model_type: str = r"'[^']*'") -> tuple[Span, ...]:
+    """SpeculativeConfig refuses eagle3 for a target of text model_type
+    ``model_type`` (a regex; pydantic's ValidationError, a ValueError):
+    0.15.0-0.16.0 say "Eagle3", 0.17.x the method's name (read from the
+    sdists; seen on 0.15.0, 0.15.1, 0.17.1)."""
+    got = r" models\. Got self\.target_model_config\.hf_text_config\.model_type=" + model_type
+    return fails(
+        "0.15.0", "0.16.0", ValueError, r"Eagle3 is only supported for \[[^\]]*\]" + got
+    ) + fails("0.17.0", "0.17.1", ValueError, r"eagle3 is only supported for \[[^\]]*\]" + got)
+
+
+EAGLE3_REFUSED = _refused()
+# the served targets: the tiny DeepSeek-V3, and Kimi-K2.5, whose text model
+# is DeepSeek-V3's (0.15.1, 0.17.1; served through cpu_spec_decode)
+EAGLE3_REFUSED_DEEPSEEK_V3 = _refused("'deepseek_v3'")
 
 # -- the layer-0 fix (0.18.0-0.33.0) -------------------------------------------
 
@@ -108,6 +125,14 @@ LAYER0_PLUS_NONE = fails(
 # the same, met by Dynamo tracing the compiled target at engine start (0.32.0)
 LAYER0_PLUS_NONE_COMPILED = fails(
     *LAYER0, RuntimeError, r"unsupported operand type\(s\) for \+: 'FakeTensor' and 'NoneType'"
+)
+# the same in the ranks of a tensor-parallel engine, which vLLM's
+# multiprocessing executor reports (0.32.0: at the first generate; 0.26.0:
+# in the profile run, the served fixture's setup)
+LAYER0_PLUS_NONE_IN_A_RANK = fails(
+    *LAYER0,
+    RuntimeError,
+    r"Worker failed with error 'unsupported operand type\(s\) for \+: 'Tensor' and 'NoneType''",
 )
 # aux layers with layer 0: no interface before 0.18.0, None + tensor after
 LAYER0_AUX = DEEPSEEK_NO_AUX + LAYER0_PLUS_NONE

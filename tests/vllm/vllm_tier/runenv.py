@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import TIER, cache, venvs
+from . import TIER, cache, releases, venvs
 
 
 def runtime_env(
@@ -62,6 +62,11 @@ def runtime_env(
         VLLM_CACHE_ROOT=str(cache.root() / "vllm-cache"),
         HF_HOME=str(cache.root() / "hf-home"),
     )
+    if release and releases.triton_interpreted(release):
+        # the spec-decode Triton kernels run by Triton's interpreter
+        # (release/cpu_spec_decode.py); vLLM still sees no GPU driver and
+        # leaves Triton off everywhere else
+        env["TRITON_INTERPRET"] = "1"
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     if fixtures is not None:

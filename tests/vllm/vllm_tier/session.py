@@ -22,8 +22,27 @@ from .results import Results
 # support is inspected in a subprocess.  tests/v1/spec_decode/* needs CUDA
 # (its parametrisation raises "Unsupported platform" on CPU) or hub models.
 UPSTREAM_TESTS = ("tests/models/test_registry.py",)
-# The served speculative tests: a process of their own per mode and install.
+# The served speculative tests: a process of their own per run and install.
 SERVED_TESTS = "test_served_spec_decode.py"
+# The served checks' runs of SERVED_TESTS and the environment of each: the
+# tiny DeepSeek-V3 eager, and compiled on releases.SERVED_COMPILED (the
+# compiled engine runs [cpu] only: no contract to switch, see the file); the
+# KimiK25ForConditionalGeneration wrapper users serve; the tiny DeepSeek-V3
+# at tensor_parallel_size=2.
+SERVED_RUNS: dict[str, dict[str, dict[str, str]]] = {
+    "served_speculative_decoding": {
+        "eager": {"VPATCH_VLLM_SERVED": "eager"},
+        "compiled": {"VPATCH_VLLM_SERVED": "compiled", "VPATCH_CUDA_CONTRACT": "0"},
+    },
+    "served_kimi_k25_wrapper": {
+        "kimi": {"VPATCH_VLLM_SERVED": "eager", "VPATCH_VLLM_SERVED_TARGET": "kimi_k25"},
+    },
+    "served_at_tensor_parallel_2": {
+        "tp2": {"VPATCH_VLLM_SERVED": "eager", "VPATCH_VLLM_SERVED_TP": "2"},
+    },
+}
+# a series cut short: a process of its own per cut, on the cut's install
+CUT_SHORT_TESTS = "test_series_cut_short.py"
 # doctor against the served engine's aux layers: one engine per drafter, a
 # process of its own (an engine torn down takes vLLM's parallel groups with it,
 # which the main run's shared engine still needs).
@@ -34,6 +53,12 @@ SERVED_MLA_TESTS = "test_served_mla_drafters.py"
 UPSTREAM_SELECT = (
     "test_registry_imports and (Deepseek or Kimi or Eagle3) or test_registry_is_pp and Deepseek"
 )
+
+
+def served_modes(check: str, release: str) -> list[str]:
+    """The runs of the served ``check`` on ``release`` (SERVED_RUNS): each but
+    "compiled" off releases.SERVED_COMPILED."""
+    return [m for m in SERVED_RUNS[check] if m != "compiled" or release in releases.SERVED_COMPILED]
 
 
 class Session:
@@ -81,12 +106,8 @@ class Session:
                 self._submit(
                     check, release, variant, extra_env={"VPATCH_VLLM_TOKENS_OUT": str(tokens)}
                 )
-        elif check == "served_speculative_decoding":
-            for mode in releases.served_modes(release):
-                # the compiled engine runs [cpu] only: no contract to switch
-                env = {"VPATCH_VLLM_SERVED": mode}
-                if mode == "compiled":
-                    env["VPATCH_CUDA_CONTRACT"] = "0"
+        elif check in SERVED_RUNS:
+            for mode in served_modes(check, release):
                 for variant in ("unpatched", "patched"):
                     self._submit(
                         check,
@@ -98,13 +119,27 @@ class Session:
                         # vLLM's deep tracebacks in full took ~100 s to write
                         # on a busy machine (the unpatched run fails 4 times)
                         pytest_args=("--tb=short",),
-                        extra_env=env,
+                        extra_env=SERVED_RUNS[check][mode],
                         compiled=mode == "compiled",
                         # two engines (the plain one in a child) and, compiled,
                         # two compiles: a run took 4 min eager on a quiet
                         # machine, and over 15 on one loaded 10x over
                         timeout=runner.INNER_TIMEOUT * (3 if mode == "compiled" else 2),
                     )
+        elif check == "series_cut_short":
+            # each cut on its own install; [cpu] only: the run stops at engine start
+            for cut, target in made["targets"].items():
+                self._submit(
+                    check,
+                    release,
+                    "cut",
+                    key=cut,
+                    name=f"cut-{cut}",
+                    target=target,
+                    tests=(str(runner.INNER / CUT_SHORT_TESTS),),
+                    pytest_args=("--tb=short",),
+                    extra_env={"VPATCH_VLLM_CUT": cut, "VPATCH_CUDA_CONTRACT": "0"},
+                )
         elif check == "fixes_no_selected_release_carries":
             markers = releases.fix_releases(self.selected).get(release, [])
             for variant in ("unpatched", "patched"):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from vpatch import quilt
 
-from . import REPO, TierError, cache, venvs, wheels
+from . import REPO, TierError, cache, releases, venvs, wheels
 from .log import run
 from .releases import pins, series_dir
 
@@ -99,3 +99,26 @@ def patched(release: str, series: Path | None = None, label: str = "series") -> 
 
 def target(release: str, patched_: bool) -> Path:
     return patched(release) if patched_ else unpatched(release)
+
+
+def cut_short(release: str, cut: str) -> Path:
+    """The install of ``release`` patched with only the patches of ``cut``
+    (releases.CUT_SHORT; kept in the series' order): what a user who applied
+    just those met. Its series is rendered once per content into
+    ``series-cut/<release>-<cut>-<hash>`` and built like any series
+    (``patched(..., label="cut-<cut>")``)."""
+    slugs = dict(releases.CUT_SHORT.get(release, ())).get(cut)
+    if slugs is None:
+        raise TierError(f"vLLM {release} has no series cut short named {cut!r}")
+    whole = pins().series(release)
+    if whole is None:
+        raise TierError(f"vLLM {release} carries no series: nothing to cut short")
+    kept = [p for p in whole.patches if p.slug in slugs]
+    missing = sorted(set(slugs) - {p.slug for p in kept})
+    if missing:
+        raise TierError(f"vLLM {release}'s series has no patch {', '.join(missing)}")
+    cut_series = quilt.Series(kept, name=f"{release} cut to {cut}")
+    sdir = releases.rendered(
+        cut_series, Path("series-cut") / f"{release}-{cut}", f"the series of {release} cut to {cut}"
+    )
+    return patched(release, series=sdir, label=f"cut-{cut}")

