@@ -1,5 +1,6 @@
-"""EAGLE-3 aux hidden states of DeepSeek-V3 (patch 0001), checked against
-values captured independently by hooks during a real generate step."""
+"""EAGLE-3 aux hidden states of DeepSeek-V3
+(deepseek-v2-add-eagle-3-aux-hidden-state-hooks), checked against values
+captured independently by hooks during a real generate step."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SupportsEagle3 on DeepSeek-V2/V3 (patch 0001) and Kimi-K2.5 (patch 0002)."""
+"""SupportsEagle3 on DeepSeek-V2/V3 (deepseek-v2-add-eagle-3-aux-hidden-state-hooks)
+and Kimi-K2.5 (kimi-k25-support-eagle-3-via-the-language-model)."""
 
 from __future__ import annotations
 

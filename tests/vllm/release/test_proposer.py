@@ -1,5 +1,6 @@
 """vLLM's real EagleProposer loading an EAGLE-3 drafter for a Kimi-K2.5 target
-takes image_token_index from media_placeholder_token_id (patch 0003).
+takes image_token_index from media_placeholder_token_id
+(eagle-alias-kimi-k2-5-media-placeholder-token-id).
 
 The target is the tiny Kimi-K2.5 (dummy weights) built by vLLM's own loader;
 the drafter is the tiny Llama EAGLE-3 checkpoint.  Only the config is

@@ -37,8 +37,9 @@ test's own generate: a strict xfail either way. Patched it serves:
   layer-0 fix that fed wrong states would still be lossless (verification)
   and is caught here;
 * (Kimi-K2.5) with the proposer's image_token_index taken from the target's
-  media_placeholder_token_id (0.15-0.17: patch 0003), and the vision tower
-  and projector the checkpoint's, read from the running engine.
+  media_placeholder_token_id (0.15-0.17:
+  eagle-alias-kimi-k2-5-media-placeholder-token-id), and the vision tower and
+  projector the checkpoint's, read from the running engine.
 
 Eager runs in both kernel modes, [cpu] and [cuda] (the CUDA contract inside
 the served engine). The compiled run has no [cuda]: vLLM calls its compiled

@@ -1,5 +1,6 @@
 """SpeculativeConfig(method="eagle3") accepts DeepSeek-V2, DeepSeek-V3, Kimi-K2
-and Kimi-K2.5 targets (patch 0004); the unpatched releases raise.
+and Kimi-K2.5 targets (speculative-allow-eagle3-for-deepseek-and-kimi-targets);
+the unpatched releases raise.
 
 The check matches the target's text config model_type against an allowlist
 (an entry admits every model_type it is a substring of), so there is one
