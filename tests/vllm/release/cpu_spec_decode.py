@@ -52,8 +52,9 @@ it stands in for and the releases it acts on:
   stand-in for it, ``vllm/utils/cpu_triton_utils.py``) gets the interpreted
   kernel:
 
-  * 0.15.0-0.19.1, every kernel of ``spec_decode/utils.py``,
-    ``spec_decode/eagle.py`` and ``sample/rejection_sampler.py`` (the
+  * 0.15.0-0.19.1, every kernel of ``spec_decode/utils.py`` and
+    ``sample/rejection_sampler.py`` (``spec_decode/eagle.py`` imports its
+    kernels from ``utils.py``: its names are swapped with the rest; the
     served greedy path launches ``eagle_prepare_next_token_padded_kernel``,
     ``eagle_prepare_inputs_padded_kernel`` and
     ``rejection_greedy_sample_kernel``; 0.18.0+ also
@@ -127,6 +128,16 @@ KERNEL_MODULES = (
     "vllm.v1.spec_decode.utils",
     "vllm.v1.spec_decode.eagle",
     "vllm.v1.sample.rejection_sampler",
+)
+# The kernels a greedy speculative step launches, where the release has them
+# (seen in the served runs' counts: 0.15-0.17 the first three; 0.19.1 all
+# four; 0.30.0 the last two): each of these the release interprets must run
+# in a served generate, not only in the engine's profile run.
+GREEDY_PATH = (
+    "eagle_prepare_inputs_padded_kernel",
+    "eagle_prepare_next_token_padded_kernel",
+    "rejection_greedy_sample_kernel",
+    "eagle_step_slot_mapping_metadata_kernel",
 )
 # the CPU runner's assert, as 0.15.0-0.19.1 write it
 ASSERT_TEXT = "spec decode is not supported"
@@ -291,7 +302,10 @@ def _streamless(method: Callable[..., Any]) -> Callable[..., Any]:
 
 def _give_streams_wait(runner: Any) -> None:
     """The CPU runner made its CUDA streams under its placeholders
-    (``_StreamPlaceholder``), which have no ``wait_stream``."""
+    (``_StreamPlaceholder``), which have no ``wait_stream``: every one of them
+    (the two copy streams, and any other the GPU runner's __init__ made, such
+    as its comm or async-output stream) becomes a stream that waits for
+    nothing, the one stream a CPU has."""
     for name, value in list(vars(runner).items()):
         if type(value).__name__ == "_StreamPlaceholder":
             setattr(runner, name, _NoStream())
@@ -493,6 +507,12 @@ def installed() -> list[str]:
 def launches() -> dict[str, int]:
     """How often each interpreted kernel was launched in this process."""
     return dict(_launches)
+
+
+def greedy_kernels() -> list[str]:
+    """The interpreted kernels of this release on the greedy path
+    (GREEDY_PATH): a served greedy generate must launch each."""
+    return sorted(set(_kernels) & set(GREEDY_PATH))
 
 
 def interpreted_seconds() -> float:
