@@ -204,11 +204,39 @@ def serves_eagle3(release: str) -> bool:
 def stand_in(release: str) -> str | None:
     """Why vLLM's CPU runner cannot serve EAGLE-3 by itself on ``release``
     (the tier stands in: release/cpu_spec_decode.py), else None."""
+    _stand_in_agrees()
+    return _stand_in(release)
+
+
+def _stand_in(release: str) -> str | None:
     v = Version(release)
     for first, last, why in STAND_IN:
         if Version(first) <= v <= Version(last):
             return why
     return None
+
+
+def _plugin_acts(release: str) -> bool:
+    """cpu_spec_decode changes something on ``release`` (any of its spans)."""
+    m = _cpu_spec_decode()
+    v = tuple(int(x) for x in release.split("."))
+    spans = [m.ASSERT_SPAN, m.LOAD_MODEL_SPAN, m.STREAMS_SPAN, m.HOST_TRITON_SPAN]
+    spans += [(first, last) for first, last, _ in m.KERNEL_SPANS]
+    return any(first <= v <= last for first, last in spans)
+
+
+@cache
+def _stand_in_agrees() -> None:
+    """STAND_IN (why, for the docs and the plan) and the plugin's own spans
+    (what it does) name the same releases, or the tier stops: a release the
+    plugin acts on would otherwise count as served by vLLM's CPU runner
+    alone, or one it leaves alone as stood in for."""
+    off = [v for v in pins().versions() if (_stand_in(v) is not None) != _plugin_acts(v)]
+    if off:
+        raise TierError(
+            f"releases.STAND_IN and release/cpu_spec_decode.py's spans disagree on "
+            f"{', '.join(off)}: mend whichever is wrong"
+        )
 
 
 def serves_eagle3_natively(release: str) -> bool:
