@@ -187,13 +187,15 @@ PRELOAD_REQUIRED = ("0.18.0", "0.18.1")
 MLA_ON_CPU_FROM = Version("0.29.0")
 
 
+def _why(spans: tuple[tuple[str, str, str], ...], release: str) -> str | None:
+    """The reason of the (first, last, why) span holding ``release``, else None."""
+    v = Version(release)
+    return next((why for first, last, why in spans if Version(first) <= v <= Version(last)), None)
+
+
 def no_eagle3_on_cpu(release: str) -> str | None:
     """Why the tier cannot serve EAGLE-3 on CPU on ``release``, else None."""
-    v = Version(release)
-    for first, last, why in NO_EAGLE3_ON_CPU:
-        if Version(first) <= v <= Version(last):
-            return why
-    return None
+    return _why(NO_EAGLE3_ON_CPU, release)
 
 
 def serves_eagle3(release: str) -> bool:
@@ -209,11 +211,7 @@ def stand_in(release: str) -> str | None:
 
 
 def _stand_in(release: str) -> str | None:
-    v = Version(release)
-    for first, last, why in STAND_IN:
-        if Version(first) <= v <= Version(last):
-            return why
-    return None
+    return _why(STAND_IN, release)
 
 
 def _plugin_acts(release: str) -> bool:
