@@ -173,12 +173,7 @@ def parse(path: Path, name: str | None = None) -> Patch:
     file's name)."""
     called = name or path.name
     shown = path.name if name is None else f"{path.parent.name}/{path.name}"
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise PatchError(f"malformed patch {shown}: not UTF-8 (byte {e.start})") from None
-    except OSError as e:
-        raise disk_error(e, "cannot read a patch") from None
+    text = _read(path, shown)
     if "\0" in text:
         raise PatchError(f"malformed patch {shown}: binary content")
     headers, body, diff_text = _split_mail(text, shown)
@@ -218,13 +213,17 @@ def parse(path: Path, name: str | None = None) -> Patch:
 def fields_of(path: Path) -> dict[str, str]:
     """The DEP-3 fields of the patch in `path`, its diff left unread (no
     unidiff: the tier's venvs read them too)."""
+    return dep3(_split_mail(_read(path, path.name), path.name)[1])
+
+
+def _read(path: Path, shown: str) -> str:
+    """The patch file's text; `shown` names it in the errors."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
-        raise PatchError(f"malformed patch {path.name}: not UTF-8 (byte {e.start})") from None
+        raise PatchError(f"malformed patch {shown}: not UTF-8 (byte {e.start})") from None
     except OSError as e:
         raise disk_error(e, "cannot read a patch") from None
-    return dep3(_split_mail(text, path.name)[1])
 
 
 def _is_symlink(f: PatchedFile) -> bool:
