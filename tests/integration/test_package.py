@@ -79,7 +79,7 @@ def test_the_sdist_and_its_wheel_carry_the_data(built):
         assert {n: zf.read(n) for n in names if n.startswith("vpatch/data/")} == data_files()
         meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert set(data_files()) <= held
-    assert "vpatch/py.typed" in names and "vpatch/cli.py" in names
+    assert "vpatch/py.typed" in names and "vpatch/cli/__init__.py" in names
     requires = [ln for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]
     assert not any(r.split()[1].lower() == "wheel" for r in requires)  # nothing imports it
 

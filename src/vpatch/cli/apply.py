@@ -1,0 +1,43 @@
+"""`vpatch apply`: a patched vLLM tree (git, one commit per patch)."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+from . import options
+from .options import Parser, path, say
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "apply",
+        execute,
+        "make a patched vLLM tree (git, one commit per patch)",
+        "vpatch apply 0.25.0 --dest build/vllm-0.25.0",
+        (3, 4, 5, 6, 7, 9, 10, 11),
+    )
+    options.version(p)
+    p.add_argument("--dest", metavar="DIR", help="tree folder (default: build/vllm-<release>)")
+    options.series(p, "apply the series in this folder instead")
+    options.source(p)
+    options.offline(p)
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import apply
+
+    result = apply.apply(
+        args.version,
+        dest=path(args.dest),
+        source=args.source,
+        series_dir=path(args.series),
+        offline=args.offline,
+        remote=args.remote,
+        say=say,
+    )
+    if not result.applied and result.already:
+        print(f"{result.dest}: already patched ({len(result.already)} patches); nothing to do")
+    else:
+        print(f"{result.dest}: vLLM {result.version}, applied {len(result.applied)} patches")
+    return 0

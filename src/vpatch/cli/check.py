@@ -1,0 +1,35 @@
+"""`vpatch check`: each patch in an environment's vLLM; EAGLE-3 ready or not."""
+
+from __future__ import annotations
+
+import json
+from argparse import Namespace
+
+from . import options
+from .options import Parser, say
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "check",
+        execute,
+        "each patch in an environment's vLLM; EAGLE-3 ready or not",
+        "vpatch check --python /opt/vllm/bin/python --format json",
+        (6,),
+        {0: "ready", 1: "not ready (the report says why)"},
+    )
+    options.python(p)
+    options.output(p, "text", "json")
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    """Exit 0 when EAGLE-3 is ready, 1 when not (the report says why)."""
+    from ..commands import check
+
+    report = check.check(args.python, say)
+    if args.format == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(check.format_text(report))
+    return 0 if report.eagle3_ready else 1

@@ -1,0 +1,60 @@
+"""`vpatch doctor`: an EAGLE-3 drafter, its target and vLLM, before serving."""
+
+from __future__ import annotations
+
+import json
+from argparse import Namespace
+
+from . import options
+from .options import Parser, say
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "doctor",
+        execute,
+        "check an EAGLE-3 drafter, its target and vLLM before serving",
+        "vpatch doctor --python /opt/vllm/bin/python -- vllm serve moonshotai/Kimi-K2.5 "
+        "--tensor-parallel-size 8 --speculative-config '{...}'",
+        (),
+        {0: "the pair is ok", 1: "doctor found an error"},
+    )
+    p.add_argument(
+        "command",
+        nargs="*",
+        metavar="-- vllm serve MODEL ...",
+        help="the serve command you will run, after `--` (--speculative-config included)",
+    )
+    p.add_argument(
+        "--target", metavar="T", help="target model folder or hub id (owner/name[@revision])"
+    )
+    p.add_argument(
+        "--drafter", metavar="D", help="EAGLE-3 drafter folder or hub id (owner/name[@revision])"
+    )
+    options.offline(p, "read hub ids from the local Hugging Face cache only (as HF_HUB_OFFLINE=1)")
+    options.python(p, default="python3")
+    p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
+    p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="N")
+    p.add_argument("--num-speculative-tokens", type=int, default=3, metavar="K")
+    options.output(p, "text", "json")
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    """Exit 0 when the pair is ok, 1 when doctor found an error, 2 for bad input."""
+    from ..commands import doctor
+    from ..commands.doctor import Request
+
+    req = Request(
+        command=tuple(args.command),
+        target=args.target,
+        drafter=args.drafter,
+        python=args.python,
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        num_speculative_tokens=args.num_speculative_tokens,
+        offline=args.offline,
+    )
+    report = doctor.doctor(req, say=say)
+    print(json.dumps(report.to_json(), indent=2) if args.format == "json" else report.to_text())
+    return 0 if report.ok else 1

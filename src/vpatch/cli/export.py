@@ -1,0 +1,39 @@
+"""`vpatch export`: a patched tree's commits into the patch set."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from pathlib import Path
+
+from . import options
+from .options import Parser, path
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "export",
+        execute,
+        "write a patched tree's commits into the patch set",
+        "vpatch export build/vllm-0.27.0",
+        (5, 6, 9, 10, 11),
+    )
+    p.add_argument("dir", metavar="DIR", help="a vpatch tree (vpatch apply, then your commits)")
+    p.add_argument(
+        "--into",
+        metavar="DIR",
+        help="write a plain series folder here instead (new, empty, or one vpatch wrote)",
+    )
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import export
+
+    done = export.export(Path(args.dir), path(args.into))
+    for slug, what in done.variants.items():
+        print(f"  {what:9}  {slug}")
+    print(
+        f"{done.dir}: {len(done.names)} patches for vLLM {done.version} "
+        f"({len(done.written)} files written, {len(done.removed)} removed)"
+    )
+    return 0

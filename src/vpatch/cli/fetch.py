@@ -1,0 +1,38 @@
+"""`vpatch fetch`: download a pinned release's source into the cache."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+from . import options
+from .options import Parser, path, say
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "fetch",
+        execute,
+        "download a pinned release's source into the cache",
+        "vpatch fetch 0.17.1 --dest vllm-0.17.1",
+        (3, 4, 6, 7, 9, 10, 11),
+    )
+    options.version(p)
+    p.add_argument(
+        "--dest",
+        metavar="DIR",
+        help="also write the unpatched tree into this empty folder "
+        "(`vpatch apply` with the same --dest and --source patches it there)",
+    )
+    options.source(p)
+    options.offline(p)
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import apply
+
+    release, where, what = apply.fetch(
+        args.version, args.source, path(args.dest), args.offline, args.remote, say
+    )
+    print(f"vLLM {release.version} from {what} -> {where}" if args.dest else where)
+    return 0

@@ -1,0 +1,36 @@
+"""`vpatch lint`: the patch set's files, DEP-3, every release up to date."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+from ..errors import PatchError
+from . import options
+from .options import Parser, say
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "lint",
+        execute,
+        "check the patch set: files, DEP-3, every release up to date",
+        "vpatch lint --offline",
+        (3, 4, 5, 9, 11),
+        {5: "lint found problems (listed)"},
+    )
+    options.offline(p, "skip releases not in the cache")
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import lint
+
+    result = lint.lint(offline=args.offline, say=say)
+    for note in result.skipped:
+        say(f"skipped: {note}")
+    for problem in result.problems:
+        print(problem)
+    if result.problems:
+        raise PatchError(f"lint found {len(result.problems)} problems (listed above)")
+    print("lint: every series is consistent and up to date")
+    return 0

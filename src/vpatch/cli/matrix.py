@@ -1,0 +1,37 @@
+"""`vpatch matrix`: how each patch of the newest series fares on each release."""
+
+from __future__ import annotations
+
+import json
+from argparse import Namespace
+
+from . import options
+from .options import Parser, say
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "matrix",
+        execute,
+        "how each patch of the newest series fares on each release",
+        "vpatch matrix --versions 0.32.0 0.33.0 --offline",
+        (3, 4, 5, 9, 11),
+    )
+    p.add_argument(
+        "--versions", nargs="+", metavar="V", help="these releases (default: the lock's)"
+    )
+    options.output(p, "md", "json")
+    p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
+    options.offline(p)
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import matrix
+
+    m = matrix.build(args.versions, offline=args.offline, jobs=args.jobs, say=say)
+    if args.format == "json":
+        print(json.dumps(m.to_json(), indent=2))
+    else:
+        print(m.to_markdown(), end="")
+    return 0

@@ -1,0 +1,81 @@
+"""`vpatch pr`: draft the vLLM pull request of what upstream still lacks."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from pathlib import Path
+
+from ..errors import PatchError
+from . import options
+from .options import Parser, path, say
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "pr",
+        execute,
+        "draft the vLLM pull request of what upstream still lacks",
+        "vpatch pr --onto 0.33.0 --patch mla-detect-kimi-k2-eagle-drafters",
+        (3, 4, 5, 6, 9, 10, 11),
+    )
+    p.add_argument("--onto", required=True, metavar="VERSION|PATH", help="a release or a checkout")
+    p.add_argument(
+        "--out", metavar="DIR", help="PR_BODY.md and series/ go here (default: pr); a release too"
+    )
+    p.add_argument("--signoff", metavar="'NAME <EMAIL>'", help="default: git's user.name/email")
+    options.resume(p, "after a conflict")
+    p.add_argument(
+        "--results",
+        metavar="FILE",
+        help="the tier's results to quote (tests/vllm/tier.py run: build/tier/results.json)",
+    )
+    p.add_argument(
+        "--patch",
+        action="append",
+        metavar="SLUG",
+        help="send this patch alone (again for more); default: every one upstream lacks",
+    )
+    options.source(p, many=True)
+    options.offline(p)
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import pr
+
+    out, signoff, results = path(args.out), args.signoff, path(args.results)
+    if args.resume:
+        d = pr.resume(
+            args.onto, out=out, signoff=signoff, offline=args.offline, results=results, say=say
+        )
+    else:
+        d = pr.draft(
+            args.onto,
+            out=out,
+            signoff=signoff,
+            source=args.source,
+            offline=args.offline,
+            only=tuple(args.patch or ()),
+            results=results,
+            say=say,
+        )
+    print("\n".join(d.report()))
+    if d.conflict:
+        again = "".join(
+            f" --{k} {v!r}" for k in ("out", "signoff", "results") if (v := getattr(args, k))
+        )
+        raise PatchError(
+            f"{d.conflict.patch.name} conflicts with {d.target} in {', '.join(d.unresolved)}; "
+            f"resolve it in {d.tree} (branch {d.branch}), `git add` it, `git am --continue`, "
+            f"then run `vpatch pr --onto {args.onto}{again} --continue`"
+        )
+    if not d.sent:
+        print(f"nothing to send: {d.target} has every patch already; no branch was made")
+        return 0
+    n = len(d.sent)
+    where = d.out or Path("pr")
+    print(f"{d.tree}: branch {d.branch}, {n} commit{'s' * (n != 1)} on {d.target}")
+    print(f"{where / 'PR_BODY.md'}, {where / 'series'}/: {d.title}")
+    print("nothing was pushed; to open the pull request:")
+    print("\n".join(f"  {c}" for c in d.commands))
+    return 0

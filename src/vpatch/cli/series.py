@@ -1,0 +1,35 @@
+"""`vpatch series`: a release's series as plain files (git am, patch -p1)."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from pathlib import Path
+
+from . import options
+from .options import Parser
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "series",
+        execute,
+        "write a release's series as plain files (git am, patch -p1)",
+        "vpatch series 0.17.1 --out series-0.17.1",
+        (5, 6, 11),
+    )
+    options.version(p)
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="folder for NNNN-<slug>.patch and `series` (new, empty, or one vpatch wrote)",
+    )
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import export
+
+    done = export.render(args.version, Path(args.out))
+    print(f"{done.dir}: {len(done.names)} patches for vLLM {done.version} (series)")
+    return 0

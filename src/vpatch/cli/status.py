@@ -1,0 +1,40 @@
+"""`vpatch status`: each patch of a tree, applied or not."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+from . import options
+from .options import Parser, path
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "status",
+        execute,
+        "list each patch of a tree as applied or not",
+        "vpatch status build/vllm-0.17.1",
+        (5, 6, 9, 10),
+    )
+    p.add_argument(
+        "dest",
+        nargs="?",
+        metavar="DIR",
+        help="the tree (default: build/vllm-<newest patched>, the one `make apply` makes)",
+    )
+    options.series(p, "compare with the series in this folder")
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import apply
+
+    st = apply.status(path(args.dest), path(args.series))
+    print(f"{st.dest}: vLLM {st.version}")
+    for p in st.patches:
+        print(f"  {'applied' if p.applied else 'not applied':11}  {p.name}")
+    for e in st.extra:
+        print(f"  {'unknown':11}  {e}")
+    if st.dirty:
+        print(f"  uncommitted changes in {len(st.dirty)} paths")
+    return 0

@@ -1,0 +1,35 @@
+"""`vpatch unapply`: a patched tree back to its baseline."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from pathlib import Path
+
+from . import options
+from .options import Parser, path
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "unapply",
+        execute,
+        "return a patched tree to its baseline (refuses commits not the series')",
+        "vpatch unapply build/vllm-0.17.1",
+        (5, 6, 9, 10, 11),
+    )
+    p.add_argument("dest", metavar="DIR", help="the tree")
+    options.series(p, "the tree has the series in this folder")
+    p.add_argument(
+        "--discard-commits",
+        action="store_true",
+        help="drop commits that are not the series' own too (yours: export them first)",
+    )
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import apply
+
+    version, n = apply.unapply(Path(args.dest), path(args.series), args.discard_commits)
+    print(f"{args.dest}: back to the vLLM {version} baseline ({n} commit{'s' * (n != 1)} removed)")
+    return 0

@@ -1,0 +1,30 @@
+"""`vpatch uninstall`: restore the vLLM files `vpatch install` replaced."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+from . import options
+from .install import report
+from .options import Parser, say
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "uninstall",
+        execute,
+        "restore the vLLM files vpatch install replaced",
+        "vpatch uninstall --python /opt/vllm/bin/python",
+        (6, 11),
+    )
+    options.python(p)
+    options.dry_run(p)
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import install
+
+    res = install.uninstall(args.python, dry_run=args.dry_run, say=say)
+    report(res, "restore", "uninstalled ")
+    return 0

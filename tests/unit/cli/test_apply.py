@@ -1,0 +1,45 @@
+"""cli/apply.py: `vpatch apply`'s options reach commands/apply.apply, and
+its one line says what was applied."""
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from vpatch import cli
+from vpatch.commands import apply
+
+
+def test_unknown_release_is_one_line_and_exit_2():
+    r = subprocess.run(
+        [sys.executable, "-m", "vpatch.cli", "apply", "0.1.0", "--offline"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "vpatch: error: unknown release '0.1.0'; pinned: " + r.stderr.split("pinned: ")[1].strip()
+    ]
+    assert "0.17.1" in r.stderr
+
+
+def test_applied_or_already_patched(monkeypatch, capsys):
+    calls = []
+    results = [
+        SimpleNamespace(dest=Path("t"), version="9.9.0", applied=["a", "b"], already=[]),
+        SimpleNamespace(dest=Path("t"), version="9.9.0", applied=[], already=["a", "b"]),
+    ]
+
+    def fake(version, **kw):
+        calls.append((version, kw["dest"], kw["series_dir"], kw["source"], kw["offline"]))
+        return results.pop(0)
+
+    monkeypatch.setattr(apply, "apply", fake)
+    assert cli.main(["apply", "9.9.0", "--dest", "t", "--series", "s", "--offline"]) == 0
+    assert capsys.readouterr().out == "t: vLLM 9.9.0, applied 2 patches\n"
+    assert cli.main(["apply"]) == 0
+    assert capsys.readouterr().out == "t: already patched (2 patches); nothing to do\n"
+    assert calls == [
+        ("9.9.0", Path("t"), Path("s"), "auto", True),
+        (None, None, None, "auto", False),
+    ]

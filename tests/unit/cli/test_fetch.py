@@ -1,0 +1,36 @@
+"""cli/fetch.py: `vpatch fetch` passes its options to commands/apply.fetch
+and prints where the source went."""
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+from vpatch import cli
+from vpatch.commands import apply
+
+
+def test_offline_with_empty_cache(tmp_path):
+    env = {**os.environ, "VPATCH_CACHE": str(tmp_path)}
+    r = subprocess.run(
+        [sys.executable, "-m", "vpatch.cli", "fetch", "0.16.0", "--offline"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert r.returncode == 3 and "--offline" in r.stderr
+
+
+def test_prints_the_cache_path_or_the_tree(monkeypatch, capsys, tmp_path):
+    seen = []
+
+    def fetch(version, source, dest, offline, remote, say):
+        seen.append((version, source, dest, offline, remote))
+        return SimpleNamespace(version="9.9.0"), dest or tmp_path / "sdist.tar.gz", "the sdist"
+
+    monkeypatch.setattr(apply, "fetch", fetch)
+    assert cli.main(["fetch", "9.9.0", "--source", "git", "--remote", "R"]) == 0
+    assert capsys.readouterr().out == f"{tmp_path / 'sdist.tar.gz'}\n"
+    assert cli.main(["fetch", "--dest", str(tmp_path / "t"), "--offline"]) == 0
+    assert capsys.readouterr().out == f"vLLM 9.9.0 from the sdist -> {tmp_path / 't'}\n"
+    assert seen == [("9.9.0", "git", None, False, "R"), (None, "auto", tmp_path / "t", True, None)]

@@ -1,0 +1,62 @@
+"""cli/options.py: every command is declared alike (a description, its
+exit codes, an example the parser takes), and a shared option is one
+definition whichever command takes it."""
+
+import shlex
+
+import pytest
+from vpatch import cli
+from vpatch.cli import options
+
+
+def subcommands() -> dict:
+    return cli.parser().commands
+
+
+@pytest.mark.parametrize("name", sorted(subcommands()))
+def test_every_command_has_a_description_exit_codes_and_an_example(name):
+    p = subcommands()[name]
+    text = p.format_help()
+    assert p.description and p.description.endswith(".") and "\n" not in p.description
+    codes = text.split("exit codes (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert [c.split()[0] for c in codes][:2] == ["0", "2"] or name in ("check", "doctor")
+    assert codes[-1].split()[0] == "130"
+    example = text.split("example:\n  ", 1)[1].strip()
+    assert example.startswith(f"vpatch {name}")
+    # the example is a command line the parser takes
+    words = shlex.split(example)[1:]
+    args = cli.parser().parse_args(words)
+    assert args.subcommand == name
+
+
+def flags() -> dict[str, list[tuple[str, object]]]:
+    """{flag: [(command, its action's shape)]} over every command."""
+    out: dict[str, list[tuple[str, object]]] = {}
+    for name, p in subcommands().items():
+        for a in p._actions:
+            for f in a.option_strings:
+                shape = (a.dest, a.metavar, a.nargs, type(a).__name__, a.type)
+                out.setdefault(f, []).append((name, shape))
+    return out
+
+
+@pytest.mark.parametrize("flag", ["--offline", "--series", "--python", "--dry-run", "--continue"])
+def test_a_shared_option_has_one_shape(flag):
+    shapes = {shape for _, shape in flags()[flag]}
+    assert len(flags()[flag]) >= 2 and len(shapes) == 1, flags()[flag]
+
+
+def test_source_says_what_lock_accepts():
+    from vpatch import lock
+
+    for name in ("fetch", "apply", "port", "pr"):
+        (a,) = [a for a in subcommands()[name]._actions if "--source" in a.option_strings]
+        assert "|".join(lock.SOURCES) in a.help and a.default == "auto"
+    remotes = sorted(n for n, _ in flags()["--remote"])
+    assert remotes == ["apply", "fetch"]
+
+
+def test_cut_keeps_a_long_line_readable():
+    assert options.cut("one\ntwo") == "one" and options.cut("  ") == "failed"
+    blob = "x" * 500
+    assert options.cut(f"bad {blob}") == f"bad {'x' * 80}…(500 characters)"

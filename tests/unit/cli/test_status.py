@@ -1,0 +1,36 @@
+"""cli/status.py: `vpatch status` lists each patch of a tree."""
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from vpatch import cli
+from vpatch.commands import apply
+
+
+def test_status_of_a_plain_folder(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "vpatch.cli", "status", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 6 and "not a vpatch tree" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_one_line_a_patch(monkeypatch, capsys):
+    patches = [SimpleNamespace(name="0001-a.patch", applied=True)]
+    patches.append(SimpleNamespace(name="0002-b.patch", applied=False))
+    st = SimpleNamespace(
+        dest=Path("t"), version="9.9.0", patches=patches, extra=["mine"], dirty=["x", "y"]
+    )
+    monkeypatch.setattr(apply, "status", lambda dest, series: st)
+    assert cli.main(["status", "t"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "t: vLLM 9.9.0",
+        "  applied      0001-a.patch",
+        "  not applied  0002-b.patch",
+        "  unknown      mine",
+        "  uncommitted changes in 2 paths",
+    ]
