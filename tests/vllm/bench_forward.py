@@ -127,7 +127,7 @@ def main(argv=None) -> int:
 
     from vllm_tier import models, releases
 
-    release = args.release or releases.DEFAULT[-1]
+    release = args.release or releases.default()[-1]
     fixtures = models.ensure(release)
     print(
         f"bench-forward: vLLM {release}, tiny DeepSeek-V3 ({fixtures.name}), CPU, 1 thread, "

@@ -45,8 +45,8 @@ CONTRACT = os.environ.get("VPATCH_CUDA_CONTRACT", "")
 # mixes up tokens and heads for DeepSeek's 3-D q_pe view (cpu_rotary.py),
 # 0.20.0-0.24.0 and 0.27.x stop the tiny target's MoE (cpu_moe.py), and
 # 0.31.0+ stop an engine that has numba imported (cpu_kernel_scan.py). And
-# what vLLM's CPU runner lacks to serve EAGLE-3 on 0.15.0-0.21.0,
-# 0.23.0-0.24.0 and 0.30.0, stood in for (cpu_spec_decode.py).
+# what vLLM's CPU runner lacks to serve EAGLE-3, stood in for
+# (cpu_spec_decode.py) on the releases stand_ins.py names.
 pytest_plugins = ["inspect_in_process", "cpu_workarounds"] + (
     ["cuda_contract"] if CONTRACT == "1" else []
 )

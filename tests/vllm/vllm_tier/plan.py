@@ -33,24 +33,39 @@ CHECKS = (
 
 # The served checks are the tier's costliest runs (two engines an install, the
 # unpatched one stopping early). In the default set (VLLM unset: what CI runs)
-# each runs only where it proves something new; a release chosen with VLLM=
-# runs every one it can. served_speculative_decoding: 0.26.0 and 0.32.0, where
-# vLLM's CPU runner serves by itself, and of the releases it serves through
-# the stand-ins (releases.STAND_IN) 0.15.1 and 0.17.1, the newest of each
-# text of the unpatched refusal (release/unpatched.py, EAGLE3_REFUSED; not
-# 0.15.0, 0.16.0, 0.17.0, 0.19.1: CI's budget). The Kimi-K2.5 wrapper on 0.17.1,
-# where the series carries its EAGLE-3 support, and on the newest release;
-# tensor parallel 2 on the newest (0.17.1's with VLLM=).
-DEFAULT_SERVED = {
-    "served_speculative_decoding": ("0.15.1", "0.17.1", "0.26.0", "0.32.0"),
-    "served_kimi_k25_wrapper": ("0.17.1", "0.32.0"),
-    "served_at_tensor_parallel_2": ("0.32.0",),
-}
+# each runs only where it proves something new (default_served); a release
+# chosen with VLLM= runs every one it can.
+def default_served() -> dict[str, tuple[str, ...]]:
+    """{served check: its releases in the default set}.
+
+    served_speculative_decoding: where vLLM's CPU runner serves by itself,
+    and of the releases served through the stand-ins those at the ends of
+    the span whose series carries EAGLE-3, the newest of its first and of
+    its last minor (0.15.x and 0.17.x: they meet both texts of the
+    unpatched refusal, release/unpatched.py's EAGLE3_REFUSED; the other
+    stood-in releases are left out for CI's budget). The Kimi-K2.5 wrapper
+    on the newest release whose series carries its EAGLE-3 support, and on
+    the newest release; tensor parallel 2 on the newest."""
+    default = releases.default()
+    eagle3 = [r for r in default if releases.has_eagle3_series(r)]
+    ends = {_newest_of_its_minor(eagle3, r) for r in (eagle3[:1] + eagle3[-1:])}
+    native = [r for r in default if releases.serves_eagle3_natively(r)]
+    newest = default[-1:]
+    return {
+        "served_speculative_decoding": tuple(r for r in default if r in {*ends, *native}),
+        "served_kimi_k25_wrapper": (*eagle3[-1:], *newest),
+        "served_at_tensor_parallel_2": newest,
+    }
+
+
+def _newest_of_its_minor(among: list[str], release: str) -> str:
+    """The newest of ``among`` (oldest first) in ``release``'s minor line."""
+    return [r for r in among if Version(r).release[:2] == Version(release).release[:2]][-1]
 
 
 def _default(selected: list[str]) -> bool:
     """The default set is selected (VLLM unset, or naming exactly it)."""
-    return list(selected) == list(releases.DEFAULT)
+    return list(selected) == list(releases.default())
 
 
 def _adds_vllm_tests(release: str) -> bool:
@@ -62,9 +77,9 @@ def releases_of(check: str, selected: list[str]) -> list[str]:
     """The releases ``check`` runs on, for the ``selected`` ones."""
     if check == "patch_effects":
         return list(selected)
-    if check in DEFAULT_SERVED:
+    if check in default_served():
         served = [r for r in selected if releases.serves_eagle3(r)]
-        return [r for r in served if r in DEFAULT_SERVED[check]] if _default(selected) else served
+        return [r for r in served if r in default_served()[check]] if _default(selected) else served
     if check == "series_cut_short":
         return [r for r in selected if r in releases.CUT_SHORT]
     if check == "doctor_names_the_served_layers":
@@ -97,14 +112,14 @@ def why_none(check: str, selected: list[str]) -> str:
             check: f"no selected release runs it (default set: {', '.join(defaults)}; "
             "VLLM=X: wherever EAGLE-3 is served on CPU)"
             + "".join(f"; {r}: {releases.no_eagle3_on_cpu(r)}" for r in _unserved(selected))
-            for check, defaults in DEFAULT_SERVED.items()
+            for check, defaults in default_served().items()
         },
         "series_cut_short": "no selected release has a series cut short (releases.CUT_SHORT: "
         f"{', '.join(releases.CUT_SHORT)})",
         "doctor_names_the_served_layers": "no selected release where vLLM's CPU runner serves "
-        "EAGLE-3 by itself (not tried through the stand-ins, releases.STAND_IN)",
+        "EAGLE-3 by itself (not tried through the stand-ins, release/stand_ins.py)",
         "doctor_mla_drafters_served": "no selected release serves EAGLE-3 with MLA attention "
-        f"on CPU by itself (MLA from {releases.MLA_ON_CPU_FROM}; releases.STAND_IN)",
+        f"on CPU by itself (MLA from {releases.MLA_ON_CPU_FROM}; release/stand_ins.py)",
         "fixes_no_selected_release_carries": "every marker of patches.toml is carried "
         "by a selected release",
         "cuda_contract_catches_an_aliasing_layer0_fix": "no selected release has an aliasing "

