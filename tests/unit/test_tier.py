@@ -1,11 +1,15 @@
 """The tier program's shape (tests/vllm, project python; nothing here runs
-vLLM): where the stand-ins act is stated once (release/stand_ins.py), in a
-module both sides import as any module is imported, which imports nothing
-but the standard library; no tier module is loaded by its file path."""
+vLLM): a check is one definition (vllm_tier.checks), named nowhere else,
+and plan, prepare, session, verdicts and the outer tests hold no check of
+their own; a new check is one more definition; where the stand-ins act is
+stated once (release/stand_ins.py), in a module both sides import as any
+module is imported, which imports nothing but the standard library; no tier
+module is loaded by its file path."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from pathlib import Path
 
@@ -19,7 +23,9 @@ for folder in (TIER, INNER):  # as tier.py's folder, and as vllm_tier puts the i
         sys.path.append(str(folder))
 
 import stand_ins  # noqa: E402
-from vllm_tier import plan, releases  # noqa: E402
+from vllm_tier import checks, models, plan, prepare, releases, runner, verdicts  # noqa: E402
+from vllm_tier.checks import CHECKS, Check, Verdict, check, run  # noqa: E402
+from vllm_tier.session import Session  # noqa: E402
 
 # What the tier side (project python) may import from the inner suite's
 # folder: modules that run on vLLM's python too and import only the stdlib.
@@ -103,7 +109,140 @@ def test_the_default_served_releases_meet_each_unpatched_refusal():
     of the unpatched refusal (0.15-0.17): each text is met."""
     import unpatched  # release/: needs pytest only
 
-    served = plan.default_served()["served_speculative_decoding"]
+    served = CHECKS["served_speculative_decoding"].defaults()
     for span in unpatched.EAGLE3_REFUSED:
         met = [r for r in served if span.covers(stand_ins.version(r))]
         assert met, f"no default served release meets {span.describe()}"
+
+
+# -- the checks: one definition each ------------------------------------------
+
+CHECKS_PY = TIER / "vllm_tier" / "checks.py"
+# the modules that read the registry (and the program around them)
+READERS = ("plan", "prepare", "session", "verdicts", "results")
+
+
+def constants(path: Path) -> list[tuple[int, str]]:
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(ast.parse(path.read_text()))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
+
+
+def test_a_check_is_named_in_its_definition_only():
+    """Its name is one string in the code: its definition's ``name``."""
+    where: dict[str, list[str]] = {name: [] for name in CHECKS}
+    for path in sources(TIER):
+        for line, value in constants(path):
+            for name in CHECKS:
+                if value in (name, f"test_{name}"):
+                    where[name].append(f"{path.relative_to(ROOT)}:{line}")
+    for name, found in where.items():
+        assert len(found) == 1 and found[0].startswith(str(CHECKS_PY.relative_to(ROOT))), (
+            f"{name} is named in {found}: the registry (vllm_tier.checks.CHECKS) says it once"
+        )
+
+
+def test_the_readers_hold_no_check_of_their_own():
+    """plan, prepare, session, verdicts, results, the program and the outer
+    tests reach a check only through the registry: none names a check's
+    class."""
+    classes = {type(c).__name__ for c in CHECKS.values()}
+    paths = [TIER / "vllm_tier" / f"{m}.py" for m in READERS]
+    paths += [TIER / "tier.py", TIER / "test_releases.py"]
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert not names & classes, f"{path.name} names {sorted(names & classes)}"
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_each_check_defines_every_part(name):
+    c = CHECKS[name]
+    for part in ("why_none", "runs", "verdict"):
+        assert getattr(type(c), part) is not getattr(Check, part), f"{name} has no {part}"
+    assert isinstance(c.why_none(["0.17.1"]), str) and c.why_none(["0.17.1"])
+    if isinstance(c, checks.Served):
+        assert c.modes and set(c.defaults()) <= set(releases.default()), name
+
+
+def test_one_check_is_quoted_and_served_modes_are_unique():
+    """`vpatch pr` quotes one check's runs; mutants.py names a served run by
+    its mode."""
+    assert sum(c.quoted for c in CHECKS.values()) == 1
+    modes = [m for c in checks.served() for m in c.modes]
+    assert len(modes) == len(set(modes)), modes
+
+
+def test_a_name_is_one_check():
+    with pytest.raises(TypeError, match="two checks named 'patch_effects'"):
+
+        @check
+        class Again(Check):
+            """Again."""
+
+            name = "patch_effects"
+
+
+def test_a_new_check_is_one_definition(tmp_path, monkeypatch):
+    """Registered, a check is planned, built, run and judged, and its outer
+    test is made: nothing else is written for it."""
+    calls = []
+
+    @check
+    class Tried(Check):
+        """An outer test's docstring."""
+
+        name = "tried_here"
+
+        def applies(self, release):
+            return release == "0.17.1"
+
+        def why_none(self, selected):
+            return "not 0.17.1"
+
+        def build(self, release):
+            calls.append(("build", release))
+            return tmp_path / "made"
+
+        def runs(self, job):
+            return [run(v, f"x-{v}", extra_env={"MADE": str(job.made)}) for v in ("u", "p")]
+
+        def verdict(self, res, release):
+            got = res.run(self.name, release, "x-p")
+            return Verdict(f"tried {release} {got.variant}", bad=[] if got.cases else ["none"])
+
+    def fake_run(release, variant, out, *, fixtures, **options):
+        calls.append(("run", release, variant, options["extra_env"]["MADE"]))
+        case = runner.Case("t::a", "passed")
+        return runner.InnerRun(release, variant, 0, 1.0, out / "j", out / "l", {"a": case})
+
+    monkeypatch.setattr(runner, "run_inner", fake_run)
+    monkeypatch.setattr(models, "ensure", lambda release: tmp_path / "fixtures")
+    try:
+        selected = ["0.17.1", "0.32.0"]
+        planned = plan.plan(selected)
+        assert "tried_here" in planned["0.17.1"] and "tried_here" not in planned["0.32.0"]
+        assert plan.why_none("tried_here", ["0.32.0"]) == "not 0.17.1"
+        session = Session(tmp_path, selected, {"0.17.1": ["tried_here"]})
+        session.start("tried_here", "0.17.1", prepare.build("tried_here", "0.17.1"))
+        session.finish()
+        made = str(tmp_path / "made")
+        assert sorted(calls) == [("build", "0.17.1"), *(("run", "0.17.1", v, made) for v in "pu")]
+        report = verdicts.report(session.results())
+        assert "tried 0.17.1 p: OK" in report
+        outer = _outer_tests()
+        assert outer["test_tried_here"].__doc__ == "An outer test's docstring."
+    finally:
+        del CHECKS["tried_here"]
+
+
+def _outer_tests() -> dict:
+    """test_releases.py's outer tests, made anew from the registry."""
+    import test_releases
+
+    module = importlib.reload(test_releases)
+    return {k: v for k, v in vars(module).items() if k.startswith("test_")}

@@ -10,8 +10,8 @@ not a kill), and the inner tests that matter for it run against it. The
 mutant is killed when a test that passes with the real series fails with it,
 in either kernel mode; a mutant marked ``cuda_only`` must be killed in
 ``[cuda]`` and nowhere in ``[cpu]`` (the aliasing the CUDA contract exists
-for). A mutant that names a served run (``served``: a run of
-``session.SERVED_RUNS``, the tiny DeepSeek-V3 eager or the Kimi-K2.5 wrapper)
+for). A mutant that names a served run (``served``: a mode of the served
+checks, vllm_tier.checks, the tiny DeepSeek-V3 eager or the Kimi-K2.5 wrapper)
 must also be killed there, in a process of its own: the 0.17.1 series (the
 releases users could not serve EAGLE-3 on at all) on the path users serve,
 through the tier's CPU spec-decode stand-in. Two of that series' mutants
@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_tier import log, models, releases, runner, session, targets
+from vllm_tier import checks, log, models, releases, runner, targets
 from vllm_tier.log import say
 from vpatch import quilt
 
@@ -60,8 +60,8 @@ CONFIG = "test_speculative_config.py"
 # The served speculative tests: a process of their own (one engine per process),
 # apart from the files above, in the environment of one of the served checks'
 # runs (Mutant.served).
-SERVED = session.SERVED_TESTS
-SERVED_RUNS = {mode: env for runs in session.SERVED_RUNS.values() for mode, env in runs.items()}
+SERVED = checks.SERVED_TESTS
+SERVED_RUNS = {name: mode.env for c in checks.served() for name, mode in c.modes.items()}
 MLA_CONFIG = "test_mla_drafter_config.py"
 MLA_LAYER = "test_mla_drafter_layer.py"
 POSITIONS = "test_draft_positions.py"

@@ -20,7 +20,8 @@ release's venv, and the other checks' runs. Among them:
 ``VPATCH_TIER_RESULTS=FILE`` judges that results file (``make test`` and
 ``make test-vllm`` run the program beside other tests, then this); without
 it the session runs the program first, in line (``VLLM=`` selects the
-releases, as for the program).
+releases, as for the program). The checks and what each asserts are
+vllm_tier.checks'.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from vllm_tier import TierError, plan, releases  # noqa: E402
+from vllm_tier.checks import CHECKS  # noqa: E402
 from vllm_tier.results import Results  # noqa: E402
-from vllm_tier.verdicts import VERDICTS, verdict  # noqa: E402
+from vllm_tier.verdicts import verdict  # noqa: E402
 
 RESULTS = os.environ.get("VPATCH_TIER_RESULTS")
 
@@ -83,7 +85,7 @@ def results(tmp_path_factory) -> Results:
 
 def _outer(check: str):
     """The outer test of ``check``: its verdict on each release (its
-    docstring is the verdict's)."""
+    docstring is the check's)."""
 
     @pytest.mark.vllm
     @pytest.mark.parametrize("release", _releases(check))
@@ -95,20 +97,10 @@ def _outer(check: str):
         assert not v.bad, "\n".join([v.head, *v.bad])
 
     test.__name__ = test.__qualname__ = f"test_{check}"
-    test.__doc__ = VERDICTS[check].__doc__
+    test.__doc__ = type(CHECKS[check]).__doc__
     return test
 
 
-test_patch_effects = _outer("patch_effects")
-test_served_speculative_decoding = _outer("served_speculative_decoding")
-test_served_kimi_k25_wrapper = _outer("served_kimi_k25_wrapper")
-test_served_at_tensor_parallel_2 = _outer("served_at_tensor_parallel_2")
-test_series_cut_short = _outer("series_cut_short")
-test_doctor_names_the_served_layers = _outer("doctor_names_the_served_layers")
-test_doctor_mla_drafters_served = _outer("doctor_mla_drafters_served")
-test_fixes_no_selected_release_carries = _outer("fixes_no_selected_release_carries")
-test_cuda_contract_catches_an_aliasing_layer0_fix = _outer(
-    "cuda_contract_catches_an_aliasing_layer0_fix"
-)
-test_series_own_tests_under_the_cuda_contract = _outer("series_own_tests_under_the_cuda_contract")
-test_upstream_tests_on_patched_tree = _outer("upstream_tests_on_patched_tree")
+# one outer test per check, in the order of the registry (vllm_tier.checks)
+for _check in CHECKS:
+    globals()[f"test_{_check}"] = _outer(_check)

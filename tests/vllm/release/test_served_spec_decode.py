@@ -9,7 +9,7 @@ runner's steps, the proposer and the sampler stay the release's own.
 
 Runs only in a process of its own (``VPATCH_VLLM_SERVED=eager|compiled``, one
 engine per process; the tier's served checks start it,
-vllm_tier.session.SERVED_RUNS). The target is the tiny DeepSeek-V3, or with
+their modes in vllm_tier.checks). The target is the tiny DeepSeek-V3, or with
 ``VPATCH_VLLM_SERVED_TARGET=kimi_k25`` the tiny KimiK25ForConditionalGeneration
 users serve (the same text model inside the wrapper, with its vision tower);
 ``VPATCH_VLLM_SERVED_TP=2`` serves it at tensor_parallel_size=2 (the ranks in

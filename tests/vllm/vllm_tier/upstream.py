@@ -8,7 +8,7 @@ import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from vpatch import quilt, sources
+from vpatch import lock, quilt, sources
 
 from . import REPO, cache
 from .log import run
@@ -24,10 +24,16 @@ def tests_of(release: str) -> str:
     return TESTS_FROM.get(release, release)
 
 
+def sdist(release: str) -> lock.Artifact | None:
+    """The sdist whose tests are ``release``'s (tests_of), None if the lock
+    has none."""
+    return pins().get(tests_of(release)).artifacts.get("sdist")
+
+
 def ensure(release: str) -> Path | None:
     """The folder holding the sdist's ``tests/``, or None without an sdist."""
     src = tests_of(release)
-    art = pins().get(src).artifacts.get("sdist")
+    art = sdist(release)
     if art is None:
         return None
 
