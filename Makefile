@@ -2,7 +2,7 @@
 #   make apply [VLLM=0.15.1]   patched source tree in build/vllm-<release>
 #   make test                  the whole suite (unit, integration, vLLM tier)
 #   make mutants               mutants of the series through the vLLM tier (not in `test`)
-#   make docs                  the docs' generated tables, from patches.toml
+#   make docs                  the docs' generated tables, from patches.toml and the tier
 # VLLM defaults to the newest release VERSIONS.lock marks `patched`.
 
 VLLM ?=
@@ -92,11 +92,15 @@ lint-patches: $(BIN)/.installed
 
 lint-docs: $(BIN)/.installed
 	$(call quote,$(VPATCH)) docs --check
+	$(TIER) docs --check
 
 # the README's patch table, docs/patches.md and docs/doctor.md's tables,
-# written anew from patches.toml (and doctor's RULES)
+# written anew from patches.toml (and doctor's RULES); the tier's tables
+# (docs/tier.md, docs/cpu-bugs.md, tests/vllm/README.md) from its checks and
+# stand-ins
 docs: $(BIN)/.installed
 	$(call quote,$(VPATCH)) docs
+	$(TIER) docs
 
 matrix: $(BIN)/.installed
 	$(call quote,$(VPATCH)) matrix

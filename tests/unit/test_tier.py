@@ -4,7 +4,7 @@ and plan, prepare, session, verdicts and the outer tests hold no check of
 their own; a new check is one more definition; where the stand-ins act is
 stated once (release/stand_ins.py), in a module both sides import as any
 module is imported, which imports nothing but the standard library; no tier
-module is loaded by its file path."""
+module is loaded by its file path; the tier's generated tables are fresh."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ for folder in (TIER, INNER):  # as tier.py's folder, and as vllm_tier puts the i
         sys.path.append(str(folder))
 
 import stand_ins  # noqa: E402
-from vllm_tier import checks, models, plan, prepare, releases, runner, verdicts  # noqa: E402
+from vllm_tier import checks, docs, models, plan, prepare, releases, runner, verdicts  # noqa: E402
 from vllm_tier.checks import CHECKS, Check, Verdict, check, run  # noqa: E402
 from vllm_tier.session import Session  # noqa: E402
 
@@ -164,6 +164,7 @@ def test_each_check_defines_every_part(name):
     c = CHECKS[name]
     for part in ("why_none", "runs", "verdict"):
         assert getattr(type(c), part) is not getattr(Check, part), f"{name} has no {part}"
+    assert c.summary, name
     assert isinstance(c.why_none(["0.17.1"]), str) and c.why_none(["0.17.1"])
     if isinstance(c, checks.Served):
         assert c.modes and set(c.defaults()) <= set(releases.default()), name
@@ -246,3 +247,24 @@ def _outer_tests() -> dict:
 
     module = importlib.reload(test_releases)
     return {k: v for k, v in vars(module).items() if k.startswith("test_")}
+
+
+# -- the tier's generated tables ----------------------------------------------
+
+
+def test_the_tiers_generated_tables_are_fresh():
+    """docs/tier.md, docs/cpu-bugs.md and tests/vllm/README.md's tables are
+    what `tier.py docs` makes of the stand-ins and the checks (`make docs`
+    mends them)."""
+    stale = [label for _, _, changed in docs.generated(ROOT).values() for label in changed]
+    assert stale == [], "stale: run `make docs`"
+
+
+def test_a_stale_table_is_caught(tmp_path):
+    for rel in {b.path for b in docs.blocks()}:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text((ROOT / rel).read_text())
+    cpu_bugs = tmp_path / "docs" / "cpu-bugs.md"
+    cpu_bugs.write_text(cpu_bugs.read_text().replace("| 0.21.0 |", "| 0.21.0-0.22.1 |"))
+    got = [label for _, _, changed in docs.generated(tmp_path).values() for label in changed]
+    assert got == ["docs/cpu-bugs.md (serving)"]

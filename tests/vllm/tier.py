@@ -11,6 +11,9 @@ the project's python (``.venv/bin/python``: it imports vpatch).
     tier.py prepare [--release X] [--patched] [--print-env]
                                           build a release's installs; `export`
                                           lines for a run by hand
+    tier.py docs [--check]                write the tier's generated tables
+                                          (vllm_tier.docs); --check: exit 1
+                                          naming those that are stale
 
 ``run`` exits with CMD's status if CMD failed, else 0 once the results are
 written: the verdicts are test_releases.py's (``VPATCH_TIER_RESULTS=FILE
@@ -29,13 +32,26 @@ import threading
 import time
 from pathlib import Path
 
-from vllm_tier import REPO, TierError, log, models, plan, prepare, releases, runner, targets, venvs
+from vllm_tier import (
+    REPO,
+    TierError,
+    docs,
+    log,
+    models,
+    plan,
+    prepare,
+    releases,
+    runner,
+    targets,
+    venvs,
+)
 from vllm_tier.log import say
 from vllm_tier.results import Results
 from vllm_tier.runenv import runtime_env
 from vllm_tier.session import Session
 from vllm_tier.verdicts import report
 from vpatch.errors import VpatchError
+from vpatch.paths import write_atomic
 
 OUT = REPO / "build" / "tier"
 RESULTS = "results.json"
@@ -132,6 +148,28 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_docs(args: argparse.Namespace) -> int:
+    found = docs.generated()
+    stale = [label for _, _, changed in found.values() for label in changed]
+    if args.check:
+        for label in stale:
+            print(f"stale: {label}")
+        if stale:
+            print(
+                f"tier: {len(stale)} generated tables are stale: run `make docs`", file=sys.stderr
+            )
+            return 1
+        print("tier docs: every generated table is up to date")
+        return 0
+    for path, (before, now, _) in found.items():
+        if now != before:
+            write_atomic(REPO / path, now.encode())
+            print(f"wrote {path}")
+    if not stale:
+        print("tier docs: every generated table is up to date")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tier.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -149,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-fixtures", action="store_true")
     p.add_argument("--print-env", action="store_true", help="`export` lines for the first release")
     p.set_defaults(fn=cmd_prepare)
+    p = sub.add_parser("docs", help="write the tier's generated tables in the docs")
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if any is stale")
+    p.set_defaults(fn=cmd_docs)
     args = ap.parse_args(argv)
     try:
         return args.fn(args)

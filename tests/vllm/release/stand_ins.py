@@ -64,7 +64,7 @@ STAND_INS = (
         LOAD_MODEL,
         "0.15.0",
         "0.19.1",
-        "its `load_model` loads the target alone, no drafter",
+        "the CPU runner's `load_model` loads the target alone, no drafter",
         "`CPUModelRunner.load_model` runs `GPUModelRunner.load_model` for an engine with a "
         "speculative config, under the CPU runner's own CUDA placeholders "
         "(`_torch_cuda_wrapper`), with its `DeviceMemoryProfiler` measuring nothing: it "
@@ -77,7 +77,8 @@ STAND_INS = (
         LOAD_MODEL,
         "0.20.0",
         "0.21.0",
-        "its `load_model` never hands the target the aux layers (the GPU runner's does; "
+        "the CPU runner's `load_model` never hands the target the aux layers (the GPU runner's "
+        "does; "
         "0.22.0 gave both `_setup_eagle3_aux_hidden_state_outputs`): every EAGLE-3 engine "
         'fails in its profile run ("too many values to unpack")',
         "the same",
@@ -134,8 +135,8 @@ STAND_INS = (
         "0.23.0",
         "0.24.0",
         "the CPU stand-in for the rejection sampler's recovered-token kernel lacks the "
-        "`USE_FP64_GUMBEL` argument the sampler passes: every speculative engine fails in "
-        "its profile run",
+        "`USE_FP64_GUMBEL` argument the sampler passes (0.25.0 has it): every speculative "
+        "engine fails in its profile run",
         "the same for",
         "its stand-in lacks `USE_FP64_GUMBEL` (0.25.0 has it)",
         kernels=("sample_recovered_tokens_kernel",),

@@ -22,6 +22,7 @@ per install with its environment, and its releases in the default set
         \"\"\"What its outer test asserts (the outer test's docstring).\"\"\"
 
         name = "served_on_the_v2_runner"
+        summary = "the same file on the V2 model runner"  # the README's checks table
         what = "served EAGLE-3 on the V2 model runner"  # its verdict's head
         modes = {"v2": Mode({"VPATCH_VLLM_SERVED": "eager", "VLLM_USE_V2_MODEL_RUNNER": "1"})}
 
@@ -107,6 +108,7 @@ class Check:
     defaults are those most checks share."""
 
     name: ClassVar[str]
+    summary: ClassVar[str]  # what runs, in a phrase (tests/vllm/README.md's table)
     # its runs' passed and failed tests are what `vpatch pr --results` quotes
     # (results.json's "releases"): the check whose runs are each release's
     # main runs (one check)
@@ -308,6 +310,7 @@ class PatchEffects(Check):
     tests may skip); greedy generation gave the same tokens on both."""
 
     name = "patch_effects"
+    summary = "the inner suite, unpatched and patched"
     quoted = True
 
     def why_none(self, selected: list[str]) -> str:
@@ -367,6 +370,7 @@ class ServedSpeculativeDecoding(Served):
     release meets it), and passes patched, in both kernel modes when eager."""
 
     name = "served_speculative_decoding"
+    summary = "`release/test_served_spec_decode.py`, the tiny DeepSeek-V3"
     what = "served EAGLE-3"
     # the tiny DeepSeek-V3 eager, and compiled on releases.SERVED_COMPILED (the
     # compiled engine runs [cpu] only: no contract to switch, see the file)
@@ -403,6 +407,7 @@ class ServedKimiK25Wrapper(Served):
     modes."""
 
     name = "served_kimi_k25_wrapper"
+    summary = "the same file, the Kimi-K2.5 wrapper as target"
     what = "served the Kimi-K2.5 wrapper"
     modes = {"kimi": Mode({"VPATCH_VLLM_SERVED": "eager", "VPATCH_VLLM_SERVED_TARGET": "kimi_k25"})}
 
@@ -421,6 +426,7 @@ class ServedAtTensorParallel2(Served):
     (0.18+: in the ranks) and passes patched."""
 
     name = "served_at_tensor_parallel_2"
+    summary = "the same file at `tensor_parallel_size=2`"
     what = "served EAGLE-3 at TP 2"
     modes = {"tp2": Mode({"VPATCH_VLLM_SERVED": "eager", "VPATCH_VLLM_SERVED_TP": "2"})}
 
@@ -438,6 +444,7 @@ class SeriesCutShort(Check):
     and passed."""
 
     name = "series_cut_short"
+    summary = "`release/test_series_cut_short.py` per cut, on the cut's install"
     tests = "test_series_cut_short.py"
 
     def applies(self, release: str) -> bool:
@@ -487,6 +494,7 @@ class DoctorNamesTheServedLayers(Check):
     its own): every variant ran and passed."""
 
     name = "doctor_names_the_served_layers"
+    summary = "`release/test_doctor_served_layers.py`, patched"
     # one engine per drafter, a process of its own (an engine torn down takes
     # vLLM's parallel groups with it, which the main run's shared engine
     # still needs)
@@ -538,6 +546,7 @@ class DoctorMlaDraftersServed(Check):
     drafter's MLA detection; the test reads which from the engine)."""
 
     name = "doctor_mla_drafters_served"
+    summary = "`release/test_served_mla_drafters.py`, both installs, MLA on"
     tests = "test_served_mla_drafters.py"
 
     def applies(self, release: str) -> bool:
@@ -586,6 +595,7 @@ class FixesNoSelectedReleaseCarries(Check):
     patched, in both kernel modes."""
 
     name = "fixes_no_selected_release_carries"
+    summary = "that fix's marker alone, both installs"
 
     def releases(self, selected: list[str]) -> list[str]:
         # the newest release that carries a fix no selected release carries
@@ -628,6 +638,7 @@ class CudaContractCatchesAnAliasingLayer0Fix(Check):
     (patch_effects)."""
 
     name = "cuda_contract_catches_an_aliasing_layer0_fix"
+    summary = "the layer-0 tests on `series/<release>-aliasing`"
 
     def applies(self, release: str) -> bool:
         return release in ALIASING
@@ -680,6 +691,7 @@ class SeriesOwnTestsUnderTheCudaContract(Check):
     failing to be collected (they import what the fix adds)."""
 
     name = "series_own_tests_under_the_cuda_contract"
+    summary = "those tests from the patched sdist, both installs"
 
     def applies(self, release: str) -> bool:
         sdir = releases.series_dir(release)
@@ -737,6 +749,7 @@ class UpstreamTestsOnPatchedTree(Check):
     the patched install, under the CUDA contract."""
 
     name = "upstream_tests_on_patched_tree"
+    summary = "vLLM's registry tests, patched"
     # vLLM's own tests that exercise the patched files and run on CPU, offline:
     # the model registry imports every model class (deepseek_v2, kimi_k25, the
     # EAGLE-3 heads) and checks their interfaces; DeepSeek's pipeline-parallel
