@@ -137,21 +137,14 @@ def no_eagle3_on_cpu(release: str) -> str | None:
 
 
 def serves_eagle3(release: str) -> bool:
-    """The tier serves EAGLE-3 on CPU (through cpu_spec_decode where stand_in)."""
+    """The tier serves EAGLE-3 on CPU (through cpu_spec_decode's stand-ins
+    where release/stand_ins.py says)."""
     return no_eagle3_on_cpu(release) is None
-
-
-def stand_in(release: str) -> str | None:
-    """Why vLLM's CPU runner cannot serve EAGLE-3 by itself on ``release``
-    (what it lacks: the tier stands in, release/cpu_spec_decode.py, as
-    release/stand_ins.py says), else None."""
-    lacks = [s.lacks for s in stand_ins.acting(release)]
-    return "; ".join(lacks) if lacks else None
 
 
 def serves_eagle3_natively(release: str) -> bool:
     """vLLM's CPU runner serves EAGLE-3 without the tier's stand-ins."""
-    return serves_eagle3(release) and stand_in(release) is None
+    return serves_eagle3(release) and not stand_ins.acting(release)
 
 
 def serves_mla(release: str) -> bool:
