@@ -268,3 +268,34 @@ def test_a_stale_table_is_caught(tmp_path):
     cpu_bugs.write_text(cpu_bugs.read_text().replace("| 0.21.0 |", "| 0.21.0-0.22.1 |"))
     got = [label for _, _, changed in docs.generated(tmp_path).values() for label in changed]
     assert got == ["docs/cpu-bugs.md (serving)"]
+
+
+def test_the_results_file_is_what_vpatch_pr_reads(tmp_path):
+    """results.json's "releases" are the quoted check's runs, in the shape
+    `vpatch pr --results` reads; the file loads back."""
+    from vllm_tier.results import Results
+    from vpatch.pr.body import load_results
+
+    quoted = next(name for name, c in CHECKS.items() if c.quoted)
+    runs = {}
+    for variant, outcome in (("unpatched", "xfailed"), ("patched", "passed")):
+        case = runner.Case("t::a", outcome)
+        got = runner.InnerRun(
+            "0.17.1", variant, 0, 1.0, tmp_path / "j", tmp_path / "l", {"a": case}
+        )
+        runs[quoted, "0.17.1", variant] = got
+    other = runner.Case("t::b", "failed")
+    runs["other", "0.17.1", "eager-patched"] = runner.InnerRun(
+        "0.17.1", "patched", 1, 1.0, tmp_path / "j", tmp_path / "l", {"b": other}
+    )
+    res = Results(["0.17.1"], {"0.17.1": [quoted]}, runs, when="now", quoted=quoted)
+    res.save(tmp_path / "results.json")
+    assert load_results(tmp_path / "results.json") == {
+        "0.17.1": {
+            "unpatched": {"passed": [], "failed": ["t::a"]},
+            "patched": {"passed": ["t::a"], "failed": []},
+            "when": "now",
+        }
+    }
+    again = Results.load(tmp_path / "results.json")
+    assert again.plan == res.plan and set(again.runs) == set(runs)
