@@ -100,6 +100,13 @@ _seconds: Counter[str] = Counter()
 _kernels: dict[str, tuple[Callable[..., Any], _Interpreted]] = {}
 
 
+def _v2() -> bool:
+    """A V2 run (cpu_v2_runner)."""
+    import cpu_v2_runner
+
+    return cpu_v2_runner.wanted()
+
+
 def release() -> str:
     import vllm
 
@@ -117,7 +124,9 @@ def kernels_to_interpret() -> tuple[str, ...] | None:
 
 
 def needs_interpreter() -> bool:
-    return stand_ins.interprets(release())
+    """Kernels of this run are interpreted: the release's stand-ins, or every
+    kernel of a V2 run (cpu_v2_runner)."""
+    return _v2() or stand_ins.interprets(release())
 
 
 # ------------------------------------------------------------------ the assert
@@ -404,10 +413,12 @@ def _after_init(init: Callable[..., None], streams: bool) -> Callable[..., None]
 
 
 def install() -> list[str]:
-    """Patch vLLM's CPU runner where the release needs it (idempotent)."""
+    """Patch vLLM's CPU runner where the release needs it (idempotent). A V2
+    run (cpu_v2_runner) serves on the V2 runner, which none of this touches:
+    nothing."""
     if _installed:
         return list(_installed)
-    if not stand_ins.acting(release()):
+    if _v2() or not stand_ins.acting(release()):
         return []
     from vllm.v1.worker import cpu_model_runner, gpu_model_runner
 
@@ -445,13 +456,23 @@ def installed() -> list[str]:
 
 
 def launches() -> dict[str, int]:
-    """How often each interpreted kernel was launched in this process."""
+    """How often each interpreted kernel was launched in this process (a V2
+    run: the V2 runner's, cpu_v2_runner)."""
+    if _v2():
+        import cpu_v2_runner
+
+        return cpu_v2_runner.launches()
     return dict(_launches)
 
 
 def greedy_kernels() -> list[str]:
     """The interpreted kernels of this release on the greedy path
-    (GREEDY_PATH): a served greedy generate must launch each."""
+    (GREEDY_PATH; a V2 run: cpu_v2_runner.GREEDY_PATH): a served greedy
+    generate must launch each."""
+    if _v2():
+        import cpu_v2_runner
+
+        return cpu_v2_runner.greedy_kernels()
     return sorted(set(_kernels) & set(GREEDY_PATH))
 
 

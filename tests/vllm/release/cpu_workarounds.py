@@ -1,6 +1,7 @@
 """The tier's workarounds of CPU-only vLLM bugs (cpu_rotary, cpu_moe,
-cpu_kernel_scan) and its stand-ins for what vLLM's CPU runner lacks to serve
-EAGLE-3 (cpu_spec_decode), one plugin each (its docstring says what, where
+cpu_kernel_scan), its stand-ins for what vLLM's CPU runner lacks to serve
+EAGLE-3 (cpu_spec_decode) and for what keeps vLLM's V2 model runner off CPU
+(cpu_v2_runner, in the V2 runs only), one plugin each (its docstring says what, where
 and why), as one pytest plugin: the inner suite's conftest and the runs of
 vLLM's own tests load it (``-p cpu_workarounds``); a process of ours that
 makes an engine outside pytest calls ``install()``; the processes vLLM
@@ -15,7 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 
-PLUGINS = ("cpu_rotary", "cpu_moe", "cpu_kernel_scan", "cpu_spec_decode")
+PLUGINS = ("cpu_rotary", "cpu_moe", "cpu_kernel_scan", "cpu_spec_decode", "cpu_v2_runner")
 pytest_plugins = list(PLUGINS)
 
 

