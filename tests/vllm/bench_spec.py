@@ -13,6 +13,11 @@ each timing greedy generates after a warm-up. Printed: vLLM's acceptance rate
 drafts), and the tokens/s of speculative vs plain generation (their ratio is
 the figure; the absolute ones are only as quiet as the machine).
 
+Where the tier serves on vLLM's V2 model runner (the runner GPUs serve these
+targets with; release/cpu_v2_runner.py), the same drafter and prompts are
+served on it too, and its acceptance printed beside the V1 runner's
+(upstream vllm-project/vllm#40551 reports lower EAGLE-3 acceptance on V2).
+
 Then, eager, the same drafter served as a user's mistake serves it
 (``MISTAKES``: what doctor says users lose without an error), each printed
 beside the correct run: the aux ids one layer off, and the ids written in
@@ -199,14 +204,21 @@ def drafter(release: str) -> Path:
 
 
 def one(
-    release: str, mode: str, drafter_dir: Path | None, args, mistake: str | None = None
+    release: str,
+    mode: str,
+    drafter_dir: Path | None,
+    args,
+    mistake: str | None = None,
+    v2: bool = False,
 ) -> dict:
-    from vllm_tier import models, targets, venvs
+    from vllm_tier import checks, models, targets, venvs
     from vllm_tier.runenv import runtime_env
 
     target = targets.patched(release)
     fixtures = models.ensure(release)
     renv = runtime_env(target, fixtures, release, threads=1, compiled=mode == "compiled")
+    if v2:  # the V2 model runner, as the tier's V2 runs serve it
+        renv.update(checks.V2_ENV)
     cmd = [str(venvs.ensure(release)), str(Path(__file__).resolve()), "--worker"]
     cmd += ["--mode", mode, "--generates", str(args.generates), "--tokens", str(args.tokens)]
     if drafter_dir is not None:
@@ -280,6 +292,18 @@ def main(argv=None) -> int:
                 f"/ {plain['engine_start_s']:.0f}s",
                 flush=True,
             )
+            if releases.serves_v2(release):
+                on_v2 = one(release, mode, d, args, v2=True)
+                rate2, length2 = _acceptance(on_v2)
+                print(
+                    f"vLLM {release} {mode:8}  V2 model runner: acceptance {rate2:.3f} "
+                    f"(V1 {rate:.3f}), mean acceptance length {length2:.2f} (V1 {length:.2f}) "
+                    f"({on_v2['accepted']:.0f}/{on_v2['draft_tokens']:.0f} draft tokens); "
+                    f"tokens/s {on_v2['tokens_per_s']:.1f} (V1 {spec['tokens_per_s']:.1f}); "
+                    f"lossless: {_lossless(on_v2, plain)}; same tokens as V1: "
+                    f"{'yes' if on_v2['tokens'] == spec['tokens'] else 'NO'}",
+                    flush=True,
+                )
             if mode != "eager":  # the mistakes: acceptance does not depend on the mode
                 continue
             for name, (what, _) in MISTAKES.items():

@@ -272,7 +272,9 @@ MUTANTS = (
     ),
     # Layer-0 fixes that serve losslessly (the target verifies every draft) but
     # feed the drafter wrong states: killed on the served path, by the wiring
-    # test (fc's input against the hooks, the drafts against the reference).
+    # test (fc's input against the hooks, the drafts against the reference),
+    # on the V2 model runner (what GPUs serve 0.32.0 with; the default set's
+    # served run of 0.32.0).
     Mutant(
         "layer0-residual",
         "0.32.0",
@@ -284,7 +286,7 @@ MUTANTS = (
         "layer 0's aux state is the layer's residual (embedding + attention output, from a "
         "second run of layer 0 on a copy) instead of the embedding",
         (),
-        served="eager",
+        served="v2-eager",
     ),
     Mutant(
         "layer0-zeros",
@@ -294,7 +296,7 @@ MUTANTS = (
         "+                    aux_hidden_state = torch.zeros_like(hidden_states)\n",
         "layer 0's aux state is zeros",
         (),
-        served="eager",
+        served="v2-eager",
     ),
     Mutant(
         "layer0-previous-step",
@@ -310,7 +312,7 @@ MUTANTS = (
         "+                    )\n",
         "layer 0's aux state is the embedding of the previous forward (a stale buffer)",
         (),
-        served="eager",
+        served="v2-eager",
     ),
     Mutant(
         "mla-detect-wrong-entry",

@@ -5,7 +5,10 @@ speculative_config is started on the tiny DeepSeek-V3 target, and the aux
 layer ids are read from the running engine's model (DeepseekV2Model
 .aux_hidden_state_layers, set by the model runner), not recomputed. doctor is
 asked with the model runner the engine runs (VLLM_USE_V2_MODEL_RUNNER set to
-match it in the serve command, as a user would write it).
+match it in the serve command, as a user would write it): the V1 runner, or
+in a V2 run (cpu_v2_runner) the V2 runner, whose ids differ (it reads
+``eagle_config.layer_ids``, not ``eagle_config``'s
+``eagle_aux_hidden_state_layer_ids``).
 
 Runs only in a process of its own (VPATCH_VLLM_SERVED; the tier's outer
 test_doctor_names_the_served_layers starts it on the patched install): each
@@ -27,6 +30,7 @@ import math
 import re
 from pathlib import Path
 
+import cpu_v2_runner
 import pytest
 from doctor_pairs import save, verdict_serve
 from helpers import FIXTURES, engine_kwargs, in_process
@@ -81,6 +85,9 @@ def _engine_facts(worker) -> dict:
     layers = getattr(inner, "aux_hidden_state_layers", None)
     return {
         "runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
+        # the V2 runner is vllm/v1/worker/gpu/model_runner.py's, or a subclass
+        # (vLLM's CPU one is vllm/v1/worker/cpu/model_runner.py)
+        "v2": any(c.__module__ == "vllm.v1.worker.gpu.model_runner" for c in type(runner).__mro__),
         "layers": list(layers) if layers is not None else None,
     }
 
@@ -115,7 +122,8 @@ def test_doctor_names_the_layers_the_served_engine_asks_for(name, tmp_path):
     assert facts["generated"] == 4
     assert facts["layers"] is not None, facts
     fed = tuple(sorted(facts["layers"]))
-    v2 = ".gpu.model_runner" in facts["runner"]  # vllm/v1/worker/gpu/model_runner.py
+    v2 = facts["v2"]
+    assert v2 == cpu_v2_runner.wanted(), facts  # the runner the run asked for
     spec = json.dumps({"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 2})
     report = verdict_serve(
         f"VLLM_USE_V2_MODEL_RUNNER={1 if v2 else 0}",

