@@ -16,6 +16,10 @@ from __future__ import annotations
 import importlib
 import os
 
+# first: in a V2 run it puts the stand-in Triton backend on the path, which
+# must happen before anything imports triton (cpu_v2_runner's docstring)
+import cpu_v2_runner  # noqa: F401
+
 PLUGINS = ("cpu_rotary", "cpu_moe", "cpu_kernel_scan", "cpu_spec_decode", "cpu_v2_runner")
 pytest_plugins = list(PLUGINS)
 

@@ -12,7 +12,8 @@ this configuration"): the server never starts.
   spec-decode-v2-the-drafter-selects-its-own-attention-backend, the V2
   model runner's load_eagle_model, the default runner for these targets from
   0.29.0): the same, and a backend the speculative config names is the
-  drafter's. The V2 runner never runs on CPU; its loader is called directly.
+  drafter's. Its loader is called directly: a served V2 engine on CPU cannot
+  show the effect (docs/cpu-bugs.md, "The V2 model runner on CPU").
 
 (The releases of each patch are patches.toml's.)
 

@@ -540,7 +540,9 @@ class DoctorNamesTheServedLayers(Check):
     """The layers doctor says vLLM feeds the drafter are those the served
     engine asks the target for (release/test_doctor_served_layers.py: one
     engine per id-convention variant, on the patched install, a process of
-    its own): every variant ran and passed."""
+    its own), on the V1 runner and, where the tier serves on it, the V2
+    runner (doctor asked with the runner the engine runs): every variant ran
+    and passed."""
 
     name = "doctor_names_the_served_layers"
     summary = "`release/test_doctor_served_layers.py`, patched"
@@ -563,26 +565,39 @@ class DoctorNamesTheServedLayers(Check):
     def build(self, release: str) -> None:
         targets.patched(release)
 
+    def _keys(self, release: str) -> list[str]:
+        """The V1 runner's run, and the V2 runner's where the tier serves on
+        it (the runners read the drafter's ids differently)."""
+        return ["patched", *(["patched-v2"] * releases.serves_v2(release))]
+
     def runs(self, job: Job) -> list[Run]:
         # the patched install (doctor reads it with vpatch check); [cpu]
         # only: the aux layers an engine asks for do not depend on kernels
+        env = {"VPATCH_VLLM_SERVED": "eager", "VPATCH_CUDA_CONTRACT": "0"}
         return [
             run(
                 "patched",
+                key,
                 tests=(str(INNER / self.tests),),
                 pytest_args=("--tb=short",),
-                extra_env={"VPATCH_VLLM_SERVED": "eager", "VPATCH_CUDA_CONTRACT": "0"},
+                extra_env={**env, **(V2_ENV if key.endswith("-v2") else {})},
                 timeout=INNER_TIMEOUT * 2,
             )
+            for key in self._keys(job.release)
         ]
 
     def verdict(self, res: Results, release: str) -> Verdict:
-        got = res.run(self.name, release, "patched")
-        passed = sum(1 for c in got.cases.values() if c.outcome == "passed")
+        heads, bad = [], []
+        for key in self._keys(release):
+            got = res.run(self.name, release, key)
+            passed = sum(1 for c in got.cases.values() if c.outcome == "passed")
+            runner_ = "V2" if key.endswith("-v2") else "V1"
+            heads.append(f"{runner_} {passed}/{len(got.cases)} ({got.seconds:.0f}s)")
+            bad += _all_passed(got, f"{runner_}: ")
         return Verdict(
-            f"vLLM {release} doctor vs the served engine's aux layers ({got.seconds:.0f}s): "
-            f"{passed}/{len(got.cases)} variants agree",
-            bad=_all_passed(got, ""),
+            f"vLLM {release} doctor vs the served engine's aux layers, variants agreeing: "
+            + ", ".join(heads),
+            bad=bad,
         )
 
 
