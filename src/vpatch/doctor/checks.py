@@ -137,11 +137,19 @@ def check_architecture(p: Pair) -> Finding:
     )
 
 
+# where the acceptance figures the findings cite were measured (make bench-spec)
+MEASURED_ON = "vLLM 0.32.0, the V1 and the V2 model runner alike"
+
+
 def check_aux_layers(p: Pair) -> Finding:
     ids, source = p.ids()
     kept, dropped, refused = p.states()
     n, rel = p.n, p.release
-    head = f"vLLM {rel} feeds the drafter layers {show_ids(ids)} (from {source})"
+    # which ids are read depends on the model runner (V2 ignores eagle_config's)
+    head = (
+        f"vLLM {rel} ({p.runner.upper()} model runner) feeds the drafter layers "
+        f"{show_ids(ids)} (from {source})"
+    )
     if not p.use_aux:
         return Finding(
             "aux_layers",
@@ -201,8 +209,8 @@ def check_aux_layers(p: Pair) -> Finding:
             "warning",
             f"{head}; vLLM concatenates the states in layer order {show_ids(kept)}, not in the "
             "order written: if the drafter was trained in the written order its fc sees "
-            "them permuted (measured on the tier's tiny pair: acceptance 0.43 -> 0.36, "
-            "docs/measurements.md); write the ids in ascending order",
+            f"them permuted (measured on the tier's tiny pair, {MEASURED_ON}: acceptance "
+            "0.43 -> 0.36, docs/measurements.md); write the ids in ascending order",
         )
     meaning = (
         f"id k is the input of decoder layer k (the output of layer k - 1, 0 the embeddings, "
@@ -248,9 +256,9 @@ def check_trained_layers(p: Pair) -> Finding:
         )
         msg = (
             f"{desc}; {feeds}: {how}, and acceptance drops without an error (measured on the "
-            "tier's tiny pair, every id one layer off: 0.43 -> 0.41, its states being worth "
-            f"0.10 there, docs/measurements.md); write the top-level {top} (vLLM's "
-            "convention, read by every release)"
+            f"tier's tiny pair, {MEASURED_ON}, every id one layer off: 0.43 -> 0.41, its "
+            f"states being worth 0.10 there, docs/measurements.md); write the top-level {top} "
+            "(vLLM's convention, read by every release)"
         )
         if not main.certain and main.convention == "output":
             msg += f"; {settle}"

