@@ -42,6 +42,13 @@ test's own generate: a strict xfail either way. Patched it serves:
   eagle-alias-kimi-k2-5-media-placeholder-token-id), and the vision tower and
   projector the checkpoint's, read from the running engine.
 
+A V2 run (``VLLM_USE_V2_MODEL_RUNNER=1``, cpu_v2_runner: the tier's
+served_on_the_v2_runner) serves all of it on vLLM's V2 model runner, the
+one GPUs serve these targets with: every rank must run the runner the run
+asked for, each of the V2 runner's greedy-path kernels the release has must
+launch in the generate, the wiring test reads the V2 speculator; the
+proposer's image_token_index is V1's alone (the V2 runner never sets it).
+
 Eager runs in both kernel modes, [cpu] and [cuda] (the CUDA contract inside
 the served engine). The compiled run has no [cuda]: vLLM calls its compiled
 graph without Dynamo's guards, so the contract cannot be switched per call.
