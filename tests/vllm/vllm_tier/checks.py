@@ -236,7 +236,7 @@ class Served(Check):
 
     def why_none(self, selected: list[str]) -> str:
         return (
-            f"no selected release runs it (default set: {', '.join(self.defaults())}; "
+            f"no selected release runs it (default set: {', '.join(self.defaults()) or 'none'}; "
             "VLLM=X: wherever EAGLE-3 is served on CPU)"
             + "".join(
                 f"; {r}: {releases.no_eagle3_on_cpu(r)}"
@@ -578,6 +578,7 @@ class DoctorNamesTheServedLayers(Check):
             run(
                 "patched",
                 key,
+                name=key,  # its own log and junit report
                 tests=(str(INNER / self.tests),),
                 pytest_args=("--tb=short",),
                 extra_env={**env, **(V2_ENV if key.endswith("-v2") else {})},
