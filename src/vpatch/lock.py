@@ -158,7 +158,7 @@ class Lock:
 def load(path: Path | None = None) -> Lock:
     path = path or resources.lock_path()
     try:
-        data = resources.parse_toml(path.read_text())
+        data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path} not found; run from the vpatch checkout") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -31,14 +31,14 @@ README table and docs/patches.md).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import tomllib
 from packaging.version import InvalidVersion, Version
 
-from . import quilt, resources
+from . import quilt
 from .errors import ConfigError, PatchError, disk_error
 from .paths import write_atomic
 from .quilt import Series, parse
@@ -131,6 +131,10 @@ class PatchSet:
     slugs: list[str] = field(default_factory=list)
     variants: dict[str, list[Variant]] = field(default_factory=dict)
     about: dict[str, About] = field(default_factory=dict)
+    # patches.toml as parsed, for what other modules read of it (probes.py)
+    tables: dict[str, Any] = field(default_factory=dict, repr=False)
+    # each variant's file, parsed once: series of several releases share files
+    _parsed: dict[Path, quilt.Patch] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def dir(self) -> Path:
@@ -160,7 +164,9 @@ class PatchSet:
 
     def upstream(self, slug: str) -> Upstream:
         """Where upstream stands on `slug`, from its newest variant's DEP-3."""
-        return Upstream.of(quilt.fields_of(self.variants[slug][-1].path))
+        newest = self.variants[slug][-1]
+        parsed = self._parsed.get(newest.path)
+        return Upstream.of(parsed.fields if parsed else quilt.fields_of(newest.path))
 
     def carried(self, version: str) -> list[Variant]:
         """The variants that make up `version`'s series, in series order."""
@@ -194,8 +200,11 @@ class PatchSet:
         return v.path
 
     def patch(self, v: Variant, name: str) -> quilt.Patch:
-        """The variant's file, parsed, as `name` (its name in a series)."""
-        return parse(self.path(v), name=name)
+        """The variant's file, parsed (once), as `name` (its name in a series)."""
+        p = self._parsed.get(v.path)
+        if p is None:
+            p = self._parsed[v.path] = parse(self.path(v), name=name)
+        return p if p.name == name else replace(p, name=name)
 
     def series(self, version: str) -> Series | None:
         """`version`'s series (None: it carries no patch)."""
@@ -221,7 +230,7 @@ def _span(where: str, text: object) -> tuple[str, str]:
 def read(path: Path) -> dict[str, Any]:
     """patches.toml as data ({} when there is none)."""
     try:
-        return resources.parse_toml(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -252,9 +261,9 @@ def _about(where: str, t: dict[str, Any]) -> About:
 
 
 def load(path: Path) -> PatchSet:
-    out = PatchSet(path)
+    out = PatchSet(path, tables=read(path))
     doctors: dict[str, str] = {}
-    for slug, t in read(path).items():
+    for slug, t in out.tables.items():
         if not isinstance(t, dict):
             raise ConfigError(f"{path.name} [{slug}]: not a table")
         where = f"{path.name} [{slug}]"
@@ -472,6 +481,7 @@ def record(
         prev = slug
     for path in removes:
         path.unlink(missing_ok=True)
+    ps._parsed.clear()  # the files it parsed may be those written over
     return out
 
 

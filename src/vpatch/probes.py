@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import patchset, resources
+from . import patchset
 from .errors import ConfigError
 
 TESTS = ("has_base", "defines", "uses", "lacks", "list", "is_none", "unconditional")
@@ -88,14 +88,17 @@ class Check:
 Probes = dict[str, list[Check]]
 
 
-def _read(path: Path | None) -> tuple[Path, dict[str, Any]]:
-    path = path or resources.patches_toml()
-    return path, patchset.read(path)
+def _read(source: Path | patchset.PatchSet) -> tuple[Path, dict[str, Any]]:
+    """patches.toml's tables: a patch set's, as parsed when it was loaded,
+    or those of the file `source` (a series folder's)."""
+    if isinstance(source, patchset.PatchSet):
+        return source.toml, source.tables
+    return source, patchset.read(source)
 
 
-def load(path: Path | None = None) -> Probes:
+def load(source: Path | patchset.PatchSet) -> Probes:
     """{patch slug: checks} of every patch that declares a probe."""
-    path, data = _read(path)
+    path, data = _read(source)
     for name, t in data.items():
         if not isinstance(t, dict):
             raise ConfigError(f"{path.name} [{name}]: not a table")
@@ -109,10 +112,10 @@ def load(path: Path | None = None) -> Probes:
     }
 
 
-def pr_titles(path: Path | None = None) -> dict[str, dict[str, str]]:
+def pr_titles(source: Path | patchset.PatchSet) -> dict[str, dict[str, str]]:
     """{patch slug: {"pr_prefix": ..., "pr_title": ...}} of the patches that say how
     `vpatch pr` titles them (either key may be absent)."""
-    path, data = _read(path)
+    path, data = _read(source)
     out = {}
     for name, t in data.items():
         got = {k: t[k] for k in PR_KEYS if k in t}

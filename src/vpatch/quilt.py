@@ -71,6 +71,7 @@ class Patch:
     fields: dict[str, str]
     files: list[str]
     diff: PatchSet = field(repr=False)
+    data: bytes = field(default=b"", repr=False)  # the file, as parse() read it
 
     @property
     def stem(self) -> str:
@@ -118,7 +119,7 @@ class Series:
         out: dict[str, bytes] = {}
         try:
             for p in self.patches:
-                out[p.name] = p.path.read_bytes()
+                out[p.name] = p.data or p.path.read_bytes()
         except OSError as e:
             raise disk_error(e, "cannot read a patch") from None
         out["series"] = "".join(f"{p.name}\n" for p in self.patches).encode()
@@ -173,7 +174,7 @@ def parse(path: Path, name: str | None = None) -> Patch:
     file's name)."""
     called = name or path.name
     shown = path.name if name is None else f"{path.parent.name}/{path.name}"
-    text = _read(path, shown)
+    data, text = _read(path, shown)
     if "\0" in text:
         raise PatchError(f"malformed patch {shown}: binary content")
     headers, body, diff_text = _split_mail(text, shown)
@@ -207,19 +208,21 @@ def parse(path: Path, name: str | None = None) -> Patch:
         fields=dep3(body),
         files=files,
         diff=diff,
+        data=data,
     )
 
 
 def fields_of(path: Path) -> dict[str, str]:
     """The DEP-3 fields of the patch in `path`, its diff left unread (no
     unidiff: the tier's venvs read them too)."""
-    return dep3(_split_mail(_read(path, path.name), path.name)[1])
+    return dep3(_split_mail(_read(path, path.name)[1], path.name)[1])
 
 
-def _read(path: Path, shown: str) -> str:
-    """The patch file's text; `shown` names it in the errors."""
+def _read(path: Path, shown: str) -> tuple[bytes, str]:
+    """The patch file's bytes and text; `shown` names it in the errors."""
     try:
-        return path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
+        return data, data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise PatchError(f"malformed patch {shown}: not UTF-8 (byte {e.start})") from None
     except OSError as e:

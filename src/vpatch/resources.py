@@ -12,25 +12,12 @@ itself (export, port, lock --refresh) need data one may edit: `writable()`."""
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
-from typing import Any
-
-import tomllib
 
 from .errors import ConfigError
 
 PACKAGE_DATA = Path(__file__).resolve().parent / "data"
-
-
-@functools.lru_cache(maxsize=8)
-def parse_toml(text: str) -> dict[str, Any]:
-    """tomllib.loads, once per text in a process. A command reads
-    VERSIONS.lock and patches.toml again in every part that needs them
-    (doctor: ten parses, a third of its 0.5 s); keyed on the text, a file
-    edited in between is parsed anew. The result is shared: read it only."""
-    return tomllib.loads(text)
 
 
 def _has_data(d: Path) -> bool:
@@ -70,10 +57,10 @@ def patches_toml(base: Path | None = None) -> Path:
     return (base or root()) / "patches" / "patches.toml"
 
 
-def writable(what: str) -> Path:
-    """root(), when it is data one may edit (a checkout, or VPATCH_ROOT); else
-    ConfigError."""
-    r = root()
+def writable(what: str, data: Path | None = None) -> Path:
+    """`data` (default: root()), when it is data one may edit (a checkout,
+    VPATCH_ROOT, any folder but an installed package's); else ConfigError."""
+    r = data or root()
     if r == PACKAGE_DATA and checkout() is None:
         raise ConfigError(
             f"{what} edits the patch set: run it in a vpatch checkout (or set VPATCH_ROOT)"

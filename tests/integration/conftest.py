@@ -20,7 +20,7 @@ def real_tree(tmp_path_factory) -> Callable[[str], Path]:
     def tree(version: str) -> Path:
         if version not in made:
             dest = tmp_path_factory.mktemp("trees") / f"vllm-{version}"
-            apply.apply(version, dest=dest)
+            apply.apply(version, dest=dest, pins=lock.load())
             made[version] = dest
         return made[version]
 

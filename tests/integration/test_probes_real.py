@@ -25,12 +25,12 @@ EAGLE3 = [v.slug for v in PS.carried(NEWEST.version) if not PS.serving(v.slug, L
 
 
 def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
-    checks = probes.load()
+    checks = probes.load(PS)
     series = series_of(PINS, NEWEST)
     globs = probes.patterns(checks)
     base = files.release_files(NEWEST, globs | set(series.files))
     tree = tmp_path / "patched"
-    apply.apply(NEWEST.version, dest=tree, source=str(base))
+    apply.apply(NEWEST.version, dest=tree, source=str(base), pins=PINS)
     up = files.release_files(PINS.get(UPSTREAM), globs)
     seen = {
         "baseline": probes.folder_files(base, globs),
@@ -51,7 +51,7 @@ def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
     no aux states); true on the patched trees of both variants of the fix;
     false again when the fix takes `hidden_states` itself at layer 0 (the
     tensor the decoder layer makes its residual and, on CUDA, overwrites)."""
-    checks = probes.load()[LAYER0]
+    checks = probes.load(PS)[LAYER0]
     globs = probes.patterns({LAYER0: checks})
     for v in PINS.versions():
         have = probes.folder_files(files.release_files(PINS.releases[v], globs), globs)
@@ -60,7 +60,7 @@ def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
         series = series_of(PINS, PINS.get(v))
         base = files.release_files(PINS.get(v), globs | set(series.files))
         tree = tmp_path / v
-        apply.apply(v, dest=tree, source=str(base))
+        apply.apply(v, dest=tree, source=str(base), pins=PINS)
         patched = probes.folder_files(tree, globs)
         assert probes.holds(checks, patched), v
         aliased = {
@@ -79,7 +79,7 @@ FIXES = [(s, PS.upstream(s).release) for s in PS.slugs if PS.serving(s, LATER) a
 def test_fix_probe_false_before_upstream_true_when_patched(tmp_path, slug, fixed_in):
     """False on every release before upstream's fix (true from it on); true on
     the patched tree of the first release of each variant."""
-    checks = probes.load()[slug]
+    checks = probes.load(PS)[slug]
     globs = probes.patterns({slug: checks})
     for v in PINS.versions():
         have = probes.folder_files(files.release_files(PINS.releases[v], globs), globs)
@@ -90,5 +90,5 @@ def test_fix_probe_false_before_upstream_true_when_patched(tmp_path, slug, fixed
         series = series_of(PINS, v)
         base = files.release_files(PINS.get(v), globs | set(series.files))
         tree = tmp_path / v
-        apply.apply(v, dest=tree, source=str(base))
+        apply.apply(v, dest=tree, source=str(base), pins=PINS)
         assert probes.holds(checks, probes.folder_files(tree, globs)), v

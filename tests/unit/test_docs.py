@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 import pytest
-from vpatch import cli
+from vpatch import cli, lock
 from vpatch.commands import docs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,7 +165,7 @@ def test_the_generated_parts_are_fresh():
     command list is the parser's (issue 31: it lacked matrix --jobs/--offline,
     port --work/--keep/--source, lint --offline, verify-wheel --offline);
     `make docs` mends them."""
-    assert docs.stale(ROOT, extra=cli.generated_here()) == []
+    assert docs.stale(ROOT, pins=lock.load(), extra=cli.generated_here()) == []
 
 
 # -- names the docs and the code's own text use: modules, package paths,

@@ -143,3 +143,30 @@ def test_every_module_has_its_test_module():
         if not (unit / test).is_file():
             missing.append(f"vpatch.{module}: tests/unit/{test}")
     assert not missing, missing
+
+
+def loads_the_lock(path: Path) -> list[str]:
+    """Lines where a module loads VERSIONS.lock (calls vpatch.lock.load)."""
+    hits, names = [], {"lock"}
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                if a.name == "load" and (node.module or "").split(".")[-1] == "lock":
+                    hits.append(f"{path.name}:{node.lineno} imports lock.load")
+                elif a.name == "lock" and a.asname:
+                    names.add(a.asname)
+    for node in ast.walk(tree):
+        f = node.func if isinstance(node, ast.Call) else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr == "load":
+            hits += [f"{path.name}:{node.lineno} calls {f.value.id}.load()"] * (f.value.id in names)
+    return hits
+
+
+def test_only_the_cli_loads_the_lock():
+    """The CLI loads VERSIONS.lock (and with it the patch set) once and passes
+    it down as `pins`: a library or command that loads it again reads and
+    parses the files again, and may read other data than the caller's."""
+    assert loads_the_lock(MODULES["cli.lock"]), "the check itself must see the CLI's load"
+    hits = [h for m, p in MODULES.items() if layer(m) < len(LAYERS) - 1 for h in loads_the_lock(p)]
+    assert not hits, hits

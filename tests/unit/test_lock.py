@@ -57,8 +57,8 @@ def test_round_trip(tmp_path, pins):
 
 
 def test_a_lock_edited_in_the_same_process_is_read_anew(tmp_path, pins):
-    # lock.load parses once per text (resources.parse_toml): an edit between two
-    # loads, as `vpatch lock --refresh` makes, must show in the second
+    # an edit between two loads, as `vpatch lock --refresh` makes, must show
+    # in the second
     path = tmp_path / "VERSIONS.lock"
     path.write_text(lock.dumps(pins))
     first = lock.load(path)

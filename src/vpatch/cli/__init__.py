@@ -7,7 +7,9 @@ main(): one line `vpatch: error: ...` and the error's exit code (errors.py).
 
 Each execute imports its command module when it runs (as pip loads its
 commands): `vpatch install` in an image should not pay for the wheel code,
-the matrix or GitPython.
+the matrix or GitPython. It loads VERSIONS.lock (and, through it, the patch
+set) once, with lock.load(), and passes it down as `pins`: nothing below the
+CLI loads it again (tests/unit/test_layers.py).
 
 To add a command: write cli/<name>.py (add_parser and execute, as the
 others), and list it in COMMANDS, in the order `vpatch --help` shows."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
+from .. import lock
 from . import options
 from .options import Parser, path, say
 
@@ -35,6 +36,7 @@ def execute(args: Namespace, parser: Parser) -> int:
         offline=args.offline,
         remote=args.remote,
         say=say,
+        pins=lock.load(),
     )
     if not result.applied and result.already:
         print(f"{result.dest}: already patched ({len(result.already)} patches); nothing to do")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from argparse import Namespace
 
+from .. import lock
 from . import options
 from .options import Parser, say
 
@@ -27,7 +28,7 @@ def execute(args: Namespace, parser: Parser) -> int:
     """Exit 0 when EAGLE-3 is ready, 1 when not (the report says why)."""
     from ..commands import check
 
-    report = check.check(args.python, say)
+    report = check.check(args.python, say, pins=lock.load())
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2))
     else:

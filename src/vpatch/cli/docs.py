@@ -7,6 +7,7 @@ import argparse
 from argparse import Namespace
 from typing import TYPE_CHECKING
 
+from .. import lock
 from ..errors import PatchError
 from . import options
 from .options import Parser
@@ -31,16 +32,16 @@ def add_parser(sub: options.Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import docs
 
-    extra = generated_here(parser)
+    pins, extra = lock.load(), generated_here(parser)
     if args.check:
-        stale = docs.stale(extra=extra)
+        stale = docs.stale(pins=pins, extra=extra)
         for part in stale:
             print(f"stale: {part}")
         if stale:
             raise PatchError(f"{len(stale)} generated parts of the docs are stale: run `make docs`")
         print("docs: every generated part is up to date")
         return 0
-    written = docs.write(extra=extra)
+    written = docs.write(pins=pins, extra=extra)
     print("\n".join(f"wrote {p}" for p in written) or "docs: every generated part is up to date")
     return 0
 

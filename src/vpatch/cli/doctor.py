@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from argparse import Namespace
 
+from .. import lock
 from . import options
 from .options import Parser, say
 
@@ -55,6 +56,6 @@ def execute(args: Namespace, parser: Parser) -> int:
         num_speculative_tokens=args.num_speculative_tokens,
         offline=args.offline,
     )
-    report = doctor.doctor(req, say=say)
+    report = doctor.doctor(req, say=say, pins=lock.load())
     print(json.dumps(report.to_json(), indent=2) if args.format == "json" else report.to_text())
     return 0 if report.ok else 1

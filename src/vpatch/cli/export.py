@@ -5,6 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 from pathlib import Path
 
+from .. import lock
 from . import options
 from .options import Parser, path
 
@@ -29,7 +30,7 @@ def add_parser(sub: options.Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import export
 
-    done = export.export(Path(args.dir), path(args.into))
+    done = export.export(Path(args.dir), path(args.into), pins=lock.load())
     for slug, what in done.variants.items():
         print(f"  {what:9}  {slug}")
     print(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
+from .. import lock
 from . import options
 from .options import Parser, path, say
 
@@ -32,7 +33,7 @@ def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import apply
 
     release, where, what = apply.fetch(
-        args.version, args.source, path(args.dest), args.offline, args.remote, say
+        args.version, args.source, path(args.dest), args.offline, args.remote, say, pins=lock.load()
     )
     print(f"vLLM {release.version} from {what} -> {where}" if args.dest else where)
     return 0

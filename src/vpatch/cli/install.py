@@ -5,6 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 from typing import Any
 
+from .. import lock
 from . import options
 from .options import Parser, path, say
 
@@ -26,7 +27,9 @@ def add_parser(sub: options.Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import install
 
-    res = install.install(args.python, path(args.series), dry_run=args.dry_run, say=say)
+    res = install.install(
+        args.python, path(args.series), dry_run=args.dry_run, say=say, pins=lock.load()
+    )
     report(res, "replace", "")
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
+from .. import lock
 from ..errors import PatchError
 from . import options
 from .options import Parser, say
@@ -25,7 +26,7 @@ def add_parser(sub: options.Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import lint
 
-    result = lint.lint(offline=args.offline, say=say)
+    result = lint.lint(lock.load(), offline=args.offline, say=say)
     for note in result.skipped:
         say(f"skipped: {note}")
     for problem in result.problems:

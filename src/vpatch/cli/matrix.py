@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from argparse import Namespace
 
+from .. import lock
 from . import options
 from .options import Parser, say
 
@@ -29,7 +30,7 @@ def add_parser(sub: options.Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import matrix
 
-    m = matrix.build(args.versions, offline=args.offline, jobs=args.jobs, say=say)
+    m = matrix.build(args.versions, pins=lock.load(), offline=args.offline, jobs=args.jobs, say=say)
     if args.format == "json":
         print(json.dumps(m.to_json(), indent=2))
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
+from .. import lock
 from ..errors import PatchError
 from . import options
 from .options import Parser, path, say
@@ -33,13 +34,17 @@ def add_parser(sub: options.Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import port
 
+    pins = lock.load()
     work, into = path(args.work), path(args.into)
     if args.resume:
-        r = port.resume(args.from_version, args.to_version, work=work, into=into, keep=args.keep)
+        r = port.resume(
+            args.from_version, args.to_version, pins=pins, work=work, into=into, keep=args.keep
+        )
     else:
         r = port.port(
             args.from_version,
             args.to_version,
+            pins=pins,
             work=work,
             into=into,
             keep=args.keep,

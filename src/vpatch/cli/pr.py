@@ -5,6 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 from pathlib import Path
 
+from .. import lock
 from ..errors import PatchError
 from . import options
 from .options import Parser, path, say
@@ -43,14 +44,22 @@ def add_parser(sub: options.Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import pr
 
+    pins = lock.load()
     out, signoff, results = path(args.out), args.signoff, path(args.results)
     if args.resume:
         d = pr.resume(
-            args.onto, out=out, signoff=signoff, offline=args.offline, results=results, say=say
+            args.onto,
+            out=out,
+            signoff=signoff,
+            offline=args.offline,
+            results=results,
+            say=say,
+            pins=pins,
         )
     else:
         d = pr.draft(
             args.onto,
+            pins=pins,
             out=out,
             signoff=signoff,
             source=args.source,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 from pathlib import Path
 
+from .. import lock
 from . import options
 from .options import Parser
 
@@ -30,6 +31,6 @@ def add_parser(sub: options.Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import export
 
-    done = export.render(args.version, Path(args.out))
+    done = export.render(args.version, Path(args.out), pins=lock.load())
     print(f"{done.dir}: {len(done.names)} patches for vLLM {done.version} (series)")
     return 0

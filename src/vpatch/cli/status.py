@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
+from .. import lock
 from . import options
 from .options import Parser, path
 
@@ -29,7 +30,7 @@ def add_parser(sub: options.Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import apply
 
-    st = apply.status(path(args.dest), path(args.series))
+    st = apply.status(path(args.dest), path(args.series), pins=lock.load())
     print(f"{st.dest}: vLLM {st.version}")
     for p in st.patches:
         print(f"  {'applied' if p.applied else 'not applied':11}  {p.name}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 from pathlib import Path
 
+from .. import lock
 from . import options
 from .options import Parser, path
 
@@ -30,6 +31,8 @@ def add_parser(sub: options.Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import apply
 
-    version, n = apply.unapply(Path(args.dest), path(args.series), args.discard_commits)
+    version, n = apply.unapply(
+        Path(args.dest), path(args.series), args.discard_commits, pins=lock.load()
+    )
     print(f"{args.dest}: back to the vLLM {version} baseline ({n} commit{'s' * (n != 1)} removed)")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 from pathlib import Path
 
+from .. import lock
 from ..errors import WheelError
 from . import options
 from .options import Parser, path
@@ -32,7 +33,11 @@ def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import verify
 
     res = verify.verify_wheel(
-        Path(args.wheel), arch=args.arch, tree=path(args.tree), offline=args.offline
+        Path(args.wheel),
+        arch=args.arch,
+        tree=path(args.tree),
+        offline=args.offline,
+        pins=lock.load(),
     )
     from ..wheel.verify import format_verify
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 from pathlib import Path
 
+from .. import lock
 from . import options
 from .options import Parser, path, say
 
@@ -45,6 +46,7 @@ def execute(args: Namespace, parser: Parser) -> int:
         dry_run=args.dry_run,
         offline=args.offline,
         say=say,
+        pins=lock.load(),
     )
     from ..wheel.build import BuildPlan, format_plan
 

@@ -19,12 +19,14 @@ def fetch(
     offline: bool = False,
     remote: str | None = None,
     say: Say = quiet,
+    *,
+    pins: lock.Lock,
 ) -> tuple[lock.Release, Path, str]:
     """The release's source into the cache (sdist / wheel / cpu-wheel) and,
     with dest, its unpacked tree into that empty or new folder (or one a
     killed fetch left half made: see checkout.py). Returns (release, the cached
     file or dest, what it came from)."""
-    release = lock.load().get(version)
+    release = pins.get(version)
     if dest is None:
         kind = sources.resolve(release, source)
         if kind not in ("sdist", "wheel", "cpu-wheel"):
@@ -69,12 +71,12 @@ def apply(
     series_dir: Path | None = None,
     offline: bool = False,
     remote: str | None = None,
-    pins: lock.Lock | None = None,
     say: Say = quiet,
+    *,
+    pins: lock.Lock,
 ) -> checkout.Applied:
     """`vpatch apply`: the release's series (or series_dir) applied in dest
     (default build/vllm-<release>)."""
-    pins = pins or lock.load()
     release = pins.get(version)
     series = pins.series(release, series_dir)
     if series is None:
@@ -94,11 +96,10 @@ def apply(
 
 
 def status(
-    dest: Path | None = None, series_dir: Path | None = None, pins: lock.Lock | None = None
+    dest: Path | None = None, series_dir: Path | None = None, *, pins: lock.Lock
 ) -> checkout.Status:
     """`vpatch status` of the tree dest (default: the one `make apply` and a
     plain `vpatch apply` make, build/vllm-<newest patched>)."""
-    pins = pins or lock.load()
     if dest is None:
         dest = checkout.default_dest(pins.default().version)
         if not dest.exists():
@@ -115,11 +116,11 @@ def unapply(
     dest: Path,
     series_dir: Path | None = None,
     discard: bool = False,
-    pins: lock.Lock | None = None,
+    *,
+    pins: lock.Lock,
 ) -> tuple[str, int]:
     """`vpatch unapply`: (release, commits removed). Commits that are not the
     series' (series_dir's) own are refused unless `discard`."""
     repo, version = checkout.open_tree(Path(dest))
-    pins = pins or lock.load()
     series = pins.series(version, series_dir) or quilt.Series([], version)
     return version, checkout.unapply(Path(dest), repo, version, series, discard)

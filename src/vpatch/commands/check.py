@@ -9,15 +9,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from .. import lock
 from ..env import status
 from ..env.report import Report, inspect
 
 
 def check(
-    python: str | os.PathLike[str] | None = None, say: Callable[[str], None] = lambda _: None
+    python: str | os.PathLike[str] | None = None,
+    say: Callable[[str], None] = lambda _: None,
+    *,
+    pins: lock.Lock,
 ) -> Report:
     """The report for python's vLLM (default: `python3` on PATH)."""
-    return inspect(python, say=say)
+    return inspect(python, pins=pins, say=say)
 
 
 def format_text(r: Report) -> str:

@@ -138,15 +138,14 @@ def fixes_table(pins: lock.Lock) -> str:
     return "\n".join(rows)
 
 
-def blocks(pins: lock.Lock | None = None, extra: tuple[Block, ...] = ()) -> list[Block]:
+def blocks(pins: lock.Lock, extra: tuple[Block, ...] = ()) -> list[Block]:
     """Every generated part: the patch set's, then `extra` (made above the
     commands: the CLI's command list)."""
-    pins = pins or lock.load()
     return [
         Block("README.md", "patch table", patch_table(pins)),
         Block(PATCHES_MD, "", patches_md(pins)),
         Block("docs/doctor.md", "defects table", fixes_table(pins)),
-        Block("docs/doctor.md", "releases table", releases.summary_markdown()),
+        Block("docs/doctor.md", "releases table", releases.summary_markdown(pins)),
         *extra,
     ]
 
@@ -189,7 +188,7 @@ def checkout_root(root: Path | None = None) -> Path:
 
 
 def _generated(
-    root: Path, pins: lock.Lock | None, extra: tuple[Block, ...]
+    root: Path, pins: lock.Lock, extra: tuple[Block, ...]
 ) -> dict[str, tuple[str, str, list[str]]]:
     """{doc: (its text, the text generated anew, the parts that changed)}."""
     out: dict[str, tuple[str, str, list[str]]] = {}
@@ -203,17 +202,13 @@ def _generated(
     return out
 
 
-def stale(
-    root: Path | None = None, pins: lock.Lock | None = None, extra: tuple[Block, ...] = ()
-) -> list[str]:
+def stale(root: Path | None = None, *, pins: lock.Lock, extra: tuple[Block, ...] = ()) -> list[str]:
     """The generated parts of the docs that differ from what they restate."""
     found = _generated(checkout_root(root), pins, extra)
     return [label for _, _, changed in found.values() for label in changed]
 
 
-def write(
-    root: Path | None = None, pins: lock.Lock | None = None, extra: tuple[Block, ...] = ()
-) -> list[str]:
+def write(root: Path | None = None, *, pins: lock.Lock, extra: tuple[Block, ...] = ()) -> list[str]:
     """Generate every part anew; returns the docs written (those that changed)."""
     root = checkout_root(root)
     out = []

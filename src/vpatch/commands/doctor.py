@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
+from .. import lock
 from ..doctor import hub, serve
 from ..doctor.checks import diagnose
 from ..doctor.environment import Readiness, Ready, VllmEnv, by_check, find_vllm
@@ -69,15 +70,19 @@ def read_serve(req: Request) -> serve.Serve:
 
 def doctor(
     req: Request,
-    ready: Ready = by_check,
+    ready: Ready | None = None,
     where: hub.Hub | None = None,
     say: Callable[[str], None] = lambda _: None,
+    *,
+    pins: lock.Lock,
 ) -> Report:
-    """The report for a request. Bad input (no such model, a hub that
-    refuses or cannot be reached, a command that is not a serve command,
-    unparseable JSON) raises ConfigError. `where`: how hub ids are read
-    (default: huggingface_hub's settings; `req.offline` forces the cache);
-    `say`: progress while PY is awaited."""
+    """The report for a request, with vpatch's releases and patch set `pins`.
+    Bad input (no such model, a hub that refuses or cannot be reached, a
+    command that is not a serve command, unparseable JSON) raises
+    ConfigError. `ready`: what `vpatch check` says of the environment
+    (default: by_check); `where`: how hub ids are read (default:
+    huggingface_hub's settings; `req.offline` forces the cache); `say`:
+    progress while PY is awaited."""
     s = read_serve(req)
     where = where or hub.Hub()
     if req.offline:
@@ -85,7 +90,7 @@ def doctor(
 
     def environment() -> tuple[VllmEnv, Readiness]:
         env = find_vllm(req.python, say)
-        return env, ready(env)
+        return env, ready(env) if ready else by_check(env, pins)
 
     # At once: asking PY (child processes) and reading the two models (on hub
     # ids, importing huggingface_hub and a dozen requests). The target's
@@ -96,4 +101,4 @@ def doctor(
         drafter = pool.submit(hub.resolve, s.drafter, s.drafter_revision, True, where)
         t, d = target.result(), drafter.result()
         env, readiness = probe.result()
-    return diagnose(t, d, env, readiness, s)
+    return diagnose(t, d, env, readiness, s, pins=pins)

@@ -31,7 +31,7 @@ class Exported:
     variants: dict[str, str] = field(default_factory=dict)  # slug -> what record() did
 
 
-def export(tree: Path, into: Path | None = None, pins: lock.Lock | None = None) -> Exported:
+def export(tree: Path, into: Path | None = None, *, pins: lock.Lock) -> Exported:
     """Write the tree's patches into the patch set, or into folder `into`."""
     repo, version = checkout.open_tree(tree)
     checkout.refuse_am(repo)
@@ -42,9 +42,7 @@ def export(tree: Path, into: Path | None = None, pins: lock.Lock | None = None) 
         done = Exported(Path(into), version, names)
         done.written, done.removed = quilt.write(Path(into), files)
         return done
-    if pins is None:
-        resources.writable("vpatch export")
-        pins = lock.load()
+    resources.writable("vpatch export", pins.root)
     rec = patchset.record(
         pins.patchset, pins.versions(), version, [(quilt.slug(n), files[n]) for n in names]
     )
@@ -53,11 +51,10 @@ def export(tree: Path, into: Path | None = None, pins: lock.Lock | None = None) 
     return done
 
 
-def render(version: str | None, out: Path, pins: lock.Lock | None = None) -> Exported:
+def render(version: str | None, out: Path, *, pins: lock.Lock) -> Exported:
     """`vpatch series`: release `version`'s series as plain files in `out`
     (NNNN-<slug>.patch and `series`, for `git am`, quilt or `patch -p1`),
     which must be new, empty, or a series folder vpatch wrote (quilt.write)."""
-    pins = pins or lock.load()
     release = pins.get(version)
     series = pins.series(release)
     if series is None:

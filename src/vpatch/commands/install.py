@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import lock
 from ..env import install as engine
 from ..env.install import Result
 
@@ -19,10 +20,12 @@ def install(
     series_dir: Path | None = None,
     dry_run: bool = False,
     say: Callable[[str], None] = lambda _: None,
+    *,
+    pins: lock.Lock,
 ) -> Result:
     """The release's series (or series_dir) into python's vLLM (default:
     `python3` on PATH)."""
-    return engine.install(python, series_dir, dry_run=dry_run, say=say)
+    return engine.install(python, series_dir, dry_run=dry_run, pins=pins, say=say)
 
 
 def uninstall(

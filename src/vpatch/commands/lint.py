@@ -47,7 +47,7 @@ class Linted:
 
 
 def lint(
-    pins: lock.Lock | None = None,
+    pins: lock.Lock,
     meta_path: Path | None = None,
     offline: bool = False,
     sources: bool = True,
@@ -55,14 +55,14 @@ def lint(
 ) -> Linted:
     """Lint the patch set beside pins' lock (patches/patches.toml and the
     variant files). `sources=False` leaves out the checks that read the
-    releases' files; with `offline`, releases not in the cache are skipped."""
-    pins = pins or lock.load()
+    releases' files; with `offline`, releases not in the cache are skipped.
+    `meta_path`: another patches.toml than pins' (its variants beside it)."""
     root = pins.root
     meta_path = meta_path or pins.patches_toml
     out = Linted()
     add = out.problems.append
     try:
-        ps = patchset.load(meta_path)
+        ps = patchset.load(meta_path) if meta_path != pins.patches_toml else pins.patchset
     except VpatchError as e:
         add(Problem(meta_path.name, str(e)))
         return out
@@ -103,7 +103,7 @@ def lint(
             continue
         if s is not None:
             loaded[version] = s
-    _meta(pins, loaded, meta_path, add)
+    _meta(pins, loaded, ps, add)
     if sources:
         for version, s in loaded.items():
             say(f"lint: {version}: apply and export")
@@ -131,11 +131,14 @@ def _patch(p: quilt.Patch, slug: str, where: str, add: Add) -> None:
         add(Problem(where, problem))
 
 
-def _meta(pins: lock.Lock, loaded: dict[str, quilt.Series], path: Path, add: Add) -> None:
+def _meta(
+    pins: lock.Lock, loaded: dict[str, quilt.Series], ps: patchset.PatchSet, add: Add
+) -> None:
     """Every patch of the newest series has a probe (the matrix tells
     `upstream` by it), and the probes are well-formed."""
+    path = ps.toml
     try:
-        checks = probes.load(path)
+        checks = probes.load(ps)
     except VpatchError as e:
         add(Problem(path.name, str(e)))
         return

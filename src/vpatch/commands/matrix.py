@@ -162,7 +162,8 @@ class Matrix:
 
 def build(
     versions: list[str] | None = None,
-    pins: lock.Lock | None = None,
+    *,
+    pins: lock.Lock,
     series_dir: Path | None = None,
     meta_path: Path | None = None,
     offline: bool = False,
@@ -171,8 +172,7 @@ def build(
 ) -> Matrix:
     """The matrix over `versions` (default: every pinned release) for every
     patch of every series (or, with series_dir, the patches of that one)."""
-    pins = pins or lock.load()
-    checks = probes.load(meta_path or pins.patches_toml)
+    checks = probes.load(meta_path or pins.patchset)
     if series_dir is not None:
         found = [(_shown(Path(series_dir), pins.root), p) for p in quilt.load(series_dir).patches]
     else:

@@ -68,7 +68,7 @@ def port(
     from_version: str,
     to_version: str,
     *,
-    pins: lock.Lock | None = None,
+    pins: lock.Lock,
     work: Path | None = None,
     into: Path | None = None,
     from_source: str = "auto",
@@ -80,9 +80,7 @@ def port(
 ) -> Ported:
     """Port FROM's series to TO. Returns the report; on a conflict the work
     tree is left as described above and nothing is exported."""
-    if pins is None:
-        resources.writable("vpatch port")
-        pins = lock.load()
+    resources.writable("vpatch port", pins.root)
     src = pins.get(from_version)
     dst = resolve(pins, to_version, offline)
     series = pins.series(src)
@@ -108,7 +106,7 @@ def port(
         series = _rendered(repo, FROM_TAG.format(src.version))
         gitutil.tag(repo, checkout.BASE_TAG.format(dst.version), base_to)
         gitutil.switch(repo, f"port-{dst.version}", base_to)
-        checks = probes.load(meta_path or pins.patches_toml)
+        checks = probes.load(meta_path or pins.patchset)
         have = probes.folder_files(work, probes.patterns(checks))
         for i, p in enumerate(series.patches):
             report.status[p.name] = _carry(repo, p, series.patches[i + 1 :], checks, have)
@@ -163,15 +161,13 @@ def resume(
     from_version: str,
     to_version: str,
     *,
-    pins: lock.Lock | None = None,
+    pins: lock.Lock,
     work: Path | None = None,
     into: Path | None = None,
     keep: bool = False,
 ) -> Ported:
     """Finish a port whose conflicts a person resolved in the work tree."""
-    if pins is None:
-        resources.writable("vpatch port")
-        pins = lock.load()
+    resources.writable("vpatch port", pins.root)
     src = pins.get(from_version)
     work = Path(work or default_work(to_version.removeprefix("v")))
     repo = gitutil.open_repo(work)

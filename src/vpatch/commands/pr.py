@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import lock
 from ..pr import draft as engine
 from ..pr.draft import Drafted
 from ..sources.cache import Say, quiet
@@ -23,12 +24,14 @@ def draft(
     only: tuple[str, ...] = (),
     results: Path | None = None,
     say: Say = quiet,
+    pins: lock.Lock,
 ) -> Drafted:
     """The draft onto a release or a checkout (see pr/draft.py); ``only``:
     the patch slugs to send (all without it); ``results``: the tier's
     results file to quote."""
     return engine.draft(
         onto,
+        pins=pins,
         out=out,
         signoff=signoff,
         source=source,
@@ -47,6 +50,9 @@ def resume(
     offline: bool = False,
     results: Path | None = None,
     say: Say = quiet,
+    pins: lock.Lock,
 ) -> Drafted:
     """Finish a draft after `git am --continue`."""
-    return engine.resume(onto, out=out, signoff=signoff, offline=offline, results=results, say=say)
+    return engine.resume(
+        onto, pins=pins, out=out, signoff=signoff, offline=offline, results=results, say=say
+    )

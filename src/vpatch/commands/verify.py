@@ -25,9 +25,10 @@ def verify_wheel(
     series_dir: Path | None = None,
     series: quilt.Series | None = None,
     offline: bool = False,
+    pins: lock.Lock,
 ) -> Verified:
     """`check_files=False` leaves out the version and file checks; the
-    series is `series`, or the one in `series_dir`, or the lock's for the
+    series is `series`, or the one in `series_dir`, or pins' for the
     wheel's release."""
     res, w = scan(Path(wheel_path), arch)
     if w is None:
@@ -38,7 +39,6 @@ def verify_wheel(
         base = Version(w.version).public
         try:
             if series is None:
-                pins = lock.load()
                 series = pins.series(base, series_dir)
                 if series is None:
                     raise ConfigError(f"vLLM {base} carries no series")
@@ -53,7 +53,6 @@ def verify_wheel(
             return res
         with tempfile.TemporaryDirectory(prefix="vpatch-verify-") as tmp:
             dest = Path(tmp) / "tree"
-            pins = lock.load()
             checkout.apply(pins.get(base), series, dest, offline=offline)
             where = f"vLLM {base} + series {series.name} (applied in a temporary folder)"
             compare(res, w, dest, shipped, where)

@@ -29,6 +29,8 @@ def build(
     offline: bool = False,
     tree: Path | None = None,
     say: Say = quiet,
+    *,
+    pins: lock.Lock,
 ) -> Path | BuildPlan:
     """The written wheel's path, or with `dry_run` the plan (for source mode
     the exact command and environment, and the preflight result; nothing is
@@ -40,7 +42,6 @@ def build(
         raise ConfigError(f"unknown variant {variant!r}; use one of {', '.join(VARIANTS)}")
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-    pins = lock.load()
     release = pins.get(version)
     series = pins.series(release, series_dir)
     if series is None:

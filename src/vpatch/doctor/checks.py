@@ -64,7 +64,7 @@ def check_vllm(p: Pair) -> Finding:
             f"{where}: could not tell whether EAGLE-3 is ready there; run `vpatch check`",
         )
     state = "vpatch's series installed" if p.series else "upstream"
-    if p.release in patched_layer0():
+    if p.release in patched_layer0(p.pins):
         state += ", layer-0 fix installed" if p.ready else ", layer-0 fix not installed"
     return Finding("vllm", "info", f"{where}: EAGLE-3 for DeepSeek-V3/Kimi targets ({state})")
 
@@ -184,7 +184,7 @@ def check_aux_layers(p: Pair) -> Finding:
             "fails; fix the ids in the drafter's config",
         )
     if 0 in kept and not p.series:
-        carried = patched_layer0()
+        carried = patched_layer0(p.pins)
         if not (rel in carried and p.ready):
             span = sorted(carried, key=Version)
             fix = (
@@ -641,7 +641,7 @@ def _defect(
     """A defect of the release that a patch of vpatch's series (releases.fix)
     fixes: info when `vpatch check` reports the patch installed, else an error
     that says whether `vpatch install` would fix it."""
-    slug = releases.fix(key)
+    slug = releases.fix(p.pins, key)
     state = p.readiness.fix(slug) if slug else "none"
     if state == "installed":
         return Finding(check, "info", f"{what}; fixed here: vpatch's patch {slug} is installed")
@@ -884,13 +884,13 @@ CHECKS = (
 # -- the pair, diagnosed ------------------------------------------------------------
 
 
-def choose_rules(env: VllmEnv) -> tuple[Rules, str, bool]:
+def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
     """(the rules doctor checks with, why they are not the environment's own
     release (empty when they are), whether the environment's vLLM is older
     than every rule)."""
-    known = releases.known_releases()
+    known = releases.known_releases(pins)
     place = releases.place(env.version, known) if env.version else None
-    default = lock.load().default().version
+    default = pins.default().version
     if env.version is None:
         rel, assumed = default, f"checked against vLLM {default} (vpatch's default release)"
     elif place is None:
@@ -914,14 +914,17 @@ def diagnose(
     readiness: Readiness,
     serve: Serve,
     environ: dict[str, str] | None = None,
+    *,
+    pins: lock.Lock,
 ) -> Report:
     """The findings for a resolved pair on an environment, served with
     `serve`; `environ` is the environment vLLM starts with (default: doctor's
-    own, then the command's assignments)."""
+    own, then the command's assignments); `pins` vpatch's releases and patch
+    set."""
     t = configs.read_target(target.path)
     d = configs.read_drafter(drafter.path)
     tensors = drafter.tensors if drafter.tensors is not None else weights.read(drafter.path)
-    rules, assumed, too_old = choose_rules(env)
+    rules, assumed, too_old = choose_rules(env, pins)
     eff = releases.effective(d.raw, d.format, rules)
     pair = Pair(
         t,
@@ -933,6 +936,7 @@ def diagnose(
         readiness,
         serve,
         serve.environ(environ),
+        pins,
         assumed,
         too_old=too_old,
     )

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .. import lock
 from ..env import status
 from ..env.dist import Dist, NoVllm, find
 from ..env.report import inspect
@@ -69,14 +70,14 @@ UNKNOWN = Readiness(None, {}, known=False)
 Ready = Callable[[VllmEnv], Readiness]
 
 
-def by_check(env: VllmEnv) -> Readiness:
-    """`vpatch check`'s report for the environment (env.report); UNKNOWN when
-    there is no vLLM or its environment cannot be read as an installed
-    distribution (check says why)."""
+def by_check(env: VllmEnv, pins: lock.Lock) -> Readiness:
+    """`vpatch check`'s report for the environment (env.report), with the
+    releases and patch set of `pins`; UNKNOWN when there is no vLLM or its
+    environment cannot be read as an installed distribution (check says why)."""
     if env.version is None:
         return UNKNOWN
     try:
-        r = inspect(env.python, found=env.found)
+        r = inspect(env.python, pins=pins, found=env.found)
     except VpatchError:
         return UNKNOWN
     return Readiness(r.eagle3_ready, dict(r.patches))

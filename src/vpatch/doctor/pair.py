@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import lock
 from . import configs, releases, weights
 from .environment import Readiness, VllmEnv
 from .releases import Rules, patched_eagle3
@@ -28,6 +29,7 @@ class Pair:
     readiness: Readiness
     serve: Serve
     environ: dict[str, str]  # the environment vLLM starts with
+    pins: lock.Lock  # vpatch's releases and patch set, as the CLI loaded them
     assumed: str = ""  # why rules is not the environment's own release
     too_old: bool = False  # the environment's vLLM predates every rule here
 
@@ -51,7 +53,7 @@ class Pair:
     def series(self) -> bool:
         """Rules of a 0.15-0.17 release: with vpatch's series (the only way
         EAGLE-3 runs there for these targets)."""
-        return self.release in patched_eagle3()
+        return self.release in patched_eagle3(self.pins)
 
     @property
     def eagle_config(self) -> dict[str, Any]:
@@ -128,7 +130,7 @@ class Pair:
     def final_norm_id(self) -> bool:
         """Does the target yield id n (the final norm's input): the release
         does (0.25.0+), or `vpatch check` reports the series' fix installed."""
-        slug = releases.fix("final_norm_id")
+        slug = releases.fix(self.pins, "final_norm_id")
         return self.rules.final_norm_id or (
             slug is not None and self.readiness.fix(slug) == "installed"
         )

@@ -224,13 +224,13 @@ RULES: list[tuple[str, dict[str, Any]]] = [
 # each release: `patched` = vpatch's series gives EAGLE-3, p; u = upstream as
 # released): docs/doctor.md carries summary_markdown() between its markers.
 # Consecutive releases with the same row are one row.
-def _layer0(r: Rules, p: bool) -> str:
+def _layer0(r: Rules, p: bool, pins: lock.Lock) -> str:
     if p:
         return "p: ok"
-    return "p: ok, u: TypeError" if r.release in patched_layer0() else "u: TypeError"
+    return "p: ok, u: TypeError" if r.release in patched_layer0(pins) else "u: TypeError"
 
 
-def _nested(r: Rules, p: bool) -> str:
+def _nested(r: Rules, p: bool, pins: lock.Lock) -> str:
     if not r.v1_reads_nested_ids:
         return "ignored"
     if "*" in r.v2_default:
@@ -240,7 +240,7 @@ def _nested(r: Rules, p: bool) -> str:
     return "used (V1 runner)"
 
 
-def _pp(r: Rules, p: bool) -> str:
+def _pp(r: Rules, p: bool, pins: lock.Lock) -> str:
     if p:
         return "p: ValueError unless every id is on the last rank"
     if r.v2_supports_pp and "*" in r.v2_default:
@@ -249,63 +249,65 @@ def _pp(r: Rules, p: bool) -> str:
 
 
 SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
-    ("EAGLE-3 for DeepSeek/Kimi", lambda r, p: "p only (u refuses)" if p else "u"),
+    ("EAGLE-3 for DeepSeek/Kimi", lambda r, p, pins: "p only (u refuses)" if p else "u"),
     (
         "id n (final-norm input)",
-        lambda r, p: "yes"
+        lambda r, p, pins: "yes"
         if r.final_norm_id or p
-        else ("p: yes, u: dropped" if r.release in carried("final_norm_id") else "dropped"),
+        else ("p: yes, u: dropped" if r.release in carried(pins, "final_norm_id") else "dropped"),
     ),
-    ("id out of range", lambda r, p: "p: ValueError at load" if p else "dropped"),
+    ("id out of range", lambda r, p, pins: "p: ValueError at load" if p else "dropped"),
     ("layer 0", _layer0),
     (
         "fc input width",
-        lambda r, p: "3 x target hidden"
+        lambda r, p, pins: "3 x target hidden"
         if r.fc_width == "three"
         else "num_aux_hidden_states, else len(eagle_config ids), else 3",
     ),
     ("ids only in eagle_config", _nested),
     (
         "d2t when draft vocab == target vocab",
-        lambda r, p: "must be absent" if r.d2t_only_if_vocab_differs else "optional (zeros)",
+        lambda r, p, pins: "must be absent" if r.d2t_only_if_vocab_differs else "optional (zeros)",
     ),
     (
         "speculators arch",
-        lambda r, p: "llama/qwen3 by model_type" if r.speculators_arch_by_type else "Eagle3Llama",
+        lambda r, p, pins: "llama/qwen3 by model_type"
+        if r.speculators_arch_by_type
+        else "Eagle3Llama",
     ),
     ("pipeline parallel", _pp),
     (
         "forced attention backend, Llama drafter",
-        lambda r, p: " and ".join(
+        lambda r, p, pins: " and ".join(
             f"{x.upper()} runner: load fails" for x in sorted(r.forced_backend_crash)
         )
         or "ok",
     ),
     (
         "--max-model-len > drafter positions",
-        lambda r, p: "fails at the first long prompt" if r.draft_positions_short else "ok",
+        lambda r, p, pins: "fails at the first long prompt" if r.draft_positions_short else "ok",
     ),
     (
         "MLA drafter without rope_scaling",
-        lambda r, p: "rope without rope_theta" if r.mla_rope_without_theta else "ok",
+        lambda r, p, pins: "rope without rope_theta" if r.mla_rope_without_theta else "ok",
     ),
     (
         "fc_norm",
-        lambda r, p: "read"
+        lambda r, p, pins: "read"
         if r.fc_norm and r.mla_fc_norm
         else ("ignored by MLA drafters" if r.fc_norm else "ignored"),
     ),
     (
         "Kimi tokenizer without --trust-remote-code",
-        lambda r, p: "refused or generic conversion" if 5 in r.transformers else "refused",
+        lambda r, p, pins: "refused or generic conversion" if 5 in r.transformers else "refused",
     ),
     (
         "kimi_k2 config without --trust-remote-code",
-        lambda r, p: "loaded (vLLM's class)" if "kimi_k2" in r.own_configs else "refused",
+        lambda r, p, pins: "loaded (vLLM's class)" if "kimi_k2" in r.own_configs else "refused",
     ),
     (
         "kimi_k2 MLA drafter",
-        lambda r, p: "not MLA"
+        lambda r, p, pins: "not MLA"
         if r.kimi_k2_drafter_not_mla
         else ("no MLA drafters" if not _MLA & r.archs else "ok"),
     ),
@@ -313,15 +315,15 @@ SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
 SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
 
 
-def summary_rows() -> list[tuple[str, ...]]:
+def summary_rows(pins: lock.Lock) -> list[tuple[str, ...]]:
     """One row per run of consecutive pinned releases that behave alike."""
-    patched = patched_eagle3()
+    patched = patched_eagle3(pins)
     out: list[tuple[str, ...]] = []
     first = last = ""
     prev: tuple[str, ...] | None = None
-    for v in known_releases():
+    for v in known_releases(pins):
         r = rules(v)
-        row = tuple(str(f(r, v in patched)) for _, f in SUMMARY_COLUMNS)
+        row = tuple(str(f(r, v in patched, pins)) for _, f in SUMMARY_COLUMNS)
         if row == prev:
             last = v
             continue
@@ -334,8 +336,8 @@ def summary_rows() -> list[tuple[str, ...]]:
     return out
 
 
-def summary_markdown() -> str:
-    rows = [SUMMARY_HEAD, tuple("---" for _ in SUMMARY_HEAD), *summary_rows()]
+def summary_markdown(pins: lock.Lock) -> str:
+    rows = [SUMMARY_HEAD, tuple("---" for _ in SUMMARY_HEAD), *summary_rows(pins)]
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
@@ -355,37 +357,35 @@ DEFECTS = (
 )
 
 
-def fixes() -> dict[str, str]:
+def fixes(pins: lock.Lock) -> dict[str, str]:
     """{defect key: the slug of the patch that fixes it}, from patches.toml."""
-    return lock.load().patchset.fixes()
+    return pins.patchset.fixes()
 
 
-def fix(key: str) -> str | None:
+def fix(pins: lock.Lock, key: str) -> str | None:
     """The slug of the patch that fixes defect `key` (one of DEFECTS); None
     when the patch set has none."""
-    return fixes().get(key)
+    return fixes(pins).get(key)
 
 
-def carried(key: str) -> set[str]:
+def carried(pins: lock.Lock, key: str) -> set[str]:
     """The pinned releases whose series carry the fix of defect `key`."""
-    pins = lock.load()
-    slug = pins.patchset.fixes().get(key)
+    slug = fix(pins, key)
     return set(pins.patchset.serving(slug, pins.versions())) if slug else set()
 
 
 # 0.15.0-0.17.1's series add EAGLE-3 for DeepSeek/Kimi with their own aux-state
 # rules (id n = final-norm input, out-of-range ids and ids off the last PP rank
 # raise ValueError, layer 0 = the embeddings); later series fix the layer-0 crash.
-def patched_eagle3() -> set[str]:
+def patched_eagle3(pins: lock.Lock) -> set[str]:
     """Releases where EAGLE-3 for these targets is vpatch's series (status
     `patched` in VERSIONS.lock)."""
-    pins = lock.load()
     return set(pins.versions("patched"))
 
 
-def patched_layer0() -> set[str]:
+def patched_layer0(pins: lock.Lock) -> set[str]:
     """Releases with EAGLE-3 upstream whose series carries the layer-0 fix."""
-    return carried("layer0")
+    return carried(pins, "layer0")
 
 
 def rules(release: str) -> Rules:
@@ -423,10 +423,10 @@ def place(installed: str, known: list[str]) -> Release | None:
     return Release(installed, best, Version(best) == base)
 
 
-def known_releases() -> list[str]:
+def known_releases(pins: lock.Lock) -> list[str]:
     """The releases the table covers: the pinned ones (VERSIONS.lock) from
     FIRST to LAST."""
-    return [v for v in lock.load().versions() if Version(FIRST) <= Version(v) <= Version(LAST)]
+    return [v for v in pins.versions() if Version(FIRST) <= Version(v) <= Version(LAST)]
 
 
 def runner(r: Rules, arch: str, pp: int, env: Mapping[str, str] | None = None) -> str:

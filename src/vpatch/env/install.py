@@ -80,9 +80,10 @@ def install(
     python: str | os.PathLike[str] | None = None,
     series_dir: Path | None = None,
     dry_run: bool = False,
-    pins: lock.Lock | None = None,
     checks: probes.Probes | None = None,
     say: Callable[[str], None] = lambda _: None,
+    *,
+    pins: lock.Lock,
 ) -> Result:
     if series_dir is not None:
         # the receipt names the series by its folder's name: `--series .`
@@ -90,7 +91,7 @@ def install(
         series_dir = Path(os.path.abspath(series_dir))
     d = find(python, say)
     if d.editable is not None:
-        series = quilt.load(series_dir) if series_dir else _series_of(d, pins or lock.load())
+        series = quilt.load(series_dir) if series_dir else _series_of(d, pins)
         raise TreeError(_editable(d, series))
     with locking.hold(d.info):
         recovered = None
@@ -114,7 +115,7 @@ def _series_of(d: Dist, pins: lock.Lock) -> quilt.Series | None:
 def _choose(
     d: Dist,
     series_dir: Path | None,
-    pins: lock.Lock | None,
+    pins: lock.Lock,
     checks: probes.Probes | None,
     rows: dict[str, Row],
     rec: Receipt | None,
@@ -122,7 +123,6 @@ def _choose(
     """(the series to install, "") or (None, why there is nothing to do)."""
     if series_dir is not None:
         return quilt.load(series_dir), ""
-    pins = pins or lock.load()
     rel = pins.releases.get(d.public)
     if rel is None:
         raise ConfigError(
@@ -133,7 +133,9 @@ def _choose(
     if own is not None:
         return own, ""
     subs = status.subjects(pins, None)
-    st = status.statuses(d, subs, None, rows, rec, checks if checks is not None else probes.load())
+    st = status.statuses(
+        d, subs, None, rows, rec, checks if checks is not None else probes.load(pins.patchset)
+    )
     lacking = [name for name, v in st.items() if v not in status.READY]
     if not lacking:
         return None, f"vLLM {rel.version} has every EAGLE-3 fix upstream; nothing to do"
@@ -147,7 +149,7 @@ def _install(
     d: Dist,
     series_dir: Path | None,
     dry_run: bool,
-    pins: lock.Lock | None,
+    pins: lock.Lock,
     checks: probes.Probes | None,
 ) -> Result:
     rec = receipt.read(d.info)

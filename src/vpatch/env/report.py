@@ -48,7 +48,7 @@ class Report:
 def inspect(
     python: str | os.PathLike[str] | None = None,
     *,
-    pins: lock.Lock | None = None,
+    pins: lock.Lock,
     checks: probes.Probes | None = None,
     wait: float = WAIT,
     found: Dist | None = None,
@@ -60,8 +60,7 @@ def inspect(
     no vLLM), TreeError (an environment vpatch cannot read or recover).
     `found`: what env.dist.find said of python already (doctor asks first)."""
     d = found or find(python, say)
-    pins = pins or lock.load()
-    checks = checks if checks is not None else probes.load()
+    checks = checks if checks is not None else probes.load(pins.patchset)
     release, own = status.own_series(pins, d)
     subs = status.subjects(pins, own)
     recovered, rec, rows = None, None, None

@@ -38,7 +38,7 @@ class Candidate:
 
 
 def candidates(pins: lock.Lock, meta_path: Path | None = None) -> list[Candidate]:
-    titles = probes.pr_titles(meta_path or pins.patches_toml)
+    titles = probes.pr_titles(meta_path or pins.patchset)
     ps = pins.patchset  # read from the patch set: no release's series is rendered
     newest = {var.slug: (v, name, var) for v, name, var in ps.newest(pins.versions())}
     picked = [pins.default().version]

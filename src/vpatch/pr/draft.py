@@ -214,7 +214,7 @@ def draft(
     *,
     out: Path | None = None,
     signoff: str | None = None,
-    pins: lock.Lock | None = None,
+    pins: lock.Lock,
     meta_path: Path | None = None,
     source: str = "auto",
     offline: bool = False,
@@ -228,9 +228,7 @@ def draft(
     On a conflict the draft names it and the tree is left for a person; with
     nothing to send, no branch is left behind."""
     res = load_results(results) if results is not None else None
-    pins = pins or lock.load()
-    meta_path = meta_path or pins.patches_toml
-    checks = probes.load(meta_path)
+    checks = probes.load(meta_path or pins.patchset)
     cands = select(candidates(pins, meta_path), only)
     release, path = _target(onto, pins, offline)
     own = _own_draft(path or default_tree(release.version if release else "", out))
@@ -347,7 +345,7 @@ def resume(
     *,
     out: Path | None = None,
     signoff: str | None = None,
-    pins: lock.Lock | None = None,
+    pins: lock.Lock,
     meta_path: Path | None = None,
     offline: bool = False,
     results: Path | None = None,
@@ -355,8 +353,6 @@ def resume(
 ) -> Drafted:
     """Finish a draft whose conflicts a person resolved (`git am --continue`)."""
     res = load_results(results) if results is not None else None
-    pins = pins or lock.load()
-    meta_path = meta_path or pins.patches_toml
     release, path = _target(onto, pins, offline)
     tree = path or default_tree(release.version if release else "", out)
     repo = gitutil.open_repo(tree)

@@ -63,7 +63,7 @@ def test_trees_git_am_every_patch_file():
 @pytest.mark.parametrize("version", TREES)
 def test_series_applies_to_the_pinned_source(real_tree, version):
     dest = real_tree(version)
-    st = apply.status(dest)
+    st = apply.status(dest, pins=lock.load())
     assert st.patches and all(p.applied for p in st.patches), st.patches
     assert not st.extra and not st.dirty
     # the baseline is the release itself: its _version.py names the pinned commit

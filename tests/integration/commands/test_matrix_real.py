@@ -22,7 +22,7 @@ UPSTREAM_FROM = Version("0.18.0")
 
 @pytest.fixture(scope="module")
 def real() -> matrix.Matrix:
-    return matrix.build()
+    return matrix.build(pins=lock.load())
 
 
 LAYER0 = "0001-deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"

@@ -24,7 +24,7 @@ def test_port_016_to_0171_reproduces_the_committed_series(tmp_path):
     assert r.conflict == "0006-spec-decode-the-drafter-selects-its-own-attention-backend.patch"
     assert r.unresolved == ["vllm/v1/spec_decode/eagle.py"]
     committed_tree = tmp_path / "committed"
-    apply.apply("0.17.1", dest=committed_tree)
+    apply.apply("0.17.1", dest=committed_tree, pins=lock.load())
     for f in r.unresolved:
         (work / f).write_text((committed_tree / f).read_text())
         git(work, "add", f)

@@ -36,7 +36,7 @@ def raw_sha(path: Path, info: zipfile.ZipInfo) -> str:
 def test_cuda_wheel_overlay_verifies_for_sm_100(tmp_path, default_tree):
     src = cache.download(DEFAULT.artifact("wheel"))
     res = overlay.overlay(src, series_of(PINS, DEFAULT), tmp_path / "dist")
-    v = verify_cmd.verify_wheel(res.path, arch="sm_100", tree=default_tree)
+    v = verify_cmd.verify_wheel(res.path, arch="sm_100", tree=default_tree, pins=lock.load())
     assert v.ok, verify.format_verify(v)
     core = {e.module: e for e in v.extensions if e.name.count("/") == 1}
     for mod in fatbin.CORE_EXTENSIONS:

@@ -32,7 +32,7 @@ FILES = {
 TARGET_ARCHS = {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"}
 
 
-@pytest.fixture(scope="module", params=releases.known_releases())
+@pytest.fixture(scope="module", params=releases.known_releases(lock.load()))
 def src(request):
     tree = files.release_files(lock.load().get(request.param), set(FILES.values()))
     text = {}

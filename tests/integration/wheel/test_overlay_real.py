@@ -41,6 +41,8 @@ def test_cpu_wheel_overlay_installs_with_pip(tmp_path, default_tree):
             assert installed == (default_tree / rel_path).read_bytes(), rel_path
             assert installed != official.read(rel_path), rel_path
 
-    v = verify_cmd.verify_wheel(res.path, tree=default_tree)
+    v = verify_cmd.verify_wheel(res.path, tree=default_tree, pins=lock.load())
     assert v.ok and v.variant == "cpu" and v.arch is None, verify.format_verify(v)
-    assert not verify_cmd.verify_wheel(res.path, arch="sm_100", check_files=False).ok
+    assert not verify_cmd.verify_wheel(
+        res.path, arch="sm_100", check_files=False, pins=lock.load()
+    ).ok

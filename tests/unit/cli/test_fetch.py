@@ -24,8 +24,9 @@ def test_offline_with_empty_cache(tmp_path):
 def test_prints_the_cache_path_or_the_tree(monkeypatch, capsys, tmp_path):
     seen = []
 
-    def fetch(version, source, dest, offline, remote, say):
+    def fetch(version, source, dest, offline, remote, say, pins):
         seen.append((version, source, dest, offline, remote))
+        assert pins.versions()  # the lock, loaded by the CLI
         return SimpleNamespace(version="9.9.0"), dest or tmp_path / "sdist.tar.gz", "the sdist"
 
     monkeypatch.setattr(apply, "fetch", fetch)

@@ -23,7 +23,7 @@ def result(action, **kw):
     ],
 )
 def test_one_line(monkeypatch, capsys, action, line):
-    monkeypatch.setattr(install, "install", lambda py, series, dry_run, say: result(action))
+    monkeypatch.setattr(install, "install", lambda py, series, dry_run, say, pins: result(action))
     assert cli.main(["install"]) == 0
     assert capsys.readouterr().out == line + "\n"
 
@@ -33,7 +33,7 @@ def test_a_dry_run_lists_the_files(monkeypatch, capsys):
     res = result("dry-run")
     res.files, res.bytecode = ["vllm/a.py"], {"vllm/__pycache__/a.pyc": "removed"}
 
-    def fake(py, series, dry_run, say):
+    def fake(py, series, dry_run, say, pins):
         seen.append((py, series, dry_run))
         return res
 

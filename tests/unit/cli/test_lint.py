@@ -10,7 +10,7 @@ from vpatch.errors import PatchError
 
 def test_problems_are_listed_and_exit_5(monkeypatch, capsys):
     found = SimpleNamespace(problems=["p1", "p2"], skipped=["0.16.0: not in the cache"])
-    monkeypatch.setattr(lint, "lint", lambda offline, say: found)
+    monkeypatch.setattr(lint, "lint", lambda pins, offline, say: found)
     assert cli.main(["lint", "--offline"]) == PatchError.exit_code == 5
     out, err = capsys.readouterr()
     assert out == "p1\np2\n"

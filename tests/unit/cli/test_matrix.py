@@ -17,7 +17,7 @@ class Table:
 def test_markdown_by_default_or_json(monkeypatch, capsys):
     seen = []
 
-    def build(versions, offline, jobs, say):
+    def build(versions, pins, offline, jobs, say):
         seen.append((versions, offline, jobs))
         return Table()
 

@@ -25,7 +25,7 @@ def test_one_line_a_patch(monkeypatch, capsys):
     st = SimpleNamespace(
         dest=Path("t"), version="9.9.0", patches=patches, extra=["mine"], dirty=["x", "y"]
     )
-    monkeypatch.setattr(apply, "status", lambda dest, series: st)
+    monkeypatch.setattr(apply, "status", lambda dest, series, pins: st)
     assert cli.main(["status", "t"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "t: vLLM 9.9.0",

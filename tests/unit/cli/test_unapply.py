@@ -11,7 +11,7 @@ from vpatch.commands import apply
 def test_counts_the_commits(monkeypatch, capsys, n, said):
     seen = []
 
-    def fake(dest, series, discard):
+    def fake(dest, series, discard, pins):
         seen.append((dest, series, discard))
         return "9.9.0", n
 

@@ -12,7 +12,12 @@ from vpatch.wheel.verify import Verified
 def test_problems_are_exit_8(monkeypatch, capsys):
     res = Verified(Path("w.whl"), "vllm", "9.9.0", "cpu", None, [], problems=["p1", "p2"])
     seen = []
-    monkeypatch.setattr(verify, "verify_wheel", lambda w, **kw: seen.append((w, kw)) or res)
+
+    def fake(w, pins, **kw):
+        seen.append((w, kw))
+        return res
+
+    monkeypatch.setattr(verify, "verify_wheel", fake)
     assert cli.main(["verify-wheel", "w.whl", "--tree", "t"]) == WheelError.exit_code == 8
     out, err = capsys.readouterr()
     assert out.startswith("w.whl: vllm 9.9.0 (cpu)\n") and "  - p2\n" in out

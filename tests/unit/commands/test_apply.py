@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support import BASE, git
 from support import synthetic as S
-from vpatch import cli
+from vpatch import cli, lock
 from vpatch.commands import apply
 from vpatch.errors import ConfigError, TreeError, UnsafePathError
 
@@ -50,7 +50,7 @@ def test_status_and_unapply(pins, release_dir, good_series, tmp_path):
     dest = tmp_path / "tree"
     run(pins, release_dir, good_series, dest)
     git(dest, "reset", "-q", "--hard", "HEAD~1")
-    st = apply.status(dest, good_series, pins)
+    st = apply.status(dest, good_series, pins=pins)
     assert [(p.name, p.applied) for p in st.patches] == [
         ("0001-step-1.patch", True),
         ("0002-step-2.patch", False),
@@ -67,7 +67,7 @@ def test_unknown_release_lists_pinned(pins, release_dir, good_series, tmp_path):
 
 def test_status_of_a_plain_folder_is_a_clear_error(tmp_path):
     with pytest.raises(TreeError, match="not a vpatch tree"):
-        apply.status(tmp_path)
+        apply.status(tmp_path, pins=lock.load())
 
 
 def test_release_without_series_says_it_needs_none(pins, tmp_path):
@@ -81,7 +81,9 @@ def test_release_without_series_says_it_needs_none(pins, tmp_path):
 
 def test_fetch_copies_a_folder_source_into_a_new_dest(release_dir, tmp_path):
     dest = tmp_path / "new" / "dest"
-    release, where, what = apply.fetch("0.17.1", source=str(release_dir), dest=dest)
+    release, where, what = apply.fetch(
+        "0.17.1", source=str(release_dir), dest=dest, pins=lock.load()
+    )
     assert (release.version, where, what) == ("0.17.1", dest, str(release_dir))
     got = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
     assert got == sorted(BASE)
@@ -93,26 +95,26 @@ def test_fetch_refuses_a_folder_that_is_not_empty(release_dir, tmp_path):
     dest.mkdir()
     (dest / "keep.txt").write_text("mine")
     with pytest.raises(TreeError, match="is not an empty folder"):
-        apply.fetch("0.17.1", source=str(release_dir), dest=dest)
+        apply.fetch("0.17.1", source=str(release_dir), dest=dest, pins=lock.load())
     assert [p.name for p in dest.iterdir()] == ["keep.txt"]
 
 
 def test_failed_fetch_leaves_no_folder_and_empties_a_given_one(tmp_path):
     missing = str(tmp_path / "no-such-source")
     with pytest.raises(ConfigError, match="no such folder"):
-        apply.fetch("0.17.1", source=missing, dest=tmp_path / "made")
+        apply.fetch("0.17.1", source=missing, dest=tmp_path / "made", pins=lock.load())
     assert not (tmp_path / "made").exists()  # made by fetch: removed again
     (tmp_path / "given").mkdir()
     with pytest.raises(ConfigError, match="no such folder"):
-        apply.fetch("0.17.1", source=missing, dest=tmp_path / "given")
+        apply.fetch("0.17.1", source=missing, dest=tmp_path / "given", pins=lock.load())
     assert (tmp_path / "given").is_dir() and not any((tmp_path / "given").iterdir())
 
 
 def test_fetch_without_dest_needs_an_archive_source(release_dir):
     with pytest.raises(ConfigError, match="has nothing to cache; give --dest DIR"):
-        apply.fetch("0.17.1", source=str(release_dir))
+        apply.fetch("0.17.1", source=str(release_dir), pins=lock.load())
     with pytest.raises(ConfigError, match="has nothing to cache"):
-        apply.fetch("0.17.1", source="git")
+        apply.fetch("0.17.1", source="git", pins=lock.load())
 
 
 # -- relative destinations (the synthetic release: an sdist in the cache) ---------------
@@ -183,7 +185,7 @@ def test_apply_with_a_relative_series(synthetic, tmp_path, monkeypatch):
     args = ["--dest", "out/t", "--series", "mine/series", "--offline"]
     assert cli.main(["apply", "9.9.0", *args]) == 0
     holds_exactly(box / "out/t", patched_release())
-    st = apply.status(Path("out/t"), Path("mine/series"))
+    st = apply.status(Path("out/t"), Path("mine/series"), pins=lock.load())
     assert all(p.applied for p in st.patches) and not st.dirty and not st.extra
     assert cli.main(["unapply", "out/t"]) == 0
     holds_exactly(box / "out/t", S.source_files())
@@ -371,10 +373,10 @@ def test_status_without_a_folder_takes_the_tree_make_apply_made(
 ):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=r"no tree given, and there is no build/vllm-9.9.0 here"):
-        apply.status(None, good_series, pins)
+        apply.status(None, good_series, pins=pins)
     dest = Path("build/vllm-9.9.0")
     apply.apply("9.9.0", dest=dest, source=str(release_dir), series_dir=good_series, pins=pins)
-    st = apply.status(None, good_series, pins)
+    st = apply.status(None, good_series, pins=pins)
     assert st.dest == dest and all(p.applied for p in st.patches)
 
 

@@ -12,6 +12,7 @@ from vpatch import cli, lock, resources
 from vpatch.commands import docs
 from vpatch.errors import ConfigError
 
+PINS = lock.load()
 MAIL = (
     "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
     "From: t <t@example.com>\nSubject: {slug}: fix\n\nWhy.\n\n{fields}\n"
@@ -65,7 +66,7 @@ def checkout(tmp: Path, extra: tuple[docs.Block, ...] = ()) -> Path:
     """A checkout's docs with every block's markers (the patch set's, and
     `extra`), their content stale."""
     named: dict[str, list[str]] = {}
-    for b in docs.blocks(extra=extra):
+    for b in docs.blocks(lock.load(), extra=extra):
         if b.name:
             named.setdefault(b.path, []).append(b.name)
     for path, names in named.items():
@@ -79,15 +80,15 @@ def checkout(tmp: Path, extra: tuple[docs.Block, ...] = ()) -> Path:
 
 def test_check_names_the_stale_parts_and_write_mends_only_them(tmp_path):
     root = checkout(tmp_path)
-    assert docs.stale(root) == [
+    assert docs.stale(root, pins=PINS) == [
         "README.md (patch table)",
         "docs/patches.md",
         "docs/doctor.md (defects table)",
         "docs/doctor.md (releases table)",
     ]
     assert not (root / "docs" / "patches.md").exists()  # --check writes nothing
-    assert docs.write(root) == ["README.md", "docs/patches.md", "docs/doctor.md"]
-    assert docs.stale(root) == [] and docs.write(root) == []
+    assert docs.write(root, pins=PINS) == ["README.md", "docs/patches.md", "docs/doctor.md"]
+    assert docs.stale(root, pins=PINS) == [] and docs.write(root, pins=PINS) == []
     readme = (root / "README.md").read_text()
     assert readme.startswith("# x\n<!-- vpatch docs: patch table -->\n| patch |")
     assert readme.endswith("<!-- vpatch docs: end of patch table -->\nkept\n")
@@ -98,13 +99,13 @@ def test_a_doc_without_its_markers_is_a_config_error(tmp_path):
     root = checkout(tmp_path)
     text_file(root / "README.md", "# the markers are gone\n")
     with pytest.raises(ConfigError, match="README.md lacks the markers of its patch table"):
-        docs.stale(root)
+        docs.stale(root, pins=PINS)
 
 
 def test_an_installed_vpatch_has_no_docs_to_write(monkeypatch):
     monkeypatch.setattr(resources, "checkout", lambda data=None: None)
     with pytest.raises(ConfigError, match="run it in a vpatch checkout"):
-        docs.write()
+        docs.write(pins=PINS)
 
 
 def test_the_command(tmp_path, monkeypatch, capsys):

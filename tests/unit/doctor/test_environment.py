@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support import env as fake_env
+from vpatch import lock
 from vpatch.doctor import environment as E
 from vpatch.errors import ConfigError
 
@@ -31,15 +32,16 @@ def test_find_vllm_bad_python(tmp_path):
 def test_readiness_is_what_vpatch_check_says(fake, monkeypatch):
     monkeypatch.setenv("VPATCH_ROOT", str(fake.lock_path.parent))  # the fake release's lock
     env = E.find_vllm(str(fake.py))
-    before = E.by_check(env)
+    pins = lock.load(fake.lock_path)
+    before = E.by_check(env, pins)
     assert before.ready is False and before.known  # the series is not installed
     assert before.patches and all(s == "missing" for s in before.patches.values())
     assert fake.run("install").returncode == 0
-    after = E.by_check(env)
+    after = E.by_check(env, pins)
     assert after.ready is True and all(s == "applied" for s in after.patches.values())
     slug = next(iter(after.patches)).split("-", 1)[1]
     assert before.fix(slug) == "not installed" and after.fix(slug) == "installed"
-    assert E.by_check(E.VllmEnv(sys.executable)) == E.UNKNOWN  # no vLLM
+    assert E.by_check(E.VllmEnv(sys.executable), pins) == E.UNKNOWN  # no vLLM
 
 
 def test_doctor_asks_the_interpreter_once(fake, monkeypatch):
@@ -52,7 +54,7 @@ def test_doctor_asks_the_interpreter_once(fake, monkeypatch):
     real = dist.ask
     monkeypatch.setattr(dist, "ask", lambda py, *say: asked.append(py) or real(py, *say))
     env = E.find_vllm(str(fake.py))
-    assert E.by_check(env).known and len(asked) == 1
+    assert E.by_check(env, lock.load(fake.lock_path)).known and len(asked) == 1
 
 
 @pytest.mark.parametrize(

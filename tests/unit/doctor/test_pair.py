@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from support import pairs as F
+from vpatch import lock
 from vpatch.doctor import configs, releases, weights
 from vpatch.doctor.environment import Readiness, VllmEnv
 from vpatch.doctor.pair import Pair, show_ids
@@ -21,7 +22,8 @@ def pair(tmp_path, version: str, **kw) -> Pair:
     eff = releases.effective(drafter.raw, drafter.format, rules)
     env = VllmEnv("python3", "vllm", version, "/x")
     serve = from_options(str(t), str(d), 8, remote=True)
-    return Pair(target, drafter, eff, weights.read(d), rules, env, Readiness(True), serve, {})
+    pins = lock.load()
+    return Pair(target, drafter, eff, weights.read(d), rules, env, Readiness(True), serve, {}, pins)
 
 
 def test_show_ids():

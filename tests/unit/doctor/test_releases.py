@@ -9,7 +9,8 @@ from support import pairs as F
 from vpatch import lock
 from vpatch.doctor import releases as R
 
-KNOWN = R.known_releases()
+PINS = lock.load()
+KNOWN = R.known_releases(PINS)
 
 
 def test_the_table_covers_the_pinned_releases():
@@ -150,7 +151,7 @@ def test_mtp_rewrite(model_type, release, rewritten):
 def test_the_table_is_the_rules():
     """Each row's releases behave alike and differ from the next row's, and
     the rows cover every pinned release once, in order."""
-    rows = R.summary_rows()
+    rows = R.summary_rows(PINS)
     covered = []
     for row in rows:
         first, _, last = row[0].partition("-")
@@ -158,8 +159,8 @@ def test_the_table_is_the_rules():
         covered += span
         for v in span:
             r = R.rules(v)
-            p = v in R.patched_eagle3()
-            assert tuple(str(f(r, p)) for _, f in R.SUMMARY_COLUMNS) == row[1:], v
+            p = v in R.patched_eagle3(PINS)
+            assert tuple(str(f(r, p, PINS)) for _, f in R.SUMMARY_COLUMNS) == row[1:], v
     assert covered == KNOWN
     assert all(a[1:] != b[1:] for a, b in zip(rows, rows[1:], strict=False))
     assert len(R.SUMMARY_HEAD) == len(rows[0])
@@ -183,26 +184,27 @@ def test_every_defect_has_its_fix_and_the_fix_serves_exactly_its_releases():
     and that patch's spans are the releases RULES says have the defect: a
     span that misses a release with the defect, or a RULES entry that
     disagrees with the patch set, fails here."""
-    assert set(R.fixes()) == set(R.DEFECTS) == set(HAS)
-    pins = lock.load()
+    pins = PINS
+    assert set(R.fixes(pins)) == set(R.DEFECTS) == set(HAS)
     for key in R.DEFECTS:
-        serving = pins.patchset.serving(R.fix(key), KNOWN)
+        serving = pins.patchset.serving(R.fix(pins, key), KNOWN)
         assert serving == [v for v in KNOWN if HAS[key](R.rules(v))], key
-    assert R.patched_layer0() == set(pins.patchset.serving(R.fix("layer0"), pins.versions()))
-    assert not R.patched_layer0() & R.patched_eagle3()
+    layer0 = set(pins.patchset.serving(R.fix(pins, "layer0"), pins.versions()))
+    assert R.patched_layer0(pins) == layer0
+    assert not R.patched_layer0(pins) & R.patched_eagle3(pins)
 
 
-def test_a_patch_set_without_a_fix_carries_it_nowhere(tmp_path, monkeypatch):
-    """A patch set (VPATCH_ROOT) that gives no patch a defect's key: no fix,
-    and no release carries the layer-0 fix."""
+def test_a_patch_set_without_a_fix_carries_it_nowhere(tmp_path):
+    """A patch set that gives no patch a defect's key: no fix, and no
+    release carries the layer-0 fix."""
     (tmp_path / "patches").mkdir()
     (tmp_path / "patches/patches.toml").write_text("")
     (tmp_path / "VERSIONS.lock").write_text(
         '[releases."0.25.0"]\ntag = "v0.25.0"\ncommit = "b"\nstatus = "upstream"\n'
     )
-    monkeypatch.setenv("VPATCH_ROOT", str(tmp_path))
-    assert R.fixes() == {} and R.fix("layer0") is None
-    assert R.patched_layer0() == set()
+    pins = lock.load(tmp_path / "VERSIONS.lock")
+    assert R.fixes(pins) == {} and R.fix(pins, "layer0") is None
+    assert R.patched_layer0(pins) == set()
 
 
 def test_the_rules_of_each_defect():

@@ -89,12 +89,12 @@ def test_a_flipped_byte_in_the_wheel_is_refused_and_downloaded_again(
     rel, server, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("VPATCH_ROOT", str(rel.root))
-    good = wheel.build(S.VERSION, out=tmp_path / "good")
+    good = wheel.build(S.VERSION, out=tmp_path / "good", pins=lock.load())
     cached = tmp_path / "cache" / "downloads" / S.WHEEL
     flip(cached)
     old = stamp(rel, cached, "wheel")
     said: list[str] = []
-    again = wheel.build(S.VERSION, out=tmp_path / "again", say=said.append)
+    again = wheel.build(S.VERSION, out=tmp_path / "again", say=said.append, pins=lock.load())
     assert isinstance(good, Path) and isinstance(again, Path)
     assert again.read_bytes() == good.read_bytes()
     assert cached.read_bytes() == rel.wheel.read_bytes() and not old.exists()

@@ -270,9 +270,10 @@ def environment():
 def installed(key: str) -> bool:
     """Does `vpatch check` report the patch that fixes defect `key`
     (releases.fix) applied (or upstream) in this process's vLLM?"""
+    from vpatch import lock
     from vpatch.doctor import releases
 
-    slug = releases.fix(key)
+    slug = releases.fix(lock.load(), key)
     states = [st for name, st in _check()["patches"].items() if name[5:] == slug]
     return any(st in ("applied", "upstream") for st in states)
 
@@ -315,10 +316,11 @@ def severity(report, check: str) -> str:
 
 
 def rules():
+    from vpatch import lock
     from vpatch.doctor import releases
 
     env, _ = environment()
-    place = releases.place(env.version, releases.known_releases())
+    place = releases.place(env.version, releases.known_releases(lock.load()))
     return releases.rules(place.release)
 
 

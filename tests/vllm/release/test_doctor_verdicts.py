@@ -152,6 +152,7 @@ def _expected_failure(name: str, r, series: bool, ready) -> tuple[str, type, str
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_doctor_verdict_matches_vllm(name, variants, model, vllm_config, release_rules, aux_reset):
+    from vpatch import lock
     from vpatch.doctor.releases import patched_eagle3
 
     v = VARIANTS[name]
@@ -167,7 +168,7 @@ def test_doctor_verdict_matches_vllm(name, variants, model, vllm_config, release
     detail = f"{name}: vLLM {out.stage} {out.error!r}; doctor:\n{report.to_text()}"
     assert (sev == "error") == broken, detail
     assert report.ok == (not broken), detail
-    expected = _expected_failure(name, r, r.release in patched_eagle3(), ready)
+    expected = _expected_failure(name, r, r.release in patched_eagle3(lock.load()), ready)
     if expected is None:
         assert not out.failed, detail
     else:
@@ -225,6 +226,7 @@ def test_pipeline_parallel_verdict(variants, model, vllm_config, release_rules, 
     """PP 2 with the default ids (2, 4, 5): the last rank owns layers 4..7, so
     layer 2 is on another rank. doctor says error; vLLM refuses (the 0.15-0.17
     series: ValueError; 0.30+: the V2 runner's check) or drops layer 2."""
+    from vpatch import lock
     from vpatch.doctor.releases import patched_eagle3
 
     r = release_rules
@@ -234,7 +236,7 @@ def test_pipeline_parallel_verdict(variants, model, vllm_config, release_rules, 
     assert severity(report, "pipeline_parallel") == "error", report.to_text()
     monkeypatch.setattr(model.model, "start_layer", N // 2)
     ids = model.get_eagle3_aux_hidden_state_layers()
-    if r.release in patched_eagle3():
+    if r.release in patched_eagle3(lock.load()):
         with pytest.raises(ValueError, match=r"(?i)pipeline"):
             model.set_aux_hidden_state_layers(ids)
             direct_forward(model, vllm_config)
