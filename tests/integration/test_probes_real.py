@@ -17,10 +17,10 @@ PINS = lock.load()
 NEWEST = PINS.default()
 PS = PINS.patchset
 LAYER0 = PS.fixes()["layer0"]
-UPSTREAM = "0.18.0"  # the first release with EAGLE-3 for these targets upstream
-LATER = [v for v in PINS.versions() if Version(v) >= Version(UPSTREAM)]
-# the EAGLE-3 patches: those of the newest patched series that no release
-# from UPSTREAM on carries
+# the releases after the newest patched one: EAGLE-3 for these targets upstream
+LATER = [v for v in PINS.versions() if Version(v) > Version(NEWEST.version)]
+UPSTREAM = LATER[0]
+# the EAGLE-3 patches: those of the newest patched series that no later release carries
 EAGLE3 = [v.slug for v in PS.carried(NEWEST.version) if not PS.serving(v.slug, LATER)]
 
 
@@ -37,9 +37,9 @@ def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
         "patched": probes.folder_files(tree, globs),
         UPSTREAM: probes.folder_files(up, globs),
     }
-    # the EAGLE-3 patches (upstream in 0.18.0); the fixes it shares with
-    # 0.18.0's series: test_fix_probe_false_before_upstream_true_when_patched
-    assert len(EAGLE3) == 4
+    # the EAGLE-3 patches, each upstream from UPSTREAM by its DEP-3; the fixes
+    # it shares with UPSTREAM's series: test_fix_probe_false_before_upstream_true_when_patched
+    assert EAGLE3
     for slug in EAGLE3:
         assert PS.upstream(slug).release == UPSTREAM, slug
         got = {k: probes.holds(checks[slug], files) for k, files in seen.items()}
@@ -47,8 +47,9 @@ def test_probes_missing_on_baseline_present_when_patched_and_upstream(tmp_path):
 
 
 def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
-    """False on every unpatched release (0.18.0-0.33.0 crash, older ones have
-    no aux states); true on the patched trees of both variants of the fix;
+    """False on every unpatched release (those with EAGLE-3 upstream crash,
+    older ones have no aux states); true on the patched trees of the first
+    and the last release of each variant of the fix;
     false again when the fix takes `hidden_states` itself at layer 0 (the
     tensor the decoder layer makes its residual and, on CUDA, overwrites)."""
     checks = probes.load(PS)[LAYER0]
@@ -56,7 +57,7 @@ def test_layer_0_probe_tells_the_copy_from_no_fix_and_from_the_alias(tmp_path):
     for v in PINS.versions():
         have = probes.folder_files(files.release_files(PINS.releases[v], globs), globs)
         assert not probes.holds(checks, have), v
-    for v in ("0.18.0", "0.24.0", "0.25.0", "0.33.0"):
+    for v in sorted({e for var in PS.variants[LAYER0] for e in (var.first, var.last)}, key=Version):
         series = series_of(PINS, PINS.get(v))
         base = files.release_files(PINS.get(v), globs | set(series.files))
         tree = tmp_path / v

@@ -1,4 +1,5 @@
 import pytest
+from packaging.version import Version
 from support import text_file
 from vpatch import lock
 from vpatch.errors import ConfigError
@@ -100,11 +101,15 @@ def test_bad_lock_files(tmp_path, text, why):
 
 def test_the_real_lock():
     pins = lock.load()
-    assert pins.versions("patched") == ["0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1"]
-    assert pins.default().version == "0.17.1"
-    # EAGLE-3 upstream from 0.18.0, each with our layer-0 fix on top
+    ps = pins.patchset
+    # `patched`: the releases the EAGLE-3 patches serve, those upstream has
+    # from the first `upstream-fix` release (their DEP-3 Applied-Upstream)
     fixed = pins.versions("upstream-fix")
-    assert fixed[0] == "0.18.0" and fixed[-1] == "0.33.0" and len(fixed) >= 8
+    eagle3 = [s for s in ps.slugs if ps.upstream(s).release == fixed[0]]
+    served = {v for s in eagle3 for v in ps.serving(s, pins.versions())}
+    assert eagle3 and pins.versions("patched") == sorted(served, key=Version)
+    # every later release has EAGLE-3 upstream, with our fixes on top
+    assert fixed == pins.versions()[len(served) :]
     assert set(fixed) <= set(pins.with_series())
     for v in pins.versions():
         r = pins.get(v)

@@ -44,7 +44,9 @@ def check_vllm(p: Pair) -> Finding:
         )
     where = f"{env.dist} {env.version} ({env.python})"
     if p.too_old:
-        return Finding("vllm", "error", f"{where}: {p.assumed}; install vLLM 0.15.0 or later")
+        return Finding(
+            "vllm", "error", f"{where}: {p.assumed}; install vLLM {releases.FIRST} or later"
+        )
     if p.assumed:
         return Finding("vllm", "warning", f"{where}: {p.assumed}")
     if p.series and not p.ready:
@@ -171,10 +173,13 @@ def check_aux_layers(p: Pair) -> Finding:
             "DeepseekV2Model.forward: the target returns no state for it, so the drafter's "
             "fc gets fewer states than it was built for and the first request fails"
         )
-        workaround = "vLLM 0.25.0 and later collect it (vLLM PR #46973)"
+        fixed, pr = p.fixed_in("final_norm_id")
+        workaround = f"vLLM {fixed} and later collect it{pr}" if fixed else f"upstream{pr}"
         return _defect(p, "final_norm_id", "aux_layers", what, workaround, {})
     if dropped:
-        fin = f"{n} (the final norm's input) only from 0.25.0, " if n in dropped else ""
+        fixed, _ = p.fixed_in("final_norm_id")
+        fin = f"{n} (the final norm's input) only from {fixed or 'a later release'}, "
+        fin = fin if n in dropped else ""
         return Finding(
             "aux_layers",
             "error",
@@ -494,7 +499,8 @@ def check_norms(p: Pair) -> Finding:
             f"{msg}; vLLM {p.release}'s MLA drafter (Eagle3DeepseekV2) ignores fc_norm (its "
             "Llama drafter reads it), so the drafter runs without a norm it was trained with: "
             "drafts are silently wrong",
-            "serve on 0.23.0 or later, where the MLA drafter applies it",
+            f"serve on {p.fixed_in('mla_fc_norm')[0] or 'a later release'} or later, where the "
+            "MLA drafter applies it",
             {},
         )
     if ignored:
@@ -641,8 +647,7 @@ def _defect(
     """A defect of the release that a patch of vpatch's series (releases.fix)
     fixes: info when `vpatch check` reports the patch installed, else an error
     that says whether `vpatch install` would fix it."""
-    slug = releases.fix(p.pins, key)
-    state = p.readiness.fix(slug) if slug else "none"
+    slug, state = p.fix(key)
     if state == "installed":
         return Finding(check, "info", f"{what}; fixed here: vpatch's patch {slug} is installed")
     how = {

@@ -2,12 +2,12 @@
 distribution and version `--python` has (env.dist; vLLM itself is never
 imported), and what `vpatch check` says about it (env.report): whether
 EAGLE-3 for DeepSeek-V3/Kimi targets is ready, and the state of each patch of
-the installed series, by slug, which is how doctor knows whether a defect is
-fixed there (releases.fix() names the patch of each defect)."""
+the installed series, by its name there (NNNN-slug), which is how doctor
+knows whether a defect is fixed there (releases.fix() names the patch of
+each defect, the release's series where it sits: pair.Pair.fix)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -51,18 +51,18 @@ class Readiness:
     patches: dict[str, str] = field(default_factory=dict)
     known: bool = True
 
-    def fix(self, slug: str) -> str:
-        """Whether the environment has the patch `slug`: "installed"
+    def fix(self, name: str | None) -> str:
+        """Whether the environment has the patch `name` ("NNNN-slug", its
+        name in the release's series; None: the series has none): "installed"
         (applied or upstream), "not installed" (the series has it, the
-        environment does not: missing or modified), "none" (the series has no
-        such patch), "unknown" (no report)."""
+        environment does not: missing or modified), "none" (no such patch in
+        the report), "unknown" (no report)."""
         if not self.known:
             return "unknown"
-        pat = re.compile(rf"^\d{{4}}-{re.escape(slug)}$")
-        for name, st in self.patches.items():
-            if pat.match(name):
-                return "installed" if st in status.READY else "not installed"
-        return "none"
+        st = self.patches.get(name) if name else None
+        if st is None:
+            return "none"
+        return "installed" if st in status.READY else "not installed"
 
 
 UNKNOWN = Readiness(None, {}, known=False)

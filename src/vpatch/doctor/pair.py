@@ -126,14 +126,32 @@ class Pair:
             releases.default_ids(self.n)
         ), f"the target's default (2, n // 2, n - 3), n = {self.n}"
 
+    def fix(self, key: str) -> tuple[str | None, str]:
+        """The patch that fixes defect `key` (its slug; None: the patch set
+        has none) and whether the environment has it, as `vpatch check`
+        reports it under its name in this release's series (Readiness.fix)."""
+        slug = releases.fix(self.pins, key)
+        if slug is None:
+            return None, "none"
+        names = self.pins.patchset.named(self.release)
+        name = next((n.removesuffix(".patch") for n, v in names if v.slug == slug), None)
+        return slug, self.readiness.fix(name)
+
+    def fixed_in(self, key: str) -> tuple[str | None, str]:
+        """(the first release that fixes defect `key` itself, its pull
+        request as ` (vLLM PR #N)`), from the DEP-3 of the patch that fixes
+        it; None and "" where the patch set does not say."""
+        slug = releases.fix(self.pins, key)
+        up = self.pins.patchset.upstream(slug) if slug else None
+        pr = up.link.rsplit("/pull/", 1) if up else []
+        pr_said = f" (vLLM PR #{pr[1]})" if len(pr) == 2 and pr[1].isdigit() else ""
+        return (up.release if up else None), pr_said
+
     @property
     def final_norm_id(self) -> bool:
         """Does the target yield id n (the final norm's input): the release
         does (0.25.0+), or `vpatch check` reports the series' fix installed."""
-        slug = releases.fix(self.pins, "final_norm_id")
-        return self.rules.final_norm_id or (
-            slug is not None and self.readiness.fix(slug) == "installed"
-        )
+        return self.rules.final_norm_id or self.fix("final_norm_id")[1] == "installed"
 
     def states(self) -> tuple[list[int], list[Any], list[Any]]:
         """(the layers that yield a state, in the order vLLM concatenates

@@ -46,7 +46,7 @@ class Rules:
     upstream_eagle3: bool
     # DeepseekV2Model.forward: `if self.end_layer in self.aux_hidden_state_layers`
     # after the last layer (0.25+, vLLM PR #46973). Before, id n matches no
-    # layer: dropped (vpatch's series fixes it on 0.18.0-0.24.0: DEFECTS).
+    # layer: dropped (vpatch's series fixes it where patches.toml says: DEFECTS).
     final_norm_id: bool
     # llama_eagle3.py / deepseek_eagle3.py, the fc's input_size:
     # "three": 3 * (target_hidden_size if hasattr else hidden_size) (0.15-0.21);
@@ -353,7 +353,7 @@ DEFECTS = (
     "mla_rope_theta",  # Rules.mla_rope_without_theta
     "mla_fc_norm",  # Rules.mla_fc_norm (where Rules.fc_norm)
     "kimi_k2_mla",  # Rules.kimi_k2_drafter_not_mla
-    "final_norm_id",  # not Rules.final_norm_id: id n matches no layer (0.18.0-0.24.0)
+    "final_norm_id",  # not Rules.final_norm_id: id n matches no layer (EAGLE-3 upstream)
 )
 
 

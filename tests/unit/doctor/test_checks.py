@@ -22,6 +22,20 @@ IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 PINS = lock.load()
 
 
+def span(key: str) -> tuple[str, str, str | None]:
+    """Where vpatch's series carries the fix of defect `key` (its first and
+    last release, patches.toml) and the first release that has it itself
+    (its DEP-3 Applied-Upstream; None: none yet)."""
+    slug = R.fix(PINS, key)
+    assert slug is not None, key
+    variants = PINS.patchset.variants[slug]
+    return variants[0].first, variants[-1].last, PINS.patchset.upstream(slug).release
+
+
+_, FINAL_LAST, FINAL_FIXED = span("final_norm_id")
+ROPE_FIRST, ROPE_LAST, ROPE_FIXED = span("mla_rope_theta")
+
+
 def check(
     tmp: Path,
     version: str | None = "0.17.1",
@@ -175,12 +189,12 @@ def test_ids_out_of_range(tmp_path, version, phrase):
     assert "aux_layers" in errors(r) and phrase in find(r, "aux_layers").message
 
 
-@pytest.mark.parametrize("version,ok", [("0.17.1", True), ("0.24.0", False), ("0.25.0", True)])
+@pytest.mark.parametrize("version,ok", [("0.17.1", True), (FINAL_LAST, False), (FINAL_FIXED, True)])
 def test_final_norm_id(tmp_path, version, ok):
     r = check(tmp_path, version, config={IDS_KEY: [2, 30, 61]})
     assert r.ok == ok, r.to_text()
     if not ok:
-        assert errors(r) == {"aux_layers"} and "0.25.0" in find(r, "aux_layers").message
+        assert errors(r) == {"aux_layers"} and FINAL_FIXED in find(r, "aux_layers").message
 
 
 @pytest.mark.parametrize(
@@ -640,8 +654,15 @@ def test_other_targets_get_a_warning(tmp_path):
 FORCED = ["--attention-backend", "FLASHMLA"]
 
 
-def _patch(key: str, state: str) -> dict:
-    return {f"0007-{R.fix(PINS, key)}": state}
+def named(version: str, key: str) -> str:
+    """The name `vpatch check` reports the fix of defect `key` under in
+    `version`'s series (NNNN-slug: its place there, from the patch set)."""
+    slug = R.fix(PINS, key)
+    return next(n.removesuffix(".patch") for n, v in PINS.patchset.named(version) if v.slug == slug)
+
+
+def _patch(version: str, key: str, state: str) -> dict:
+    return {named(version, key): state}
 
 
 @pytest.mark.parametrize(
@@ -700,7 +721,9 @@ def test_forced_attention_backend_from_the_environment(tmp_path):
     ],
 )
 def test_a_defect_is_fixed_when_vpatch_check_says_its_patch_is(tmp_path, state, severity, phrase):
-    r = check(tmp_path, "0.32.0", command=FORCED, patches=_patch("forced_backend_v2", state))
+    r = check(
+        tmp_path, "0.32.0", command=FORCED, patches=_patch("0.32.0", "forced_backend_v2", state)
+    )
     f = find(r, "attention_backend")
     assert f.severity == severity and phrase in f.message, r.to_text()
     assert ("--attention-backend" in r.serve) == (severity == "info")
@@ -732,18 +755,21 @@ def test_max_model_len_above_the_drafters_positions(tmp_path, version, max_len, 
     assert (sev(r, "max_model_len") == "error") == broken, r.to_text()
     if broken:
         assert "--max-model-len 131072" in r.serve
-    fixed = check(
-        tmp_path / "p", version, fmt="specforge_kimi", patches=_patch("draft_positions", "applied")
-    )
-    assert sev(fixed, "max_model_len") == "info"
+        fixed = check(
+            tmp_path / "p",
+            version,
+            fmt="specforge_kimi",
+            patches=_patch(version, "draft_positions", "applied"),
+        )
+        assert sev(fixed, "max_model_len") == "info"
 
 
 @pytest.mark.parametrize(
     "version,rope,broken",
     [
-        ("0.18.0", None, True),
-        ("0.27.1", None, True),
-        ("0.28.0", None, False),
+        (ROPE_FIRST, None, True),
+        (ROPE_LAST, None, True),
+        (ROPE_FIXED, None, False),
         ("0.26.0", "yarn", False),
     ],
 )
@@ -759,7 +785,7 @@ def test_mla_drafter_without_rope_scaling(tmp_path, version, rope, broken):
             target="kimi_k2",
             fmt="mla",
             config=cfg,
-            patches=_patch("mla_rope_theta", "applied"),
+            patches=_patch(version, "mla_rope_theta", "applied"),
         )
         assert sev(r, "rope") == "info"
 
@@ -784,7 +810,7 @@ def test_fc_norm(tmp_path, version, fmt, broken):
             target="kimi_k2",
             fmt=fmt,
             config={"fc_norm": True},
-            patches=_patch("mla_fc_norm", "applied"),
+            patches=_patch(version, "mla_fc_norm", "applied"),
         )
         assert sev(r, "norms") == "info"
 
@@ -801,7 +827,7 @@ def test_torchspec_kimi_mla_drafter(tmp_path, version):
         version,
         target="kimi_k25",
         fmt="torchspec_mla",
-        patches=_patch("kimi_k2_mla", "applied"),
+        patches=_patch(version, "kimi_k2_mla", "applied"),
     )
     assert r.ok, r.to_text()
 
@@ -966,26 +992,21 @@ def test_yarn_range_within_max_model_len(tmp_path, max_len, rope, severity):
     assert sev(r, "rope_range") == severity, r.to_text()
 
 
-# -- id n, the final norm's input, on 0.18.0-0.24.0 ------------------------------------
+# -- id n, the final norm's input, where the series carries its fix -------------------------
 
 
 @pytest.mark.parametrize(
     "version,patches,severity,phrase",
     [
-        ("0.24.0", {}, "error", "vpatch's series for this release has no fix"),
+        (FINAL_LAST, {}, "error", "vpatch's series for this release has no fix"),
         (
-            "0.24.0",
-            {"0006-" + R.fix(PINS, "final_norm_id"): "missing"},
+            FINAL_LAST,
+            {named(FINAL_LAST, "final_norm_id"): "missing"},
             "error",
             "run `vpatch install",
         ),
-        (
-            "0.24.0",
-            {"0006-" + R.fix(PINS, "final_norm_id"): "applied"},
-            "info",
-            "feeds the drafter",
-        ),
-        ("0.25.0", {}, "info", "feeds the drafter"),
+        (FINAL_LAST, {named(FINAL_LAST, "final_norm_id"): "applied"}, "info", "feeds the drafter"),
+        (FINAL_FIXED, {}, "info", "feeds the drafter"),
     ],
 )
 def test_final_norm_id_follows_vpatch_check(tmp_path, version, patches, severity, phrase):

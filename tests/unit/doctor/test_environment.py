@@ -39,8 +39,8 @@ def test_readiness_is_what_vpatch_check_says(fake, monkeypatch):
     assert fake.run("install").returncode == 0
     after = E.by_check(env, pins)
     assert after.ready is True and all(s == "applied" for s in after.patches.values())
-    slug = next(iter(after.patches)).split("-", 1)[1]
-    assert before.fix(slug) == "not installed" and after.fix(slug) == "installed"
+    name = next(iter(after.patches))  # NNNN-slug, as the release's series names it
+    assert before.fix(name) == "not installed" and after.fix(name) == "installed"
     assert E.by_check(E.VllmEnv(sys.executable), pins) == E.UNKNOWN  # no vLLM
 
 
@@ -58,17 +58,19 @@ def test_doctor_asks_the_interpreter_once(fake, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "patches,slug,want",
+    "patches,name,want",
     [
-        ({"0001-a-fix": "applied"}, "a-fix", "installed"),
-        ({"0001-a-fix": "upstream"}, "a-fix", "installed"),
-        ({"0001-a-fix": "missing"}, "a-fix", "not installed"),
-        ({"0001-a-fix": "modified"}, "a-fix", "not installed"),
-        ({"0001-a-fix-more": "applied"}, "a-fix", "none"),  # the whole slug, not a prefix
-        ({"0001-not-a-fix": "applied"}, "a-fix", "none"),
-        ({}, "a-fix", "none"),
+        ({"0001-a-fix": "applied"}, "0001-a-fix", "installed"),
+        ({"0001-a-fix": "upstream"}, "0001-a-fix", "installed"),
+        ({"0001-a-fix": "missing"}, "0001-a-fix", "not installed"),
+        ({"0001-a-fix": "modified"}, "0001-a-fix", "not installed"),
+        ({"0001-a-fix-more": "applied"}, "0001-a-fix", "none"),  # the whole slug, not a prefix
+        ({"0001-not-a-fix": "applied"}, "0001-a-fix", "none"),
+        ({"0002-a-fix": "applied"}, "0001-a-fix", "none"),  # its place in the series too
+        ({}, "0001-a-fix", "none"),
+        ({"0001-a-fix": "applied"}, None, "none"),  # the release's series has no such patch
     ],
 )
-def test_fix_by_slug(patches, slug, want):
-    assert E.Readiness(True, patches).fix(slug) == want
-    assert E.UNKNOWN.fix(slug) == "unknown"
+def test_fix_by_its_name_in_the_series(patches, name, want):
+    assert E.Readiness(True, patches).fix(name) == want
+    assert E.UNKNOWN.fix(name) == "unknown"
