@@ -14,7 +14,7 @@ and tests/vllm/README.md, checked for
 
 And, in the docs and in src/'s own text (docstrings, comments, messages),
 the names that went stale after renames: package-relative paths
-(`doctor/checks.py`), patch-set paths (`patches/<slug>/<first>.patch`),
+(`doctor/pair.py`), patch-set paths (`patches/<slug>/<first>.patch`),
 modules and the names in them (`vpatch.doctor.releases.fix`), `vpatch`
 commands and `make` targets on a command line.
 
@@ -175,7 +175,7 @@ def test_the_generated_parts_are_fresh():
 PKG = ROOT / "src" / "vpatch"
 SOURCES = sorted(PKG.rglob("*.py"))
 SUBPACKAGES = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").is_file())
-# `doctor/checks.py`: a path from src/vpatch/ (a test module's name aside)
+# `doctor/pair.py`: a path from src/vpatch/ (a test module's name aside)
 PACKAGE_PATH = re.compile(
     rf"(?<![\w./$~-])((?:{'|'.join(SUBPACKAGES)})/(?:[\w<>*-]+/)*(?!test_)[\w<>*-]+\.py)\b"
 )
@@ -284,7 +284,7 @@ def test_stale_names_of_their_kind_are_caught():
     assert stale_names("`vpatch.doctor.releases.FIXES` names the patch") == [
         "vpatch.doctor.releases.FIXES"
     ]
-    assert stale_names("see doctor/run.py and doctor/checks.py") == ["doctor/run.py"]
+    assert stale_names("see doctor/run.py and doctor/pair.py") == ["doctor/run.py"]
     # the layout before the patch set, and after it
     assert stale_names("(by slug: patches/<release>/NNNN-<slug>.patch)") == [
         "patches/<release>/NNNN-<slug>.patch"

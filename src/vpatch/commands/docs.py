@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import lock, patchset, resources
 from ..doctor import releases
@@ -138,6 +139,131 @@ def fixes_table(pins: lock.Lock) -> str:
     return "\n".join(rows)
 
 
+# The per-release summary, generated from RULES (and VERSIONS.lock's status of
+# each release: `patched` = vpatch's series gives EAGLE-3, p; u = upstream as
+# released): docs/doctor.md carries summary_markdown() between its markers.
+# Consecutive releases with the same row are one row.
+def _layer0(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
+    if p:
+        return "p: ok"
+    return "p: ok, u: TypeError" if r.release in releases.patched_layer0(pins) else "u: TypeError"
+
+
+def _nested(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
+    if not r.v1_reads_nested_ids:
+        return "ignored"
+    if "*" in r.v2_default:
+        return "ignored (V2 runner, the default)" + (
+            f"; V2 reads eagle_config.{r.v2_nested_key}" if r.v2_nested_key else ""
+        )
+    return "used (V1 runner)"
+
+
+def _pp(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
+    if p:
+        return "p: ValueError unless every id is on the last rank"
+    if r.v2_supports_pp and "*" in r.v2_default:
+        return "ValueError (V2 runner)"
+    return "dropped off the last rank"
+
+
+SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("EAGLE-3 for DeepSeek/Kimi", lambda r, p, pins: "p only (u refuses)" if p else "u"),
+    (
+        "id n (final-norm input)",
+        lambda r, p, pins: "yes"
+        if r.final_norm_id or p
+        else (
+            "p: yes, u: dropped"
+            if r.release in releases.carried(pins, "final_norm_id")
+            else "dropped"
+        ),
+    ),
+    ("id out of range", lambda r, p, pins: "p: ValueError at load" if p else "dropped"),
+    ("layer 0", _layer0),
+    (
+        "fc input width",
+        lambda r, p, pins: "3 x target hidden"
+        if r.fc_width == "three"
+        else "num_aux_hidden_states, else len(eagle_config ids), else 3",
+    ),
+    ("ids only in eagle_config", _nested),
+    (
+        "d2t when draft vocab == target vocab",
+        lambda r, p, pins: "must be absent" if r.d2t_only_if_vocab_differs else "optional (zeros)",
+    ),
+    (
+        "speculators arch",
+        lambda r, p, pins: "llama/qwen3 by model_type"
+        if r.speculators_arch_by_type
+        else "Eagle3Llama",
+    ),
+    ("pipeline parallel", _pp),
+    (
+        "forced attention backend, Llama drafter",
+        lambda r, p, pins: " and ".join(
+            f"{x.upper()} runner: load fails" for x in sorted(r.forced_backend_crash)
+        )
+        or "ok",
+    ),
+    (
+        "--max-model-len > drafter positions",
+        lambda r, p, pins: "fails at the first long prompt" if r.draft_positions_short else "ok",
+    ),
+    (
+        "MLA drafter without rope_scaling",
+        lambda r, p, pins: "rope without rope_theta" if r.mla_rope_without_theta else "ok",
+    ),
+    (
+        "fc_norm",
+        lambda r, p, pins: "read"
+        if r.fc_norm and r.mla_fc_norm
+        else ("ignored by MLA drafters" if r.fc_norm else "ignored"),
+    ),
+    (
+        "Kimi tokenizer without --trust-remote-code",
+        lambda r, p, pins: "refused or generic conversion" if 5 in r.transformers else "refused",
+    ),
+    (
+        "kimi_k2 config without --trust-remote-code",
+        lambda r, p, pins: "loaded (vLLM's class)" if "kimi_k2" in r.own_configs else "refused",
+    ),
+    (
+        "kimi_k2 MLA drafter",
+        lambda r, p, pins: "not MLA"
+        if r.kimi_k2_drafter_not_mla
+        else ("no MLA drafters" if not releases.MLA & r.archs else "ok"),
+    ),
+)
+SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
+
+
+def summary_rows(pins: lock.Lock) -> list[tuple[str, ...]]:
+    """One row per run of consecutive pinned releases that behave alike."""
+    patched = releases.patched_eagle3(pins)
+    out: list[tuple[str, ...]] = []
+    first = last = ""
+    prev: tuple[str, ...] | None = None
+    for v in releases.known_releases(pins):
+        r = releases.rules(v)
+        row = tuple(str(f(r, v in patched, pins)) for _, f in SUMMARY_COLUMNS)
+        if row == prev:
+            last = v
+            continue
+        if prev is not None:
+            out.append((first if first == last else f"{first}-{last}", *prev))
+        first = last = v
+        prev = row
+    if prev is not None:
+        out.append((first if first == last else f"{first}-{last}", *prev))
+    return out
+
+
+def summary_markdown(pins: lock.Lock) -> str:
+    rows = [SUMMARY_HEAD, tuple("---" for _ in SUMMARY_HEAD), *summary_rows(pins)]
+    return "\n".join("| " + " | ".join(r) + " |" for r in rows)
+
+
 def blocks(pins: lock.Lock, extra: tuple[Block, ...] = ()) -> list[Block]:
     """Every generated part: the patch set's, then `extra` (made above the
     commands: the CLI's command list)."""
@@ -145,7 +271,7 @@ def blocks(pins: lock.Lock, extra: tuple[Block, ...] = ()) -> list[Block]:
         Block("README.md", "patch table", patch_table(pins)),
         Block(PATCHES_MD, "", patches_md(pins)),
         Block("docs/doctor.md", "defects table", fixes_table(pins)),
-        Block("docs/doctor.md", "releases table", releases.summary_markdown(pins)),
+        Block("docs/doctor.md", "releases table", summary_markdown(pins)),
         *extra,
     ]
 

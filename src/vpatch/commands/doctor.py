@@ -4,7 +4,7 @@ an hour loading. One request: read the serve command (or make one from
 --target/--drafter), resolve the target and the drafter (folders, or hub ids
 read from the hub, or from the local cache when offline: doctor/hub.py),
 find the environment's vLLM and ask `vpatch check` about it, and diagnose
-(doctor/checks.py). The CLI prints the report as
+(doctor/checks/). The CLI prints the report as
 text or JSON and exits 0 (no error), 1 (an error) or 2 (bad input)."""
 
 from __future__ import annotations

@@ -5,9 +5,8 @@ checks a pair against. Read from each release's own source (sdists for
 file and function it comes from. `RULES` lists only what changes, by the
 first release that changes it; `rules(release)` folds them.
 
-summary_markdown() renders the per-release table from RULES (p = with
-vpatch's series installed, u = upstream as released); docs/doctor.md carries
-it. The patch that fixes each defect of DEFECTS is the one patches.toml
+`vpatch docs` renders the per-release table from RULES into docs/doctor.md
+(commands/docs.py). The patch that fixes each defect of DEFECTS is the one patches.toml
 gives that `doctor` key (fixes()); which releases carry it, its spans.
 
 "dropped": the target returns no state for that id, so the drafter's fc gets
@@ -140,7 +139,7 @@ _LLAMA = frozenset(
         "Eagle3Qwen3vlForCausalLM",
     }
 )
-_MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
 
 RULES: list[tuple[str, dict[str, Any]]] = [
     (
@@ -176,7 +175,7 @@ RULES: list[tuple[str, dict[str, Any]]] = [
         "0.18.0",
         dict(
             upstream_eagle3=True,
-            archs=_LLAMA | _MLA,
+            archs=_LLAMA | MLA,
             norm_before_fc=True,
             mla_rope_without_theta=True,
             kimi_k2_drafter_not_mla=True,
@@ -185,7 +184,7 @@ RULES: list[tuple[str, dict[str, Any]]] = [
     ),
     ("0.19.0", dict(speculators_copies=frozenset({"norm_before_fc"}))),
     ("0.19.1", dict(transformers=(4, 5))),
-    ("0.20.0", dict(archs=_LLAMA | _MLA | {"Eagle3MiniMaxM2ForCausalLM"})),
+    ("0.20.0", dict(archs=_LLAMA | MLA | {"Eagle3MiniMaxM2ForCausalLM"})),
     ("0.21.0", dict(forced_backend_crash=frozenset())),
     (
         "0.22.0",
@@ -193,7 +192,7 @@ RULES: list[tuple[str, dict[str, Any]]] = [
             fc_width="config",
             v1_reads_nested_ids=True,
             fc_norm=True,
-            archs=_LLAMA | _MLA | {"Eagle3MiniMaxM2ForCausalLM"},
+            archs=_LLAMA | MLA | {"Eagle3MiniMaxM2ForCausalLM"},
         ),
     ),
     ("0.23.0", dict(mla_fc_norm=True)),
@@ -203,7 +202,7 @@ RULES: list[tuple[str, dict[str, Any]]] = [
             speculators_arch_by_type=True,
             transformers=(5,),
             v2_default=frozenset({"DeepseekV2ForCausalLM"}),
-            archs=_LLAMA | _MLA | {"Eagle3MiniMaxM2ForCausalLM", "Eagle3Qwen3ForCausalLM"},
+            archs=_LLAMA | MLA | {"Eagle3MiniMaxM2ForCausalLM", "Eagle3Qwen3ForCausalLM"},
         ),
     ),
     (
@@ -218,127 +217,6 @@ RULES: list[tuple[str, dict[str, Any]]] = [
     ("0.29.0", dict(v2_default=frozenset({"*"}), forced_backend_crash=frozenset({"v2"}))),
     ("0.30.0", dict(d2t_only_if_vocab_differs=True, v2_supports_pp=True)),
 ]
-
-
-# The per-release summary, generated from RULES (and VERSIONS.lock's status of
-# each release: `patched` = vpatch's series gives EAGLE-3, p; u = upstream as
-# released): docs/doctor.md carries summary_markdown() between its markers.
-# Consecutive releases with the same row are one row.
-def _layer0(r: Rules, p: bool, pins: lock.Lock) -> str:
-    if p:
-        return "p: ok"
-    return "p: ok, u: TypeError" if r.release in patched_layer0(pins) else "u: TypeError"
-
-
-def _nested(r: Rules, p: bool, pins: lock.Lock) -> str:
-    if not r.v1_reads_nested_ids:
-        return "ignored"
-    if "*" in r.v2_default:
-        return "ignored (V2 runner, the default)" + (
-            f"; V2 reads eagle_config.{r.v2_nested_key}" if r.v2_nested_key else ""
-        )
-    return "used (V1 runner)"
-
-
-def _pp(r: Rules, p: bool, pins: lock.Lock) -> str:
-    if p:
-        return "p: ValueError unless every id is on the last rank"
-    if r.v2_supports_pp and "*" in r.v2_default:
-        return "ValueError (V2 runner)"
-    return "dropped off the last rank"
-
-
-SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
-    ("EAGLE-3 for DeepSeek/Kimi", lambda r, p, pins: "p only (u refuses)" if p else "u"),
-    (
-        "id n (final-norm input)",
-        lambda r, p, pins: "yes"
-        if r.final_norm_id or p
-        else ("p: yes, u: dropped" if r.release in carried(pins, "final_norm_id") else "dropped"),
-    ),
-    ("id out of range", lambda r, p, pins: "p: ValueError at load" if p else "dropped"),
-    ("layer 0", _layer0),
-    (
-        "fc input width",
-        lambda r, p, pins: "3 x target hidden"
-        if r.fc_width == "three"
-        else "num_aux_hidden_states, else len(eagle_config ids), else 3",
-    ),
-    ("ids only in eagle_config", _nested),
-    (
-        "d2t when draft vocab == target vocab",
-        lambda r, p, pins: "must be absent" if r.d2t_only_if_vocab_differs else "optional (zeros)",
-    ),
-    (
-        "speculators arch",
-        lambda r, p, pins: "llama/qwen3 by model_type"
-        if r.speculators_arch_by_type
-        else "Eagle3Llama",
-    ),
-    ("pipeline parallel", _pp),
-    (
-        "forced attention backend, Llama drafter",
-        lambda r, p, pins: " and ".join(
-            f"{x.upper()} runner: load fails" for x in sorted(r.forced_backend_crash)
-        )
-        or "ok",
-    ),
-    (
-        "--max-model-len > drafter positions",
-        lambda r, p, pins: "fails at the first long prompt" if r.draft_positions_short else "ok",
-    ),
-    (
-        "MLA drafter without rope_scaling",
-        lambda r, p, pins: "rope without rope_theta" if r.mla_rope_without_theta else "ok",
-    ),
-    (
-        "fc_norm",
-        lambda r, p, pins: "read"
-        if r.fc_norm and r.mla_fc_norm
-        else ("ignored by MLA drafters" if r.fc_norm else "ignored"),
-    ),
-    (
-        "Kimi tokenizer without --trust-remote-code",
-        lambda r, p, pins: "refused or generic conversion" if 5 in r.transformers else "refused",
-    ),
-    (
-        "kimi_k2 config without --trust-remote-code",
-        lambda r, p, pins: "loaded (vLLM's class)" if "kimi_k2" in r.own_configs else "refused",
-    ),
-    (
-        "kimi_k2 MLA drafter",
-        lambda r, p, pins: "not MLA"
-        if r.kimi_k2_drafter_not_mla
-        else ("no MLA drafters" if not _MLA & r.archs else "ok"),
-    ),
-)
-SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
-
-
-def summary_rows(pins: lock.Lock) -> list[tuple[str, ...]]:
-    """One row per run of consecutive pinned releases that behave alike."""
-    patched = patched_eagle3(pins)
-    out: list[tuple[str, ...]] = []
-    first = last = ""
-    prev: tuple[str, ...] | None = None
-    for v in known_releases(pins):
-        r = rules(v)
-        row = tuple(str(f(r, v in patched, pins)) for _, f in SUMMARY_COLUMNS)
-        if row == prev:
-            last = v
-            continue
-        if prev is not None:
-            out.append((first if first == last else f"{first}-{last}", *prev))
-        first = last = v
-        prev = row
-    if prev is not None:
-        out.append((first if first == last else f"{first}-{last}", *prev))
-    return out
-
-
-def summary_markdown(pins: lock.Lock) -> str:
-    rows = [SUMMARY_HEAD, tuple("---" for _ in SUMMARY_HEAD), *summary_rows(pins)]
-    return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
 # The defects of RULES that a patch of vpatch's series fixes, by the key that
@@ -520,7 +398,7 @@ class Effective:
 
     @property
     def mla(self) -> bool:
-        return self.arch in _MLA
+        return self.arch in MLA
 
 
 def effective(raw: dict[str, Any], fmt: str, r: Rules) -> Effective:

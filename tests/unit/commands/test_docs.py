@@ -10,6 +10,7 @@ import pytest
 from support import text_file
 from vpatch import cli, lock, resources
 from vpatch.commands import docs
+from vpatch.doctor import releases as R
 from vpatch.errors import ConfigError
 
 PINS = lock.load()
@@ -129,3 +130,22 @@ def test_a_block_is_found_between_its_own_markers():
     new = docs.rendered(text, ours)
     assert docs.block_text(new, ours) == "new" and docs.block_text(new, other) == "kept"
     assert docs.block_text(text, docs.Block("R.md", "check example", "")) is None
+
+
+def test_the_table_is_the_rules():
+    """Each row's releases behave alike and differ from the next row's, and
+    the rows cover every pinned release once, in order."""
+    known = R.known_releases(PINS)
+    rows = docs.summary_rows(PINS)
+    covered = []
+    for row in rows:
+        first, _, last = row[0].partition("-")
+        span = known[known.index(first) : known.index(last or first) + 1]
+        covered += span
+        for v in span:
+            r = R.rules(v)
+            p = v in R.patched_eagle3(PINS)
+            assert tuple(str(f(r, p, PINS)) for _, f in docs.SUMMARY_COLUMNS) == row[1:], v
+    assert covered == known
+    assert all(a[1:] != b[1:] for a, b in zip(rows, rows[1:], strict=False))
+    assert len(docs.SUMMARY_HEAD) == len(rows[0])

@@ -148,24 +148,6 @@ def test_mtp_rewrite(model_type, release, rewritten):
         assert e.architectures == ("Eagle3DeepSeekMTPModel",) and e.arch is None
 
 
-def test_the_table_is_the_rules():
-    """Each row's releases behave alike and differ from the next row's, and
-    the rows cover every pinned release once, in order."""
-    rows = R.summary_rows(PINS)
-    covered = []
-    for row in rows:
-        first, _, last = row[0].partition("-")
-        span = KNOWN[KNOWN.index(first) : KNOWN.index(last or first) + 1]
-        covered += span
-        for v in span:
-            r = R.rules(v)
-            p = v in R.patched_eagle3(PINS)
-            assert tuple(str(f(r, p, PINS)) for _, f in R.SUMMARY_COLUMNS) == row[1:], v
-    assert covered == KNOWN
-    assert all(a[1:] != b[1:] for a, b in zip(rows, rows[1:], strict=False))
-    assert len(R.SUMMARY_HEAD) == len(rows[0])
-
-
 # Whether release r has defect `key` (DEFECTS), by RULES
 HAS = {
     "layer0": lambda r: r.upstream_eagle3,

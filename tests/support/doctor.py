@@ -1,0 +1,90 @@
+"""doctor's checks on real-shaped pairs (tests/support/pairs.py), for the
+tests of vpatch.doctor.checks and its families: diagnose a pair on a
+release, read the report, name a fix as `vpatch check` reports it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vpatch import lock
+from vpatch.doctor import checks as doctor
+from vpatch.doctor import hub, serve
+from vpatch.doctor import releases as R
+from vpatch.doctor.environment import Readiness, VllmEnv
+
+from support import pairs as F
+
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+PINS = lock.load()
+NO_ENV: dict = {}
+
+
+def span(key: str) -> tuple[str, str, str | None]:
+    """Where vpatch's series carries the fix of defect `key` (its first and
+    last release, patches.toml) and the first release that has it itself
+    (its DEP-3 Applied-Upstream; None: none yet)."""
+    slug = R.fix(PINS, key)
+    assert slug is not None, key
+    variants = PINS.patchset.variants[slug]
+    return variants[0].first, variants[-1].last, PINS.patchset.upstream(slug).release
+
+
+def check(
+    tmp: Path,
+    version: str | None = "0.17.1",
+    ready: bool | None = True,
+    tp: int = 8,
+    pp: int = 1,
+    command=None,
+    max_len: str | None = None,
+    patches: dict | None = None,
+    environ: dict | None = None,
+    **kw,
+) -> doctor.Report:
+    t, d = F.pair(tmp, **kw)
+    env = VllmEnv("python3", "vllm" if version else None, version, "/x" if version else None)
+    s = serve.from_options(str(t), str(d), tp, pp, remote=True)
+    if command is not None or max_len is not None:
+        spec = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3}
+        words = ["vllm", "serve", str(t), "--trust-remote-code", "-tp", str(tp)]
+        words += ["--max-model-len", max_len] if max_len else []
+        words += [*(command or []), "--speculative-config", json.dumps(spec)]
+        s = serve.parse(words)
+    readiness = Readiness(ready, dict(patches or {}), known=ready is not None)
+    return doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, readiness, s, environ, pins=PINS
+    )
+
+
+def diag(t: Path, d: Path, env: VllmEnv) -> doctor.Report:
+    s = serve.from_options(str(t), str(d), 8)
+    return doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+    )
+
+
+def sev(report: doctor.Report, name: str) -> str:
+    return find(report, name).severity
+
+
+def find(report: doctor.Report, name: str) -> doctor.Finding:
+    return next(f for f in report.findings if f.check == name)
+
+
+def errors(report: doctor.Report) -> set[str]:
+    return {f.check for f in report.findings if f.severity == "error"}
+
+
+FORCED = ["--attention-backend", "FLASHMLA"]
+
+
+def named(version: str, key: str) -> str:
+    """The name `vpatch check` reports the fix of defect `key` under in
+    `version`'s series (NNNN-slug: its place there, from the patch set)."""
+    slug = R.fix(PINS, key)
+    return next(n.removesuffix(".patch") for n, v in PINS.patchset.named(version) if v.slug == slug)
+
+
+def reported(version: str, key: str, state: str) -> dict:
+    return {named(version, key): state}

@@ -1,0 +1,146 @@
+"""doctor/checks/command.py: the serve command's flags, its
+--speculative-config, a forced attention backend and --max-model-len."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support import pairs as F
+from support.doctor import FORCED, NO_ENV, PINS, check, find, reported, sev
+from vpatch.doctor import checks as doctor
+from vpatch.doctor import hub, serve
+from vpatch.doctor.environment import Readiness, VllmEnv
+
+
+@pytest.mark.parametrize(
+    "version,fmt,environ,broken",
+    [
+        ("0.17.1", "vllm", NO_ENV, True),  # V1 runner up to 0.20.2
+        ("0.20.2", "vllm", NO_ENV, True),
+        ("0.21.0", "vllm", NO_ENV, False),
+        ("0.28.0", "vllm", NO_ENV, False),
+        ("0.29.0", "vllm", NO_ENV, True),  # V2 runner from 0.29.0
+        ("0.32.0", "vllm", NO_ENV, True),
+        ("0.32.0", "vllm", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),
+        ("0.32.0", "mla", NO_ENV, False),  # an MLA drafter takes the MLA backend
+    ],
+)
+def test_forced_attention_backend(tmp_path, version, fmt, environ, broken):
+    r = check(tmp_path, version, fmt=fmt, command=FORCED, environ=environ)
+    assert (sev(r, "attention_backend") == "error") == broken, r.to_text()
+    assert ("--attention-backend" in r.serve) != broken  # the printed command drops it
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--attention-config.backend=FLASHMLA"], ["--attention-config", '{"backend": "FLASHMLA"}']],
+)
+def test_forced_attention_backend_flag_forms(tmp_path, flags):
+    r = check(tmp_path, "0.32.0", command=flags)
+    assert (
+        sev(r, "attention_backend") == "error"
+        and "FLASHMLA" in r.serve.split("--spec")[0]
+        or ("FLASHMLA" not in r.serve)
+    )
+    assert sev(r, "attention_backend") == "error"
+
+
+def test_forced_attention_backend_from_the_environment(tmp_path):
+    t, d = F.pair(tmp_path)
+    spec = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3}
+    words = ["VLLM_ATTENTION_BACKEND=FLASHMLA", "vllm", "serve", str(t), "--trust-remote-code"]
+    s = serve.parse([*words, "--speculative-config", json.dumps(spec)])
+    env = VllmEnv("python3", "vllm", "0.32.0", "/x")
+    r = doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+    )
+    assert "VLLM_ATTENTION_BACKEND" in find(r, "attention_backend").message
+    assert sev(r, "attention_backend") == "error" and "VLLM_ATTENTION_BACKEND" not in r.serve
+
+
+@pytest.mark.parametrize(
+    "version,max_len,broken",
+    [
+        ("0.26.0", None, True),  # vLLM's default: the target's 262144 > the drafter's 131072
+        ("0.26.0", "200k", True),
+        ("0.26.0", "128K", False),  # 131072
+        ("0.26.0", "131072", False),
+        ("0.17.1", None, True),
+        ("0.27.0", None, False),  # positions cover max_model_len from 0.27.0
+        ("0.32.0", "auto", False),
+    ],
+)
+def test_max_model_len_above_the_drafters_positions(tmp_path, version, max_len, broken):
+    """SpecForge's Kimi-K2.5 drafter has 131072 positions; Kimi-K2.5 262144."""
+    r = check(tmp_path, version, fmt="specforge_kimi", max_len=max_len)
+    assert (sev(r, "max_model_len") == "error") == broken, r.to_text()
+    if broken:
+        assert "--max-model-len 131072" in r.serve
+        fixed = check(
+            tmp_path / "p",
+            version,
+            fmt="specforge_kimi",
+            patches=reported(version, "draft_positions", "applied"),
+        )
+        assert sev(fixed, "max_model_len") == "info"
+
+
+def test_uninterpreted_flags_are_said_and_kept(tmp_path):
+    r = check(
+        tmp_path, "0.32.0", command=["--gpu-memory-utilization", "0.9", "--enable-prefix-caching"]
+    )
+    f = find(r, "serve_flags")
+    assert f.severity == "warning" and "--gpu-memory-utilization" in f.message
+    assert "--gpu-memory-utilization 0.9 --enable-prefix-caching" in r.serve
+    assert r.to_json()["uninterpreted"] == [
+        "--gpu-memory-utilization",
+        "--enable-prefix-caching",
+    ]
+
+
+def test_a_flag_given_twice_is_a_warning_naming_both(tmp_path):
+    r = check(tmp_path, "0.32.0", tp=2, command=["--tensor-parallel-size", "4"])
+    f = find(r, "serve_flags")
+    assert f.severity == "warning", r.to_text()
+    assert "given twice, vLLM takes the last" in f.message
+    assert "`-tp 2`, then `--tensor-parallel-size 4`" in f.message
+    assert "--tensor-parallel-size 4" in r.serve and "-tp" not in r.serve
+
+
+@pytest.mark.parametrize(
+    "spec,broken,phrase",
+    [
+        ({"method": "eagle"}, True, "method 'eagle'"),
+        ({"method": None}, False, "guesses"),
+        ({"num_speculative_tokens": None}, True, "no num_speculative_tokens"),
+        ({"num_speculative_tokens": 0}, True, ">= 1"),
+        ({"draft_tensor_parallel_size": 4}, True, "only 1 or the target's"),
+        ({"draft_tensor_parallel_size": 8}, False, "draft_tensor_parallel_size 8"),
+    ],
+)
+def test_speculative_config(tmp_path, spec, broken, phrase):
+    t, d = F.pair(tmp_path)
+    full = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3, **spec}
+    full = {k: v for k, v in full.items() if v is not None}
+    s = serve.parse(
+        [
+            "vllm",
+            "serve",
+            str(t),
+            "--trust-remote-code",
+            "-tp",
+            "8",
+            "--speculative-config",
+            json.dumps(full),
+        ]
+    )
+    env = VllmEnv("python3", "vllm", "0.32.0", "/x")
+    r = doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+    )
+    f = find(r, "speculative_config")
+    assert (f.severity == "error") == broken and phrase in f.message, r.to_text()
+    fixed = json.loads(r.serve.split("--speculative-config ")[1].strip("'"))
+    assert fixed["method"] == "eagle3" and isinstance(fixed["num_speculative_tokens"], int)
+    assert fixed.get("draft_tensor_parallel_size") in (None, 8)

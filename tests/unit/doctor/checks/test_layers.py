@@ -1,0 +1,247 @@
+"""doctor/checks/layers.py: the aux layer ids vLLM feeds, the states the
+target yields for them, the layers the drafter was trained on (both
+conventions), pipeline parallelism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support import pairs as F
+from support.doctor import IDS_KEY, NO_ENV, PINS, check, errors, find, named, sev, span
+from vpatch.doctor import checks as doctor
+from vpatch.doctor import hub, serve
+from vpatch.doctor.environment import Readiness, VllmEnv
+
+_, FINAL_LAST, FINAL_FIXED = span("final_norm_id")
+
+
+@pytest.mark.parametrize("version,phrase", [("0.17.1", "ValueError"), ("0.32.0", "match no layer")])
+def test_ids_out_of_range(tmp_path, version, phrase):
+    r = check(tmp_path, version, config={IDS_KEY: [2, 30, 99]})
+    assert "aux_layers" in errors(r) and phrase in find(r, "aux_layers").message
+
+
+@pytest.mark.parametrize("version,ok", [("0.17.1", True), (FINAL_LAST, False), (FINAL_FIXED, True)])
+def test_final_norm_id(tmp_path, version, ok):
+    r = check(tmp_path, version, config={IDS_KEY: [2, 30, 61]})
+    assert r.ok == ok, r.to_text()
+    if not ok:
+        assert errors(r) == {"aux_layers"} and FINAL_FIXED in find(r, "aux_layers").message
+
+
+@pytest.mark.parametrize(
+    "version,ready,ok",
+    [
+        ("0.17.1", True, True),
+        ("0.20.0", True, True),  # vpatch's layer-0 fix installed (0.18.0-0.33.0)
+        ("0.20.0", False, False),
+        ("0.32.0", True, True),
+        ("0.32.0", False, False),
+    ],
+)
+def test_layer_0(tmp_path, version, ready, ok):
+    r = check(tmp_path, version, ready, config={IDS_KEY: [0, 30, 58]})
+    assert r.ok == ok, r.to_text()
+    if not ok:
+        assert "TypeError" in find(r, "aux_layers").message
+
+
+def test_ids_out_of_order_and_duplicates(tmp_path):
+    r = check(tmp_path / "a", config={IDS_KEY: [58, 2, 30]})
+    assert r.ok and sev(r, "aux_layers") == "warning"
+    assert "layer order [2, 30, 58]" in find(r, "aux_layers").message
+    assert "acceptance 0.43 -> 0.36" in find(r, "aux_layers").message  # measured, cited
+    r = check(tmp_path / "b", config={IDS_KEY: [2, 2, 30]})
+    assert sev(r, "aux_layers") == "warning" and "fc" in errors(r)
+
+
+def test_default_ids_when_none_given(tmp_path):
+    r = check(tmp_path, delete=(IDS_KEY,))
+    assert r.ok and "[2, 30, 58]" in find(r, "aux_layers").message
+    assert "default" in find(r, "aux_layers").message
+
+
+def test_use_aux_hidden_state_false(tmp_path):
+    r = check(
+        tmp_path, config={"eagle_config": {"use_aux_hidden_state": False}}, drop=("fc.weight",)
+    )
+    assert "no aux layers" in find(r, "aux_layers").message
+    assert sev(r, "fc") == "info"
+
+
+@pytest.mark.parametrize(
+    "version,environ,severity",
+    [
+        ("0.17.1", NO_ENV, "error"),  # ignored: the default (2, 30, 58) is fed
+        ("0.21.0", NO_ENV, "error"),
+        ("0.25.0", NO_ENV, "warning"),  # the V1 runner reads them: right, but not portable
+        ("0.32.0", NO_ENV, "error"),  # the V2 runner (default) ignores them
+        ("0.32.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "warning"),
+    ],
+)
+def test_ids_only_nested_in_vllms_convention(tmp_path, version, environ, severity):
+    cfg = {"eagle_config": {IDS_KEY: [3, 30, 58]}}
+    r = check(tmp_path, version, delete=(IDS_KEY,), config=cfg, environ=environ)
+    assert sev(r, "trained_layers") == severity, r.to_text()
+    assert r.ok == (severity != "error")
+    if severity == "error":
+        assert f"top-level {IDS_KEY}: [3, 30, 58]" in find(r, "trained_layers").message
+
+
+def test_the_runner_variable_in_the_command_counts(tmp_path):
+    cfg = {"eagle_config": {IDS_KEY: [3, 30, 58]}}
+
+    def spec(d):
+        s = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3}
+        return ["--speculative-config", json.dumps(s)]
+
+    t, d = F.pair(tmp_path, delete=(IDS_KEY,), config=cfg)
+    env = VllmEnv("python3", "vllm", "0.32.0", "/x")
+    for words, want in (([], "error"), (["VLLM_USE_V2_MODEL_RUNNER=0"], "warning")):
+        s = serve.parse([*words, "vllm", "serve", str(t), "--trust-remote-code", *spec(d)])
+        r = doctor.diagnose(
+            hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+        )
+        assert sev(r, "trained_layers") == want, r.to_text()
+
+
+@pytest.mark.parametrize(
+    "version,environ,ok",
+    [
+        ("0.17.1", NO_ENV, True),  # ignored: the default (2, 30, 58) is what [1, 29, 57] means
+        ("0.21.0", NO_ENV, True),
+        ("0.25.0", NO_ENV, False),  # the V1 runner reads [1, 29, 57] as written: one off
+        ("0.28.0", NO_ENV, False),
+        ("0.32.0", NO_ENV, True),
+        ("0.32.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),
+    ],
+)
+def test_specforge_deepseek_v3_drafter(tmp_path, version, environ, ok):
+    """SpecForge's DeepSeek-V3 drafter: [1, 29, 57] only in eagle_config, in the
+    output-of-layer-k convention: physically vLLM's [2, 30, 58], the default."""
+    r = check(tmp_path, version, target="deepseek_v3", fmt="specforge_dsv3", environ=environ)
+    f = find(r, "trained_layers")
+    assert (f.severity != "error") == ok, r.to_text()
+    assert "[2, 30, 58] in vLLM's terms" in f.message and "first id is 1" in f.message
+    assert "measuring acceptance with" in f.message  # it cannot know for sure
+    if ok:
+        assert r.ok, r.to_text()
+    else:
+        assert "one layer early" in f.message
+        assert f"write the top-level {IDS_KEY}: [2, 30, 58]" in f.message
+
+
+@pytest.mark.parametrize("version", ["0.17.1", "0.25.0", "0.32.0"])
+def test_copying_output_convention_ids_to_the_top_level_is_one_off(tmp_path, version):
+    """What the old advice ("copy them to the top-level") made of SpecForge's
+    drafter: [1, 29, 57] fed as written, one layer early, on every release."""
+    r = check(
+        tmp_path,
+        version,
+        target="deepseek_v3",
+        fmt="specforge_dsv3",
+        config={IDS_KEY: [1, 29, 57]},
+    )
+    f = find(r, "trained_layers")
+    assert f.severity == "error" and "one layer early" in f.message, r.to_text()
+    assert f"{IDS_KEY}: [2, 30, 58]" in f.message
+    assert "0.43 -> 0.41" in f.message  # measured by make bench-spec, cited
+
+
+def test_converted_ids_agree_with_the_nested_ones(tmp_path):
+    r = check(
+        tmp_path / "a", target="deepseek_v3", fmt="specforge_dsv3", config={IDS_KEY: [2, 30, 58]}
+    )
+    assert sev(r, "trained_layers") == "info" and r.ok, r.to_text()
+    r = check(tmp_path / "b", config={"eagle_config": {IDS_KEY: [3, 31, 59]}})
+    assert sev(r, "trained_layers") == "warning" and r.ok
+    assert "disagree" in find(r, "trained_layers").message
+
+
+def test_specforge_kimi_k25_drafter_ids(tmp_path):
+    """SpecForge's Kimi-K2.5 drafter: [2, 30, 58] nested, vLLM's convention."""
+    r = check(tmp_path / "a", "0.32.0", fmt="specforge_kimi", max_len="128K")
+    f = find(r, "trained_layers")
+    assert f.severity == "info" and "first id is not 1" in f.message and r.ok, r.to_text()
+
+
+def test_speculators_ids_are_vllms_convention(tmp_path):
+    r = check(tmp_path, "0.32.0", fmt="speculators", config={IDS_KEY: [1, 29, 57]})
+    f = find(r, "trained_layers")
+    assert f.severity == "info" and "speculators format" in f.message, r.to_text()
+    assert "measuring acceptance" not in f.message
+
+
+def test_nested_four_ids_size_the_fc_on_0_22(tmp_path):
+    """0.22+ size fc by the nested ids while the V2 runner feeds 3 states."""
+    r = check(
+        tmp_path,
+        "0.32.0",
+        delete=(IDS_KEY,),
+        config={"eagle_config": {IDS_KEY: [2, 15, 30, 57]}},
+        tensors={"fc.weight": ("BF16", [F.HIDDEN, 4 * F.HIDDEN])},
+    )
+    assert {"trained_layers", "fc"} <= errors(r)
+
+
+ON_LAST_RANK = {IDS_KEY: [40, 50, 58]}
+
+
+EMBED = {"embed_tokens.weight": ("BF16", [F.KIMI_VOCAB, F.HIDDEN])}
+
+
+@pytest.mark.parametrize(
+    "version,config,ok",
+    [
+        ("0.17.1", {}, False),  # layer 2 is on rank 0: the series raises
+        ("0.17.1", ON_LAST_RANK, True),
+        ("0.25.0", {}, False),  # dropped: fc gets 2 states
+        ("0.29.0", ON_LAST_RANK, True),  # PP runs on the V1 runner there
+        ("0.32.0", ON_LAST_RANK, False),  # the V2 runner refuses any PP pair
+    ],
+)
+def test_pipeline_parallel(tmp_path, monkeypatch, version, config, ok):
+    monkeypatch.delenv("VLLM_PP_LAYER_PARTITION", raising=False)
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    r = check(tmp_path, version, tp=4, pp=2, config=config, tensors=EMBED)
+    assert r.ok == ok, r.to_text()
+    assert ("--pipeline-parallel-size 2" in r.serve) == ok  # the printed command drops PP
+    assert ("--tensor-parallel-size 8" in r.serve) != ok
+    if not ok:
+        assert errors(r) == {"pipeline_parallel"}
+        assert "--tensor-parallel-size 8" in find(r, "pipeline_parallel").message
+
+
+def test_pipeline_partition_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_PP_LAYER_PARTITION", "55,6")
+    r = check(tmp_path, tp=4, pp=2, config=ON_LAST_RANK, tensors=EMBED)
+    assert "pipeline_parallel" in errors(r) and "55..60" in find(r, "pipeline_parallel").message
+
+
+def test_pipeline_parallel_without_drafter_embeddings(tmp_path, monkeypatch):
+    monkeypatch.delenv("VLLM_PP_LAYER_PARTITION", raising=False)
+    r = check(tmp_path, tp=4, pp=2, config=ON_LAST_RANK)
+    assert errors(r) == {"embed_tokens"}
+
+
+@pytest.mark.parametrize(
+    "version,patches,severity,phrase",
+    [
+        (FINAL_LAST, {}, "error", "vpatch's series for this release has no fix"),
+        (
+            FINAL_LAST,
+            {named(FINAL_LAST, "final_norm_id"): "missing"},
+            "error",
+            "run `vpatch install",
+        ),
+        (FINAL_LAST, {named(FINAL_LAST, "final_norm_id"): "applied"}, "info", "feeds the drafter"),
+        (FINAL_FIXED, {}, "info", "feeds the drafter"),
+    ],
+)
+def test_final_norm_id_follows_vpatch_check(tmp_path, version, patches, severity, phrase):
+    ids = [2, 30, F.LAYERS]
+    r = check(tmp_path, version, patches=patches, config={IDS_KEY: ids})
+    f = find(r, "aux_layers")
+    assert f.severity == severity and phrase in f.message, r.to_text()
+    assert (sev(r, "fc") == "error") is False  # the cause is said once, in aux_layers

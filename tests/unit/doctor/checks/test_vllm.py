@@ -1,0 +1,131 @@
+"""doctor/checks/vllm.py: the environment's vLLM (EAGLE-3 ready, too old,
+unknown), the target (remote code, Kimi-K2.5's placeholder), and a defect
+vpatch's series fixes, told by `vpatch check`'s report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import pairs as F
+from support.doctor import FORCED, PINS, check, diag, errors, find, reported, sev
+from vpatch.doctor import checks as doctor
+from vpatch.doctor import hub, serve
+from vpatch.doctor.environment import Readiness, VllmEnv
+
+
+def test_no_vllm(tmp_path):
+    r = check(tmp_path, None, None)
+    assert errors(r) == {"vllm"} and "0.17.1" in find(r, "vllm").message
+
+
+def test_unpatched_0_17_is_refused(tmp_path):
+    r = check(tmp_path, "0.17.1", False)
+    assert errors(r) == {"vllm"} and "vpatch install --python python3" in find(r, "vllm").message
+
+
+def test_readiness_unknown(tmp_path):
+    r = check(tmp_path, "0.32.0", None)
+    assert r.ok and sev(r, "vllm") == "warning"
+
+
+def test_kimi_k25_without_placeholder(tmp_path):
+    cfg = F.kimi_k25()
+    del cfg["media_placeholder_token_id"]
+    t = F.write_model(tmp_path / "t", cfg)
+    _, d = F.pair(tmp_path)
+    env = VllmEnv("python3", "vllm", "0.32.0", "/x")
+    r = diag(t, d, env)
+    assert errors(r) == {"target"}
+
+
+def test_other_targets_get_a_warning(tmp_path):
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": F.HIDDEN,
+        "num_hidden_layers": 61,
+        "vocab_size": F.KIMI_VOCAB,
+        "num_attention_heads": 64,
+    }
+    t = F.write_model(tmp_path / "t", cfg)
+    _, d = F.pair(tmp_path)
+    env = VllmEnv("python3", "vllm", "0.32.0", "/x")
+    r = diag(t, d, env)
+    assert r.ok and sev(r, "target") == "warning"
+    assert "--trust-remote-code" not in r.serve
+
+
+@pytest.mark.parametrize(
+    "state,severity,phrase",
+    [
+        ("applied", "info", "is installed"),
+        ("upstream", "info", "is installed"),
+        ("missing", "error", "run `vpatch install"),
+        ("modified", "error", "run `vpatch install"),
+    ],
+)
+def test_a_defect_is_fixed_when_vpatch_check_says_its_patch_is(tmp_path, state, severity, phrase):
+    r = check(
+        tmp_path, "0.32.0", command=FORCED, patches=reported("0.32.0", "forced_backend_v2", state)
+    )
+    f = find(r, "attention_backend")
+    assert f.severity == severity and phrase in f.message, r.to_text()
+    assert ("--attention-backend" in r.serve) == (severity == "info")
+
+
+def test_a_defect_not_in_the_series_and_an_unknown_report(tmp_path):
+    r = check(tmp_path / "a", "0.32.0", command=FORCED)
+    assert "has no fix" in find(r, "attention_backend").message
+    r = check(tmp_path / "b", "0.32.0", None, command=FORCED)
+    assert "could not say" in find(r, "attention_backend").message
+    assert sev(r, "attention_backend") == "error"
+
+
+def serve_without_trust(tmp: Path, version: str, target: str, tokenizer: dict | None = None):
+    t, d = F.pair(tmp, target=target)
+    if tokenizer is not None:
+        (t / "tokenizer_config.json").write_text(json.dumps(tokenizer))
+    spec = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3}
+    s = serve.parse(["vllm", "serve", str(t), "--speculative-config", json.dumps(spec)])
+    env = VllmEnv("python3", "vllm", version, "/x")
+    return doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
+    )
+
+
+@pytest.mark.parametrize("version", ["0.15.0", "0.17.1", "0.18.0", "0.26.0", "0.32.0"])
+@pytest.mark.parametrize("target", ["kimi_k25", "kimi_k2"])
+def test_kimi_targets_need_trust_remote_code_for_their_tokenizer(tmp_path, version, target):
+    r = serve_without_trust(tmp_path, version, target)
+    f = find(r, "target")
+    assert (
+        f.severity == "error"
+        and "its tokenizer (tokenizer_config.json: TikTokenTokenizer" in f.message
+    )
+    # the config too where vLLM has no class of its own for kimi_k2
+    config_remote = target == "kimi_k2" and version in ("0.15.0", "0.17.1")
+    assert ("its config (model_type 'kimi_k2'" in f.message) == config_remote, f.message
+    assert "--trust-remote-code" in r.serve
+
+
+@pytest.mark.parametrize("version", ["0.15.0", "0.17.1", "0.18.0", "0.26.0", "0.32.0"])
+def test_deepseek_v3_needs_no_remote_code(tmp_path, version):
+    """Its config.json names configuration_deepseek.DeepseekV3Config, but
+    transformers has its own; its tokenizer is transformers' LlamaTokenizerFast."""
+    r = serve_without_trust(tmp_path, version, "deepseek_v3")
+    assert sev(r, "target") == "info" and "--trust-remote-code" not in r.serve
+    assert "target" not in errors(r)
+
+
+@pytest.mark.parametrize("version,broken", [("0.17.1", True), ("0.18.0", False)])
+def test_kimi_k2_config_is_remote_code_before_0_18(tmp_path, version, broken):
+    """Kimi-K2's config with a transformers tokenizer: only the config speaks."""
+    r = serve_without_trust(tmp_path, version, "kimi_k2", F.DSV3_TOKENIZER)
+    assert (sev(r, "target") == "error") == broken, r.to_text()
+
+
+def test_trust_remote_code_not_needed_is_said(tmp_path):
+    r = check(tmp_path, "0.32.0", target="deepseek_v3")  # check() gives --trust-remote-code
+    assert "--trust-remote-code is not needed" in find(r, "target").message
