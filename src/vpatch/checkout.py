@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import gitutil, lock, quilt, sources
-from .errors import GitError, PatchError, TreeError, VpatchError, disk_error
+from .errors import PatchError, TreeError, VpatchError, disk_error
 from .paths import PARTIAL, empty, make_folder, sweep, write_atomic
 from .sources import listing
 
@@ -165,13 +165,24 @@ def apply(
     a tree of a folder holding exactly the release's files (`vpatch fetch
     --dest`), then apply the series' missing patches, all or nothing. A
     folder this made is removed again when nothing could be applied; a
-    folder it made a tree of is a plain folder again."""
+    folder it made a tree of is a plain folder again.
+
+    A new tree is one pipeline: resolve the source, materialize it, commit
+    the baseline, apply the series (each stage one call: sources.resolve,
+    sources.materialize, gitutil.baseline, gitutil.am_each); only a tree
+    that exists is checked for a killed run, a person's `git am` or edits,
+    and the patches it has."""
     created = make_folder(dest, "the tree")
     result = Applied(dest, release.version, created=created)
     try:
         with locked(dest):
             repo = _open_or_create(release, dest, source, offline, remote, result, say)
-            _apply_series(repo, release.version, series, result, say)
+            left = (
+                series.patches
+                if result.created
+                else _left(repo, release.version, series, result, say)
+            )
+            _apply_patches(repo, release.version, left, result, say)
     except BaseException:
         if created and not result.applied and not result.already:
             shutil.rmtree(dest, ignore_errors=True)
@@ -198,15 +209,13 @@ def _open_or_create(
         say(f"{dest}: a vpatch run was interrupted while making it; starting over")
         empty_folder(dest)
     if not any(dest.iterdir()):
-        say(f"fetching vLLM {release.version} ({sources.resolve(release, source)})")
+        kind = sources.resolve(release, source)
+        say(f"fetching vLLM {release.version} ({kind})")
         try:
             mark(marker)
-            result.source = sources.materialize(release, source, dest, offline, remote, say)
-            repo = gitutil.open_repo(dest) or gitutil.init(dest)
-            if gitutil.head(repo) is None:  # not a git checkout: record the baseline
-                message = f"vLLM {release.version} ({result.source})"
-                gitutil.commit_all(repo, message, exclude=(PARTIAL,))
-            gitutil.tag(repo, tag)
+            result.source = sources.materialize(release, kind, dest, offline, remote, say)
+            message = f"vLLM {release.version} ({result.source})"  # a checkout has its own
+            repo = gitutil.baseline(dest, message, tag, exclude=(PARTIAL,))
             marker.unlink()
         except OSError as e:
             empty_folder(dest)
@@ -265,13 +274,12 @@ def _adopt(
         raise disk_error(e, f"cannot read {dest}") from None
     if why:
         raise TreeError(f"{refused} ({why}); {hint}")
-    what = sources.describe(release, source)
+    what = sources.describe(release, kind)
     marker = dest / PARTIAL
     try:
         mark(marker)  # killed from here on: the next run starts the folder over
-        repo = gitutil.init(dest)
-        gitutil.commit_all(repo, f"vLLM {release.version} ({what})", exclude=(PARTIAL,))
-        gitutil.tag(repo, BASE_TAG.format(release.version))
+        message = f"vLLM {release.version} ({what})"
+        repo = gitutil.baseline(dest, message, BASE_TAG.format(release.version), (PARTIAL,))
         marker.unlink()
     except BaseException:
         shutil.rmtree(dest / ".git", ignore_errors=True)  # back to the plain folder
@@ -362,15 +370,25 @@ def _applied_prefix(repo: gitutil.Repo, version: str, series: quilt.Series) -> l
     return done
 
 
-def _apply_series(
+def _left(
     repo: gitutil.Repo, version: str, series: quilt.Series, result: Applied, say: Say
-) -> None:
+) -> list[quilt.Patch]:
+    """The patches an existing tree lacks, after ending a killed run; a
+    person's `git am`, uncommitted changes or a commit not the series' are
+    refused."""
     _recover(repo, say)
     refuse_am(repo)
     refuse_dirty(repo)
     done = _applied_prefix(repo, version, series)
     result.already = [p.name for p in series.patches[: len(done)]]
-    left = series.patches[len(done) :]
+    return series.patches[len(done) :]
+
+
+def _apply_patches(
+    repo: gitutil.Repo, version: str, left: list[quilt.Patch], result: Applied, say: Say
+) -> None:
+    """`left` applied on HEAD, all or nothing: the journal names HEAD while
+    they are (see the module docstring)."""
     if not left:
         return
     start = gitutil.head(repo)
@@ -381,14 +399,11 @@ def _apply_series(
     except OSError as e:
         raise disk_error(e, "cannot write into the tree's .git") from None
     try:
-        for patch in left:
-            say(f"applying {patch.name}")
-            try:
-                gitutil.am(repo, patch.path)
-            except GitError:
-                gitutil.reset_hard(repo, "HEAD")
-                raise PatchError(_why(repo, patch, version)) from None
-            result.applied.append(patch.name)
+        failed = gitutil.am_each(repo, [(p.name, p.path, p.date) for p in left], say)
+        if failed is not None:
+            gitutil.reset_hard(repo, "HEAD")
+            raise PatchError(_why(repo, left[failed], version))
+        result.applied = [p.name for p in left]
     except BaseException:
         gitutil.reset_hard(repo, start)  # all or nothing, Ctrl-C included
         result.applied.clear()
@@ -499,7 +514,7 @@ def carry(repo: gitutil.Repo, patch: quilt.Patch, rest: list[quilt.Patch]) -> st
     patch's index lines name."""
     before = gitutil.head(repo)
     assert before is not None
-    ok, out = gitutil.am_3way(repo, [patch.path])
+    ok, out = gitutil.am_3way(repo, [patch.path], patch.date)
     merged = "3-way merge" in out  # git fell back from applying the text as is
     if not ok and _resolve_insertions(repo):
         # both sides added lines at one place (two appends to a list): keep both
@@ -507,7 +522,7 @@ def carry(repo: gitutil.Repo, patch: quilt.Patch, rest: list[quilt.Patch]) -> st
     if not ok:
         # queue this patch and every later one, so `git am --continue` does it all
         gitutil.reset_hard(repo, before)
-        gitutil.am_3way(repo, [patch.path, *(p.path for p in rest)])
+        gitutil.am_3way(repo, [patch.path, *(p.path for p in rest)], patch.date)
         return "conflict"
     if gitutil.head(repo) == before:
         return "dropped"  # "No changes -- Patch already applied."

@@ -389,6 +389,17 @@ def tag(repo: git.Repo, name: str, ref: str = "HEAD") -> None:
     repo.git.tag("-f", name, ref)
 
 
+def baseline(path: Path, message: str, name: str, exclude: tuple[str, ...] = ()) -> git.Repo:
+    """The repository of a folder that now holds a release's source: made
+    (init) unless it is a checkout already, its files committed as the first
+    commit unless it has one (commit_all), and that commit tagged `name`."""
+    repo = open_repo(path) or init(path)
+    if head(repo) is None:
+        commit_all(repo, message, exclude=exclude)
+    tag(repo, name)
+    return repo
+
+
 def tag_sha(repo: git.Repo, name: str) -> str | None:
     """The commit a ref names, or None when there is none."""
     try:
@@ -462,22 +473,28 @@ def reset_hard(repo: git.Repo, ref: str) -> None:
 
 
 @converts("am")
-def am(repo: git.Repo, patch: Path) -> str:
-    """Apply a format-patch file as one commit; the committer date is set to the
-    author date, so the resulting commit id is reproducible."""
-    with repo.git.custom_environment(**_who(_patch_date(patch), author=False)):
+def am(repo: git.Repo, patch: Path, date: str) -> str:
+    """Apply a format-patch file as one commit; the committer date is its
+    author date (`date`, its Date header: quilt.Patch.date; EPOCH when it has
+    none), so the resulting commit id is reproducible."""
+    with repo.git.custom_environment(**_who(date or EPOCH, author=False)):
         repo.git.am("--keep-cr", "--no-3way", "-q", _here(patch))
     return str(repo.head.commit.hexsha)
 
 
-def _patch_date(patch: Path) -> str:
-    with open(patch, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("Date: "):
-                return line[6:].strip()
-            if not line.strip():
-                break
-    return EPOCH
+def am_each(
+    repo: git.Repo, patches: list[tuple[str, Path, str]], say: Callable[[str], None]
+) -> int | None:
+    """am() each (name, file, author date) in turn, saying `applying NAME`:
+    None when all applied, else the index of the first that does not (its
+    am session left for the caller to end: reset_hard)."""
+    for i, (name, patch, date) in enumerate(patches):
+        say(f"applying {name}")
+        try:
+            am(repo, patch, date)
+        except GitError:
+            return i
+    return None
 
 
 @converts("apply --check")
@@ -598,11 +615,12 @@ def switch(repo: git.Repo, branch: str, ref: str) -> None:
     repo.git.clean("-fdq")
 
 
-def am_3way(repo: git.Repo, patches: list[Path]) -> tuple[bool, str]:
-    """`git am --3way` of patches; the 3-way fallback needs the preimage blobs
-    in the repository. On failure the am session is left for a person
+def am_3way(repo: git.Repo, patches: list[Path], date: str) -> tuple[bool, str]:
+    """`git am --3way` of patches, the first committed at `date` (its author
+    date; EPOCH when it has none); the 3-way fallback needs the preimage
+    blobs in the repository. On failure the am session is left for a person
     (`git am --continue`). Returns (done, git's output)."""
-    return _am(repo, _patch_date(patches[0]), "--keep-cr", "--3way", *map(_here, patches))
+    return _am(repo, date or EPOCH, "--keep-cr", "--3way", *map(_here, patches))
 
 
 def am_continue(repo: git.Repo, date: str = EPOCH) -> tuple[bool, str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support import commit_tree, git, serve, write_tree
-from vpatch import gitutil
+from vpatch import gitutil, quilt
 from vpatch.errors import GitError
 
 HOSTILE_CONFIG = """\
@@ -102,9 +102,35 @@ def test_am_runs_no_hooks_of_the_caller(monkeypatch, tmp_path):
         hostile(m, tmp_path)
         repo = gitutil.init(tmp_path / "to")
         gitutil.commit_all(repo, "baseline")
-        sha = gitutil.am(repo, tmp_path / "p.patch")
+        sha = gitutil.am(repo, tmp_path / "p.patch", quilt.parse(tmp_path / "p.patch").date)
         assert gitutil.format_patch(repo, sha) == patch
     assert sha == ids[1]  # committer date = author date: the same id as the original
+
+
+def test_baseline_commits_a_plain_folder_and_tags_a_checkout(tmp_path):
+    folder = write_tree(tmp_path / "plain", {"a.py": "a\n", "PARTIAL": ""})
+    repo = gitutil.baseline(folder, "vLLM 1.0 (x)", "base", exclude=("PARTIAL",))
+    assert git(folder, "log", "--format=%s").split("\n")[0] == "vLLM 1.0 (x)"
+    assert git(folder, "ls-files").split() == ["a.py"]
+    assert gitutil.tag_sha(repo, "base") == gitutil.head(repo)
+    ids, _ = history(tmp_path / "checkout")  # has commits: tagged where it is, nothing made
+    again = gitutil.baseline(tmp_path / "checkout", "unused", "base")
+    assert gitutil.head(again) == ids[1] == gitutil.tag_sha(again, "base")
+
+
+def test_am_each_says_each_and_stops_at_the_first_that_fails(tmp_path):
+    ids, patch = history(tmp_path / "from")
+    (tmp_path / "p.patch").write_bytes(patch)
+    git(tmp_path / "from", "reset", "-q", "--hard", ids[0])
+    repo = gitutil.open_repo(tmp_path / "from")
+    said: list[str] = []
+    date = quilt.parse(tmp_path / "p.patch").date
+    todo = [("0001-a.patch", tmp_path / "p.patch", date)] * 2  # the second cannot apply
+    assert gitutil.am_each(repo, todo, said.append) == 1
+    assert said == ["applying 0001-a.patch"] * 2 and gitutil.am_in_progress(repo)
+    gitutil.reset_hard(repo, "HEAD")
+    assert gitutil.head(repo) == ids[1]  # the first applied, with the author date: same id
+    assert gitutil.am_each(repo, [], said.append) is None
 
 
 def test_a_callers_git_dir_cannot_redirect_commands(monkeypatch, tmp_path):
@@ -313,10 +339,13 @@ def test_paths_relative_to_the_caller_name_the_callers_files(monkeypatch, tmp_pa
     write_tree(Path("a/b"), {"x.txt": "a\n"})
     gitutil.commit_all(repo, "base")
     assert gitutil.apply_check(repo, rel_patch) == ""
-    gitutil.am(repo, rel_patch)
+    gitutil.am(repo, rel_patch, gitutil.EPOCH)
     assert Path("a/b/x.txt").read_text() == "b\n"
     gitutil.reset_hard(repo, "HEAD~1")
-    assert gitutil.am_3way(repo, [rel_patch])[0] and Path("a/b/x.txt").read_text() == "b\n"
+    assert (
+        gitutil.am_3way(repo, [rel_patch], gitutil.EPOCH)[0]
+        and Path("a/b/x.txt").read_text() == "b\n"
+    )
     blob = git(origin, "rev-parse", "v1:x.txt").strip()
     assert gitutil.store_blobs(repo, [rel_folder / "x.txt"]) == [blob]
     root = gitutil.commit_folder(repo, rel_folder, "the folder")

@@ -801,11 +801,11 @@ def test_interrupted_apply_rolls_back(box, monkeypatch, capsys) -> None:
     before = S.snapshot(box.dir, skip=("cache",))
     real, calls = gitutil.am, []
 
-    def am(repo, patch):
+    def am(repo, patch, date):
         calls.append(patch)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(repo, patch)
+        return real(repo, patch, date)
 
     monkeypatch.setattr(gitutil, "am", am)
     code, err = run(box, ["apply", "--dest", str(t)], monkeypatch, capsys)

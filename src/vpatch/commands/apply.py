@@ -27,8 +27,8 @@ def fetch(
     killed fetch left half made: see checkout.py). Returns (release, the cached
     file or dest, what it came from)."""
     release = pins.get(version)
+    kind = sources.resolve(release, source)
     if dest is None:
-        kind = sources.resolve(release, source)
         if kind not in ("sdist", "wheel", "cpu-wheel"):
             raise ConfigError(f"--source {source} has nothing to cache; give --dest DIR")
         path = download(release.artifact(kind), offline, say)
@@ -44,7 +44,7 @@ def fetch(
                 raise TreeError(f"{dest} is not an empty folder; pick an empty or new one")
             try:
                 checkout.mark(marker)
-                what = sources.materialize(release, source, dest, offline, remote, say)
+                what = sources.materialize(release, kind, dest, offline, remote, say)
                 marker.unlink()
             except OSError as e:
                 checkout.empty_folder(dest)

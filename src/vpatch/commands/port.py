@@ -102,7 +102,7 @@ def port(
         gitutil.tag(repo, FROM_TAG.format(src.version), base_from)
         gitutil.switch(repo, f"from-{src.version}", base_from)
         for p in series.patches:  # FROM's own series must apply to FROM
-            gitutil.am(repo, p.path)
+            gitutil.am(repo, p.path, p.date)
         series = _rendered(repo, FROM_TAG.format(src.version))
         gitutil.tag(repo, checkout.BASE_TAG.format(dst.version), base_to)
         gitutil.switch(repo, f"port-{dst.version}", base_to)
@@ -141,7 +141,8 @@ def _commit_release(
     repo: gitutil.Repo, release: lock.Release, source: str, offline: bool, say: Say
 ) -> str:
     with tempfile.TemporaryDirectory(prefix="vpatch-port-") as tmp:
-        what = sources.materialize(release, source, Path(tmp), offline, say=say)
+        kind = sources.resolve(release, source)
+        what = sources.materialize(release, kind, Path(tmp), offline, say=say)
         return gitutil.commit_folder(repo, Path(tmp), f"vLLM {release.version} ({what})")
 
 

@@ -25,53 +25,54 @@ from .extract import copy_folder, extract_sdist, extract_wheel, extract_wheel_la
 
 
 def resolve(release: Release, source: str) -> str:
-    """`auto` becomes sdist when the lock lists one, else the official wheel."""
+    """`--source` as materialize() and describe() take it: `auto` becomes
+    sdist when the lock lists one, else the official wheel; an artifact
+    kind, `git` or a folder stays what it is."""
     if source == "auto":
         return "sdist" if "sdist" in release.artifacts else "wheel"
     return source
 
 
-def describe(release: Release, source: str, remote: str | None = None) -> str:
-    """What the release's source comes from, as materialize says it (a
-    tree's baseline commit message names it): the artifact's file name, the
-    remote and tag, or the folder."""
-    kind = resolve(release, source)
+def describe(release: Release, kind: str, remote: str | None = None) -> str:
+    """What the release's source (`kind`: resolve()'s) comes from, as
+    materialize says it (a tree's baseline commit message names it): the
+    artifact's file name, the remote and tag, or the folder."""
     if kind in ("sdist", "wheel", "cpu-wheel"):
         return release.artifact(kind).filename
     if kind == "git":
         return f"{remote or VLLM_REMOTE}@{release.tag}"
-    return str(Path(source).expanduser())
+    return str(Path(kind).expanduser())
 
 
 def materialize(
     release: Release,
-    source: str,
+    kind: str,
     dest: Path,
     offline: bool = False,
     remote: str | None = None,
     say: Say = quiet,
 ) -> str:
-    """Write release's source tree into the empty folder dest; say what it
-    came from. A cached archive is hashed once (cached or downloaded, never
-    both); a wheel that is not cached is read member by member with range
-    requests, or downloaded whole when the server does not honour them."""
-    kind = resolve(release, source)
+    """Write release's source tree (`kind`: as resolve() gives `--source`)
+    into the empty folder dest; say what it came from. A cached archive is
+    hashed once (cached or downloaded, never both); a wheel that is not
+    cached is read member by member with range requests, or downloaded whole
+    when the server does not honour them."""
     if kind == "sdist":
         path = download(release.artifact("sdist"), offline, say)
         extract_sdist(path, dest, f"vllm-{release.version}")
-        return describe(release, source)
+        return describe(release, kind)
     if kind in ("wheel", "cpu-wheel"):
         art = release.artifact(kind)
         hit = cached(art, say, offline)
         if hit is None and art.record_sha256 and not offline:
             try:
                 extract_wheel_lazy(art, dest)  # writes nothing before every read succeeded
-                return describe(release, source)
+                return describe(release, kind)
             except RangeUnsupported as e:
                 say(f"{e}; downloading the whole wheel instead")
         path = hit or from_index(art, offline, say)
         extract_wheel(path, dest)
-        return describe(release, source)
+        return describe(release, kind)
     if kind == "git":
         url = remote or VLLM_REMOTE
         if offline:
@@ -84,9 +85,9 @@ def materialize(
                 f"{url} tag {release.tag} is commit {head[:12]}, "
                 f"but the lock pins {want}; check --remote"
             )
-        return describe(release, source, remote)
-    folder = Path(source).expanduser()
-    if folder.exists() or os.sep in source or source.startswith("."):
+        return describe(release, kind, remote)
+    folder = Path(kind).expanduser()
+    if folder.exists() or os.sep in kind or kind.startswith("."):
         copy_folder(folder, dest)
-        return describe(release, source)
-    raise ConfigError(f"unknown source {source!r}; use one of {', '.join(SOURCES)} or a folder")
+        return describe(release, kind)
+    raise ConfigError(f"unknown source {kind!r}; use one of {', '.join(SOURCES)} or a folder")

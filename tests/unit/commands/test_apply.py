@@ -389,3 +389,89 @@ def test_a_folder_holding_one_note_is_refused_for_the_note(synthetic, tmp_path, 
     assert cli.main(["apply", "9.9.0", "--dest", str(x), "--offline"]) == 6
     assert "(note.txt is not in the release)" in capsys.readouterr().err
     assert sorted(p.name for p in x.iterdir()) == ["note.txt"]
+
+
+# -- the apply path: one pipeline, each file read once -------------------------------------
+
+FLOW = ("commands", "checkout", "sources", "gitutil")  # the layers above the core's leaves
+
+
+def trace(run) -> tuple[list[str], list[str]]:
+    """run() under a profiler: the vpatch modules control passes through, in
+    order (a module once per stay; sources' modules as one), those of FLOW
+    alone; and the vpatch functions called, by module.name."""
+    import sys
+
+    import vpatch
+
+    pkg = str(Path(vpatch.__file__).parent)
+
+    def module(frame) -> str | None:
+        while frame is not None and not frame.f_code.co_filename.startswith(pkg):
+            frame = frame.f_back
+        if frame is None:
+            return None
+        name = Path(frame.f_code.co_filename).relative_to(pkg).with_suffix("").as_posix()
+        name = name.replace("/", ".").removesuffix(".__init__")
+        return name if not name.startswith("sources") else "sources"
+
+    seq: list[str] = []
+    calls: list[str] = []
+
+    def profile(frame, event, _):
+        if event not in ("call", "return"):
+            return
+        m = module(frame if event == "call" else frame.f_back)
+        if event == "call" and m and frame.f_code.co_filename.startswith(pkg):
+            calls.append(f"{m}.{frame.f_code.co_name}")
+        if m and m.split(".")[0] in FLOW and (not seq or seq[-1] != m):
+            seq.append(m)
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return seq, calls
+
+
+def returns(seq: list[str]) -> int:
+    """How often control comes back to a module it had left."""
+    return sum(m in seq[:i] for i, m in enumerate(seq))
+
+
+def test_a_new_tree_is_one_pipeline(synthetic, tmp_path):
+    """`vpatch apply` into a new folder: resolve the source, materialize it,
+    commit the baseline, apply the series, each stage one call, and each
+    patch file read once (no reread for its date: git am gets Patch.date).
+    Issue 36 measured this trace before: 27 returns to a module of FLOW it
+    had left (checkout and gitutil taking turns per step, sources.resolve
+    three times); the straight pipeline makes 9. The bound is half."""
+    import builtins
+    import io
+
+    pins = lock.load()
+    said: list[str] = []
+    opened: list[str] = []
+    real = io.open
+
+    def counting(file, *a, **kw):
+        if isinstance(file, (str, Path)) and str(file).endswith(".patch"):
+            opened.append(Path(file).name)
+        return real(file, *a, **kw)
+
+    def run():
+        apply.apply("9.9.0", dest=tmp_path / "t", offline=True, say=said.append, pins=pins)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(io, "open", counting)
+        m.setattr(builtins, "open", counting)
+        seq, calls = trace(run)
+    assert returns(seq) <= 27 // 2, " > ".join(seq)
+    for stage in ("resolve", "materialize", "baseline", "am_each"):
+        assert sum(c.endswith(f".{stage}") for c in calls) == 1, stage
+    series = pins.series("9.9.0")
+    assert series is not None and said[-len(series.patches) :] == [
+        f"applying {p.name}" for p in series.patches
+    ]
+    assert sorted(opened) == sorted(p.path.name for p in series.patches)  # each once

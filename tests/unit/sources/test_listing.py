@@ -22,7 +22,7 @@ from vpatch.sources import cache, listing
 def written(release: lock.Release, source: str, where: Path) -> listing.Entries:
     """What materialize writes, read back from the disk."""
     where.mkdir()
-    sources.materialize(release, source, where)
+    sources.materialize(release, sources.resolve(release, source), where)
     return listing.folder_entries(where)
 
 

@@ -77,7 +77,10 @@ def test_sdist_source_from_the_cache(cache_root, tmp_path):
     rel = sdist(cache_root, "9.9.0", BASE)
     dest = tmp_path / "dest"
     dest.mkdir()
-    assert sources.materialize(rel, "auto", dest, offline=True) == "vllm-9.9.0.tar.gz"
+    assert (
+        sources.materialize(rel, sources.resolve(rel, "auto"), dest, offline=True)
+        == "vllm-9.9.0.tar.gz"
+    )
     assert listing(dest) == sorted(BASE)
 
 
