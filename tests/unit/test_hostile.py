@@ -800,6 +800,7 @@ def test_interrupted_apply_rolls_back(box, monkeypatch, capsys) -> None:
     t = box.tree(at_base=True)
     before = S.snapshot(box.dir, skip=("cache",))
     real, calls = gitutil.am, []
+    from vpatch.gitutil import repo as gitrepo  # where am_each finds am
 
     def am(repo, patch, date):
         calls.append(patch)
@@ -807,7 +808,7 @@ def test_interrupted_apply_rolls_back(box, monkeypatch, capsys) -> None:
             raise KeyboardInterrupt
         return real(repo, patch, date)
 
-    monkeypatch.setattr(gitutil, "am", am)
+    monkeypatch.setattr(gitrepo, "am", am)
     code, err = run(box, ["apply", "--dest", str(t)], monkeypatch, capsys)
     check(box, code, err, 130, before)
     assert len(calls) == 2 and "interrupted" in err
