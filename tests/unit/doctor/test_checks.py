@@ -9,6 +9,7 @@ vLLM."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from support import pairs as F
@@ -62,3 +63,12 @@ def test_target_drafter_options_add_trust_remote_code_only_when_needed(tmp_path)
             hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
         )
         assert ("--trust-remote-code" in r.serve) == needed and r.ok, r.to_text()
+
+
+def test_every_check_is_in_the_docs_table(tmp_path):
+    """docs/doctor.md's Checks table has one row per check of CHECKS, in the
+    report's order (adding a check: CONTRIBUTING.md)."""
+    doc = Path(__file__).resolve().parents[3] / "docs" / "doctor.md"
+    table = doc.read_text().split("## Checks\n", 1)[1].split("\n## ", 1)[0]
+    rows = [ln.split("`")[1] for ln in table.splitlines() if ln.startswith("| `")]
+    assert rows == [f.check for f in check(tmp_path).findings]
