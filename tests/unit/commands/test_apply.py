@@ -398,8 +398,9 @@ FLOW = ("commands", "checkout", "sources", "gitutil")  # the layers above the co
 
 def trace(run) -> tuple[list[str], list[str]]:
     """run() under a profiler: the vpatch modules control passes through, in
-    order (a module once per stay; sources' modules as one), those of FLOW
-    alone; and the vpatch functions called, by module.name."""
+    order (a module once per stay; a package's modules, sources' and
+    gitutil's, as one), those of FLOW alone; and the vpatch functions
+    called, by module.name."""
     import sys
 
     import vpatch
@@ -413,7 +414,8 @@ def trace(run) -> tuple[list[str], list[str]]:
             return None
         name = Path(frame.f_code.co_filename).relative_to(pkg).with_suffix("").as_posix()
         name = name.replace("/", ".").removesuffix(".__init__")
-        return name if not name.startswith("sources") else "sources"
+        head = name.split(".")[0]
+        return head if head in ("sources", "gitutil") else name
 
     seq: list[str] = []
     calls: list[str] = []
