@@ -84,6 +84,9 @@ def doctor(
     huggingface_hub's settings; `req.offline` forces the cache); `say`:
     progress while PY is awaited."""
     s = read_serve(req)
+    # names and revisions, before any request (a revision is a path in the cache)
+    hub.check(s.model, s.revision)
+    hub.check(s.drafter, s.drafter_revision)
     where = where or hub.Hub()
     if req.offline:
         where = replace(where, offline=True)

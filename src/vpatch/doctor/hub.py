@@ -50,8 +50,13 @@ from . import weights
 
 CONFIG = "config.json"
 TOKENIZER = "tokenizer_config.json"
-# owner/name: a hub id as vLLM and huggingface_hub take it
-HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+# owner/name, as the hub names repos (huggingface_hub's validate_repo_id): ASCII
+# letters, digits, "_", "-" and "."; each part starts and ends with a letter, a
+# digit or "_", and is at most 96 long; no "--" or ".." anywhere, no ".git" at the end
+_PART = r"[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?"
+HUB_ID = re.compile(rf"^(?!.*(?:--|\.\.))(?!.*\.git$){_PART}/{_PART}$", re.ASCII)
+# what git's check-ref-format refuses in a branch or tag name
+_NOT_IN_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
 # the first range of a header: a drafter's header is 1-3 KB (a few dozen
 # tensors); a longer one costs one request more
 FIRST_READ = 16 * 1024
@@ -107,9 +112,60 @@ def split(ref: str) -> tuple[str, str | None]:
     """owner/name@revision (doctor's --target/--drafter) -> (owner/name,
     revision); a folder or a plain id is returned as it is."""
     name, at, rev = ref.rpartition("@")
-    if not at or Path(ref).expanduser().exists() or not HUB_ID.match(name) or not rev:
+    if not at or Path(ref).expanduser().exists() or not HUB_ID.match(name):
         return ref, None
+    if not rev:
+        raise ConfigError(
+            f"{ref}: nothing after @; give {name}@REVISION (a branch, tag or commit), or {name}"
+        )
     return name, rev
+
+
+def check(ref: str, revision: str | None = None) -> bool:
+    """Whether `ref` is a model folder (True) or a hub id (False); anything
+    else is a ConfigError, before any request is made: a path that is not a
+    model folder, a name the hub would refuse (`../x`, `ok/..`), and a
+    revision that is not a branch, tag or commit name. huggingface_hub
+    writes the revision as a path, refs/<revision>, in the cache: a `..` in
+    it wrote outside HF_HOME."""
+    p = Path(ref).expanduser()
+    if p.is_dir():
+        if not (p / CONFIG).is_file():
+            raise ConfigError(f"{ref}: no config.json in this folder; is it a model folder?")
+        return True
+    if p.exists():
+        raise ConfigError(f"{ref}: not a folder; give a model folder or a hub id (owner/name)")
+    name, at, rev = ref.rpartition("@")
+    if at and HUB_ID.match(name):
+        given = f" with --revision {rev}" if rev else ""
+        raise ConfigError(
+            f"{ref}: vLLM takes no @revision in a model name; serve {name}{given} (a "
+            'drafter: "revision": "REVISION" in --speculative-config)'
+        )
+    if not HUB_ID.match(ref):
+        raise ConfigError(
+            f"{ref}: no such folder, and not a hub id (owner/name: letters, digits, _ - and ., "
+            "no .. or --)"
+        )
+    if revision is not None and (why := _not_a_ref(revision)):
+        raise ConfigError(
+            f"{ref}: revision {revision!r} is not a branch, tag or commit name ({why})"
+        )
+    return False
+
+
+def _not_a_ref(rev: str) -> str:
+    """Why `rev` cannot name a branch, a tag or a commit (git check-ref-format's
+    rules), or "" when it can."""
+    if not rev or rev == "@":
+        return f"it is {rev!r}"
+    if m := _NOT_IN_REF.search(rev):
+        return f"it holds {m.group()!r}"
+    if rev.startswith("/") or rev.endswith(("/", ".")):
+        return "it starts with / or ends with / or ."
+    if any(part.startswith(".") or part.endswith(".lock") for part in rev.split("/")):
+        return "a part of it starts with . or ends with .lock"
+    return ""
 
 
 def resolve(
@@ -119,21 +175,8 @@ def resolve(
     `revision` (the default branch when None) from the hub, or from the cache
     when offline. A drafter's safetensors headers come with it (`tensors`)."""
     hub = hub or Hub()
-    p = Path(ref).expanduser()
-    if p.is_dir():
-        if not (p / CONFIG).is_file():
-            raise ConfigError(f"{ref}: no config.json in this folder; is it a model folder?")
-        return Model(ref, p.resolve())
-    if p.exists():
-        raise ConfigError(f"{ref}: not a folder; give a model folder or a hub id (owner/name)")
-    if "@" in ref and HUB_ID.match(ref.rpartition("@")[0]):
-        name, _, rev = ref.rpartition("@")
-        raise ConfigError(
-            f"{ref}: vLLM takes no @revision in a model name; serve {name} with --revision "
-            f'{rev} (a drafter: "revision": "{rev}" in --speculative-config)'
-        )
-    if not HUB_ID.match(ref):
-        raise ConfigError(f"{ref}: no such folder, and not a hub id (owner/name)")
+    if check(ref, revision):
+        return Model(ref, Path(ref).expanduser().resolve())
     from huggingface_hub import constants
 
     # resolved, as hf_hub_download resolves it: _tidy compares its paths

@@ -115,11 +115,36 @@ def test_a_file_is_not_a_model(tmp_path):
         ("not a hub id", "not a hub id"),
         ("/abs/missing/dir", "no such folder"),
         ("acme/drafter@v2", "--revision v2"),  # vLLM reads no NAME@REV
+        ("../x", "not a hub id"),
+        ("ok/..", "not a hub id"),
+        ("a--b/c", "not a hub id"),  # the hub's own rules: no -- or ..
     ],
 )
 def test_not_a_model(tmp_path, ref, phrase):
     with pytest.raises(ConfigError, match=phrase):
         hub.resolve(ref, hub=hub.Hub(cache_dir=tmp_path, offline=True))
+
+
+@pytest.mark.parametrize("rev", ["main", "v1.0", "refs/pr/1", "feature/x", "a" * 40])
+def test_a_branch_tag_or_commit_name_is_a_revision(rev):
+    assert hub.check("acme/d", rev) is False  # a hub id, the revision taken
+
+
+@pytest.mark.parametrize(
+    "rev",
+    ["", "@", "../../x", "a/../b", "/abs/x", "x/", "x.", "a//b", ".hidden", "a/x.lock", "a b",
+     "a~1", "a^", "a:b", "a?", "a*", "a[b", "a\\b", "a@{1}", "a\x00b"],
+)  # fmt: skip
+def test_a_revision_git_would_refuse_is_refused(rev):
+    """huggingface_hub writes refs/<revision> in the cache: a revision is
+    what git's check-ref-format takes, or a commit, nothing else."""
+    with pytest.raises(ConfigError, match="is not a branch, tag or commit name"):
+        hub.check("acme/d", rev)
+
+
+def test_nothing_after_the_at(tmp_path):
+    with pytest.raises(ConfigError, match="acme/d@: nothing after @; give acme/d@REVISION"):
+        hub.split("acme/d@")
 
 
 def test_split_takes_the_revision_off_a_hub_id(tmp_path):
