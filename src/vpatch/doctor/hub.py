@@ -31,7 +31,7 @@ hub id and the same folder on disk get the same verdict.
 
 huggingface_hub's errors (and its HTTP library's) become ConfigError here
 and nowhere else: one line, exit 2. A failed fetch leaves nothing in the
-cache but whole files (_tidy).
+cache but whole files (tidy.py).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from . import weights
+from . import tidy, weights
 
 CONFIG = "config.json"
 TOKENIZER = "tokenizer_config.json"
@@ -179,7 +179,7 @@ def resolve(
         return Model(ref, Path(ref).expanduser().resolve())
     from huggingface_hub import constants
 
-    # resolved, as hf_hub_download resolves it: _tidy compares its paths
+    # resolved, as hf_hub_download resolves it: tidy compares its paths
     cache = Path(hub.cache_dir or constants.HF_HUB_CACHE).expanduser().resolve()
     offline = constants.is_offline_mode() if hub.offline is None else hub.offline
     if offline:
@@ -187,7 +187,7 @@ def resolve(
             return _cached(ref, revision, drafter, cache)
     endpoint = (hub.endpoint or constants.ENDPOINT).rstrip("/")
     timeout = hub.timeout if hub.timeout is not None else constants.HF_HUB_DOWNLOAD_TIMEOUT
-    with _errors(ref, revision, endpoint, timeout), _tidy(cache, ref):
+    with _errors(ref, revision, endpoint, timeout), tidy.tidy(cache, ref):
         return _fetched(ref, revision, drafter, cache, endpoint, timeout)
 
 
@@ -415,7 +415,7 @@ def _cached(repo: str, revision: str | None, drafter: bool, cache: Path) -> Mode
     return Model(repo, snap, repo, revision, snap.name, None, tuple(read), tensors)
 
 
-# -- errors and the cache -----------------------------------------------------------
+# -- errors ---------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -513,60 +513,3 @@ def _transport_message(e: Exception, endpoint: str | None, timeout: float | None
 def _first(e: BaseException) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     return lines[0] if lines else type(e).__name__
-
-
-@contextlib.contextmanager
-def _tidy(cache: Path, repo: str) -> Iterator[None]:
-    """A fetch that fails leaves the cache as it found it but for whole files
-    (a config fetched before the failure stays, where vLLM finds it): the
-    refs, .no_exist markers, locks, partial downloads and folders
-    huggingface_hub made for it go."""
-    folder = "models--" + repo.replace("/", "--")
-    roots = (cache / folder, cache / ".locks" / folder)
-    before = _paths(cache, roots)
-    try:
-        yield
-    except BaseException:
-        _undo(cache, roots, before)
-        raise
-
-
-def _paths(cache: Path, roots: tuple[Path, ...]) -> set[Path]:
-    found = {p for p in (cache, cache / ".locks", cache / "CACHEDIR.TAG") if p.exists()}
-    for root in roots:
-        if root.exists():
-            found |= {root, *root.rglob("*")}
-    return found
-
-
-def _undo(cache: Path, roots: tuple[Path, ...], before: set[Path]) -> None:
-    mine = {
-        p for p in _paths(cache, roots) - before if any(r == p or r in p.parents for r in roots)
-    }
-    snapshots = roots[0] / "snapshots"
-    keep = {p for p in mine if snapshots in p.parents and not p.is_dir() and p.is_file()}
-    keep |= {p.resolve() for p in keep if p.is_symlink()}
-    for ref in (p for p in mine if roots[0] / "refs" in p.parents and p.is_file()):
-        if any(k for k in keep if (snapshots / ref.read_text().strip()) in k.parents):
-            keep.add(ref)
-    keep |= {q for k in keep for q in k.parents if q in mine}
-    for p in sorted(mine - keep, key=lambda p: len(p.parts), reverse=True):
-        _remove(p)
-    # the cache's own entries, when this run made them: .locks when empty, the
-    # rest when the cache holds nothing else (the other model is fetched beside)
-    if cache / ".locks" not in before:
-        _remove(cache / ".locks")
-    left = set(cache.iterdir()) if cache.is_dir() else set()
-    if not left - {cache / "CACHEDIR.TAG"}:
-        for p in (cache / "CACHEDIR.TAG", cache):
-            if p not in before:
-                _remove(p)
-
-
-def _remove(p: Path) -> None:
-    """A file, or a folder when empty."""
-    with contextlib.suppress(OSError):
-        if p.is_dir() and not p.is_symlink():
-            p.rmdir()
-        else:
-            p.unlink()
