@@ -19,7 +19,7 @@ A repo is a folder per commit (its files, sparse where the test wrote them
 so), branches and tags naming commits. `served` counts the body bytes sent;
 `stall` makes answers to matching paths wait (a hub that does not answer);
 `answer` hands requests for matching paths to a function of the test's (a
-hostile hub).
+hostile hub: `never`, `drip`, `redirect_loop`, `body`, below).
 """
 
 from __future__ import annotations
@@ -189,8 +189,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for pattern, answer in list(self.stand_in.answer.items()):
             if re.search(pattern, path):
                 with contextlib.suppress(ConnectionError):
-                    answer(self, path)
-                return
+                    if answer(self, path) is not False:  # False: answered as the hub would
+                        return
         m = re.match(r"^/api/models/([^/]+/[^/]+)(?:/revision/(.+))?$", path)
         if m:
             return self._model_info(m.group(1), m.group(2) or "main")
@@ -278,8 +278,49 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 left -= len(piece)
 
 
-# a function that answers a request for a path in StandIn.answer, instead of the hub
-Answer = Callable[[_Handler, str], None]
+# -- a hostile hub: answers a test puts in StandIn.answer ----------------------------
+
+Answer = Callable[[_Handler, str], "bool | None"]  # False: not this one, answer as the hub
+
+
+def never(h: _Handler, path: str) -> None:
+    """Takes the request and says nothing, until the server stops."""
+    h.stand_in.closing.wait()
+
+
+def drip(every: float = 2.0) -> Answer:
+    """A GET answered 200 with a body (a long JSON string) that comes one
+    byte every `every` seconds: each read answers in time, the whole never
+    ends. A HEAD is answered as the hub answers it."""
+
+    def answer(h: _Handler, path: str) -> bool | None:
+        if h.command == "HEAD":
+            return False
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(10**9))
+        h.end_headers()
+        h.wfile.write(b'"')
+        while not h.stand_in.closing.wait(every):
+            h.wfile.write(b"x")
+            h.wfile.flush()
+        return None
+
+    return answer
+
+
+def redirect_loop(h: _Handler, path: str) -> None:
+    """A redirect to itself, for ever."""
+    h._send(302, b"", {"Location": path})
+
+
+def body(data: bytes, headers: dict[str, str] | None = None, status: int = 200) -> Answer:
+    """These bytes (and headers), whatever was asked."""
+
+    def answer(h: _Handler, path: str) -> None:
+        h._send(status, data, {"Content-Type": "application/json", **(headers or {})})
+
+    return answer
 
 
 def sparse(path: Path, size: int) -> None:

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import hub as H
 from support import pairs as F
 from support import synthetic as S
 from support.hub import StandIn
@@ -86,10 +90,14 @@ def one_line(r: subprocess.CompletedProcess, code: int) -> str:
 
 
 def whole_files_only(hf: Path) -> None:
-    """HF_HOME holds nothing a failed run left half done."""
+    """HF_HOME holds nothing a failed run left half done: no partial
+    download, marker, or ref to nothing (huggingface_hub keeps the lock of
+    a file it fetched whole)."""
     for p in hf.rglob("*"):
-        assert not p.name.endswith((".incomplete", ".lock", ".tmp")), p
+        assert not p.name.endswith((".incomplete", ".tmp")), p
         assert ".no_exist" not in p.parts, p
+        if "refs" in p.parts and p.is_file():
+            assert (p.parents[1] / "snapshots" / p.read_text().strip()).is_dir(), p
 
 
 # -- 1. names: refused before any request, and nothing written outside HF_HOME ----------
@@ -154,3 +162,83 @@ def test_a_name_is_refused_before_any_request(standin, box, case):
         assert "not a hub id" in line, line
     else:
         assert "is not a branch, tag or commit name" in line, line
+
+
+# -- 2. one deadline for the hub reads, whatever the server does ------------------------
+
+HEAD_CONFIG = r"^/ok/target/resolve/main/config.json$"
+STALLS = {
+    # what the hub does, where; the deadline (the range read comes after the
+    # target's reads: they must be done by then); what the message names
+    "listing-never": ({r"^/api/models/": H.never}, 2, "no answer to GET .*/api/models/ok/"),
+    "config-head-never": ({HEAD_CONFIG: H.never}, 2, "no answer to HEAD .*/config.json"),
+    "listing-drips": (
+        {r"^/api/models/": H.drip()},
+        2,
+        r"the answer to GET .*/api/models/ok/\w+ \(200\)",
+    ),
+    "config-drips": ({HEAD_CONFIG: H.drip()}, 2, r"the answer to GET .*/config.json \(200\)"),
+    "range-drips": ({r"^/cdn/": H.drip()}, 5, r"the answer to GET .*/cdn/ok/drafter/.* \(200\)"),
+    "config-500": (
+        {HEAD_CONFIG: H.body(b"{}", status=500)},
+        2,
+        r"the last request, HEAD .*/config.json, was answered 500",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STALLS))
+def test_the_hub_reads_end_at_their_deadline(standin, box, case):
+    """A HEAD of config.json that never answered took 389 s with
+    HF_HUB_DOWNLOAD_TIMEOUT=3 and then said "did not answer within 3 s"; a
+    server that sends a byte every 2 s still ran at 100 s; a 500 printed a
+    dozen retry lines before the error. Now the reads end at their deadline
+    (VPATCH_HUB_TIMEOUT, a few seconds here), in one line that says what
+    timed out and after how long; nothing else is printed but the notice of
+    what is awaited."""
+    answers, seconds, said = STALLS[case]
+    standin.answer.update(answers)
+    env = {"VPATCH_HUB_TIMEOUT": str(seconds), "HF_HUB_DOWNLOAD_TIMEOUT": "3"}
+    r = doctor(standin, box, *pair(), env=env)
+    line = one_line(r, 2)
+    within = f"not read within {seconds}s, the time doctor gives its hub reads in all"
+    assert re.search(rf"{within} \(VPATCH_HUB_TIMEOUT=SECONDS sets it\): {said}", line), line
+    assert all(ln.startswith("waiting for ") for ln in r.stderr.splitlines()[:-1]), r.stderr
+    whole_files_only(box.hf)
+
+
+# -- 3. Ctrl-C, and SIGTERM: prompt, and nothing half done -------------------------------
+
+
+def started(standin, box, *args, until: Callable[[], bool]) -> subprocess.Popen:
+    """`vpatch doctor ARGS` started, once `until()` holds (30 s at most)."""
+    home = {"HF_HOME": str(box.hf), "HF_ENDPOINT": standin.url, "HF_TOKEN": ""}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "vpatch.cli", "doctor", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **home, "VPATCH_HUB_TIMEOUT": "600"},
+    )
+    t0 = time.monotonic()
+    while not until():
+        assert p.poll() is None and time.monotonic() - t0 < 30, p.communicate()
+        time.sleep(0.05)
+    return p
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_one_signal_ends_a_hung_read(standin, box, sig):
+    """One SIGINT 5 s into a hung read left doctor running 150 s later (the
+    worker threads were waited for); SIGTERM left huggingface_hub's
+    blobs/*.incomplete behind. Now either ends it at once (20 s is the
+    failure signal): exit 130, one line, and the cache as it was but for
+    whole files. The signal comes while config.json's body is half read."""
+    standin.answer[HEAD_CONFIG] = H.drip(0.2)
+    partial = lambda: any(box.hf.rglob("*.incomplete"))  # noqa: E731
+    p = started(standin, box, *pair(), until=partial)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=20)
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    assert "interrupted" in one_line(r, 130)
+    whole_files_only(box.hf)

@@ -40,13 +40,12 @@ import contextlib
 import json
 import re
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from . import tidy, weights
+from . import deadline, tidy, weights
 
 CONFIG = "config.json"
 TOKENIZER = "tokenizer_config.json"
@@ -72,6 +71,9 @@ class Hub:
     endpoint: str | None = None
     offline: bool | None = None
     timeout: float | None = None
+    # doctor's own: seconds for all the hub reads of a run (None: VPATCH_HUB_TIMEOUT,
+    # else deadline.DEFAULT)
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,8 @@ def resolve(
             return _cached(ref, revision, drafter, cache)
     endpoint = (hub.endpoint or constants.ENDPOINT).rstrip("/")
     timeout = hub.timeout if hub.timeout is not None else constants.HF_HUB_DOWNLOAD_TIMEOUT
-    with _errors(ref, revision, endpoint, timeout), tidy.tidy(cache, ref):
+    errors = _errors(ref, revision, endpoint, timeout)
+    with deadline.bounded(hub.deadline, ref), errors, tidy.tidy(cache, ref):
         return _fetched(ref, revision, drafter, cache, endpoint, timeout)
 
 
@@ -299,10 +302,9 @@ def _headers(
 
     tensors: dict[str, weights.Tensor] = {}
     # the shards' headers at once: on the hub each is a request and a redirect
-    with ThreadPoolExecutor(max_workers=min(8, len(names) or 1)) as pool:
-        for got, said in pool.map(one, names):  # in order: the first failure is raised
-            tensors.update(got)
-            read.append(said)
+    for got, said in deadline.each(one, names):  # in order: the first failure is raised
+        tensors.update(got)
+        read.append(said)
     return weights.Weights(tensors, tuple(names), other)
 
 
@@ -500,9 +502,11 @@ def _transport_message(e: Exception, endpoint: str | None, timeout: float | None
     import httpx2
 
     if isinstance(e, httpx2.TimeoutException):
+        b = deadline.current()  # how long it took with huggingface_hub's tries again
+        took = f", {b.elapsed():.1f}s after the hub reads began" if b else ""
         return (
-            f"{endpoint} did not answer within {timeout} s (HF_HUB_DOWNLOAD_TIMEOUT); "
-            "try again, or use --offline with the files in the cache"
+            f"{endpoint} did not answer a request within {timeout:g}s (HF_HUB_DOWNLOAD_TIMEOUT)"
+            f"{took}; try again, or use --offline with the files in the cache"
         )
     return (
         f"cannot reach {endpoint} ({type(e).__name__}: {_first(e)}); check HF_ENDPOINT and "

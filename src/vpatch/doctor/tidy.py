@@ -12,8 +12,11 @@ everything else this read made goes.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
+
+from . import deadline
 
 
 @contextlib.contextmanager
@@ -25,18 +28,27 @@ def tidy(cache: Path, repo: str) -> Iterator[None]:
     folder = "models--" + repo.replace("/", "--")
     roots = (cache / folder, cache / ".locks" / folder)
     before = _paths(cache, roots)
-    try:
-        yield
-    except BaseException:
+
+    def undo() -> None:
         _undo(cache, roots, before)
-        raise
+
+    # a read stopped while stuck in a socket never gets here: the main thread undoes it
+    with deadline.on_stop(undo):
+        try:
+            yield
+        except BaseException:
+            undo()
+            raise
 
 
 def _paths(cache: Path, roots: tuple[Path, ...]) -> set[Path]:
+    """What is under the roots (walked as the read itself may be removing it)."""
     found = {p for p in (cache, cache / ".locks", cache / "CACHEDIR.TAG") if p.exists()}
     for root in roots:
         if root.exists():
-            found |= {root, *root.rglob("*")}
+            found.add(root)
+            for top, dirs, files in os.walk(root):
+                found |= {Path(top, n) for n in (*dirs, *files)}
     return found
 
 
@@ -48,8 +60,9 @@ def _undo(cache: Path, roots: tuple[Path, ...], before: set[Path]) -> None:
     keep = {p for p in mine if snapshots in p.parents and not p.is_dir() and p.is_file()}
     keep |= {p.resolve() for p in keep if p.is_symlink()}
     for ref in (p for p in mine if roots[0] / "refs" in p.parents and p.is_file()):
-        if any(k for k in keep if (snapshots / ref.read_text().strip()) in k.parents):
-            keep.add(ref)
+        with contextlib.suppress(OSError):
+            if any(k for k in keep if (snapshots / ref.read_text().strip()) in k.parents):
+                keep.add(ref)
     keep |= {q for k in keep for q in k.parents if q in mine}
     for p in sorted(mine - keep, key=lambda p: len(p.parts), reverse=True):
         _remove(p)
