@@ -12,9 +12,11 @@ generous timeout is the failure signal.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -32,13 +34,35 @@ TARGET, DRAFTER = "ok/target", "ok/drafter"
 SPEC = '{"method": "eagle3", "model": "ok/drafter", "num_speculative_tokens": 3}'
 
 
+NESTED = b"[" * 100_000 + b"]" * 100_000  # deeper than json.loads goes: RecursionError
+
+
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
+    """ok/target and ok/drafter, a good pair; bad/* drafters and targets
+    whose files are hostile."""
     root = tmp_path_factory.mktemp("hub")
     t, d = F.pair(root, sparse=True)
     s = StandIn()
     s.add(TARGET, t)
     s.add(DRAFTER, d)
+    cfg = json.loads((d / "config.json").read_text())
+    bad = {
+        "nested-header": {"model.safetensors": struct.pack("<Q", len(NESTED)) + NESTED},
+        "nested-index": {"model.safetensors.index.json": NESTED},
+        "nested-config": {"config.json": NESTED},
+        "escaping-index": {
+            "model.safetensors.index.json": json.dumps(
+                {"weight_map": {"fc.weight": "../../../etc/passwd"}}
+            ).encode()
+        },
+    }
+    for name, files in bad.items():
+        folder = F.write_model(root / name, cfg)
+        for file, data in files.items():
+            (folder / file).write_bytes(data)
+        s.add(f"bad/{name}", folder)
+    s.folders = {"nested-config": root / "nested-config"}
     with s.running():
         yield s
 
@@ -242,3 +266,76 @@ def test_one_signal_ends_a_hung_read(standin, box, sig):
     r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     assert "interrupted" in one_line(r, 130)
     whole_files_only(box.hf)
+
+
+# -- 4. bad input is exit 2 in one line, never an internal error (exit 70) -------------
+
+HEAD_DRAFTER_CONFIG = r"^/ok/drafter/resolve/main/config.json$"
+
+
+def head_with_commit(commit: str) -> H.Answer:
+    """config.json's HEAD, its X-Repo-Commit a path (huggingface_hub makes
+    snapshots/<it>/)."""
+    return H.body(b"", {"X-Repo-Commit": commit, "ETag": '"e"', "X-Linked-Size": "2"})
+
+
+BAD = {
+    # what the hub serves (answers), the pair; what the message says
+    "header-nested": ({}, pair(drafter="bad/nested-header"), "safetensors header: not valid JSON"),
+    "index-nested": ({}, pair(drafter="bad/nested-index"), "index.json: not valid JSON"),
+    "listing-nested": (
+        {r"^/api/models/ok/drafter": H.body(NESTED)},
+        pair(),
+        "not a Hugging Face hub: the listing of ok/drafter: not valid JSON",
+    ),
+    "drafter-config-nested": ({}, pair(drafter="bad/nested-config"), "not valid JSON"),
+    "target-config-nested": ({}, pair(target="bad/nested-config"), "not valid JSON"),
+    "listing-redirects": (
+        {r"^/api/models/ok/drafter": H.redirect_loop},
+        pair(),
+        "not a Hugging Face hub (redirects without end: http",
+    ),
+    "resolve-redirects": (
+        {HEAD_DRAFTER_CONFIG: H.redirect_loop},
+        pair(),
+        "not a Hugging Face hub (redirects without end: Exceeded 20 redirects while resolving",
+    ),
+    "commit-dot-dot": (
+        {HEAD_DRAFTER_CONFIG: head_with_commit("../..")},
+        pair(),
+        "X-Repo-Commit '../..' is not a commit id",
+    ),
+    "commit-absolute": (
+        {HEAD_DRAFTER_CONFIG: head_with_commit("/tmp/x")},
+        pair(),
+        "X-Repo-Commit '/tmp/x' is not a commit id",
+    ),
+    "index-escapes": (
+        {},
+        pair(drafter="bad/escaping-index"),
+        "weight_map names '../../../etc/passwd', not a file of the checkpoint",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_exit_2(standin, box, case):
+    """Deep JSON in a header, an index, the listing, a config
+    (RecursionError), a redirect loop on the listing or on resolve
+    (TooManyRedirects), an X-Repo-Commit of `../..` or an absolute path and
+    an index naming `../../../etc/passwd` (ValueError) were internal errors
+    (exit 70). Each is exit 2 in one line now, nothing written outside
+    HF_HOME, nothing half done in it."""
+    answers, args, said = BAD[case]
+    standin.answer.update(answers)
+    before = S.snapshot(box.dir, skip=("hf",))
+    line = one_line(doctor(standin, box, *args), 2)
+    assert said in line, line
+    assert S.same(before, S.snapshot(box.dir, skip=("hf",))) == []
+    whole_files_only(box.hf)
+
+
+def test_a_local_config_nested_deep_is_exit_2(standin, box):
+    folder = standin.folders["nested-config"]
+    line = one_line(doctor(standin, box, *pair(drafter=str(folder))), 2)
+    assert f"{folder / 'config.json'}: not valid JSON (nested too deep to read)" in line

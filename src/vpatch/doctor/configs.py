@@ -18,23 +18,16 @@ Drafter: vLLM reads a drafter in one of two formats
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import jsontext
 from ..errors import ConfigError
 
 
 def load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: missing") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})") from None
+    data = jsontext.read(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: not a JSON object")
     return data

@@ -16,7 +16,8 @@ DEFAULT), that holds whatever the server does:
     range reads too) passes two event hooks, added by the client factory
     doctor sets (`_install`): a read that must stop (the deadline passed, or
     Ctrl-C) makes no request and takes no byte more, and a request waits no
-    longer than the time left;
+    longer than the time left; an answer's X-Repo-Commit must be a commit
+    id before huggingface_hub makes a folder of it;
   * SIGTERM during the reads is a Ctrl-C: exit 130, the cache as it was
     (huggingface_hub's blobs/*.incomplete were left behind);
   * huggingface_hub's log is silenced while the reads run (a dozen retry
@@ -28,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -40,6 +42,7 @@ DEFAULT = 60.0  # seconds: a pair's dozen requests take 1-2 s on a laptop
 NOTICE = 3.0  # seconds of hub reads before `say` tells what is awaited
 GRACE = 1.0  # seconds a stopped read gets to take back what it made itself
 VARIABLE = "VPATCH_HUB_TIMEOUT"
+COMMIT = re.compile(r"^[0-9a-f]{40}$")  # a commit id, as the hub gives it
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -340,6 +343,13 @@ def _on_response(response: Any) -> None:
         return
     b.check()
     job, request = getattr(_here, "job", ""), response.request
+    commit = response.headers.get("X-Repo-Commit")
+    if commit is not None and not COMMIT.match(commit):
+        # huggingface_hub makes snapshots/<it>/ of it: `../..` or `/etc` is a path
+        raise ConfigError(
+            f"{_shown(request.url)}: not a Hugging Face hub (X-Repo-Commit {commit[:80]!r} is "
+            "not a commit id)"
+        )
     said = (f"{request.method} {_shown(request.url)}", response.status_code)
     b.asked[job] = (*said, False)
     response.stream = _checked(response.stream, b, job, said)

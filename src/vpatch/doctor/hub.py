@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import jsontext
 from ..errors import ConfigError
 from . import deadline, tidy, weights
 
@@ -248,13 +249,29 @@ def _listing(
     if revision is not None:
         url += f"/revision/{quote(revision, safe='')}"
     params = {"expand": ["sha", "siblings"]}
-    r = get_session().get(url, headers=build_hf_headers(), params=params, timeout=timeout)
-    hf_raise_for_status(r)
-    data = r.json()
+    headers = build_hf_headers()
+    body = bytearray()
+    with get_session().stream("GET", url, headers=headers, params=params, timeout=timeout) as r:
+        if r.status_code >= 400:
+            r.read()  # the error's message is in the body
+            hf_raise_for_status(r)
+        for chunk in r.iter_bytes():
+            body += chunk
+            if len(body) > jsontext.LIMIT:
+                raise ConfigError(
+                    f"{endpoint}: the listing of {repo} is over {jsontext.LIMIT // 2**20} MiB; "
+                    "no model repo's is"
+                )
+    data = jsontext.loads(bytes(body), f"{endpoint}: not a Hugging Face hub: the listing of {repo}")
     sha = data.get("sha") if isinstance(data, dict) else None
     siblings = data.get("siblings") if isinstance(data, dict) else None
     if not isinstance(sha, str) or not isinstance(siblings, list):
         raise ConfigError(f"{endpoint}: not a Hugging Face hub (no sha and siblings for {repo})")
+    if not deadline.COMMIT.match(sha):
+        raise ConfigError(
+            f"{endpoint}: not a Hugging Face hub (the commit of {repo} is {sha[:80]!r}, "
+            "not a commit id)"
+        )
     files = [s["rfilename"] for s in siblings if isinstance(s, dict) and "rfilename" in s]
     return sha, [f for f in files if isinstance(f, str)]
 
@@ -439,9 +456,15 @@ def _errors(
         raise ConfigError(f"{repo}: not a valid hub id ({_first(e)})") from None
     except (httpx2.TransportError, httpx2.InvalidURL, hf.OfflineModeIsEnabled) as e:
         raise ConfigError(_transport_message(e, endpoint, timeout)) from None
-    except json.JSONDecodeError as e:  # an answer that is not the hub's JSON
+    except httpx2.TooManyRedirects as e:
         raise ConfigError(
-            f"{endpoint}: not a Hugging Face hub ({_first(e)}); check HF_ENDPOINT"
+            f"{endpoint}: not a Hugging Face hub (redirects without end: {_shown_url(e)}); "
+            "check HF_ENDPOINT"
+        ) from None
+    except (json.JSONDecodeError, RecursionError) as e:  # an answer that is not the hub's JSON
+        why = "JSON nested too deep" if isinstance(e, RecursionError) else _first(e)
+        raise ConfigError(
+            f"{endpoint}: not a Hugging Face hub ({why}); check HF_ENDPOINT"
         ) from None
 
 
@@ -512,6 +535,15 @@ def _transport_message(e: Exception, endpoint: str | None, timeout: float | None
         f"cannot reach {endpoint} ({type(e).__name__}: {_first(e)}); check HF_ENDPOINT and "
         "the network, or use --offline with the files in the cache"
     )
+
+
+def _shown_url(e: Exception) -> str:
+    """The URL of the request an HTTP error is about, without its query (or
+    the error's own words, when it has no request)."""
+    try:
+        return str(e.request.url).split("?", 1)[0]  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # httpx2: RuntimeError when it has none
+        return _first(e)
 
 
 def _first(e: BaseException) -> str:

@@ -12,12 +12,12 @@ model.safetensors.index.json; only the headers of those files are read.
 from __future__ import annotations
 
 import fnmatch
-import json
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import jsontext
 from ..errors import ConfigError
 
 # safetensors' own limit (MAX_HEADER_SIZE in the Rust crate).
@@ -51,10 +51,7 @@ def length(head: bytes, size: int | None, where: str) -> int:
 def parse(raw: bytes, where: str, file: str) -> dict[str, Tensor]:
     """The tensors a header's N bytes of JSON declare (`file`: the name
     each Tensor records)."""
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{where}: safetensors header is not JSON ({e})") from None
+    meta = jsontext.loads(raw, f"{where}: safetensors header")
     if not isinstance(meta, dict):
         raise ConfigError(f"{where}: safetensors header is not a JSON object")
     out = {}
@@ -96,12 +93,21 @@ class Weights:
 
 
 def shards(text: str, where: str) -> list[str]:
-    """The files a sharded checkpoint's index (its text) lists."""
-    try:
-        weight_map = json.loads(text)["weight_map"]
-        return sorted(set(weight_map.values()))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise ConfigError(f"{where}: not a safetensors index (no weight_map)") from None
+    """The files a sharded checkpoint's index (its text) lists: files of
+    the checkpoint (vLLM's loader joins each to its folder; one that leaves
+    it, `../../../etc/passwd`, is refused)."""
+    index = jsontext.loads(text, where)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+        raise ConfigError(f"{where}: not a safetensors index (no weight_map)")
+    names = set(weight_map.values())
+    for name in names:
+        parts = name.split("/") if isinstance(name, str) else [""]
+        if any(p in ("", ".", "..") or "\\" in p or "\0" in p for p in parts):
+            raise ConfigError(
+                f"{where}: weight_map names {str(name)[:100]!r}, not a file of the checkpoint"
+            )
+    return sorted(names)
 
 
 def singles(names: Iterable[str]) -> list[str]:

@@ -345,7 +345,7 @@ def test_offline_drafter_without_its_weights(tmp_path):
         ("acme/pickled", True, None, r"pickled only \(pytorch_model.bin\)"),
         ("acme/truncated", True, None, r"not a safetensors file \(header length 5000, file 22"),
         ("acme/huge", True, None, "header length 100000001"),
-        ("acme/not-json", True, None, "header is not JSON"),
+        ("acme/not-json", True, None, "safetensors header: not valid JSON"),
     ],
 )
 def test_bad_answers(standin, tmp_path, monkeypatch, repo, drafter, token, phrase):
@@ -357,6 +357,28 @@ def test_bad_answers(standin, tmp_path, monkeypatch, repo, drafter, token, phras
     assert "\n" not in str(e.value)
     whole_files_only(tmp_path)
     assert standin.served < 100_000  # a header that claims 100 MB is not fetched
+
+
+@pytest.mark.parametrize("sha", ["../..", "/etc", "main", "A" * 40])
+def test_a_listing_whose_commit_is_no_commit_id(standin, tmp_path, sha):
+    """huggingface_hub makes snapshots/<commit>/: the listing's commit must
+    be a commit id."""
+    from support.hub import body
+
+    standin.answer[r"^/api/models/"] = body(json.dumps({"sha": sha, "siblings": []}).encode())
+    try:
+        with pytest.raises(ConfigError, match=r"not a Hugging Face hub \(the commit of .* not a"):
+            hub.resolve(KIMI, hub=online(standin, tmp_path))
+    finally:
+        standin.answer.clear()
+
+
+def test_a_listing_over_the_limit(standin, tmp_path, monkeypatch):
+    from vpatch import jsontext
+
+    monkeypatch.setattr(jsontext, "LIMIT", 100)
+    with pytest.raises(ConfigError, match="the listing of moonshotai/Kimi-K2.5 is over"):
+        hub.resolve(KIMI, hub=online(standin, tmp_path))
 
 
 def test_the_token_opens_a_gated_repo(standin, tmp_path, monkeypatch):

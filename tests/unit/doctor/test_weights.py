@@ -51,12 +51,28 @@ def test_index_naming_a_missing_shard(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "name", ["../../../etc/passwd", "/etc/passwd", "a/../b", "./x", "a//b", "a\\b", "", 7]
+)
+def test_an_index_naming_no_file_of_the_checkpoint(name):
+    """vLLM's loader joins each name to the folder: `../../../etc/passwd`
+    leaves it (and was a ValueError from huggingface_hub: exit 70)."""
+    text = json.dumps({"weight_map": {"fc.weight": name}})
+    with pytest.raises(ConfigError, match="not a file of the checkpoint"):
+        weights.shards(text, "idx")
+
+
+def test_an_index_naming_files_in_a_subfolder():
+    text = json.dumps({"weight_map": {"a": "sub/m-1.safetensors", "b": "m-2.safetensors"}})
+    assert weights.shards(text, "idx") == ["m-2.safetensors", "sub/m-1.safetensors"]
+
+
+@pytest.mark.parametrize(
     "raw,phrase",
     [
         (b"abc", "shorter than 8"),
         (struct.pack("<Q", 10**12) + b"{}", "header length"),  # never allocates or reads 1 TB
         (struct.pack("<Q", 64) + b"{}", "header length"),  # says more than the file has
-        (struct.pack("<Q", 4) + b"{no}", "not JSON"),
+        (struct.pack("<Q", 4) + b"{no}", "header: not valid JSON"),
         (struct.pack("<Q", 2) + b"[]", "not a JSON object"),
         (struct.pack("<Q", 19) + b'{"a": {"dtype": 1}}', "no valid dtype/shape"),
     ],
