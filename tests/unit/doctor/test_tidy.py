@@ -4,13 +4,15 @@ name their commit; what was there before stays."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
-from vpatch.doctor import tidy
+from vpatch.doctor import deadline, tidy
 
 REPO = "acme/d"
 COMMIT = "a" * 40
+STUCK = threading.Event()  # never set: a read stuck in a socket
 
 
 def made_by_a_fetch(cache: Path, whole: bool) -> Path:
@@ -88,3 +90,41 @@ def test_a_cache_that_was_there_stays_when_emptied(tmp_path):
         made_by_a_fetch(cache, whole=False)
         raise KeyError
     assert sorted(p.name for p in cache.iterdir()) == ["CACHEDIR.TAG"]
+
+
+def test_a_failure_leaves_the_cache_to_a_read_still_running(tmp_path):
+    """The target and the drafter are read at once into one cache: the one
+    that fails first left no cache folder for the other, which was making
+    its repo folder in it (FileNotFoundError, exit 11). Now the cache's own
+    entries go with the last read only."""
+    cache = tmp_path / "hub"
+    with tidy.tidy(cache, "acme/target"):  # still running while the drafter fails
+        with pytest.raises(KeyError), tidy.tidy(cache, REPO):
+            made_by_a_fetch(cache, whole=False)
+            raise KeyError
+        assert sorted(p.name for p in cache.iterdir()) == [".locks", "CACHEDIR.TAG"]
+    with pytest.raises(KeyError), tidy.tidy(cache, "acme/target"):
+        raise KeyError  # the last one: the cache it found was there, and stays
+    assert cache.is_dir()
+
+
+def test_reads_stopped_together_take_the_cache_back(tmp_path):
+    """Stopped by the deadline or Ctrl-C, the reads are done: the main
+    thread's taking back removes the cache folder they made."""
+    cache = tmp_path / "hub"
+    made: list = []
+
+    def read(repo: str) -> None:
+        with tidy.tidy(cache, repo):
+            deadline.current().begin()
+            if repo == REPO:
+                made_by_a_fetch(cache, whole=False)
+            made.append(repo)
+            STUCK.wait(30)
+
+    with pytest.raises(deadline.Expired), deadline.Reads(1) as reads:
+        jobs = [reads.start(r, read, r) for r in (REPO, "acme/target")]
+        while len(made) < 2:
+            STUCK.wait(0.01)
+        reads.result(jobs[0])
+    assert not cache.exists()
