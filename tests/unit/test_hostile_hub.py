@@ -57,6 +57,12 @@ def standin(tmp_path_factory):
             ).encode()
         },
     }
+    shards = [f"model-{i:06d}-of-100000.safetensors" for i in range(100_000)]
+    bad["many-shards"] = {
+        "model.safetensors.index.json": json.dumps(
+            {"weight_map": {f"t{i}": n for i, n in enumerate(shards)}}
+        ).encode()
+    }
     for name, files in bad.items():
         folder = F.write_model(root / name, cfg)
         for file, data in files.items():
@@ -339,3 +345,24 @@ def test_a_local_config_nested_deep_is_exit_2(standin, box):
     folder = standin.folders["nested-config"]
     line = one_line(doctor(standin, box, *pair(drafter=str(folder))), 2)
     assert f"{folder / 'config.json'}: not valid JSON (nested too deep to read)" in line
+
+
+# -- 5. no quadratic work: a stated cap on the files read ---------------------------------
+
+
+def test_an_index_of_100000_shards(standin, box):
+    """An index of 100,000 shards (the listing names them all) spent 73 s of
+    CPU in a list lookup before the first request, then 11 minutes of
+    requests with nothing said. Now doctor reads the headers of a few files
+    at most (weights.MAX_FILES), and says so at once; 60 s is the failure
+    signal."""
+    repo = "bad/many-shards"
+    commit = standin.repos[repo].refs["main"]
+    files = ["config.json", "model.safetensors.index.json"]
+    files += [f"model-{i:06d}-of-100000.safetensors" for i in range(100_000)]
+    listing = {"id": repo, "sha": commit, "siblings": [{"rfilename": f} for f in files]}
+    standin.answer[rf"^/api/models/{repo}"] = H.body(json.dumps(listing).encode())
+    line = one_line(doctor(standin, box, *pair(drafter=repo)), 2)
+    assert "index.json: 100000 safetensors files; an EAGLE-3 drafter has one or a few" in line
+    assert not [p for _, p, r in standin.log if r]  # not one header read
+    whole_files_only(box.hf)

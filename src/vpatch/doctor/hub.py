@@ -293,15 +293,16 @@ def _headers(
     where = f"{repo} at commit {commit}"
     if weights.INDEX in files:
         index = fetch(weights.INDEX, commit)
-        names = weights.shards(index.read_text(), f"{where}: {weights.INDEX}")
+        names = weights.shards(index, f"{where}: {weights.INDEX}")
         read.append(weights.INDEX)
-        missing = [n for n in names if n not in files]
+        listed = set(files)
+        missing = [n for n in names if n not in listed]
         if missing:
             raise ConfigError(
                 f"{where}: {weights.INDEX} lists {missing[0]}, which the repo has not"
             )
     else:
-        names = weights.singles(files)
+        names = weights.singles(files, where)
     other = weights.pickled(files)
     if not names and other:
         raise ConfigError(
@@ -410,12 +411,12 @@ def _cached(repo: str, revision: str | None, drafter: bool, cache: Path) -> Mode
     if drafter:
         names = [p.name for p in snap.iterdir() if p.is_file()]
         if weights.INDEX in names:
-            shards = weights.shards((snap / weights.INDEX).read_text(), str(snap / weights.INDEX))
+            shards = weights.shards(snap / weights.INDEX)
             absent = [s for s in shards if s not in names]
             if absent:
                 raise missing(absent)
             read.append(weights.INDEX)
-        elif not weights.singles(names):
+        elif not weights.singles(names, str(snap)):
             if weights.pickled(names):
                 raise ConfigError(
                     f"{repo}: the drafter's weights in the cache are pickled only "

@@ -22,6 +22,7 @@ from ..errors import ConfigError
 
 # safetensors' own limit (MAX_HEADER_SIZE in the Rust crate).
 MAX_HEADER = 100_000_000
+MAX_FILES = 64  # safetensors files whose headers doctor reads (a drafter has 1-4)
 INDEX = "model.safetensors.index.json"
 PICKLED = ("pytorch_model*.bin", "model*.bin", "*.pt", "*.pth")
 
@@ -92,28 +93,42 @@ class Weights:
         return self.tensors.get(name)
 
 
-def shards(text: str, where: str) -> list[str]:
-    """The files a sharded checkpoint's index (its text) lists: files of
+def shards(path: Path, where: str | None = None) -> list[str]:
+    """The files the sharded checkpoint's index at `path` lists: files of
     the checkpoint (vLLM's loader joins each to its folder; one that leaves
-    it, `../../../etc/passwd`, is refused)."""
-    index = jsontext.loads(text, where)
+    it, `../../../etc/passwd`, is refused), MAX_FILES at most."""
+    where = where or str(path)
+    index = jsontext.read(path, where)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict):
         raise ConfigError(f"{where}: not a safetensors index (no weight_map)")
-    names = set(weight_map.values())
-    for name in names:
+    names = set()
+    for name in weight_map.values():
         parts = name.split("/") if isinstance(name, str) else [""]
         if any(p in ("", ".", "..") or "\\" in p or "\0" in p for p in parts):
             raise ConfigError(
                 f"{where}: weight_map names {str(name)[:100]!r}, not a file of the checkpoint"
             )
-    return sorted(names)
+        names.add(name)
+    return few(sorted(names), where)
 
 
-def singles(names: Iterable[str]) -> list[str]:
+def singles(names: Iterable[str], where: str) -> list[str]:
     """Without an index: every *.safetensors file at the top of the
-    checkpoint (what vLLM's loader takes)."""
-    return sorted(n for n in names if "/" not in n and n.endswith(".safetensors"))
+    checkpoint (what vLLM's loader takes), MAX_FILES at most."""
+    return few(sorted(n for n in names if "/" not in n and n.endswith(".safetensors")), where)
+
+
+def few(files: list[str], where: str) -> list[str]:
+    """`files`, when they are few enough to read a header of each: a drafter
+    has one or a few (an index of 100,000 shards cost 11 minutes of requests
+    on the hub)."""
+    if len(files) > MAX_FILES:
+        raise ConfigError(
+            f"{where}: {len(files)} safetensors files; an EAGLE-3 drafter has one or a few, and "
+            f"doctor reads the headers of {MAX_FILES} at most"
+        )
+    return files
 
 
 def pickled(names: Iterable[str]) -> tuple[str, ...]:
@@ -129,16 +144,12 @@ def read(folder: Path) -> Weights:
     index = folder / INDEX
     names = [p.name for p in folder.iterdir() if p.is_file()]
     if index.is_file():
-        try:
-            text = index.read_text()
-        except OSError as e:
-            raise ConfigError(f"{index}: cannot read: {e.strerror or e}") from None
-        files = shards(text, str(index))
+        files = shards(index)
         missing = [f for f in files if not (folder / f).is_file()]
         if missing:
             raise ConfigError(f"{index}: lists {missing[0]}, which is not in {folder}")
     else:
-        files = singles(names)
+        files = singles(names, str(folder))
     tensors: dict[str, Tensor] = {}
     for f in files:
         tensors.update(header(folder / f))

@@ -53,17 +53,34 @@ def test_index_naming_a_missing_shard(tmp_path):
 @pytest.mark.parametrize(
     "name", ["../../../etc/passwd", "/etc/passwd", "a/../b", "./x", "a//b", "a\\b", "", 7]
 )
-def test_an_index_naming_no_file_of_the_checkpoint(name):
+def test_an_index_naming_no_file_of_the_checkpoint(tmp_path, name):
     """vLLM's loader joins each name to the folder: `../../../etc/passwd`
     leaves it (and was a ValueError from huggingface_hub: exit 70)."""
-    text = json.dumps({"weight_map": {"fc.weight": name}})
+    (tmp_path / "idx").write_text(json.dumps({"weight_map": {"fc.weight": name}}))
     with pytest.raises(ConfigError, match="not a file of the checkpoint"):
-        weights.shards(text, "idx")
+        weights.shards(tmp_path / "idx")
 
 
-def test_an_index_naming_files_in_a_subfolder():
-    text = json.dumps({"weight_map": {"a": "sub/m-1.safetensors", "b": "m-2.safetensors"}})
-    assert weights.shards(text, "idx") == ["m-2.safetensors", "sub/m-1.safetensors"]
+def test_an_index_naming_files_in_a_subfolder(tmp_path):
+    index = {"weight_map": {"a": "sub/m-1.safetensors", "b": "m-2.safetensors", "c": [1]}}
+    (tmp_path / "idx").write_text(json.dumps(index))
+    with pytest.raises(ConfigError, match=r"weight_map names '\[1\]'"):
+        weights.shards(tmp_path / "idx")
+    del index["weight_map"]["c"]
+    (tmp_path / "idx").write_text(json.dumps(index))
+    assert weights.shards(tmp_path / "idx") == ["m-2.safetensors", "sub/m-1.safetensors"]
+
+
+def test_a_drafter_has_a_few_files(tmp_path):
+    """An index of 100,000 shards cost 73 s of CPU and 11 minutes of
+    requests on the hub: doctor reads MAX_FILES headers at most."""
+    many = [f"m-{i}.safetensors" for i in range(weights.MAX_FILES + 1)]
+    (tmp_path / "idx").write_text(json.dumps({"weight_map": dict(zip(many, many, strict=True))}))
+    with pytest.raises(ConfigError, match="65 safetensors files; an EAGLE-3 drafter has one"):
+        weights.shards(tmp_path / "idx")
+    with pytest.raises(ConfigError, match="65 safetensors files"):
+        weights.singles(many, "folder")
+    assert weights.singles(many[:-1], "folder") == sorted(many[:-1])
 
 
 @pytest.mark.parametrize(
