@@ -35,6 +35,18 @@ SPEC = '{"method": "eagle3", "model": "ok/drafter", "num_speculative_tokens": 3}
 
 
 NESTED = b"[" * 100_000 + b"]" * 100_000  # deeper than json.loads goes: RecursionError
+FC = 7168 * 21504 * 2  # bytes of a BF16 fc.weight [7168, 21504]
+MALFORMED = {  # safetensors headers that the safetensors library refuses
+    "negative-shape": {
+        "fc.weight": {"dtype": "BF16", "shape": [-7168, -21504], "data_offsets": [0, FC]}
+    },
+    "negative-offsets": {
+        "fc.weight": {"dtype": "BF16", "shape": [7168, 21504], "data_offsets": [-FC, 0]}
+    },
+    "string-shape": {
+        "fc.weight": {"dtype": "BF16", "shape": ["7168", "21504"], "data_offsets": [0, FC]}
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +69,9 @@ def standin(tmp_path_factory):
             ).encode()
         },
     }
+    for name, meta in MALFORMED.items():
+        raw = json.dumps(meta).encode()
+        bad[name] = {"model.safetensors": struct.pack("<Q", len(raw)) + raw}
     shards = [f"model-{i:06d}-of-100000.safetensors" for i in range(100_000)]
     bad["many-shards"] = {
         "model.safetensors.index.json": json.dumps(
@@ -366,3 +381,15 @@ def test_an_index_of_100000_shards(standin, box):
     assert "index.json: 100000 safetensors files; an EAGLE-3 drafter has one or a few" in line
     assert not [p for _, p, r in standin.log if r]  # not one header read
     whole_files_only(box.hf)
+
+
+# -- 6. a header the safetensors library refuses is bad input ------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_header_is_exit_2(standin, box, case):
+    """fc.weight of shape [-7168, -21504] gave a finding "takes -3 states";
+    negative offsets and string shapes passed as tensors. Each is exit 2 in
+    one line, as the safetensors library refuses such a file at load."""
+    line = one_line(doctor(standin, box, *pair(drafter=f"bad/{case}")), 2)
+    assert "model.safetensors at commit" in line and "tensor 'fc.weight'" in line, line

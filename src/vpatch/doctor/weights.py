@@ -51,21 +51,70 @@ def length(head: bytes, size: int | None, where: str) -> int:
 
 def parse(raw: bytes, where: str, file: str) -> dict[str, Tensor]:
     """The tensors a header's N bytes of JSON declare (`file`: the name
-    each Tensor records)."""
-    meta = jsontext.loads(raw, f"{where}: safetensors header")
+    each Tensor records), checked as the safetensors library checks them
+    before it loads a file (Metadata::validate), so what vLLM would refuse
+    at load is bad input here: each tensor a dtype, a shape of whole numbers
+    >= 0 and data_offsets [begin, end] that span the bytes its shape and
+    dtype take (for the dtypes of whole bytes), the tensors' data one after
+    the other from 0. The length of the data is not checked (it is not
+    read)."""
+    what = f"{where}: safetensors header"
+    meta = jsontext.loads(raw, what)
     if not isinstance(meta, dict):
-        raise ConfigError(f"{where}: safetensors header is not a JSON object")
-    out = {}
+        raise ConfigError(f"{what} is not a JSON object")
+    out, spans = {}, []
     for name, info in meta.items():
         if name == "__metadata__":
+            if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+                raise ConfigError(f"{what}: __metadata__ is not a map of strings")
             continue
-        try:
-            shape = tuple(int(d) for d in info["shape"])
-            dtype = str(info["dtype"])
-        except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"{where}: tensor {name!r} has no valid dtype/shape") from None
-        out[name] = Tensor(name, dtype, shape, file)
+        tensor, span = _tensor(name, info, f"{what}: tensor {name[:100]!r}", file)
+        out[name] = tensor
+        spans.append((*span, name))
+    at = 0
+    for begin, end, name in sorted(spans):
+        if begin != at:
+            raise ConfigError(
+                f"{what}: tensor {name[:100]!r} begins at byte {begin} of the data, where the "
+                f"one before it ends at {at} (the tensors' data follow one another from 0)"
+            )
+        at = end
     return out
+
+
+# bytes an element of each dtype of whole bytes takes (safetensors' Dtype)
+_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1}
+_BYTES |= {"I16": 2, "U16": 2, "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4}
+_BYTES |= {"I64": 8, "U64": 8, "F64": 8, "C64": 8}
+
+
+def _tensor(name: str, info: object, what: str, file: str) -> tuple[Tensor, tuple[int, int]]:
+    """One tensor of a header, and the span of its data."""
+    if not isinstance(info, dict):
+        raise ConfigError(f"{what} is not a JSON object")
+    dtype, shape, span = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str) or not dtype:
+        raise ConfigError(f"{what} has no dtype")
+    if not isinstance(shape, list) or not all(_whole(d) for d in shape):
+        raise ConfigError(f"{what}: shape {str(shape)[:80]} is not a list of whole numbers >= 0")
+    if not (isinstance(span, list) and len(span) == 2 and all(_whole(o) for o in span)):
+        raise ConfigError(f"{what}: data_offsets {str(span)[:80]} is not [begin, end]")
+    if span[0] > span[1]:
+        raise ConfigError(f"{what}: data_offsets {span} end before they begin")
+    if dtype in _BYTES:
+        size = _BYTES[dtype]
+        for d in shape:
+            size *= d
+        if span[1] - span[0] != size:
+            raise ConfigError(
+                f"{what}: data_offsets {span} span {span[1] - span[0]} bytes; {dtype} "
+                f"{shape} takes {size}"
+            )
+    return Tensor(name, dtype, tuple(shape), file), (span[0], span[1])
+
+
+def _whole(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
 def header(path: Path) -> dict[str, Tensor]:
