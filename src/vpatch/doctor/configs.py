@@ -33,10 +33,19 @@ def load_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _int(cfg: dict[str, Any], key: str, where: str) -> int:
+# the most a target's sizes may be: no model comes near (DeepSeek-V3 and Kimi have 61
+# layers, the largest public models under 200), and 10**18 layers made doctor
+# reason about ids 2, 5 * 10**17 and 10**18 - 3
+MOST = 2**31 - 1
+MOST_LAYERS = 10_000
+
+
+def _int(cfg: dict[str, Any], key: str, where: str, most: int = MOST) -> int:
     v = cfg.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ConfigError(f"{where}: {key} must be a positive integer, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= most:
+        raise ConfigError(
+            f"{where}: {key} must be a positive integer (at most {most}), got {str(v)[:40]}"
+        )
     return v
 
 
@@ -111,7 +120,7 @@ def read_target(folder: Path) -> Target:
         architecture=archs[0],
         model_type=str(cfg.get("model_type", "")),
         text_model_type=str(text.get("model_type", cfg.get("model_type", ""))),
-        num_layers=_int(text, "num_hidden_layers", where),
+        num_layers=_int(text, "num_hidden_layers", where, MOST_LAYERS),
         hidden_size=_int(text, "hidden_size", where),
         vocab_size=_int(text, "vocab_size", where),
         num_heads=heads if isinstance(heads, int) else None,
