@@ -17,9 +17,9 @@ one commit (the revision is resolved once, by the first request):
   * a drafter's safetensors headers by range requests: the first 16 KiB of
     each file, then the rest of a longer header, never tensor data (the index
     of a sharded checkpoint whole, into the cache). A file the cache already
-    holds whole is read there.
-Offline (`--offline`, or HF_HUB_OFFLINE=1) only the cache is read, and what
-is missing is named with the `hf download` that fetches just that.
+    holds whole is read there; a header read before is kept (cached.py).
+Offline (`--offline`, or HF_HUB_OFFLINE=1) only the cache is read (cached.py),
+and what is missing is named with the `hf download` that fetches just that.
 
 The headers are not read with huggingface_hub's get_safetensors_metadata: it
 knows only model.safetensors or the index, where vLLM's loader and doctor's
@@ -46,10 +46,9 @@ from typing import Any
 
 from .. import jsontext
 from ..errors import ConfigError
-from . import deadline, tidy, weights
+from . import cached, deadline, tidy, weights
+from .cached import CONFIG, TOKENIZER
 
-CONFIG = "config.json"
-TOKENIZER = "tokenizer_config.json"
 # owner/name, as the hub names repos (huggingface_hub's validate_repo_id): ASCII
 # letters, digits, "_", "-" and "."; each part starts and ends with a letter, a
 # digit or "_", and is at most 96 long; no "--" or ".." anywhere, no ".git" at the end
@@ -187,7 +186,8 @@ def resolve(
     offline = constants.is_offline_mode() if hub.offline is None else hub.offline
     if offline:
         with _errors(ref, revision, None):
-            return _cached(ref, revision, drafter, cache)
+            snap, read, tensors = cached.read(ref, revision, drafter, cache)
+            return Model(ref, snap, ref, revision, snap.name, None, tuple(read), tensors)
     endpoint = (hub.endpoint or constants.ENDPOINT).rstrip("/")
     timeout = hub.timeout if hub.timeout is not None else constants.HF_HUB_DOWNLOAD_TIMEOUT
     errors = _errors(ref, revision, endpoint, timeout)
@@ -314,9 +314,12 @@ def _headers(
     def one(name: str) -> tuple[dict[str, weights.Tensor], str]:
         whole = try_to_load_from_cache(repo, name, cache_dir=cache, revision=commit)
         if isinstance(whole, str):
-            return weights.header(Path(whole)), f"{name} header (from the cache)"
-        got, n = _remote_header(repo, name, commit, endpoint, timeout)
-        return got, f"{name} header ({n} bytes)"
+            return weights.header(Path(whole), name), f"{name} header (from the cache)"
+        if (got := cached.kept(cache, repo, commit, name)) is not None:
+            return got, f"{name} header (kept from a read before)"
+        got, raw = _remote_header(repo, name, commit, endpoint, timeout)
+        cached.keep(cached.kept_path(cache, repo, commit, name), raw)  # for --offline
+        return got, f"{name} header ({len(raw)} bytes)"
 
     tensors: dict[str, weights.Tensor] = {}
     # the shards' headers at once: on the hub each is a request and a redirect
@@ -328,9 +331,9 @@ def _headers(
 
 def _remote_header(
     repo: str, name: str, commit: str, endpoint: str, timeout: float
-) -> tuple[dict[str, weights.Tensor], int]:
+) -> tuple[dict[str, weights.Tensor], bytes]:
     """The tensors one safetensors file on the hub declares, read by range
-    requests, and how many bytes of it that took."""
+    requests, and the 8 + N bytes of its header."""
     from huggingface_hub import hf_hub_url
 
     url = hf_hub_url(repo, name, revision=commit, endpoint=endpoint)
@@ -346,7 +349,7 @@ def _remote_header(
             f"{where}: safetensors header truncated (it claims {n} bytes, the file ends "
             f"after {8 + len(raw)})"
         )
-    return weights.parse(raw, where, name), 8 + n
+    return weights.parse(raw, where, name), head[:8] + raw
 
 
 def _range(url: str, start: int, end: int, timeout: float) -> tuple[bytes, int | None]:
@@ -381,58 +384,6 @@ def _total(content_range: str | None) -> int | None:
     """T of `Content-Range: bytes a-b/T`."""
     m = re.match(r"^bytes [^/]*/(\d+)$", (content_range or "").strip())
     return int(m.group(1)) if m else None
-
-
-# -- offline --------------------------------------------------------------------
-
-
-def _cached(repo: str, revision: str | None, drafter: bool, cache: Path) -> Model:
-    from huggingface_hub import try_to_load_from_cache
-
-    def lookup(name: str) -> Any:
-        return try_to_load_from_cache(repo, name, cache_dir=cache, revision=revision)
-
-    def missing(names: list[str], include: bool = False) -> ConfigError:
-        at = f" at revision {revision}" if revision else ""
-        rev = f" --revision {revision}" if revision else ""
-        what = " ".join(f'--include "{n}"' if include else n for n in names)
-        return ConfigError(
-            f"{repo}: {', '.join(names)} not in the local Hugging Face cache ({cache}){at}, "
-            f"and doctor is offline (--offline or HF_HUB_OFFLINE); fetch just that, online: "
-            f"`hf download {repo} {what}{rev}`"
-        )
-
-    config = lookup(CONFIG)
-    if not isinstance(config, str):
-        raise missing([CONFIG] if drafter else [CONFIG, TOKENIZER])
-    snap = Path(config).parent
-    read = [CONFIG]
-    tensors = None
-    if drafter:
-        names = [p.name for p in snap.iterdir() if p.is_file()]
-        if weights.INDEX in names:
-            shards = weights.shards(snap / weights.INDEX)
-            absent = [s for s in shards if s not in names]
-            if absent:
-                raise missing(absent)
-            read.append(weights.INDEX)
-        elif not weights.singles(names, str(snap)):
-            if weights.pickled(names):
-                raise ConfigError(
-                    f"{repo}: the drafter's weights in the cache are pickled only "
-                    f"({', '.join(weights.pickled(names))}), and doctor reads tensor shapes from "
-                    "safetensors headers, never a pickled file; give the drafter as safetensors"
-                )
-            raise missing(["*.safetensors", "*.safetensors.index.json"], include=True)
-        tensors = weights.read(snap)
-        read += [f"{f} header" for f in tensors.files]
-    else:
-        tok = lookup(TOKENIZER)
-        if tok is None:  # neither cached nor known to be absent
-            raise missing([TOKENIZER])
-        if isinstance(tok, str):
-            read.append(TOKENIZER)
-    return Model(repo, snap, repo, revision, snap.name, None, tuple(read), tensors)
 
 
 # -- errors ---------------------------------------------------------------------------

@@ -117,15 +117,16 @@ def _whole(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
-def header(path: Path) -> dict[str, Tensor]:
-    """The tensors one safetensors file declares (its header only)."""
+def header(path: Path, file: str | None = None) -> dict[str, Tensor]:
+    """The tensors one safetensors file declares (its header only); `file`:
+    the name each Tensor records (default: the file's)."""
     try:
         with open(path, "rb") as fh:
             n = length(fh.read(8), path.stat().st_size, str(path))
             raw = fh.read(n)
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
-    return parse(raw, str(path), path.name)
+    return parse(raw, str(path), file or path.name)
 
 
 @dataclass(frozen=True)

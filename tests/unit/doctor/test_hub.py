@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support import pairs as F
 from support.hub import TOKEN, StandIn
-from vpatch.doctor import hub, weights
+from vpatch.doctor import cached, deadline, hub, weights
 from vpatch.errors import ConfigError
 
 KIMI = "moonshotai/Kimi-K2.5"
@@ -234,6 +234,38 @@ def test_a_safetensors_file_the_cache_holds_whole_is_read_there(standin, pair, t
     m = hub.resolve(DRAFTER, drafter=True, hub=online(standin, tmp_path))
     assert not [r for _, _, r in standin.log if r]
     assert m.tensors == weights.read(pair[1]) and "(from the cache)" in m.source()
+
+
+def test_a_header_read_is_kept_and_not_asked_again(standin, tmp_path):
+    """For --offline after an online run (it advised downloading the whole
+    weights): the header's bytes are kept beside the snapshots, never in them."""
+    m = hub.resolve(DRAFTER, drafter=True, hub=online(standin, tmp_path))
+    kept = cached.kept_path(tmp_path, DRAFTER, m.commit, "model.safetensors")
+    assert kept.is_file() and kept.stat().st_size < hub.FIRST_READ
+    assert not list(m.path.glob("*.safetensors"))
+    standin.reset()
+    again = hub.resolve(DRAFTER, drafter=True, hub=online(standin, tmp_path))
+    assert not [r for _, _, r in standin.log if r] and again.tensors == m.tensors
+    assert "model.safetensors header (kept from a read before)" in again.source()
+    off = hub.resolve(DRAFTER, drafter=True, hub=offline(tmp_path))
+    assert off.tensors == m.tensors
+
+
+def test_a_failed_read_takes_its_kept_headers_back(standin, tmp_path, monkeypatch):
+    real, seen = hub._remote_header, []
+
+    def second_fails(repo, name, commit, endpoint, timeout):
+        seen.append(name)
+        if len(seen) == 2:
+            raise ConfigError("the second shard failed")
+        return real(repo, name, commit, endpoint, timeout)
+
+    monkeypatch.setattr(hub, "_remote_header", second_fails)
+    monkeypatch.setattr(deadline, "each", lambda fn, items: [fn(i) for i in items])  # in order
+    with pytest.raises(ConfigError, match="the second shard failed"):
+        hub.resolve("acme/sharded", drafter=True, hub=online(standin, tmp_path))
+    assert not list(tmp_path.rglob(".vpatch-headers"))
+    whole_files_only(tmp_path)
 
 
 def test_a_server_that_ignores_range_is_read_no_further(standin, tmp_path, monkeypatch):
