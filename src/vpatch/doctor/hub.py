@@ -207,9 +207,12 @@ def _fetched(
         return _listing(repo, rev, endpoint, timeout)
 
     def fetch(name: str, rev: str | None) -> Path:
-        got = hf_hub_download(
-            repo, name, revision=rev, cache_dir=cache, endpoint=endpoint, etag_timeout=timeout
-        )
+        try:
+            got = hf_hub_download(
+                repo, name, revision=rev, cache_dir=cache, endpoint=endpoint, etag_timeout=timeout
+            )
+        except ValueError as e:  # what it refuses of an answer (a commit that is a path)
+            raise ConfigError(f"{endpoint}: not a Hugging Face hub ({_first(e)})") from None
         return Path(str(got))
 
     sha, files = listing(revision)

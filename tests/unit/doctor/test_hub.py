@@ -405,6 +405,25 @@ def test_a_listing_whose_commit_is_no_commit_id(standin, tmp_path, sha):
         standin.answer.clear()
 
 
+def test_a_path_for_a_commit_is_refused_without_the_hooks(standin, tmp_path, monkeypatch):
+    """The hook refuses an X-Repo-Commit that is no commit id
+    (test_hostile_hub.py); where huggingface_hub has no client factory for
+    it, hf_hub_download's own ValueError is said, not an internal error."""
+    import re
+
+    from support.hub import body
+
+    monkeypatch.setattr(deadline, "COMMIT", re.compile(".*"))  # the hook lets all through
+    head = body(b"", {"X-Repo-Commit": "../..", "ETag": '"e"', "X-Linked-Size": "2"})
+    standin.answer[r"/resolve/main/config.json$"] = head
+    try:
+        with pytest.raises(ConfigError, match=r"not a Hugging Face hub \(Invalid pointer path"):
+            hub.resolve(KIMI, hub=online(standin, tmp_path))
+    finally:
+        standin.answer.clear()
+    whole_files_only(tmp_path)
+
+
 def test_a_listing_over_the_limit(standin, tmp_path, monkeypatch):
     from vpatch import jsontext
 
