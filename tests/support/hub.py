@@ -17,7 +17,9 @@ hf_hub_download, utils/_http.hf_raise_for_status):
 
 A repo is a folder per commit (its files, sparse where the test wrote them
 so), branches and tags naming commits. `served` counts the body bytes sent;
-`stall` makes answers to matching paths wait (a hub that does not answer).
+`stall` makes answers to matching paths wait (a hub that does not answer);
+`answer` hands requests for matching paths to a function of the test's (a
+hostile hub: `never`, `drip`, `redirect_loop`, `body`, below).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -54,7 +56,10 @@ class StandIn:
         self.served = 0  # body bytes sent
         self.log: list[tuple[str, str, str]] = []  # (method, path, Range)
         self.stall: dict[str, float] = {}  # path regex -> seconds to wait
+        # path regex -> a function that answers the request (method, path) instead
+        self.answer: dict[str, Answer] = {}
         self.url = ""
+        self.closing = threading.Event()  # set when the server stops: a hung answer ends
         self._lock = threading.Lock()
 
     def add(
@@ -91,9 +96,11 @@ class StandIn:
         t = threading.Thread(target=httpd.serve_forever, daemon=True)
         t.start()
         self.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        self.closing.clear()
         try:
             yield self
         finally:
+            self.closing.set()
             httpd.shutdown()
             httpd.server_close()
 
@@ -179,6 +186,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for pattern, seconds in list(self.stand_in.stall.items()):
             if re.search(pattern, path):
                 time.sleep(seconds)
+        for pattern, answer in list(self.stand_in.answer.items()):
+            if re.search(pattern, path):
+                with contextlib.suppress(ConnectionError):
+                    if answer(self, path) is not False:  # False: answered as the hub would
+                        return
         m = re.match(r"^/api/models/([^/]+/[^/]+)(?:/revision/(.+))?$", path)
         if m:
             return self._model_info(m.group(1), m.group(2) or "main")
@@ -264,6 +276,51 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 with self.stand_in._lock:
                     self.stand_in.served += len(piece)
                 left -= len(piece)
+
+
+# -- a hostile hub: answers a test puts in StandIn.answer ----------------------------
+
+Answer = Callable[[_Handler, str], "bool | None"]  # False: not this one, answer as the hub
+
+
+def never(h: _Handler, path: str) -> None:
+    """Takes the request and says nothing, until the server stops."""
+    h.stand_in.closing.wait()
+
+
+def drip(every: float = 2.0) -> Answer:
+    """A GET answered 200 with a body (a long JSON string) that comes one
+    byte every `every` seconds: each read answers in time, the whole never
+    ends. A HEAD is answered as the hub answers it."""
+
+    def answer(h: _Handler, path: str) -> bool | None:
+        if h.command == "HEAD":
+            return False
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(10**9))
+        h.end_headers()
+        h.wfile.write(b'"')
+        while not h.stand_in.closing.wait(every):
+            h.wfile.write(b"x")
+            h.wfile.flush()
+        return None
+
+    return answer
+
+
+def redirect_loop(h: _Handler, path: str) -> None:
+    """A redirect to itself, for ever."""
+    h._send(302, b"", {"Location": path})
+
+
+def body(data: bytes, headers: dict[str, str] | None = None, status: int = 200) -> Answer:
+    """These bytes (and headers), whatever was asked."""
+
+    def answer(h: _Handler, path: str) -> None:
+        h._send(status, data, {"Content-Type": "application/json", **(headers or {})})
+
+    return answer
 
 
 def sparse(path: Path, size: int) -> None:

@@ -653,6 +653,18 @@ CASES = [
         2,
         file_at("f"),
     ),
+    # issue 37: RecursionError and MemoryError were exit 70
+    Case(
+        "pr-results-nested-deep",
+        lambda b: ["pr", "--onto", "9.9.1", "--signoff", "A <a@b.c>", "--results", f"{b.dir}/f"],
+        2,
+        lambda b: (b.dir / "f").write_text("[" * 100_000 + "]" * 100_000),
+    ),
+    Case(
+        "pr-results-dev-zero",
+        lambda b: ["pr", "--onto", "9.9.1", "--signoff", "A <a@b.c>", "--results", "/dev/zero"],
+        2,
+    ),
     Case(
         "pr-onto-damaged-object",
         lambda b: ["pr", "--onto", str(tree(b)), "--signoff", "A <a@b.c>"],

@@ -12,7 +12,20 @@ import pytest
 PKG = Path(__file__).resolve().parents[2] / "src" / "vpatch"
 # lowest first; a module may import modules of its own layer or below
 LAYERS = (
-    ("core", ("errors", "paths", "resources", "record", "lock", "quilt", "patchset", "probes")),
+    (
+        "core",
+        (
+            "errors",
+            "paths",
+            "resources",
+            "jsontext",
+            "record",
+            "lock",
+            "quilt",
+            "patchset",
+            "probes",
+        ),
+    ),
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
     ("checkout", ("checkout",)),

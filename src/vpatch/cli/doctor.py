@@ -6,6 +6,7 @@ import json
 from argparse import Namespace
 
 from .. import lock
+from ..doctor import deadline
 from . import options
 from .options import Parser, say
 
@@ -33,7 +34,11 @@ def add_parser(sub: options.Subparsers) -> None:
     p.add_argument(
         "--drafter", metavar="D", help="EAGLE-3 drafter folder or hub id (owner/name[@revision])"
     )
-    options.offline(p, "read hub ids from the local Hugging Face cache only (as HF_HUB_OFFLINE=1)")
+    options.offline(
+        p,
+        "read hub ids from the local Hugging Face cache only (as HF_HUB_OFFLINE=1); online, "
+        f"the hub reads end within {deadline.VARIABLE} seconds (default {deadline.DEFAULT:g})",
+    )
     options.python(p, default="python3")
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="N")

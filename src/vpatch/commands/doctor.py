@@ -10,11 +10,10 @@ text or JSON and exits 0 (no error), 1 (an error) or 2 (bad input)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from .. import lock
-from ..doctor import hub, serve
+from ..doctor import deadline, hub, serve
 from ..doctor.checks import diagnose
 from ..doctor.environment import Readiness, Ready, VllmEnv, by_check, find_vllm
 from ..doctor.report import Report
@@ -82,8 +81,11 @@ def doctor(
     ConfigError. `ready`: what `vpatch check` says of the environment
     (default: by_check); `where`: how hub ids are read (default:
     huggingface_hub's settings; `req.offline` forces the cache); `say`:
-    progress while PY is awaited."""
+    progress while PY or the hub is awaited."""
     s = read_serve(req)
+    # names and revisions, before any request (a revision is a path in the cache)
+    hub.check(s.model, s.revision)
+    hub.check(s.drafter, s.drafter_revision)
     where = where or hub.Hub()
     if req.offline:
         where = replace(where, offline=True)
@@ -93,12 +95,13 @@ def doctor(
         return env, ready(env) if ready else by_check(env, pins)
 
     # At once: asking PY (child processes) and reading the two models (on hub
-    # ids, importing huggingface_hub and a dozen requests). The target's
-    # error comes first, then the drafter's, then the environment's.
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        probe = pool.submit(environment)
-        target = pool.submit(hub.resolve, s.model, s.revision, False, where)
-        drafter = pool.submit(hub.resolve, s.drafter, s.drafter_revision, True, where)
-        t, d = target.result(), drafter.result()
-        env, readiness = probe.result()
+    # ids, importing huggingface_hub and a dozen requests), under one deadline
+    # for the hub and Ctrl-C (doctor/deadline.py). The target's error comes
+    # first, then the drafter's, then the environment's.
+    with deadline.Reads(where.deadline, say) as reads:
+        probe = reads.start("PY", environment, bounded=False)
+        target = reads.start(s.model, hub.resolve, s.model, s.revision, False, where)
+        drafter = reads.start(s.drafter, hub.resolve, s.drafter, s.drafter_revision, True, where)
+        t, d = reads.result(target), reads.result(drafter)
+        env, readiness = reads.result(probe)
     return diagnose(t, d, env, readiness, s, pins=pins)

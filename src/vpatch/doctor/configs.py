@@ -18,32 +18,34 @@ Drafter: vLLM reads a drafter in one of two formats
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import jsontext
 from ..errors import ConfigError
 
 
 def load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: missing") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})") from None
+    data = jsontext.read(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: not a JSON object")
     return data
 
 
-def _int(cfg: dict[str, Any], key: str, where: str) -> int:
+# the most a target's sizes may be: no model comes near (DeepSeek-V3 and Kimi have 61
+# layers, the largest public models under 200), and 10**18 layers made doctor
+# reason about ids 2, 5 * 10**17 and 10**18 - 3
+MOST = 2**31 - 1
+MOST_LAYERS = 10_000
+
+
+def _int(cfg: dict[str, Any], key: str, where: str, most: int = MOST) -> int:
     v = cfg.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ConfigError(f"{where}: {key} must be a positive integer, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= most:
+        raise ConfigError(
+            f"{where}: {key} must be a positive integer (at most {most}), got {str(v)[:40]}"
+        )
     return v
 
 
@@ -118,7 +120,7 @@ def read_target(folder: Path) -> Target:
         architecture=archs[0],
         model_type=str(cfg.get("model_type", "")),
         text_model_type=str(text.get("model_type", cfg.get("model_type", ""))),
-        num_layers=_int(text, "num_hidden_layers", where),
+        num_layers=_int(text, "num_hidden_layers", where, MOST_LAYERS),
         hidden_size=_int(text, "hidden_size", where),
         vocab_size=_int(text, "vocab_size", where),
         num_heads=heads if isinstance(heads, int) else None,

@@ -17,9 +17,9 @@ one commit (the revision is resolved once, by the first request):
   * a drafter's safetensors headers by range requests: the first 16 KiB of
     each file, then the rest of a longer header, never tensor data (the index
     of a sharded checkpoint whole, into the cache). A file the cache already
-    holds whole is read there.
-Offline (`--offline`, or HF_HUB_OFFLINE=1) only the cache is read, and what
-is missing is named with the `hf download` that fetches just that.
+    holds whole is read there; a header read before is kept (cached.py).
+Offline (`--offline`, or HF_HUB_OFFLINE=1) only the cache is read (cached.py),
+and what is missing is named with the `hf download` that fetches just that.
 
 The headers are not read with huggingface_hub's get_safetensors_metadata: it
 knows only model.safetensors or the index, where vLLM's loader and doctor's
@@ -31,7 +31,7 @@ hub id and the same folder on disk get the same verdict.
 
 huggingface_hub's errors (and its HTTP library's) become ConfigError here
 and nowhere else: one line, exit 2. A failed fetch leaves nothing in the
-cache but whole files (_tidy).
+cache but whole files (tidy.py).
 """
 
 from __future__ import annotations
@@ -40,18 +40,22 @@ import contextlib
 import json
 import re
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import jsontext
 from ..errors import ConfigError
-from . import weights
+from . import cached, deadline, tidy, weights
+from .cached import CONFIG, TOKENIZER
 
-CONFIG = "config.json"
-TOKENIZER = "tokenizer_config.json"
-# owner/name: a hub id as vLLM and huggingface_hub take it
-HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+# owner/name, as the hub names repos (huggingface_hub's validate_repo_id): ASCII
+# letters, digits, "_", "-" and "."; each part starts and ends with a letter, a
+# digit or "_", and is at most 96 long; no "--" or ".." anywhere, no ".git" at the end
+_PART = r"[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?"
+HUB_ID = re.compile(rf"^(?!.*(?:--|\.\.))(?!.*\.git$){_PART}/{_PART}$", re.ASCII)
+# what git's check-ref-format refuses in a branch or tag name
+_NOT_IN_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
 # the first range of a header: a drafter's header is 1-3 KB (a few dozen
 # tensors); a longer one costs one request more
 FIRST_READ = 16 * 1024
@@ -67,6 +71,9 @@ class Hub:
     endpoint: str | None = None
     offline: bool | None = None
     timeout: float | None = None
+    # doctor's own: seconds for all the hub reads of a run (None: VPATCH_HUB_TIMEOUT,
+    # else deadline.DEFAULT)
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -107,9 +114,60 @@ def split(ref: str) -> tuple[str, str | None]:
     """owner/name@revision (doctor's --target/--drafter) -> (owner/name,
     revision); a folder or a plain id is returned as it is."""
     name, at, rev = ref.rpartition("@")
-    if not at or Path(ref).expanduser().exists() or not HUB_ID.match(name) or not rev:
+    if not at or Path(ref).expanduser().exists() or not HUB_ID.match(name):
         return ref, None
+    if not rev:
+        raise ConfigError(
+            f"{ref}: nothing after @; give {name}@REVISION (a branch, tag or commit), or {name}"
+        )
     return name, rev
+
+
+def check(ref: str, revision: str | None = None) -> bool:
+    """Whether `ref` is a model folder (True) or a hub id (False); anything
+    else is a ConfigError, before any request is made: a path that is not a
+    model folder, a name the hub would refuse (`../x`, `ok/..`), and a
+    revision that is not a branch, tag or commit name. huggingface_hub
+    writes the revision as a path, refs/<revision>, in the cache: a `..` in
+    it wrote outside HF_HOME."""
+    p = Path(ref).expanduser()
+    if p.is_dir():
+        if not (p / CONFIG).is_file():
+            raise ConfigError(f"{ref}: no config.json in this folder; is it a model folder?")
+        return True
+    if p.exists():
+        raise ConfigError(f"{ref}: not a folder; give a model folder or a hub id (owner/name)")
+    name, at, rev = ref.rpartition("@")
+    if at and HUB_ID.match(name):
+        given = f" with --revision {rev}" if rev else ""
+        raise ConfigError(
+            f"{ref}: vLLM takes no @revision in a model name; serve {name}{given} (a "
+            'drafter: "revision": "REVISION" in --speculative-config)'
+        )
+    if not HUB_ID.match(ref):
+        raise ConfigError(
+            f"{ref}: no such folder, and not a hub id (owner/name: letters, digits, _ - and ., "
+            "no .. or --)"
+        )
+    if revision is not None and (why := _not_a_ref(revision)):
+        raise ConfigError(
+            f"{ref}: revision {revision!r} is not a branch, tag or commit name ({why})"
+        )
+    return False
+
+
+def _not_a_ref(rev: str) -> str:
+    """Why `rev` cannot name a branch, a tag or a commit (git check-ref-format's
+    rules), or "" when it can."""
+    if not rev or rev == "@":
+        return f"it is {rev!r}"
+    if m := _NOT_IN_REF.search(rev):
+        return f"it holds {m.group()!r}"
+    if rev.startswith("/") or rev.endswith(("/", ".")):
+        return "it starts with / or ends with / or ."
+    if any(part.startswith(".") or part.endswith(".lock") for part in rev.split("/")):
+        return "a part of it starts with . or ends with .lock"
+    return ""
 
 
 def resolve(
@@ -119,32 +177,21 @@ def resolve(
     `revision` (the default branch when None) from the hub, or from the cache
     when offline. A drafter's safetensors headers come with it (`tensors`)."""
     hub = hub or Hub()
-    p = Path(ref).expanduser()
-    if p.is_dir():
-        if not (p / CONFIG).is_file():
-            raise ConfigError(f"{ref}: no config.json in this folder; is it a model folder?")
-        return Model(ref, p.resolve())
-    if p.exists():
-        raise ConfigError(f"{ref}: not a folder; give a model folder or a hub id (owner/name)")
-    if "@" in ref and HUB_ID.match(ref.rpartition("@")[0]):
-        name, _, rev = ref.rpartition("@")
-        raise ConfigError(
-            f"{ref}: vLLM takes no @revision in a model name; serve {name} with --revision "
-            f'{rev} (a drafter: "revision": "{rev}" in --speculative-config)'
-        )
-    if not HUB_ID.match(ref):
-        raise ConfigError(f"{ref}: no such folder, and not a hub id (owner/name)")
+    if check(ref, revision):
+        return Model(ref, Path(ref).expanduser().resolve())
     from huggingface_hub import constants
 
-    # resolved, as hf_hub_download resolves it: _tidy compares its paths
+    # resolved, as hf_hub_download resolves it: tidy compares its paths
     cache = Path(hub.cache_dir or constants.HF_HUB_CACHE).expanduser().resolve()
     offline = constants.is_offline_mode() if hub.offline is None else hub.offline
     if offline:
         with _errors(ref, revision, None):
-            return _cached(ref, revision, drafter, cache)
+            snap, read, tensors = cached.read(ref, revision, drafter, cache)
+            return Model(ref, snap, ref, revision, snap.name, None, tuple(read), tensors)
     endpoint = (hub.endpoint or constants.ENDPOINT).rstrip("/")
     timeout = hub.timeout if hub.timeout is not None else constants.HF_HUB_DOWNLOAD_TIMEOUT
-    with _errors(ref, revision, endpoint, timeout), _tidy(cache, ref):
+    errors = _errors(ref, revision, endpoint, timeout)
+    with deadline.bounded(hub.deadline, ref), errors, tidy.tidy(cache, ref):
         return _fetched(ref, revision, drafter, cache, endpoint, timeout)
 
 
@@ -160,9 +207,12 @@ def _fetched(
         return _listing(repo, rev, endpoint, timeout)
 
     def fetch(name: str, rev: str | None) -> Path:
-        got = hf_hub_download(
-            repo, name, revision=rev, cache_dir=cache, endpoint=endpoint, etag_timeout=timeout
-        )
+        try:
+            got = hf_hub_download(
+                repo, name, revision=rev, cache_dir=cache, endpoint=endpoint, etag_timeout=timeout
+            )
+        except ValueError as e:  # what it refuses of an answer (a commit that is a path)
+            raise ConfigError(f"{endpoint}: not a Hugging Face hub ({_first(e)})") from None
         return Path(str(got))
 
     sha, files = listing(revision)
@@ -202,13 +252,29 @@ def _listing(
     if revision is not None:
         url += f"/revision/{quote(revision, safe='')}"
     params = {"expand": ["sha", "siblings"]}
-    r = get_session().get(url, headers=build_hf_headers(), params=params, timeout=timeout)
-    hf_raise_for_status(r)
-    data = r.json()
+    headers = build_hf_headers()
+    body = bytearray()
+    with get_session().stream("GET", url, headers=headers, params=params, timeout=timeout) as r:
+        if r.status_code >= 400:
+            r.read()  # the error's message is in the body
+            hf_raise_for_status(r)
+        for chunk in r.iter_bytes():
+            body += chunk
+            if len(body) > jsontext.LIMIT:
+                raise ConfigError(
+                    f"{endpoint}: the listing of {repo} is over {jsontext.LIMIT // 2**20} MiB; "
+                    "no model repo's is"
+                )
+    data = jsontext.loads(bytes(body), f"{endpoint}: not a Hugging Face hub: the listing of {repo}")
     sha = data.get("sha") if isinstance(data, dict) else None
     siblings = data.get("siblings") if isinstance(data, dict) else None
     if not isinstance(sha, str) or not isinstance(siblings, list):
         raise ConfigError(f"{endpoint}: not a Hugging Face hub (no sha and siblings for {repo})")
+    if not deadline.COMMIT.match(sha):
+        raise ConfigError(
+            f"{endpoint}: not a Hugging Face hub (the commit of {repo} is {sha[:80]!r}, "
+            "not a commit id)"
+        )
     files = [s["rfilename"] for s in siblings if isinstance(s, dict) and "rfilename" in s]
     return sha, [f for f in files if isinstance(f, str)]
 
@@ -230,15 +296,16 @@ def _headers(
     where = f"{repo} at commit {commit}"
     if weights.INDEX in files:
         index = fetch(weights.INDEX, commit)
-        names = weights.shards(index.read_text(), f"{where}: {weights.INDEX}")
+        names = weights.shards(index, f"{where}: {weights.INDEX}")
         read.append(weights.INDEX)
-        missing = [n for n in names if n not in files]
+        listed = set(files)
+        missing = [n for n in names if n not in listed]
         if missing:
             raise ConfigError(
                 f"{where}: {weights.INDEX} lists {missing[0]}, which the repo has not"
             )
     else:
-        names = weights.singles(files)
+        names = weights.singles(files, where)
     other = weights.pickled(files)
     if not names and other:
         raise ConfigError(
@@ -250,24 +317,26 @@ def _headers(
     def one(name: str) -> tuple[dict[str, weights.Tensor], str]:
         whole = try_to_load_from_cache(repo, name, cache_dir=cache, revision=commit)
         if isinstance(whole, str):
-            return weights.header(Path(whole)), f"{name} header (from the cache)"
-        got, n = _remote_header(repo, name, commit, endpoint, timeout)
-        return got, f"{name} header ({n} bytes)"
+            return weights.header(Path(whole), name), f"{name} header (from the cache)"
+        if (got := cached.kept(cache, repo, commit, name)) is not None:
+            return got, f"{name} header (kept from a read before)"
+        got, raw = _remote_header(repo, name, commit, endpoint, timeout)
+        cached.keep(cached.kept_path(cache, repo, commit, name), raw)  # for --offline
+        return got, f"{name} header ({len(raw)} bytes)"
 
     tensors: dict[str, weights.Tensor] = {}
     # the shards' headers at once: on the hub each is a request and a redirect
-    with ThreadPoolExecutor(max_workers=min(8, len(names) or 1)) as pool:
-        for got, said in pool.map(one, names):  # in order: the first failure is raised
-            tensors.update(got)
-            read.append(said)
+    for got, said in deadline.each(one, names):  # in order: the first failure is raised
+        tensors.update(got)
+        read.append(said)
     return weights.Weights(tensors, tuple(names), other)
 
 
 def _remote_header(
     repo: str, name: str, commit: str, endpoint: str, timeout: float
-) -> tuple[dict[str, weights.Tensor], int]:
+) -> tuple[dict[str, weights.Tensor], bytes]:
     """The tensors one safetensors file on the hub declares, read by range
-    requests, and how many bytes of it that took."""
+    requests, and the 8 + N bytes of its header."""
     from huggingface_hub import hf_hub_url
 
     url = hf_hub_url(repo, name, revision=commit, endpoint=endpoint)
@@ -283,7 +352,7 @@ def _remote_header(
             f"{where}: safetensors header truncated (it claims {n} bytes, the file ends "
             f"after {8 + len(raw)})"
         )
-    return weights.parse(raw, where, name), 8 + n
+    return weights.parse(raw, where, name), head[:8] + raw
 
 
 def _range(url: str, start: int, end: int, timeout: float) -> tuple[bytes, int | None]:
@@ -320,59 +389,7 @@ def _total(content_range: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-# -- offline --------------------------------------------------------------------
-
-
-def _cached(repo: str, revision: str | None, drafter: bool, cache: Path) -> Model:
-    from huggingface_hub import try_to_load_from_cache
-
-    def lookup(name: str) -> Any:
-        return try_to_load_from_cache(repo, name, cache_dir=cache, revision=revision)
-
-    def missing(names: list[str], include: bool = False) -> ConfigError:
-        at = f" at revision {revision}" if revision else ""
-        rev = f" --revision {revision}" if revision else ""
-        what = " ".join(f'--include "{n}"' if include else n for n in names)
-        return ConfigError(
-            f"{repo}: {', '.join(names)} not in the local Hugging Face cache ({cache}){at}, "
-            f"and doctor is offline (--offline or HF_HUB_OFFLINE); fetch just that, online: "
-            f"`hf download {repo} {what}{rev}`"
-        )
-
-    config = lookup(CONFIG)
-    if not isinstance(config, str):
-        raise missing([CONFIG] if drafter else [CONFIG, TOKENIZER])
-    snap = Path(config).parent
-    read = [CONFIG]
-    tensors = None
-    if drafter:
-        names = [p.name for p in snap.iterdir() if p.is_file()]
-        if weights.INDEX in names:
-            shards = weights.shards((snap / weights.INDEX).read_text(), str(snap / weights.INDEX))
-            absent = [s for s in shards if s not in names]
-            if absent:
-                raise missing(absent)
-            read.append(weights.INDEX)
-        elif not weights.singles(names):
-            if weights.pickled(names):
-                raise ConfigError(
-                    f"{repo}: the drafter's weights in the cache are pickled only "
-                    f"({', '.join(weights.pickled(names))}), and doctor reads tensor shapes from "
-                    "safetensors headers, never a pickled file; give the drafter as safetensors"
-                )
-            raise missing(["*.safetensors", "*.safetensors.index.json"], include=True)
-        tensors = weights.read(snap)
-        read += [f"{f} header" for f in tensors.files]
-    else:
-        tok = lookup(TOKENIZER)
-        if tok is None:  # neither cached nor known to be absent
-            raise missing([TOKENIZER])
-        if isinstance(tok, str):
-            read.append(TOKENIZER)
-    return Model(repo, snap, repo, revision, snap.name, None, tuple(read), tensors)
-
-
-# -- errors and the cache -----------------------------------------------------------
+# -- errors ---------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -394,9 +411,15 @@ def _errors(
         raise ConfigError(f"{repo}: not a valid hub id ({_first(e)})") from None
     except (httpx2.TransportError, httpx2.InvalidURL, hf.OfflineModeIsEnabled) as e:
         raise ConfigError(_transport_message(e, endpoint, timeout)) from None
-    except json.JSONDecodeError as e:  # an answer that is not the hub's JSON
+    except httpx2.TooManyRedirects as e:
         raise ConfigError(
-            f"{endpoint}: not a Hugging Face hub ({_first(e)}); check HF_ENDPOINT"
+            f"{endpoint}: not a Hugging Face hub (redirects without end: {_shown_url(e)}); "
+            "check HF_ENDPOINT"
+        ) from None
+    except (json.JSONDecodeError, RecursionError) as e:  # an answer that is not the hub's JSON
+        why = "JSON nested too deep" if isinstance(e, RecursionError) else _first(e)
+        raise ConfigError(
+            f"{endpoint}: not a Hugging Face hub ({why}); check HF_ENDPOINT"
         ) from None
 
 
@@ -457,9 +480,11 @@ def _transport_message(e: Exception, endpoint: str | None, timeout: float | None
     import httpx2
 
     if isinstance(e, httpx2.TimeoutException):
+        b = deadline.current()  # how long it took with huggingface_hub's tries again
+        took = f", {b.elapsed():.1f}s after the hub reads began" if b else ""
         return (
-            f"{endpoint} did not answer within {timeout} s (HF_HUB_DOWNLOAD_TIMEOUT); "
-            "try again, or use --offline with the files in the cache"
+            f"{endpoint} did not answer a request within {timeout:g}s (HF_HUB_DOWNLOAD_TIMEOUT)"
+            f"{took}; try again, or use --offline with the files in the cache"
         )
     return (
         f"cannot reach {endpoint} ({type(e).__name__}: {_first(e)}); check HF_ENDPOINT and "
@@ -467,63 +492,15 @@ def _transport_message(e: Exception, endpoint: str | None, timeout: float | None
     )
 
 
+def _shown_url(e: Exception) -> str:
+    """The URL of the request an HTTP error is about, without its query (or
+    the error's own words, when it has no request)."""
+    try:
+        return str(e.request.url).split("?", 1)[0]  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # httpx2: RuntimeError when it has none
+        return _first(e)
+
+
 def _first(e: BaseException) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     return lines[0] if lines else type(e).__name__
-
-
-@contextlib.contextmanager
-def _tidy(cache: Path, repo: str) -> Iterator[None]:
-    """A fetch that fails leaves the cache as it found it but for whole files
-    (a config fetched before the failure stays, where vLLM finds it): the
-    refs, .no_exist markers, locks, partial downloads and folders
-    huggingface_hub made for it go."""
-    folder = "models--" + repo.replace("/", "--")
-    roots = (cache / folder, cache / ".locks" / folder)
-    before = _paths(cache, roots)
-    try:
-        yield
-    except BaseException:
-        _undo(cache, roots, before)
-        raise
-
-
-def _paths(cache: Path, roots: tuple[Path, ...]) -> set[Path]:
-    found = {p for p in (cache, cache / ".locks", cache / "CACHEDIR.TAG") if p.exists()}
-    for root in roots:
-        if root.exists():
-            found |= {root, *root.rglob("*")}
-    return found
-
-
-def _undo(cache: Path, roots: tuple[Path, ...], before: set[Path]) -> None:
-    mine = {
-        p for p in _paths(cache, roots) - before if any(r == p or r in p.parents for r in roots)
-    }
-    snapshots = roots[0] / "snapshots"
-    keep = {p for p in mine if snapshots in p.parents and not p.is_dir() and p.is_file()}
-    keep |= {p.resolve() for p in keep if p.is_symlink()}
-    for ref in (p for p in mine if roots[0] / "refs" in p.parents and p.is_file()):
-        if any(k for k in keep if (snapshots / ref.read_text().strip()) in k.parents):
-            keep.add(ref)
-    keep |= {q for k in keep for q in k.parents if q in mine}
-    for p in sorted(mine - keep, key=lambda p: len(p.parts), reverse=True):
-        _remove(p)
-    # the cache's own entries, when this run made them: .locks when empty, the
-    # rest when the cache holds nothing else (the other model is fetched beside)
-    if cache / ".locks" not in before:
-        _remove(cache / ".locks")
-    left = set(cache.iterdir()) if cache.is_dir() else set()
-    if not left - {cache / "CACHEDIR.TAG"}:
-        for p in (cache / "CACHEDIR.TAG", cache):
-            if p not in before:
-                _remove(p)
-
-
-def _remove(p: Path) -> None:
-    """A file, or a folder when empty."""
-    with contextlib.suppress(OSError):
-        if p.is_dir() and not p.is_symlink():
-            p.rmdir()
-        else:
-            p.unlink()

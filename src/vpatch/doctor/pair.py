@@ -71,6 +71,17 @@ class Pair:
         return list(ids) if ids and isinstance(ids, (list, tuple)) else None
 
     @property
+    def top_ids_unread(self) -> Any:
+        """The top-level ids when they are set to what vLLM reads no ids from
+        (a string "2,30,58", a number), else None. Every release's model
+        runner, V1 and V2, takes ids from a list or a tuple only, and one set
+        to anything keeps it from reading eagle_config's (gpu_model_runner:
+        `if not layer_ids:` reads the others, then `if layer_ids and
+        isinstance(layer_ids, (list, tuple))`; read in 0.18.0-0.33.0)."""
+        v = self.cfg.get("eagle_aux_hidden_state_layer_ids")
+        return v if v and not isinstance(v, (list, tuple)) else None
+
+    @property
     def nested_ids(self) -> list[Any] | None:
         ids = self.eagle_config.get("eagle_aux_hidden_state_layer_ids")
         return list(ids) if ids and isinstance(ids, (list, tuple)) else None
@@ -117,6 +128,11 @@ class Pair:
         """The ids vLLM asks the target for, and where they come from."""
         if self.top_ids:
             return self.top_ids, "eagle_aux_hidden_state_layer_ids"
+        if self.top_ids_unread is not None:
+            return list(releases.default_ids(self.n)), (
+                f"the target's default (2, n // 2, n - 3), n = {self.n}: "
+                "eagle_aux_hidden_state_layer_ids is set, and is no list"
+            )
         v2_key = self.rules.v2_nested_key
         if self.runner == "v1" and self.rules.v1_reads_nested_ids and self.nested_ids:
             return self.nested_ids, "eagle_config.eagle_aux_hidden_state_layer_ids"

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
+from .. import jsontext
 from ..errors import ConfigError
 
 API_SERVER = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main")
@@ -206,10 +207,7 @@ def max_len(value: str) -> int | None:
 
 
 def _json_object(flag: str, value: str) -> dict[str, Any]:
-    try:
-        data = json.loads(value)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{flag}: not valid JSON ({e}): {value[:80]}") from None
+    data = jsontext.loads(value, f"{flag} {value[:80]}")
     if not isinstance(data, dict):
         raise ConfigError(f"{flag}: not a JSON object: {value[:80]}")
     return data
@@ -217,8 +215,8 @@ def _json_object(flag: str, value: str) -> dict[str, Any]:
 
 def _scalar(value: str) -> Any:
     try:
-        return json.loads(value)
-    except json.JSONDecodeError:
+        return jsontext.loads(value, value[:80])
+    except ConfigError:
         return value
 
 

@@ -15,12 +15,11 @@ file it is given): nothing here runs git or writes a file."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from .. import lock, quilt
+from .. import jsontext, lock, quilt
 from ..errors import ConfigError
 from .candidates import Candidate
 
@@ -66,12 +65,7 @@ Results = dict[str, dict[str, Any]]
 def load_results(path: Path) -> Results:
     """{release: {"unpatched": ..., "patched": ..., "when": ...}} from the tier's
     results file; ConfigError when it cannot be read or is not one."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"--results {path}: {e.strerror or e}") from None
-    except ValueError:
-        raise ConfigError(f"--results {path}: not JSON") from None
+    data = jsontext.read(path, f"--results {path}")
     releases = data.get("releases") if isinstance(data, dict) else None
     if not isinstance(releases, dict) or not all(_one_release(r) for r in releases.values()):
         raise ConfigError(

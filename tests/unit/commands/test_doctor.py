@@ -91,7 +91,10 @@ def test_cli_broken_pair_exit_1(tmp_path, upstream_env):
     "args,phrase",
     [
         (["--target", "/nonexistent/model", "--drafter", "x"], "no such folder"),
-        (["--target", "owner/not-cached", "--drafter", "x"], "not in the local Hugging Face cache"),
+        (
+            ["--target", "owner/not-cached", "--drafter", "owner/drafter"],
+            "owner/not-cached: config.json, tokenizer_config.json not in the local",
+        ),
         (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be at least 1"),
         (["--python", "/nonexistent/python"], "/nonexistent/python: no such interpreter"),
     ],
@@ -191,8 +194,8 @@ def test_cli_serve_command_after_the_double_dash(tmp_path, upstream_env):
         (["--", "vllm", "serve", "M", "--speculative-config", "{oops"], "not valid JSON"),
         (["--", "vllm", "serve", "M"], "no --speculative-config"),
         (
-            ["--", "vllm", "serve", "owner/not-cached", "--speculative-config", '{"model": "x"}'],
-            "not in the local Hugging Face cache",
+            ["--", "vllm", "serve", "owner/not-cached", "--speculative-config", '{"model": "o/d"}'],
+            "owner/not-cached: config.json, tokenizer_config.json not in the local",
         ),
         ([], "nothing to check"),
     ],

@@ -172,11 +172,17 @@ def test_cli_from_the_hub_with_hf_variables(gated, py, tmp_path):
         f["check"] for f in json.loads(r.stdout)["findings"] if f["severity"] == "error"
     }
     # offline, what the first runs put in the cache is enough: configs and
-    # tokenizer configs whole; the drafter's weights are named to download
-    off = [*args[:4], "--python", py, "--offline"]
+    # tokenizer configs whole, and the drafter's headers doctor read and kept
+    # (it advised downloading the whole weights): the same verdict
+    online = vpatch(*args, env={**env, "HF_TOKEN": TOKEN})
+    off = [*args, "--offline"]
     r = vpatch(*off, env={**env, "HF_ENDPOINT": "http://127.0.0.1:9"})
-    assert r.returncode == 2
-    assert '`hf download acme/drafter --include "*.safetensors"' in r.stderr
+    assert r.returncode == 0, r.stderr
+    out, was = json.loads(r.stdout), json.loads(online.stdout)
+    assert out["findings"] == was["findings"] and out["serve"] == was["serve"]
+    drafter, before = out["read"][1], was["read"][1]
+    assert drafter["from"] == "cache" and drafter["commit"] == before["commit"]
+    assert "model.safetensors header (kept from an online run)" in drafter["read"]
 
 
 def test_a_bad_drafter_leaves_the_targets_whole_files(standin, py, tmp_path):

@@ -63,11 +63,20 @@ def test_remote_code_the_repo_names(tmp_path):
             "num_hidden_layers must be a positive",
         ),
         (lambda c: c["text_config"].update(hidden_size="7168"), "hidden_size must be a positive"),
+        (
+            lambda c: c["text_config"].update(num_hidden_layers=10**18),
+            r"num_hidden_layers must be a positive integer \(at most 10000\), got 10{18}",
+        ),
+        (lambda c: c["text_config"].update(num_hidden_layers=10_000), None),
+        (lambda c: c["text_config"].update(vocab_size=2**31), r"vocab_size .*at most 2147483647"),
     ],
 )
 def test_bad_targets(tmp_path, edit, phrase):
     cfg = F.kimi_k25()
     edit(cfg)
+    if phrase is None:  # the most that is taken
+        configs.read_target(F.write_model(tmp_path, cfg))
+        return
     with pytest.raises(ConfigError, match=phrase):
         configs.read_target(F.write_model(tmp_path, cfg))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support import pairs as F
 from support.hub import TOKEN, StandIn
-from vpatch.doctor import hub, weights
+from vpatch.doctor import cached, deadline, hub, weights
 from vpatch.errors import ConfigError
 
 KIMI = "moonshotai/Kimi-K2.5"
@@ -115,11 +115,36 @@ def test_a_file_is_not_a_model(tmp_path):
         ("not a hub id", "not a hub id"),
         ("/abs/missing/dir", "no such folder"),
         ("acme/drafter@v2", "--revision v2"),  # vLLM reads no NAME@REV
+        ("../x", "not a hub id"),
+        ("ok/..", "not a hub id"),
+        ("a--b/c", "not a hub id"),  # the hub's own rules: no -- or ..
     ],
 )
 def test_not_a_model(tmp_path, ref, phrase):
     with pytest.raises(ConfigError, match=phrase):
         hub.resolve(ref, hub=hub.Hub(cache_dir=tmp_path, offline=True))
+
+
+@pytest.mark.parametrize("rev", ["main", "v1.0", "refs/pr/1", "feature/x", "a" * 40])
+def test_a_branch_tag_or_commit_name_is_a_revision(rev):
+    assert hub.check("acme/d", rev) is False  # a hub id, the revision taken
+
+
+@pytest.mark.parametrize(
+    "rev",
+    ["", "@", "../../x", "a/../b", "/abs/x", "x/", "x.", "a//b", ".hidden", "a/x.lock", "a b",
+     "a~1", "a^", "a:b", "a?", "a*", "a[b", "a\\b", "a@{1}", "a\x00b"],
+)  # fmt: skip
+def test_a_revision_git_would_refuse_is_refused(rev):
+    """huggingface_hub writes refs/<revision> in the cache: a revision is
+    what git's check-ref-format takes, or a commit, nothing else."""
+    with pytest.raises(ConfigError, match="is not a branch, tag or commit name"):
+        hub.check("acme/d", rev)
+
+
+def test_nothing_after_the_at(tmp_path):
+    with pytest.raises(ConfigError, match="acme/d@: nothing after @; give acme/d@REVISION"):
+        hub.split("acme/d@")
 
 
 def test_split_takes_the_revision_off_a_hub_id(tmp_path):
@@ -209,6 +234,38 @@ def test_a_safetensors_file_the_cache_holds_whole_is_read_there(standin, pair, t
     m = hub.resolve(DRAFTER, drafter=True, hub=online(standin, tmp_path))
     assert not [r for _, _, r in standin.log if r]
     assert m.tensors == weights.read(pair[1]) and "(from the cache)" in m.source()
+
+
+def test_a_header_read_is_kept_and_not_asked_again(standin, tmp_path):
+    """For --offline after an online run (it advised downloading the whole
+    weights): the header's bytes are kept beside the snapshots, never in them."""
+    m = hub.resolve(DRAFTER, drafter=True, hub=online(standin, tmp_path))
+    kept = cached.kept_path(tmp_path, DRAFTER, m.commit, "model.safetensors")
+    assert kept.is_file() and kept.stat().st_size < hub.FIRST_READ
+    assert not list(m.path.glob("*.safetensors"))
+    standin.reset()
+    again = hub.resolve(DRAFTER, drafter=True, hub=online(standin, tmp_path))
+    assert not [r for _, _, r in standin.log if r] and again.tensors == m.tensors
+    assert "model.safetensors header (kept from a read before)" in again.source()
+    off = hub.resolve(DRAFTER, drafter=True, hub=offline(tmp_path))
+    assert off.tensors == m.tensors
+
+
+def test_a_failed_read_takes_its_kept_headers_back(standin, tmp_path, monkeypatch):
+    real, seen = hub._remote_header, []
+
+    def second_fails(repo, name, commit, endpoint, timeout):
+        seen.append(name)
+        if len(seen) == 2:
+            raise ConfigError("the second shard failed")
+        return real(repo, name, commit, endpoint, timeout)
+
+    monkeypatch.setattr(hub, "_remote_header", second_fails)
+    monkeypatch.setattr(deadline, "each", lambda fn, items: [fn(i) for i in items])  # in order
+    with pytest.raises(ConfigError, match="the second shard failed"):
+        hub.resolve("acme/sharded", drafter=True, hub=online(standin, tmp_path))
+    assert not list(tmp_path.rglob(".vpatch-headers"))
+    whole_files_only(tmp_path)
 
 
 def test_a_server_that_ignores_range_is_read_no_further(standin, tmp_path, monkeypatch):
@@ -320,7 +377,7 @@ def test_offline_drafter_without_its_weights(tmp_path):
         ("acme/pickled", True, None, r"pickled only \(pytorch_model.bin\)"),
         ("acme/truncated", True, None, r"not a safetensors file \(header length 5000, file 22"),
         ("acme/huge", True, None, "header length 100000001"),
-        ("acme/not-json", True, None, "header is not JSON"),
+        ("acme/not-json", True, None, "safetensors header: not valid JSON"),
     ],
 )
 def test_bad_answers(standin, tmp_path, monkeypatch, repo, drafter, token, phrase):
@@ -332,6 +389,47 @@ def test_bad_answers(standin, tmp_path, monkeypatch, repo, drafter, token, phras
     assert "\n" not in str(e.value)
     whole_files_only(tmp_path)
     assert standin.served < 100_000  # a header that claims 100 MB is not fetched
+
+
+@pytest.mark.parametrize("sha", ["../..", "/etc", "main", "A" * 40])
+def test_a_listing_whose_commit_is_no_commit_id(standin, tmp_path, sha):
+    """huggingface_hub makes snapshots/<commit>/: the listing's commit must
+    be a commit id."""
+    from support.hub import body
+
+    standin.answer[r"^/api/models/"] = body(json.dumps({"sha": sha, "siblings": []}).encode())
+    try:
+        with pytest.raises(ConfigError, match=r"not a Hugging Face hub \(the commit of .* not a"):
+            hub.resolve(KIMI, hub=online(standin, tmp_path))
+    finally:
+        standin.answer.clear()
+
+
+def test_a_path_for_a_commit_is_refused_without_the_hooks(standin, tmp_path, monkeypatch):
+    """The hook refuses an X-Repo-Commit that is no commit id
+    (test_hostile_hub.py); where huggingface_hub has no client factory for
+    it, hf_hub_download's own ValueError is said, not an internal error."""
+    import re
+
+    from support.hub import body
+
+    monkeypatch.setattr(deadline, "COMMIT", re.compile(".*"))  # the hook lets all through
+    head = body(b"", {"X-Repo-Commit": "../..", "ETag": '"e"', "X-Linked-Size": "2"})
+    standin.answer[r"/resolve/main/config.json$"] = head
+    try:
+        with pytest.raises(ConfigError, match=r"not a Hugging Face hub \(Invalid pointer path"):
+            hub.resolve(KIMI, hub=online(standin, tmp_path))
+    finally:
+        standin.answer.clear()
+    whole_files_only(tmp_path)
+
+
+def test_a_listing_over_the_limit(standin, tmp_path, monkeypatch):
+    from vpatch import jsontext
+
+    monkeypatch.setattr(jsontext, "LIMIT", 100)
+    with pytest.raises(ConfigError, match="the listing of moonshotai/Kimi-K2.5 is over"):
+        hub.resolve(KIMI, hub=online(standin, tmp_path))
 
 
 def test_the_token_opens_a_gated_repo(standin, tmp_path, monkeypatch):
@@ -356,7 +454,8 @@ def test_an_unreachable_endpoint(tmp_path):
 def test_a_hub_that_does_not_answer(standin, tmp_path, stalled):
     standin.stall[stalled] = 1.5
     try:
-        with pytest.raises(ConfigError, match=r"did not answer within 0.3 s"):
+        said = r"did not answer a request within 0.3s \(HF_HUB_DOWNLOAD_TIMEOUT\), \d+\.\ds after"
+        with pytest.raises(ConfigError, match=said):
             hub.resolve(DRAFTER, drafter=True, hub=online(standin, tmp_path, timeout=0.3))
     finally:
         standin.stall.clear()

@@ -8,6 +8,10 @@ from ..pair import Pair
 from ..report import Finding
 from .vllm import defect
 
+# draft tokens per step above which num_speculative_tokens is said to be too many
+# (EAGLE-3 drafters are trained and served with a few: 1-8)
+MANY_TOKENS = 16
+
 
 def check_serve_flags(p: Pair) -> Finding:
     s = p.serve
@@ -84,7 +88,16 @@ def check_speculative_config(p: Pair) -> Finding:
             {"spec_draft_tensor_parallel_size": None},
         )
     tp_note = "" if dtp is None else f", draft_tensor_parallel_size {dtp}"
-    return Finding("speculative_config", "info", f"eagle3, {k} draft tokens per step{tp_note}")
+    said = f"eagle3, {k} draft tokens per step{tp_note}"
+    if k > MANY_TOKENS:
+        return Finding(
+            "speculative_config",
+            "warning",
+            f"{said}: far more than an EAGLE-3 drafter proposes well (drafters are trained to "
+            "draft a few; each further token is accepted less often and costs a drafter "
+            f"forward); what vLLM {rel} does with so many is not checked; e.g. 3",
+        )
+    return Finding("speculative_config", "info", said)
 
 
 def check_attention_backend(p: Pair) -> Finding:

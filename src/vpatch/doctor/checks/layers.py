@@ -6,6 +6,8 @@ trained on (the two conventions: conventions.py), and pipeline parallelism
 
 from __future__ import annotations
 
+import re
+
 from packaging.version import Version
 
 from .. import releases
@@ -34,6 +36,16 @@ def check_aux_layers(p: Pair) -> Finding:
             "info",
             "eagle_config.use_aux_hidden_state is false: the drafter takes the target's "
             "last hidden state, no aux layers",
+        )
+    if (unread := p.top_ids_unread) is not None:
+        shown = str(unread)[:80]
+        listed = [int(x) for x in re.findall(r"-?\d+", shown)] or ids
+        return Finding(
+            "aux_layers",
+            "warning",
+            f"{head}; {IDS_KEY} is {shown!r} ({type(unread).__name__}), "
+            "not a list: vLLM takes ids from a list only, and, the key being set, none from "
+            f"eagle_config either; write it as a list, e.g. {show_ids(listed)}",
         )
     if refused:
         return Finding(

@@ -120,6 +120,27 @@ def test_a_flag_given_twice_is_a_warning_naming_both(tmp_path):
     ],
 )
 def test_speculative_config(tmp_path, spec, broken, phrase):
+    f, fixed = speculative_config(tmp_path, spec)
+    assert (f.severity == "error") == broken and phrase in f.message
+    assert fixed["method"] == "eagle3" and isinstance(fixed["num_speculative_tokens"], int)
+    assert fixed.get("draft_tensor_parallel_size") in (None, 8)
+
+
+@pytest.mark.parametrize("k,severity", [(16, "info"), (17, "warning"), (100_000_000, "warning")])
+def test_many_draft_tokens_are_a_warning(tmp_path, k, severity):
+    """--num-speculative-tokens 100000000 was said as "100000000 draft
+    tokens per step", no warning."""
+    f, fixed = speculative_config(tmp_path, {"num_speculative_tokens": k})
+    assert f.severity == severity and f"eagle3, {k} draft tokens per step" in f.message
+    if severity == "warning":
+        assert "far more than an EAGLE-3 drafter proposes well" in f.message
+    assert fixed["num_speculative_tokens"] == k  # kept as written
+
+
+def speculative_config(tmp_path, spec):
+    """The speculative_config finding for a serve command whose
+    --speculative-config is eagle3 with `spec` over it, and the
+    --speculative-config of the command doctor prints."""
     t, d = F.pair(tmp_path)
     full = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3, **spec}
     full = {k: v for k, v in full.items() if v is not None}
@@ -139,8 +160,5 @@ def test_speculative_config(tmp_path, spec, broken, phrase):
     r = doctor.diagnose(
         hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
     )
-    f = find(r, "speculative_config")
-    assert (f.severity == "error") == broken and phrase in f.message, r.to_text()
     fixed = json.loads(r.serve.split("--speculative-config ")[1].strip("'"))
-    assert fixed["method"] == "eagle3" and isinstance(fixed["num_speculative_tokens"], int)
-    assert fixed.get("draft_tensor_parallel_size") in (None, 8)
+    return find(r, "speculative_config"), fixed

@@ -62,6 +62,22 @@ def test_default_ids_when_none_given(tmp_path):
     assert "default" in find(r, "aux_layers").message
 
 
+@pytest.mark.parametrize("version", ["0.17.1", "0.25.0", "0.32.0"])
+@pytest.mark.parametrize("unread", ["2,30,58", 7])
+def test_ids_that_are_no_list(tmp_path, version, unread):
+    """`"2,30,58"` was silently ignored, and doctor then took eagle_config's
+    ids; vLLM's model runner reads ids from a list only, and a key that is
+    set keeps it from reading eagle_config's: it feeds the default."""
+    cfg = {IDS_KEY: unread, "eagle_config": {IDS_KEY: [3, 30, 58]}}
+    r = check(tmp_path, version, config=cfg)
+    f = find(r, "aux_layers")
+    assert f.severity == "warning" and "feeds the drafter layers [2, 30, 58]" in f.message
+    assert f"{IDS_KEY} is {str(unread)!r} ({type(unread).__name__}), not a list" in f.message
+    assert ("e.g. [2, 30, 58]" if unread == "2,30,58" else "e.g. [7]") in f.message
+    # trained on eagle_config's [3, 30, 58] (vLLM's convention), fed the default
+    assert "trained_layers" in errors(r), r.to_text()
+
+
 def test_use_aux_hidden_state_false(tmp_path):
     r = check(
         tmp_path, config={"eagle_config": {"use_aux_hidden_state": False}}, drop=("fc.weight",)

@@ -1,0 +1,177 @@
+"""The hub reads' deadline and their stop: reads on daemon threads that the
+main thread leaves at the deadline or on Ctrl-C / SIGTERM, taking back what
+they made; the hooks on huggingface_hub's session. End to end, against a
+hostile hub: tests/unit/test_hostile_hub.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import httpx2
+import pytest
+from vpatch.doctor import deadline
+from vpatch.errors import ConfigError
+
+STUCK = threading.Event()  # never set: a read stuck in a socket
+
+
+def stuck(made: list[str]) -> None:
+    """A read stuck in a socket (30 s: a test that waits for it fails on its
+    time, rather than hang)."""
+    with deadline.on_stop(lambda: made.append("taken back")):
+        deadline.current().begin()  # as resolve does once huggingface_hub is imported
+        STUCK.wait(30)
+
+
+def test_the_limit(monkeypatch):
+    monkeypatch.delenv("VPATCH_HUB_TIMEOUT", raising=False)
+    assert deadline.limit() == deadline.DEFAULT
+    monkeypatch.setenv("VPATCH_HUB_TIMEOUT", "2.5")
+    assert deadline.limit() == 2.5
+    for bad in ("0", "-1", "soon", "inf", "nan"):
+        monkeypatch.setenv("VPATCH_HUB_TIMEOUT", bad)
+        with pytest.raises(ConfigError, match="VPATCH_HUB_TIMEOUT=.*not a number of seconds"):
+            deadline.limit()
+
+
+def test_a_stuck_read_is_left_at_the_deadline_and_taken_back():
+    made: list[str] = []
+    t0 = time.monotonic()
+    with pytest.raises(deadline.Expired) as e, deadline.Reads(0.3) as reads:
+        job = reads.start("acme/d", stuck, made)
+        reads.result(job)
+    assert time.monotonic() - t0 < 5  # not waited for (generous: the signal is a hang)
+    assert str(e.value).startswith("acme/d: not read within 0.3s, the time doctor gives")
+    assert "VPATCH_HUB_TIMEOUT=SECONDS sets it): no request made yet" in str(e.value)
+    assert made == ["taken back"]
+
+
+def test_the_clock_starts_with_the_first_read():
+    """Importing huggingface_hub is no hub read: a job that has not begun is
+    not timed out."""
+    with deadline.Reads(0.2) as reads:
+        job = reads.start("acme/d", lambda: time.sleep(0.5) or "read")
+        assert reads.result(job) == "read"
+
+
+def test_what_is_no_hub_read_is_awaited_past_the_deadline():
+    with deadline.Reads(0.1) as reads:
+        reads.start("acme/d", lambda: deadline.current().begin())
+        job = reads.start("PY", lambda: time.sleep(0.4) or "answered", bounded=False)
+        assert reads.result(job) == "answered"
+
+
+def test_a_read_that_fails_says_its_own_error():
+    def fails() -> None:
+        raise ConfigError("acme/d: no such repo")
+
+    with pytest.raises(ConfigError, match="no such repo"), deadline.Reads(5) as reads:
+        reads.result(reads.start("acme/d", fails))
+
+
+def test_the_main_thread_says_what_it_awaits(monkeypatch):
+    monkeypatch.setattr(deadline, "NOTICE", 0.1)
+    said: list[str] = []
+
+    def slow() -> str:
+        deadline.current().begin()
+        time.sleep(0.4)
+        return "read"
+
+    with deadline.Reads(30, said.append) as reads:
+        assert reads.result(reads.start("acme/d", slow)) == "read"
+    assert said == [
+        "waiting for the hub (acme/d: no request made yet); gives up 30s after it started "
+        "(VPATCH_HUB_TIMEOUT=SECONDS sets the limit)"
+    ]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_the_wait_and_takes_back(sig):
+    made: list[str] = []
+    before = signal.getsignal(signal.SIGTERM)
+    threading.Timer(0.3, os.kill, (os.getpid(), sig)).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), deadline.Reads(600) as reads:
+        reads.result(reads.start("acme/d", stuck, made))
+    assert time.monotonic() - t0 < 5
+    assert made == ["taken back"]
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_stopped_read_goes_no_further():
+    b = deadline.Budget(600)
+    b.check()
+    b.stop()
+    with pytest.raises(KeyboardInterrupt):
+        b.check()
+    b = deadline.Budget(0.01)
+    b.begin()
+    time.sleep(0.02)
+    with pytest.raises(deadline.Expired):
+        b.check()
+    assert b.stopped.is_set() and b.expired
+
+
+def within(seconds: float, fn):
+    """fn()'s result or error, or a failure when it has not returned in
+    `seconds` (rather than a test that hangs)."""
+    got: dict = {}
+
+    def run() -> None:
+        try:
+            got["value"] = fn()
+        except BaseException as e:
+            got["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still running after {seconds}s"
+    if "error" in got:
+        raise got["error"]
+    return got["value"]
+
+
+def test_each_keeps_the_order_and_raises_the_first_failure():
+    squares = within(10, lambda: deadline.each(lambda i: i * i, list(range(20)), workers=4))
+    assert squares == [i * i for i in range(20)]
+    started: list[int] = []
+
+    def one(i: int) -> int:
+        started.append(i)
+        if i >= 3:
+            raise ValueError(i)
+        return i
+
+    with pytest.raises(ValueError, match="^3$"):
+        within(10, lambda: deadline.each(one, list(range(100)), workers=2))
+    assert len(started) < 10  # nothing started after a failure
+
+
+def test_a_request_waits_no_longer_than_the_time_left():
+    with deadline.bounded(5, "acme/d") as b:
+        r = httpx2.Request("GET", "http://hub/api/models/acme/d?x=1")
+        r.extensions["timeout"] = {"connect": 10.0, "read": 1.0, "write": None, "pool": 10.0}
+        deadline._on_request(r)
+        got = r.extensions["timeout"]
+        assert got["read"] == 1.0 and all(0 < got[k] <= 5 for k in ("connect", "write", "pool"))
+        assert b.asked["acme/d"] == ("GET http://hub/api/models/acme/d", None, False)
+        b.stop()
+        with pytest.raises(KeyboardInterrupt):
+            deadline._on_request(r)
+    assert deadline.current() is None
+
+
+def test_a_body_stops_between_chunks():
+    with deadline.bounded(5, "acme/d") as b:
+        stream = deadline._checked(iter([b"a", b"b", b"c"]), b, "acme/d", ("GET http://f", 200))
+        got = []
+        with pytest.raises(KeyboardInterrupt):
+            for chunk in stream:
+                got.append(chunk)
+                b.stop()
+        assert got == [b"a"]
