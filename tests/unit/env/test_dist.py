@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -114,6 +117,35 @@ def test_an_interpreter_that_does_not_answer(tmp_path, monkeypatch):
         time.sleep(0.05)
     else:
         raise AssertionError(f"the interpreter's child {child} still runs")
+
+
+@pytest.mark.parametrize("then", ["exec sleep 600", "exit 0"])
+def test_a_grandchild_of_an_interpreter_that_does_not_answer(tmp_path, monkeypatch, then):
+    """`(sleep 600 &)` in a wrapper: the subshell exits at once, so the sleep
+    is an orphan, reparented away from the interpreter, and a walk down from
+    it never finds it (issue 37: it survived the timeout). It carries the
+    run's mark in its environment and is stopped with the rest; also when
+    the wrapper itself ended and only the orphan holds its pipes."""
+    pid = tmp_path / "grandchild"
+    script = tmp_path / "py"
+    script.write_text(f"#!/bin/sh\n(sleep 600 & echo $! > {pid})\n{then}\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(dist, "NOTICE", 0.2)
+    monkeypatch.setenv("VPATCH_PYTHON_TIMEOUT", "1.5")
+    try:
+        with pytest.raises(ConfigError, match=r"did not answer within 1.5s"):
+            dist.find(script)
+        orphan = int(pid.read_text())
+        for _ in range(100):  # killed; reaped by whoever adopted it
+            if not Path(f"/proc/{orphan}").exists() or "Z" in _state(orphan):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"the interpreter's grandchild {orphan} still runs")
+    finally:
+        if pid.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid.read_text()), signal.SIGKILL)
 
 
 def _state(pid: int) -> str:
