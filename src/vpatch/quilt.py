@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import PatchError, TreeError, UnsafePathError, disk_error
+from .errors import ConfigError, PatchError, TreeError, UnsafePathError, disk_error
 from .paths import safe_relpath, sweep, write_atomic
 
 if TYPE_CHECKING:
@@ -152,10 +152,16 @@ def read_names(series_file: Path) -> list[str]:
 
 
 def load(directory: Path) -> Series:
+    """The series in `directory` (a `series` file and its patches). A folder
+    that is not there, or holds no `series` file, is bad input (ConfigError:
+    `--series DIR` names the wrong folder); a series that names a missing or
+    bad patch is a PatchError."""
     directory = Path(directory)
     series_file = directory / "series"
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: no such folder (a series folder holds a `series` file)")
     if not series_file.is_file():
-        raise PatchError(f"{directory} has no series file")
+        raise ConfigError(f"{directory} has no series file")
     patches = []
     for name in read_names(series_file):
         try:

@@ -93,3 +93,25 @@ def test_fix_probe_false_before_upstream_true_when_patched(tmp_path, slug, fixed
         tree = tmp_path / v
         apply.apply(v, dest=tree, source=str(base), pins=PINS)
         assert probes.holds(checks, probes.folder_files(tree, globs)), v
+
+
+def test_every_release_as_released_is_what_doctor_takes_from_the_patch_set():
+    """`vpatch doctor --vllm R` takes `vpatch check`'s report of R as released
+    from the patch set (status.expected: a patch of R's own series missing,
+    any other upstream from its DEP-3 Applied-Upstream on). Here check's own
+    statuses() on each pinned release's own files (no RECORD, no receipt:
+    the probes decide) give the same report, on every pinned release."""
+    from vpatch.env import status
+    from vpatch.env.dist import Dist
+
+    checks = probes.load(PS)
+    globs = probes.patterns(checks)
+    seen = set()
+    for v in PINS.versions():
+        root = files.release_files(PINS.releases[v], globs)
+        own = PINS.series(v)
+        d = Dist("python", "vllm", v, root, None, "cpython-311")
+        got = status.statuses(d, status.subjects(PINS, own), own, None, None, checks)
+        assert got == status.expected(PINS, v, False), v
+        seen |= set(got.values())
+    assert seen == {"missing", "upstream"}

@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from vpatch import quilt
 
-from support import make_series, make_wheel, publish
+from support import make_series, make_wheel, named_series, publish
 
 RELEASE = "9.9.0"
 UPSTREAM = "10.0.0"  # has everything upstream: no series
@@ -242,3 +243,113 @@ def one_error_line(r: subprocess.CompletedProcess) -> str:
     assert len(lines) == 1 and lines[0].startswith("vpatch: error: "), r.stderr
     assert "Traceback" not in r.stderr
     return lines[0]
+
+
+# -- real release names over a patch set shaped like the real one -----------------
+
+# Three patches, as the real set has them: the EAGLE-3 change (0.17.1's series,
+# upstream from 0.18.0), a fix two series carry (0.17.1 and 0.26.0, upstream
+# from 0.27.0; doctor's draft_positions) and one upstream takes only after
+# every pinned release (0.26.0; from 0.34.0; doctor's layer0). Each
+# release's fake vLLM has what upstream has by then.
+LIKE = ("0.17.1", "0.26.0", "0.33.0")  # patched, upstream-fix, upstream (no series)
+LIKE_BASE = {
+    "vllm/__init__.py": "",
+    "vllm/config.py": "allow = ['llama']\n" + FILLER,
+    "vllm/spec.py": "def positions():\n    return 'short'\n" + FILLER,
+    "vllm/layer.py": "def layer0():\n    return 'crash'\n" + FILLER,
+}
+LIKE_CHANGES = {
+    "config: allow eagle3 for deepseek": {
+        "vllm/config.py": "allow = ['llama', 'deepseek']\n" + FILLER
+    },
+    "spec: draft positions cover max model len": {
+        "vllm/spec.py": "LONG = 'long'\n\n\ndef positions():\n    return LONG\n" + FILLER
+    },
+    "layer: fix aux state at layer 0": {
+        "vllm/layer.py": "COPY = 'copy'\n\n\ndef layer0():\n    return COPY\n" + FILLER
+    },
+}
+LIKE_TABLES = {  # each patch's keys in patches.toml besides its spans
+    "config-allow-eagle3-for-deepseek": (
+        'probe = [{ file = "vllm/config.py", list = "allow", includes = ["deepseek"] }]'
+    ),
+    "spec-draft-positions-cover-max-model-len": 'doctor = "draft_positions"\n'
+    'probe = [{ file = "vllm/spec.py", function = "positions", uses = "LONG" }]',
+    "layer-fix-aux-state-at-layer-0": 'doctor = "layer0"\n'
+    'probe = [{ file = "vllm/layer.py", function = "layer0", uses = "COPY" }]',
+}
+
+
+def like_files(release: str) -> dict[str, str]:
+    """The fake vLLM files of one of LIKE: what upstream has by then."""
+    subjects = list(LIKE_CHANGES)
+    upstream = {"0.17.1": [], "0.26.0": subjects[:1], "0.33.0": subjects[:2]}[release]
+    files = dict(LIKE_BASE)
+    for s in upstream:
+        files.update(LIKE_CHANGES[s])
+    return files
+
+
+def releases_like(where: Path) -> Path:
+    """A vpatch data root (VERSIONS.lock, patches/) pinning LIKE, whose names
+    are real releases' so doctor's rules (doctor/releases.py) apply: 0.17.1
+    `patched` with the EAGLE-3 change and the draft-positions fix, 0.26.0
+    `upstream-fix` with that fix and the layer-0 one, 0.33.0 `upstream`
+    without a series. Each patch's DEP-3 Applied-Upstream as above. Returns
+    its VERSIONS.lock."""
+    subjects = list(LIKE_CHANGES)
+    series = {"0.17.1": subjects[:2], "0.26.0": subjects[1:]}
+    since = dict(zip(subjects, ("0.18.0", "0.27.0", "0.34.0"), strict=True))
+    for release, steps in series.items():
+        names = [f"{i:04d}-{quilt.slug_of(s)}.patch" for i, s in enumerate(steps, 1)]
+        made = named_series(
+            where / f"work-{release}",
+            where / f"series-{release}",
+            like_files(release),
+            [(s, LIKE_CHANGES[s]) for s in steps],
+            names,
+        )
+        for name, s in zip(names, steps, strict=True):
+            f = made / name
+            f.write_text(
+                f.read_text().replace("Applied-Upstream: 0.18.0", f"Applied-Upstream: {since[s]}")
+            )
+        publish(where, release, made)
+    toml = where / "patches" / "patches.toml"
+    text = toml.read_text()
+    for slug, keys in LIKE_TABLES.items():
+        head = f'["{slug}"]\n'
+        text = text.replace(head, head + keys + "\n")
+    toml.write_text(text)
+    status = {"0.17.1": "patched", "0.26.0": "upstream-fix", "0.33.0": "upstream"}
+    path = where / "VERSIONS.lock"
+    path.write_text(
+        "".join(
+            f'[releases."{v}"]\ntag = "v{v}"\ncommit = "c{i}"\nstatus = "{status[v]}"\n\n'
+            for i, v in enumerate(LIKE)
+        )
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def like_envs(tmp_path_factory) -> tuple[Path, dict[tuple[str, bool], Path]]:
+    """(VERSIONS.lock of releases_like, {(release, patched): python}): each
+    of LIKE's fake vLLM in a venv of its own as released, and each release
+    with a series once more with it installed by `vpatch install`."""
+    where = tmp_path_factory.mktemp("like")
+    (where / "root").mkdir()
+    lock_path = releases_like(where / "root")
+    envs = {}
+    for release in LIKE:
+        for patched in (False, True) if release != LIKE[-1] else (False,):
+            name = f"{release}-{'patched' if patched else 'released'}"
+            py = build_env(where / name, version=release, files=like_files(release))
+            if patched:
+                r = run_vpatch(
+                    "install", "--python", str(py), lock_path=lock_path, probes_path=lock_path
+                )
+                assert r.returncode == 0, r.stderr
+            envs[release, patched] = py
+    return lock_path, envs

@@ -481,6 +481,21 @@ CASES = [
         lambda b: flip(b, S.SDIST),
         how="sub",
     ),
+    *[
+        Case(
+            f"{cmd}-series-{name}",
+            lambda b, cmd=cmd, name=name: [
+                cmd,
+                *(["--dest", dest(b)] if cmd == "apply" else [str(tree(b))]),
+                "--series",
+                str(b.dir / name),
+            ],
+            2,
+            lambda b, cmd=cmd: ((b.dir / "empty").mkdir(), cmd == "status" and b.tree()),
+        )
+        for cmd in ("apply", "status")
+        for name in ("nonexistent", "empty")
+    ],
     Case(
         "apply-series-names-a-missing-file",
         lambda b: ["apply", "--dest", dest(b)],

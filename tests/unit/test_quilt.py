@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 from support import synthetic as S
 from vpatch import quilt
-from vpatch.errors import PatchError, TreeError, UnsafePathError
+from vpatch.errors import ConfigError, PatchError, TreeError, UnsafePathError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,9 +53,16 @@ def test_series_naming_a_file_outside(good_series):
         quilt.load(good_series)
 
 
-def test_missing_series_file(tmp_path):
-    with pytest.raises(PatchError, match="has no series file"):
+def test_a_folder_that_is_no_series_is_bad_input(tmp_path):
+    """`--series DIR` naming the wrong folder is bad input (exit 2), not a bad
+    patch (issue 37: `vpatch install --series /nonexistent` exited 5)."""
+    with pytest.raises(ConfigError, match="has no series file"):
         quilt.load(tmp_path)
+    with pytest.raises(ConfigError, match="/nonexistent: no such folder"):
+        quilt.load(tmp_path / "nonexistent")
+    (tmp_path / "file").write_text("0001-a.patch\n")
+    with pytest.raises(ConfigError, match="file: no such folder"):
+        quilt.load(tmp_path / "file")
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,18 @@ def add_parser(sub: options.Subparsers) -> None:
         "read hub ids from the local Hugging Face cache only (as HF_HUB_OFFLINE=1); online, "
         f"the hub reads end within {deadline.VARIABLE} seconds (default {deadline.DEFAULT:g})",
     )
-    options.python(p, default="python3")
+    options.python(p)
+    p.add_argument(
+        "--vllm",
+        metavar="RELEASE",
+        help="check against this pinned vLLM release as released, with no environment to read "
+        "(instead of --python: a preflight where vLLM is not installed)",
+    )
+    p.add_argument(
+        "--patched",
+        action="store_true",
+        help="with --vllm: with the release's series installed by `vpatch install`",
+    )
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="N")
     p.add_argument("--num-speculative-tokens", type=int, default=3, metavar="K")
@@ -60,6 +71,8 @@ def execute(args: Namespace, parser: Parser) -> int:
         pipeline_parallel_size=args.pipeline_parallel_size,
         num_speculative_tokens=args.num_speculative_tokens,
         offline=args.offline,
+        vllm=args.vllm,
+        patched=args.patched,
     )
     report = doctor.doctor(req, say=say, pins=lock.load())
     print(json.dumps(report.to_json(), indent=2) if args.format == "json" else report.to_text())

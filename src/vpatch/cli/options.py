@@ -14,7 +14,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
 from .. import lock
 from ..errors import ConfigError, VpatchError
@@ -29,13 +29,33 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+PATHS = ("DIR", "FILE", "WHEEL", "PATH")  # metavars of path arguments
+
+
 def path(value: str | None) -> Path | None:
     return Path(value) if value else None
 
 
+def a_path(value: str) -> str:
+    """A path argument's value. An empty one would be the current folder
+    (`Path('')` is `.`: `series --out ''` wrote there) or, for an option with
+    a default, the default: either way not what was typed."""
+    if not value:
+        raise argparse.ArgumentTypeError("an empty path (`.` names the current folder)")
+    return value
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with a usage error said like any other: one line, exit 2
-    (ConfigError's code, and argparse's), pointing to the command's --help."""
+    (ConfigError's code, and argparse's), pointing to the command's --help.
+    An argument whose metavar names a path (DIR, FILE, WHEEL, ...|PATH)
+    refuses an empty value (a_path)."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        metavar = kwargs.get("metavar")
+        if isinstance(metavar, str) and metavar.split("|")[-1] in PATHS:
+            kwargs.setdefault("type", a_path)
+        return super().add_argument(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         print(f"vpatch: error: {cut(message)} (see `{self.prog} --help`)", file=sys.stderr)

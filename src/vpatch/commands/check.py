@@ -42,9 +42,9 @@ def format_text(r: Report) -> str:
     else:
         lacking = [n for n, s in r.patches.items() if s not in status.READY]
         if any(r.patches[n] == "modified" for n in lacking):
-            series = "a file was changed by hand: reinstall vLLM, then run `vpatch install`"
+            series = f"a file was changed by hand: reinstall vLLM, then run `{r.install}`"
         elif r.series:
-            series = "run `vpatch install`"
+            series = f"run `{r.install}`"
         else:
             series = f"vpatch has no series for vLLM {r.release}"
         lines.append(f"{what}: NOT ready ({', '.join(lacking)}); {series}")

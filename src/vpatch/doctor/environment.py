@@ -4,18 +4,26 @@ imported), and what `vpatch check` says about it (env.report): whether
 EAGLE-3 for DeepSeek-V3/Kimi targets is ready, and the state of each patch of
 the installed series, by its name there (NNNN-slug), which is how doctor
 knows whether a defect is fixed there (releases.fix() names the patch of
-each defect, the release's series where it sits: pair.Pair.fix)."""
+each defect, the release's series where it sits: pair.Pair.fix).
+
+Without an environment (`--vllm RELEASE [--patched]`: a laptop preflight
+before the serving machine exists), `from_release()` says what `vpatch check`
+would report on that release installed as released, or with its series
+installed by `vpatch install` (env.status.expected), and doctor's verdict
+is the one it gives with that release installed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from packaging.version import InvalidVersion, Version
+
 from .. import lock
 from ..env import status
 from ..env.dist import Dist, NoVllm, find
 from ..env.report import inspect
-from ..errors import VpatchError
+from ..errors import ConfigError, VpatchError
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,14 @@ class VllmEnv:
     # what env.dist found, for by_check: asking the interpreter again costs
     # another 0.1 s start of it
     found: Dist | None = field(default=None, compare=False, repr=False)
+    given: str = ""  # `--vllm R [--patched]`: the release as given, no environment read
+
+    @property
+    def where(self) -> str:
+        """The vLLM as the findings name it."""
+        if self.given:
+            return f"vLLM {self.version} ({self.given}, no environment read)"
+        return f"{self.dist} {self.version} ({self.python})"
 
 
 def find_vllm(python: str, say: Callable[[str], None] = lambda _: None) -> VllmEnv:
@@ -66,6 +82,32 @@ class Readiness:
 
 
 UNKNOWN = Readiness(None, {}, known=False)
+
+
+def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv, Readiness]:
+    """`--vllm RELEASE [--patched]`: the pinned release installed as released,
+    or with its series installed by `vpatch install`, and what `vpatch
+    check` reports there (env.status.expected). A release the lock does not
+    pin is bad input; so is --patched where vpatch has no series for the
+    release (`vpatch install` has nothing to install there: drop --patched)."""
+    try:
+        public = Version(release).public  # 0.17.1+cu129, as `vllm --version` says it
+    except InvalidVersion:
+        public = release
+    try:
+        rel = pins.get(public)
+    except ConfigError as e:
+        raise ConfigError(f"--vllm {release}: {e}") from None
+    if patched and not pins.has_series(rel):
+        raise ConfigError(
+            f"--vllm {rel.version} --patched: vpatch has no series for vLLM {rel.version}, so "
+            "`vpatch install` installs nothing there; drop --patched"
+        )
+    states = status.expected(pins, rel.version, patched)
+    words = f"--vllm {rel.version}" + (" --patched" if patched else "")
+    env = VllmEnv("PY", "vllm", rel.version, given=words)
+    return env, Readiness(status.ready(states), states)
+
 
 Ready = Callable[[VllmEnv], Readiness]
 

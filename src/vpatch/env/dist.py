@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -171,24 +172,37 @@ def timeout() -> float:
     return limit
 
 
-def _stop(pid: int) -> None:
-    """Kill a process and what it started (a wrapper script's children hold
-    its pipes, and would outlive it): its descendants, from /proc, then it.
-    They share vpatch's process group, so a Ctrl-C or a `timeout` reaches
-    them as it reaches vpatch."""
+# In the asked interpreter's environment, with a token of the run: what it
+# starts inherits it, so a grandchild whose parent exited (reparented to
+# init, out of reach of a walk down from the interpreter) is still found.
+MARK = "VPATCH_ASKED"
+
+
+def _stop(pid: int | None, token: str) -> None:
+    """Kill a process (None: one that already ended) and what it started (a
+    wrapper script's children hold its pipes, and would outlive it): its
+    descendants, from /proc, and every process whose environment carries
+    MARK=token (`(sleep 600 &)` in a wrapper leaves an orphan no parent link
+    leads to). They share vpatch's process group, so a Ctrl-C or a
+    `timeout` reaches them as it reaches vpatch."""
     children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    marked, mark = [], f"{MARK}={token}".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    family, todo = [pid], [pid]
+        children.setdefault(ppid, []).append(int(proc.name))
+        with contextlib.suppress(OSError):  # gone, or another user's
+            if mark in (proc / "environ").read_bytes().split(b"\0"):
+                marked.append(int(proc.name))
+    family = [] if pid is None else [pid]
+    todo = list(family)
     while todo:
         found = children.get(todo.pop(), [])
         family += found
         todo += found
-    for member in family:
+    for member in dict.fromkeys(family + marked):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(member, signal.SIGKILL)
 
@@ -199,9 +213,11 @@ def ask(python: str, say: Callable[[str], None] = _quiet) -> dict[str, Any]:
     that has not after timeout() is killed, with what it started."""
     limit = timeout()
     shown = shlex.quote(python)  # `--python ''` is shown as ''
+    token = secrets.token_hex(8)
     try:
         p = subprocess.Popen(
             [python, "-c", _DISCOVER],
+            env={**os.environ, MARK: token},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -213,6 +229,7 @@ def ask(python: str, say: Callable[[str], None] = _quiet) -> dict[str, Any]:
         raise ConfigError(f"{shown} is not an executable Python interpreter") from None
     except OSError as e:
         raise ConfigError(f"{shown} is not a Python interpreter ({e.strerror or e})") from None
+    answered = False
     try:
         try:
             out, err = p.communicate(timeout=min(NOTICE, limit))
@@ -228,9 +245,10 @@ def ask(python: str, say: Callable[[str], None] = _quiet) -> dict[str, Any]:
                     f"{shown} did not answer within {limit:g}s (VPATCH_PYTHON_TIMEOUT=SECONDS "
                     "sets the limit)"
                 ) from None
+        answered = True
     finally:
-        if p.poll() is None:
-            _stop(p.pid)
+        if not answered:  # not in time (or interrupted): it, or what holds its pipes
+            _stop(p.pid if p.poll() is None else None, token)
             p.wait()
     line = next((ln for ln in out.splitlines() if ln.startswith("VPATCH-ENV ")), None)
     if p.returncode != 0 or line is None:

@@ -10,6 +10,7 @@ first. `vpatch check` prints it; `vpatch doctor` asks it.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,11 @@ class Report:
     editable: bool = False
     recovered: str | None = None  # an interrupted run rolled back by this check
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def install(self) -> str:
+        """The `vpatch install` that installs the series here."""
+        return f"vpatch install --python {shlex.quote(self.python)}"
 
     def to_json(self) -> dict[str, Any]:
         """The documented JSON shape."""
@@ -92,7 +98,7 @@ def inspect(
         if own is not None and rec.series_sha256 != own.content_hash():
             report.notes.append(
                 f"this vpatch has a newer series {own.name} ({own.content_hash()[:8]}); "
-                "run `vpatch install` to update"
+                f"run `{report.install}` to update"
             )
     elif status.wheel_series(d):
         report.installed = f"vpatch's wheel ({d.version})"

@@ -143,5 +143,26 @@ def matches(path: Path, spec: str, sha: str | None) -> bool:
         return False
 
 
+def expected(pins: lock.Lock, version: str, patched: bool) -> dict[str, str]:
+    """What `statuses` reports for the pinned release `version` as released
+    (its pinned artifact, unchanged) or, `patched`, with its own series
+    installed (`vpatch install`, or vpatch's wheel of it), told from the patch
+    set alone, no file read: a patch of the release's own series is
+    `applied` when installed, else `missing` (a variant serves only releases
+    before upstream takes the change, where its probe does not hold); any
+    other patch is `upstream` from the release its DEP-3 Applied-Upstream
+    names on, else `missing`. tests/integration/test_probes_real.py holds
+    the probes to this on every pinned release's own files."""
+    out = {}
+    for s in subjects(pins, pins.series(version)):
+        if s.own:
+            out[s.name] = "applied" if patched else "missing"
+        else:
+            since = pins.patchset.upstream(s.patch.slug).release
+            held = since is not None and Version(since) <= Version(version)
+            out[s.name] = "upstream" if held else "missing"
+    return out
+
+
 def ready(status: dict[str, str]) -> bool:
     return bool(status) and all(v in READY for v in status.values())

@@ -16,6 +16,7 @@ file it is given): nothing here runs git or writes a file."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +72,37 @@ def load_results(path: Path) -> Results:
         raise ConfigError(
             f"--results {path}: not the tier's results (tests/vllm/tier.py run writes them)"
         )
-    return {v: {**sides, "when": data.get("when")} for v, sides in releases.items()}
+    when = data.get("when")
+    said = [str(v) for v in releases] + ([when] if isinstance(when, str) else [])
+    said += [t for r in releases.values() for side in SIDES for k in KEYS for t in r[side][k]]
+    bad = next((t for t in said if not _one_line(t)), None)
+    if bad is not None:
+        # PR_BODY.md quotes them: a line break would start a heading or a list of its own
+        raise ConfigError(
+            f"--results {path}: {bad[:60]!r} has a line break or a control character; "
+            "not the tier's results (tests/vllm/tier.py run writes them)"
+        )
+    return {v: {**sides, "when": when} for v, sides in releases.items()}
+
+
+def _one_line(text: str) -> bool:
+    """No line break (of any kind Markdown or Unicode knows) and no control
+    character: it can be quoted inside one line of PR_BODY.md."""
+    return not any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in text)
+
+
+SIDES = ("unpatched", "patched")
+KEYS = ("passed", "failed")
 
 
 def _one_release(sides: Any) -> bool:
     if not isinstance(sides, dict):
         return False
-    for side in ("unpatched", "patched"):
+    for side in SIDES:
         got = sides.get(side)
         if not isinstance(got, dict):
             return False
-        for k in ("passed", "failed"):
+        for k in KEYS:
             if not isinstance(got.get(k), list) or not all(isinstance(t, str) for t in got[k]):
                 return False
     return True

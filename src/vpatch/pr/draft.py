@@ -422,16 +422,20 @@ def commands(d: Drafted, repo: gitutil.Repo) -> list[str]:
             fork, user = name, m.group(1)
             break
     q = shlex.quote
-    out = []
+    push = [f"git -C {q(str(d.tree))} push -u {fork} {d.branch}"]
     if d.from_archive:
-        out.append(
-            f"# {d.tree} holds vLLM's release archive, not its git history: apply "
-            f"{d.out / 'series'}/*.patch in a vLLM checkout (git am), or run "
-            "`vpatch pr --onto PATH` on one, and push from there"
-        )
-    out += [
-        f"git -C {q(str(d.tree))} push -u {fork} {d.branch}",
+        # the tree's one commit is the release archive, not vLLM's history: a
+        # branch pushed from it shares no commit with vLLM's main
+        series = q(str(d.out.absolute() / "series"))
+        push = [
+            f"# {d.tree} holds vLLM's release archive, not its git history: push from a "
+            f"clone of {PR_REPO} (VLLM below; `vpatch pr --onto VLLM` drafts there itself)",
+            f"git -C VLLM switch -c {d.branch} origin/main",
+            f"git -C VLLM am --3way {series}/*.patch",
+            f"git -C VLLM push -u {fork} {d.branch}",
+        ]
+    return [
+        *push,
         f"gh pr create --repo {PR_REPO} --base main --head {user}:{d.branch} "
         f"--title {q(d.title)} --body-file {q(str(d.out / 'PR_BODY.md'))}",
     ]
-    return out

@@ -28,7 +28,8 @@ def test_the_request_and_the_exit_code(monkeypatch, capsys, ok, code):
     assert capsys.readouterr().out == f"ok: {ok}\n"
     (req,) = seen
     assert req.command == ("vllm", "serve", "t", "--seed", "1")
-    assert (req.drafter, req.target, req.python) == ("d", None, "python3")
+    assert (req.drafter, req.target, req.python) == ("d", None, None)  # None: python3
+    assert (req.vllm, req.patched) == (None, False)
     assert (req.tensor_parallel_size, req.pipeline_parallel_size) == (8, 1)
     assert req.num_speculative_tokens == 3 and req.offline is True
     assert cli.main(["doctor", "--format", "json"]) == code

@@ -60,3 +60,25 @@ def test_cut_keeps_a_long_line_readable():
     assert options.cut("one\ntwo") == "one" and options.cut("  ") == "failed"
     blob = "x" * 500
     assert options.cut(f"bad {blob}") == f"bad {'x' * 80}…(500 characters)"
+
+
+# every argument that names a folder or a file, by its dest
+PATH_DESTS = {"dest", "dir", "out", "series", "into", "work", "tree", "wheel", "results", "onto"}
+
+
+def test_a_path_argument_refuses_an_empty_value():
+    """An empty path was the current folder (`series --out ''`, `export ''`,
+    `pr --onto ''`: Path('') is '.') or, for an option with a default,
+    silently the default (`apply --dest ''`, `install --series ''`). Every
+    argument naming a folder or a file now refuses '' (options.a_path, given
+    by the Parser to every metavar of options.PATHS): exit 2, one line."""
+    seen = set()
+    for name, p in subcommands().items():
+        for a in p._actions:
+            if a.dest in PATH_DESTS:
+                assert a.type is options.a_path, (name, a.dest, a.metavar)
+                seen.add(a.dest)
+    assert seen == PATH_DESTS
+    with pytest.raises(SystemExit) as e:
+        cli.parser().parse_args(["apply", "--dest", ""])
+    assert e.value.code == 2

@@ -39,7 +39,9 @@ def test_text_report(fake):
     assert r.returncode == 1
     assert r.stdout.splitlines()[0] == f"vllm {RELEASE} at {fake.root}"
     assert "missing  0001-step-1" in r.stdout
-    assert "NOT ready (0001-step-1, 0002-step-2); run `vpatch install`" in r.stdout
+    # the command to run names the environment (issue 37: `--python PY` was left out)
+    again = f"run `vpatch install --python {fake.py}`"
+    assert f"NOT ready (0001-step-1, 0002-step-2); {again}" in r.stdout
     assert fake.run("install").returncode == 0
     r = fake.run("check")
     assert r.returncode == 0
@@ -54,7 +56,10 @@ def test_modified_after_install_and_by_hand(fake):
     data = as_json(fake, 1)
     assert data["patches"] == {"0001-step-1": "modified", "0002-step-2": "applied"}
     r = fake.run("check")
-    assert "a file was changed by hand" in r.stdout
+    assert (
+        f"a file was changed by hand: reinstall vLLM, then run `vpatch install --python {fake.py}`"
+        in r.stdout
+    )
 
 
 def test_modified_by_hand_without_vpatch(fake):

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from support import env as fake_env
@@ -17,8 +18,10 @@ from support import pairs as F
 from vpatch import lock
 from vpatch.commands import doctor as D
 from vpatch.doctor import hub
-from vpatch.doctor.environment import Readiness
+from vpatch.doctor.environment import Readiness, find_vllm, from_release
 from vpatch.errors import ConfigError
+
+like_envs = fake_env.like_envs
 
 
 def vpatch(*args, env=None):
@@ -266,3 +269,107 @@ def test_offline_a_drafter_hub_id_not_in_the_cache(tmp_path):
     where = hub.Hub(cache_dir=tmp_path / "hf")
     with pytest.raises(ConfigError, match="not in the local Hugging Face cache"):
         D.doctor(req, ready=lambda env: Readiness(True), where=where, pins=lock.load())
+
+
+# -- --vllm RELEASE [--patched]: the verdict of that release installed --------------
+
+
+def _verdict(r, env) -> tuple:
+    """The report as a user reads the verdict: ok, the serve command, and each
+    finding, the environment's name (VllmEnv.where) and its python as
+    `--python PY` put for the words a release given instead of one has."""
+
+    def said(m: str) -> str:
+        return m.replace(env.where, "<vllm>").replace(f"--python {env.python}", "--python PY")
+
+    return r.ok, r.serve, [(f.check, f.severity, said(f.message)) for f in r.findings]
+
+
+def test_a_release_given_gives_the_verdict_of_it_installed(tmp_path, like_envs):
+    """`--vllm R` gives the findings doctor gives with R installed as released,
+    `--vllm R --patched` those with its series installed by `vpatch install`
+    (issue 37: where `python3` had no vLLM, a laptop preflight ended NOT ok
+    for a good pair). Over real release names (their rules apply) and a
+    patch set shaped like the real one (support/env.py releases_like): a
+    patched release, an upstream-fix one, one without a series; pairs whose
+    verdict turns on what is installed (EAGLE-3 itself, the layer-0 fix, the
+    draft-positions fix)."""
+    lock_path, envs = like_envs
+    pins = lock.load(lock_path)
+    t, d = F.pair(tmp_path / "a", config={"eagle_aux_hidden_state_layer_ids": [0, 30, 58]})
+    t2, d2 = F.pair(tmp_path / "b", fmt="specforge_kimi")
+    spec = json.dumps({"method": "eagle3", "model": str(d2), "num_speculative_tokens": 3})
+    asks = [
+        D.Request(target=str(t), drafter=str(d), tensor_parallel_size=8),
+        D.Request(command=("vllm", "serve", str(t2), "-tp", "8", "--speculative-config", spec)),
+    ]
+    verdicts = {}
+    for (release, patched), py in envs.items():
+        env = find_vllm(str(py))
+        for i, ask in enumerate(asks):
+            installed = D.doctor(replace(ask, python=str(py)), pins=pins)
+            given = D.doctor(replace(ask, vllm=release, patched=patched), pins=pins)
+            stated = from_release(release, patched, pins)[0]
+            want = _verdict(installed, env)
+            assert _verdict(given, stated) == want, (release, patched, i, given.to_text())
+            verdicts[release, patched, i] = {c: s for c, s, _ in want[2] if s != "info"}
+    # what the comparison covered: each verdict turns on what is installed
+    assert verdicts["0.17.1", False, 0]["vllm"] == "error"  # no EAGLE-3 for the target
+    assert "vllm" not in verdicts["0.17.1", True, 0]
+    assert verdicts["0.26.0", False, 0]["aux_layers"] == "error"  # layer 0 crashes
+    assert "aux_layers" not in verdicts["0.26.0", True, 0]
+    assert verdicts["0.33.0", False, 0]["aux_layers"] == "error"  # no series fixes it
+    assert verdicts["0.26.0", False, 1]["max_model_len"] == "error"  # positions too short
+    assert "max_model_len" not in verdicts["0.26.0", True, 1]
+
+
+def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
+    """The laptop preflight (issue 37): no vLLM anywhere (`--python` is not
+    given, and the python3 on PATH has none: PATH holds only a python
+    without vLLM), the release and its series named instead. A good pair on
+    0.17.1 with vpatch's series: ok, exit 0; without it: vLLM refuses
+    EAGLE-3 for the target, exit 1, and the fix names `--python PY`."""
+    t, d = F.pair(tmp_path)
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python3").symlink_to(sys.executable)  # vpatch's own: no vLLM
+    env = {"PATH": str(bin_)}
+    pair = ["--target", str(t), "--drafter", str(d), "--tensor-parallel-size", "8"]
+    r = vpatch(*pair, env=env)
+    assert r.returncode == 1 and "--vllm RELEASE" in r.stdout, r.stdout  # says how
+    r = vpatch(*pair, "--vllm", "0.17.1", "--patched", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "vllm     vLLM 0.17.1 (--vllm 0.17.1 --patched, no environment read)" in r.stdout
+    r = vpatch(*pair, "--vllm", "0.17.1+cu129", "--format", "json", env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    (bad,) = [f for f in json.loads(r.stdout)["findings"] if f["severity"] == "error"]
+    assert bad["check"] == "vllm" and "run `vpatch install --python PY`" in bad["message"]
+
+
+@pytest.mark.parametrize(
+    "args,phrase",
+    [
+        (["--vllm", "0.99.0"], "--vllm 0.99.0: unknown release '0.99.0'; pinned: 0.15.0, "),
+        (["--vllm", "0.17"], "(did you mean 0.17.0 or 0.17.1?)"),
+        (["--vllm", "latest"], "--vllm latest: unknown release 'latest'"),
+        (["--patched"], "--patched goes with --vllm RELEASE"),
+        (["--vllm", "0.17.1", "--python", sys.executable], "--python PY or --vllm RELEASE"),
+    ],
+)
+def test_cli_a_release_given_badly(tmp_path, args, phrase):
+    t, d = F.pair(tmp_path)
+    r = vpatch("--target", str(t), "--drafter", str(d), *args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vpatch: error: ") and phrase in lines[0], lines
+
+
+def test_patched_where_vpatch_has_no_series(tmp_path, like_envs):
+    """`vpatch install` has nothing to install on a release without a series
+    (it refuses, or there is nothing to do): --patched there is bad input."""
+    lock_path, _ = like_envs
+    t, d = F.pair(tmp_path)
+    req = D.Request(target=str(t), drafter=str(d), vllm="0.33.0", patched=True)
+    with pytest.raises(ConfigError, match=r"no series for vLLM 0.33.0.*drop --patched"):
+        D.doctor(req, pins=lock.load(lock_path))
+    assert D.doctor(replace(req, patched=False), pins=lock.load(lock_path)).findings

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -98,22 +101,54 @@ def test_an_interpreter_that_does_not_answer(tmp_path, monkeypatch):
     after NOTICE seconds; after VPATCH_PYTHON_TIMEOUT it is stopped, with
     what it started (the sleep below)."""
     pid = tmp_path / "child"
-    script = tmp_path / "py"
-    script.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {pid}\nwait\n")
-    script.chmod(0o755)
-    monkeypatch.setattr(dist, "NOTICE", 0.2)
-    monkeypatch.setenv("VPATCH_PYTHON_TIMEOUT", "1.5")
+    script = _hung(tmp_path, monkeypatch, f"sleep 600 &\necho $! > {pid}\nwait")
     said: list[str] = []
     with pytest.raises(ConfigError, match=r"did not answer within 1.5s \(VPATCH_PYTHON_TIMEOUT"):
         dist.find(script, said.append)
     assert len(said) == 1 and said[0].startswith(f"waiting for {script} to say where its vLLM is")
     child = int(pid.read_text())
-    for _ in range(100):  # killed; reaped by init
-        if not Path(f"/proc/{child}").exists() or "Z" in _state(child):
-            break
+    assert _ended(child), f"the interpreter's child {child} still runs"
+
+
+@pytest.mark.parametrize("then", ["exec sleep 600", "exit 0"])
+def test_a_grandchild_of_an_interpreter_that_does_not_answer(tmp_path, monkeypatch, then):
+    """`(sleep 600 &)` in a wrapper: the subshell exits at once, so the sleep
+    is an orphan, reparented away from the interpreter, and a walk down from
+    it never finds it (issue 37: it survived the timeout). It carries the
+    run's mark in its environment and is stopped with the rest; also when
+    the wrapper itself ended and only the orphan holds its pipes."""
+    pid = tmp_path / "grandchild"
+    script = _hung(tmp_path, monkeypatch, f"(sleep 600 & echo $! > {pid})\n{then}")
+    try:
+        with pytest.raises(ConfigError, match=r"did not answer within 1.5s"):
+            dist.find(script)
+        orphan = int(pid.read_text())
+        assert _ended(orphan), f"the interpreter's grandchild {orphan} still runs"
+    finally:
+        if pid.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid.read_text()), signal.SIGKILL)
+
+
+def _hung(tmp_path: Path, monkeypatch, body: str) -> Path:
+    """An interpreter that does not answer: a shell script of `body`, awaited
+    with NOTICE 0.2 s and a limit of 1.5 s."""
+    script = tmp_path / "py"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(dist, "NOTICE", 0.2)
+    monkeypatch.setenv("VPATCH_PYTHON_TIMEOUT", "1.5")
+    return script
+
+
+def _ended(pid: int) -> bool:
+    """Is the process gone (or a zombie: killed, not yet reaped by whoever
+    adopted it) within 5 s?"""
+    for _ in range(100):
+        if not Path(f"/proc/{pid}").exists() or "Z" in _state(pid):
+            return True
         time.sleep(0.05)
-    else:
-        raise AssertionError(f"the interpreter's child {child} still runs")
+    return False
 
 
 def _state(pid: int) -> str:

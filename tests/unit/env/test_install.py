@@ -311,6 +311,20 @@ def test_series_that_does_not_apply(fake, tmp_path):
     assert snapshot(fake.py) == before
 
 
+@pytest.mark.parametrize("where", ["nonexistent", "empty", "a-file"])
+def test_a_series_folder_that_is_none(fake, tmp_path, where):
+    """`--series DIR` naming the wrong folder is bad input: exit 2, one line,
+    nothing changed (issue 37: /nonexistent exited 5, a bad patch's code)."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a-file").write_text("0001-step-1.patch\n")
+    before = snapshot(fake.py)
+    for command in ("install", "install --dry-run"):
+        r = fake.run(*command.split(), "--series", str(tmp_path / where))
+        assert r.returncode == 2, r.stderr
+        assert str(tmp_path / where) in one_error_line(r)
+    assert snapshot(fake.py) == before
+
+
 def _read_only(fake: FakeEnv, *args: str):
     """Run vpatch with site-packages read-only: a read-only bind mount in a
     user namespace (EROFS), else, not as root, file modes (EACCES)."""

@@ -29,3 +29,19 @@ def test_inspect_rolls_back_an_interrupted_install_first(fake):
     rep = report.inspect(fake.py, pins=fake.pins(), checks=fake.checks())
     assert rep.recovered and not rep.eagle3_ready
     assert set(rep.patches.values()) == {"missing"}
+
+
+def test_a_newer_series_names_the_install_that_updates_it(fake, tmp_path):
+    """A series installed from --series that is not this vpatch's: the note
+    says to update, with the command for this environment (`--python PY`,
+    issue 37: it said `vpatch install`, which reads python3 on PATH)."""
+    import shutil
+
+    older = tmp_path / "older"
+    shutil.copytree(fake.series_dir, older)
+    (older / "series").write_text("0001-step-1.patch\n")
+    assert fake.run("install", "--series", str(older)).returncode == 0
+    rep = report.inspect(fake.py, pins=fake.pins(), checks=fake.checks())
+    (note,) = rep.notes
+    assert note.startswith(f"this vpatch has a newer series {RELEASE} (")
+    assert note.endswith(f"run `vpatch install --python {fake.py}` to update")

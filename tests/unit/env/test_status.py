@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from support import env as fake_env
 from support import make_series, publish
 from vpatch import lock, quilt
-from vpatch.env import status
+from vpatch.env import report, status
 from vpatch.env.dist import Dist
+
+like_envs = fake_env.like_envs
 
 
 def dist(version: str) -> Dist:
@@ -67,3 +70,20 @@ def test_subjects_own_series_first_then_the_newest_patched_then_upstream_fixes(t
     ]
     assert status.ready({"a": "applied", "b": "upstream"})
     assert not status.ready({"a": "applied", "b": "missing"}) and not status.ready({})
+
+
+def test_expected_is_what_check_reports_on_each_release_installed(like_envs):
+    """`vpatch doctor --vllm R [--patched]` takes `vpatch check`'s report of R
+    installed from the patch set alone (status.expected): it is the report
+    of R's fake vLLM as released and with its series installed by `vpatch
+    install`, on releases of every kind: a patched one (0.17.1), one whose
+    series fixes what upstream lacks (0.26.0, the EAGLE-3 change upstream
+    there) and one without a series (0.33.0: one fix upstream, one not)."""
+    lock_path, envs = like_envs
+    pins = lock.load(lock_path)
+    seen = set()
+    for (release, patched), py in envs.items():
+        got = report.inspect(py, pins=pins).patches
+        assert status.expected(pins, release, patched) == got, (release, patched)
+        seen |= set(got.values())
+    assert seen == {"applied", "upstream", "missing"}

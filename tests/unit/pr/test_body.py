@@ -74,3 +74,29 @@ def test_body_without_tests_or_a_release_to_run_claims_nothing():
     assert "Fix the aux hidden state at layer 0." in text  # the Description, as a sentence
     assert "No test covers this change yet." in text and "Not run yet." in text
     assert "- [ ] The test results" in text and "Origin:" not in text
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "t\n\n## Injected heading",
+        "t\r\n- [x] tested on a GPU",
+        "t\u2028## Injected",
+        "t\x1b[31m",
+    ],
+)
+def test_results_whose_text_would_break_out_of_its_line_are_refused(tmp_path, name):
+    """PR_BODY.md quotes each test name inside one line (`- \\`name\\``): a name
+    with a line break injected a heading (or a ticked checklist item) of its
+    own (issue 37). A results file with one, in a test name or in `when`,
+    is not the tier's: refused, one line, exit 2 from the CLI."""
+    good = {"passed": ["t"], "failed": []}
+    for where in ("failed", "when"):
+        sides = {"unpatched": {"passed": [], "failed": [name]}, "patched": good}
+        data = {"when": "2026-12-02", "releases": {"0.32.0": sides}}
+        if where == "when":
+            data = {"when": name, "releases": {"0.32.0": {"unpatched": good, "patched": good}}}
+        (tmp_path / "results.json").write_text(json.dumps(data))
+        with pytest.raises(ConfigError, match="has a line break or a control character") as e:
+            body.load_results(tmp_path / "results.json")
+        assert "\n" not in str(e.value) and "\r" not in str(e.value)

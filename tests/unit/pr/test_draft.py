@@ -52,6 +52,14 @@ def test_onto_release_sends_only_what_upstream_lacks(root, tmp_path):
     assert d.title == "[Bugfix][Model] Model: fix thirty at layer 0"
     assert any("gh pr create --repo vllm-project/vllm" in c for c in d.commands)
     assert any(f"--body-file {out / 'PR_BODY.md'}" in c for c in d.commands)
+    # the tree is the release archive, not vLLM's history: nothing is pushed
+    # from it (issue 37: it printed `git -C <tree> push` after saying so)
+    assert not any(c.startswith(f"git -C {tree}") for c in d.commands)
+    assert d.commands[1:4] == [
+        f"git -C VLLM switch -c {d.branch} origin/main",
+        f"git -C VLLM am --3way {out / 'series'}/*.patch",
+        f"git -C VLLM push -u YOUR_FORK {d.branch}",
+    ]
 
 
 def test_the_same_inputs_give_the_same_commit(root, tmp_path):
@@ -150,6 +158,8 @@ def test_three_way_merge_where_the_context_moved(root, tmp_path):
     text = (co / "vllm/model.py").read_text()
     assert "v27 = 270\nv28 = 28\nv29 = 29\nv30 = fixed()\n" in text
     assert git(co, "rev-list", "--count", "main..HEAD").strip() == "1"
+    # a checkout of vLLM's history: the branch is pushed from it
+    assert d.commands[0] == f"git -C {co} push -u YOUR_FORK {d.branch}"
 
 
 def test_a_dirty_checkout_is_refused(root, tmp_path):

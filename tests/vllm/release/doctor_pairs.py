@@ -292,18 +292,36 @@ class Report:
         return "\n".join([*lines, "", "ok" if self.ok else "NOT ok", self.serve])
 
 
-def verdict(target: Path, drafter: Path, pp: int = 1) -> Report:
-    """`vpatch doctor` on (target, drafter) with this process's vLLM."""
+@functools.cache
+def verdict(target: Path, drafter: Path, pp: int = 1, given: tuple[str, ...] = ()) -> Report:
+    """`vpatch doctor` on (target, drafter) with this process's vLLM (or, `given`,
+    `--vllm RELEASE [--patched]` instead). Asked once per process."""
     args = ["doctor", "--target", str(target), "--drafter", str(drafter)]
-    args += ["--python", sys.executable]
+    args += list(given) or ["--python", sys.executable]
     args += ["--pipeline-parallel-size", str(pp), "--format", "json"]
     return _report(_json(vpatch(*args), (0, 1)))
 
 
-def verdict_serve(*command: str) -> Report:
-    """`vpatch doctor -- <command>` with this process's vLLM."""
-    args = ["doctor", "--python", sys.executable, "--format", "json", "--", *command]
-    return _report(_json(vpatch(*args), (0, 1)))
+def verdict_serve(*command: str, given: tuple[str, ...] = ()) -> Report:
+    """`vpatch doctor -- <command>` with this process's vLLM (or `given`)."""
+    args = ["doctor", *(given or ("--python", sys.executable)), "--format", "json"]
+    return _report(_json(vpatch(*args, "--", *command), (0, 1)))
+
+
+def said(report: Report, where: str, python: str) -> tuple:
+    """A report's verdict: ok, the serve command and each finding, with the
+    vLLM's name in the findings (`where`) as `<vllm>` and `--python
+    <python>` as `--python PY`, the words of a release given instead of an
+    environment (`vpatch doctor --vllm`, docs/doctor.md)."""
+
+    def words(m: str) -> str:
+        return m.replace(where, "<vllm>").replace(f"--python {python}", "--python PY")
+
+    return (
+        report.ok,
+        report.serve,
+        [(f.check, f.severity, words(f.message)) for f in report.findings],
+    )
 
 
 def _report(out: dict) -> Report:

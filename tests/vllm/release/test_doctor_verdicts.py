@@ -28,6 +28,7 @@ from doctor_pairs import (
     make,
     observe,
     rules,
+    said,
     severity,
     speculative_engine_config,
     verdict,
@@ -374,3 +375,49 @@ def test_flags_doctor_does_not_read_are_named(variants):
     report = verdict_serve(*words, "--speculative-config", _spec(drafter))
     assert report.uninterpreted == ["--swap-space"]
     assert "--swap-space 4" in report.serve
+
+
+# -- with no environment: `vpatch doctor --vllm RELEASE [--patched]` -------------------
+
+
+def _given() -> tuple[tuple[str, ...], str]:
+    """The words that name this install without reading it (`--vllm R`, and
+    `--patched` on the patched install), and the vLLM's name they give."""
+    import os
+
+    from packaging.version import Version
+
+    variant = os.environ.get("VPATCH_VLLM_VARIANT")
+    if variant not in ("unpatched", "patched") or os.environ.get("VPATCH_PATCHES_DIR"):
+        pytest.skip(f"not the release's own installs (VPATCH_VLLM_VARIANT={variant})")
+    env, _ = environment()
+    release = Version(env.version).public
+    assert release == rules().release, env.version  # a pinned release, exactly
+    words = ("--vllm", release) + (("--patched",) if variant == "patched" else ())
+    return words, f"vLLM {release} ({' '.join(words)}, no environment read)"
+
+
+def test_a_release_given_agrees_with_it_installed(variants, tmp_path):
+    """`vpatch doctor --vllm R` on the unpatched install, `--vllm R --patched`
+    on the patched one, no environment read (the laptop preflight, issue 37):
+    for every drafter variant, and the serve command with --max-model-len
+    above and within the drafter's positions, the same verdict as doctor
+    gives with this vLLM installed (`--python`): ok, the printed command,
+    and every finding, its severity and its message (the vLLM's name and
+    its python aside)."""
+    import sys
+
+    from doctor_pairs import POSITIONS_SHORT
+
+    given, named = _given()
+    env, _ = environment()
+    here = f"{env.dist} {env.version} ({sys.executable})"
+    short = make(FIXTURES, tmp_path / "positions_short", POSITIONS_SHORT)
+    for name in sorted(variants):
+        installed = said(verdict(TARGET, variants[name]), here, sys.executable)
+        assert said(verdict(TARGET, variants[name], given=given), named, "PY") == installed, name
+    for max_len in ("256", "512"):
+        words = ("vllm", "serve", str(TARGET), "--max-model-len", max_len)
+        words += ("--speculative-config", _spec(short))
+        installed = said(verdict_serve(*words), here, sys.executable)
+        assert said(verdict_serve(*words, given=given), named, "PY") == installed, max_len

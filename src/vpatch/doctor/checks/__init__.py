@@ -154,8 +154,8 @@ def diagnose(
         f"target   {target.ref}: {t.describe()}",
         f"drafter  {drafter.ref}: {'speculators' if d.speculators else 'vLLM'} format, "
         f"{eff.arch or 'no known class'}",
-        f"vllm     {env.dist or 'none'} {env.version or ''} -> rules of {rules.release} "
-        f"({env.python})",
+        f"vllm     {env.where if env.version else f'none ({env.python})'} -> rules of "
+        f"{rules.release}",
     ]
     head += [f"read     {m.source()}" for m in (target, drafter) if m.hub]
     read = [m.to_json() for m in (target, drafter)]

