@@ -6,7 +6,7 @@ file and function it comes from. `RULES` lists only what changes, by the
 first release that changes it; `rules(release)` folds them.
 
 `vpatch docs` renders the per-release table from RULES into docs/doctor.md
-(commands/docs.py). The patch that fixes each defect of DEFECTS is the one patches.toml
+(maintain/docs.py). The patch that fixes each defect of DEFECTS is the one patches.toml
 gives that `doctor` key (fixes()); which releases carry it, its spans.
 
 "dropped": the target returns no state for that id, so the drafter's fc gets
