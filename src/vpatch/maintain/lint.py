@@ -12,7 +12,9 @@
   later releases of its span) and exported again, it gives each variant's
   bytes on the release the variant was exported from (its first) and the
   same change on the others;
-- every patch of the newest patched series has an upstream probe.
+- every patch of the newest patched series has an upstream probe;
+- every release's status in VERSIONS.lock is the one its series makes it
+  (PatchSet.status: patched, upstream-fix or upstream).
 """
 
 from __future__ import annotations
@@ -134,14 +136,26 @@ def _patch(p: quilt.Patch, slug: str, where: str, add: Add) -> None:
 def _meta(
     pins: lock.Lock, loaded: dict[str, quilt.Series], ps: patchset.PatchSet, add: Add
 ) -> None:
-    """Every patch of the newest series has a probe (the matrix tells
-    `upstream` by it), and the probes are well-formed."""
+    """Every release's status is its series' (PatchSet.status); every patch
+    of the newest series has a probe (the matrix tells `upstream` by it),
+    and the probes are well-formed."""
     path = ps.toml
     try:
         checks = probes.load(ps)
     except VpatchError as e:
         add(Problem(path.name, str(e)))
         return
+    for v in pins.versions():
+        derived, written = ps.status(v), pins.releases[v].status
+        if derived != written:
+            add(
+                Problem(
+                    f"{pins.path.name} [{v}]",
+                    f"status {written!r}, but its series makes it {derived!r} "
+                    "(patches.toml: the spans, and `eagle3` of the patches that are "
+                    "EAGLE-3 itself)",
+                )
+            )
     newest = pins.default().version
     for p in loaded[newest].patches if newest in loaded else []:
         if not checks.get(p.slug):

@@ -205,19 +205,15 @@ def _finish(
         quilt.write(Path(into), files)
         report.into = Path(into)
     else:
-        had = pins.has_series(dst)
         exported = [(quilt.slug(n), files[n]) for n in report.names]
         report.variants = patchset.record(
             pins.patchset, pins.versions(), dst.version, exported
         ).done
         report.into = pins.patchset.dir
-        if dst.status == "unpinned" or not had:
-            # A new release is pinned as patched (the whole EAGLE-3 series). An
-            # upstream release that gets a series has EAGLE-3 itself and our
-            # fixes on top: upstream-fix. Any other keeps its status: making a
-            # release `patched` moves the default release of every command, a
-            # person's call.
-            status = {"unpinned": "patched", "upstream": "upstream-fix"}.get(dst.status, dst.status)
+        # the release's status is what its series makes it (PatchSet.status):
+        # patched when it carries part of EAGLE-3 itself, else upstream-fix
+        status = patchset.load(pins.patches_toml).status(dst.version)
+        if status != dst.status:
             lock.save(pins.with_release(replace(dst, status=status)))
     if not keep:
         shutil.rmtree(report.work, ignore_errors=True)

@@ -1,6 +1,7 @@
 """lint: a synthetic repository (lock, patches/, patches.toml) with one kind of
 problem at a time, and the real repository, which must be clean."""
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from vpatch.maintain import lint
 MODEL = BASE["vllm/model.py"]
 META = """
 ["model-first-change"]
+eagle3 = true
 probe = [{ file = "vllm/model.py", uses = "never_there" }]
 
 ["config-allow-deepseek"]
@@ -201,6 +203,20 @@ def test_probes_must_cover_the_newest_series(repo):
     assert run(pins, sources=False) == [
         "patches.toml: no probe for config-allow-deepseek (the matrix cannot tell `upstream`)"
     ]
+
+
+def test_a_status_the_series_does_not_make_is_a_problem(repo):
+    """VERSIONS.lock's status is what the series makes it (PatchSet.status):
+    9.9.0 carries model-first-change (eagle3 = true), so it is patched."""
+    root, pins = repo
+    lock.save(pins.with_release(dataclasses.replace(pins.get("9.9.0"), status="upstream-fix")))
+    assert run(pins, sources=False) == [
+        "VERSIONS.lock [9.9.0]: status 'upstream-fix', but its series makes it 'patched' "
+        "(patches.toml: the spans, and `eagle3` of the patches that are EAGLE-3 itself)"
+    ]
+    meta = root / "patches/patches.toml"
+    edit(meta, "eagle3 = true\n", "")
+    assert len(run(pins, sources=False)) == 1  # now 9.8.0 is the one: both upstream-fix
 
 
 def test_the_repository_itself_is_clean():

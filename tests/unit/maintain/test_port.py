@@ -19,6 +19,7 @@ STEPS = [
 NAMES = ["0001-model-change-five.patch", "0002-config-allow-deepseek.patch"]
 META = """
 ["model-change-five"]
+eagle3 = true
 
 ["config-allow-deepseek"]
 probe = [{ file = "vllm/config.py", list = "allow", includes = ["deepseek"] }]
@@ -160,7 +161,14 @@ def test_existing_work_tree_is_refused(root):
     assert (root.parent / "work/file").read_text() == "mine\n"
 
 
-def test_a_release_not_in_the_lock_is_pinned_as_patched(root, monkeypatch):
+@pytest.mark.parametrize(("eagle3", "status"), [(True, "patched"), (False, "upstream-fix")])
+def test_a_release_not_in_the_lock_is_pinned_as_its_series_makes_it(
+    root, monkeypatch, eagle3, status
+):
+    """patched when its series carries part of EAGLE-3 itself (a patch with
+    `eagle3 = true`), else upstream-fix (PatchSet.status)."""
+    toml = root / "patches/patches.toml"
+    toml.write_text(toml.read_text().replace("eagle3 = true\n", "eagle3 = true\n" * eagle3))
     new = lock.Release("10.1.0", "v10.1.0", "0a1b2c3", "unpinned")
     monkeypatch.setattr(port, "resolve", lambda pins, v, offline=False: new)
     run(root, FROM, to_version="10.1.0")
@@ -168,7 +176,7 @@ def test_a_release_not_in_the_lock_is_pinned_as_patched(root, monkeypatch):
     # 10.0.0, pinned between the two, does not carry the patches: no span crosses it
     assert spans(root)["model-change-five"] == ["9.8.0", "10.1.0"]
     pinned = lock.load(root / "VERSIONS.lock").get("10.1.0")
-    assert (pinned.status, pinned.commit) == ("patched", "0a1b2c3")
+    assert (pinned.status, pinned.commit) == (status, "0a1b2c3")
 
 
 def test_into_writes_a_plain_series_folder(root):
