@@ -301,10 +301,11 @@ def place(installed: str, known: list[str]) -> Release | None:
     return Release(installed, best, Version(best) == base)
 
 
-def known_releases(pins: lock.Lock) -> list[str]:
+def known_releases(pins: lock.Lock, last: str | None = None) -> list[str]:
     """The releases the table covers: the pinned ones (VERSIONS.lock) from
-    FIRST to LAST."""
-    return [v for v in pins.versions() if Version(FIRST) <= Version(v) <= Version(LAST)]
+    FIRST to LAST (or `last`: what a carry proposes LAST to be)."""
+    top = Version(last or LAST)
+    return [v for v in pins.versions() if Version(FIRST) <= Version(v) <= top]
 
 
 def runner(r: Rules, arch: str, pp: int, env: Mapping[str, str] | None = None) -> str:

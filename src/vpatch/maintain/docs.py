@@ -238,13 +238,14 @@ SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
 SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
 
 
-def summary_rows(pins: lock.Lock) -> list[tuple[str, ...]]:
-    """One row per run of consecutive pinned releases that behave alike."""
+def summary_rows(pins: lock.Lock, upto: str | None = None) -> list[tuple[str, ...]]:
+    """One row per run of consecutive pinned releases that behave alike, up
+    to releases.LAST (or `upto`)."""
     patched = releases.patched_eagle3(pins)
     out: list[tuple[str, ...]] = []
     first = last = ""
     prev: tuple[str, ...] | None = None
-    for v in releases.known_releases(pins):
+    for v in releases.known_releases(pins, upto):
         r = releases.rules(v)
         row = tuple(str(f(r, v in patched, pins)) for _, f in SUMMARY_COLUMNS)
         if row == prev:
@@ -259,19 +260,20 @@ def summary_rows(pins: lock.Lock) -> list[tuple[str, ...]]:
     return out
 
 
-def summary_markdown(pins: lock.Lock) -> str:
-    rows = [SUMMARY_HEAD, tuple("---" for _ in SUMMARY_HEAD), *summary_rows(pins)]
+def summary_markdown(pins: lock.Lock, last: str | None = None) -> str:
+    rows = [SUMMARY_HEAD, tuple("---" for _ in SUMMARY_HEAD), *summary_rows(pins, last)]
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
-def blocks(pins: lock.Lock, extra: tuple[Block, ...] = ()) -> list[Block]:
+def blocks(pins: lock.Lock, extra: tuple[Block, ...] = (), last: str | None = None) -> list[Block]:
     """Every generated part: the patch set's, then `extra` (made above the
-    commands: the CLI's command list)."""
+    commands: the CLI's command list); doctor's table up to `last` (default
+    releases.LAST)."""
     return [
         Block("README.md", "patch table", patch_table(pins)),
         Block(PATCHES_MD, "", patches_md(pins)),
         Block("docs/doctor.md", "defects table", fixes_table(pins)),
-        Block("docs/doctor.md", "releases table", summary_markdown(pins)),
+        Block("docs/doctor.md", "releases table", summary_markdown(pins, last)),
         *extra,
     ]
 
@@ -314,11 +316,11 @@ def checkout_root(root: Path | None = None) -> Path:
 
 
 def _generated(
-    root: Path, pins: lock.Lock, extra: tuple[Block, ...]
+    root: Path, pins: lock.Lock, extra: tuple[Block, ...], last: str | None = None
 ) -> dict[str, tuple[str, str, list[str]]]:
     """{doc: (its text, the text generated anew, the parts that changed)}."""
     out: dict[str, tuple[str, str, list[str]]] = {}
-    for b in blocks(pins, extra):
+    for b in blocks(pins, extra, last):
         if b.path not in out:
             text = _read(root / b.path)
             out[b.path] = (text, text, [])
@@ -334,11 +336,17 @@ def stale(root: Path | None = None, *, pins: lock.Lock, extra: tuple[Block, ...]
     return [label for _, _, changed in found.values() for label in changed]
 
 
-def write(root: Path | None = None, *, pins: lock.Lock, extra: tuple[Block, ...] = ()) -> list[str]:
+def write(
+    root: Path | None = None,
+    *,
+    pins: lock.Lock,
+    extra: tuple[Block, ...] = (),
+    last: str | None = None,
+) -> list[str]:
     """Generate every part anew; returns the docs written (those that changed)."""
     root = checkout_root(root)
     out = []
-    for path, (before, now, _) in _generated(root, pins, extra).items():
+    for path, (before, now, _) in _generated(root, pins, extra, last).items():
         if now != before:
             try:
                 write_atomic(root / path, now.encode())
@@ -346,3 +354,8 @@ def write(root: Path | None = None, *, pins: lock.Lock, extra: tuple[Block, ...]
                 raise disk_error(e, f"cannot write {path}") from None
             out.append(path)
     return out
+
+
+def paths(pins: lock.Lock) -> list[str]:
+    """The docs (paths under a checkout) that hold generated parts."""
+    return list(dict.fromkeys(b.path for b in blocks(pins)))

@@ -44,6 +44,10 @@ from ..sources.refresh import resolve
 FROM_TAG = "vpatch/from-{}"
 
 
+class NothingToPort(PatchError):
+    """Every patch of FROM's series is upstream in TO: TO needs no series."""
+
+
 @dataclass
 class Ported:
     from_version: str
@@ -194,7 +198,7 @@ def _finish(
     if not any(s != "dropped" for s in report.status.values()):
         if not keep:
             shutil.rmtree(report.work, ignore_errors=True)
-        raise PatchError(
+        raise NothingToPort(
             f"every patch of {report.from_version} is already in {dst.version}; nothing to port"
         )
     checkout.refuse_am(repo)

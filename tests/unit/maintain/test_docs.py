@@ -149,3 +149,11 @@ def test_the_table_is_the_rules():
     assert covered == known
     assert all(a[1:] != b[1:] for a, b in zip(rows, rows[1:], strict=False))
     assert len(docs.SUMMARY_HEAD) == len(rows[0])
+
+
+def test_the_table_can_end_where_a_carry_proposes():
+    """A carry regenerates the docs with LAST as it proposes it (`upto`),
+    before releases.py says so."""
+    assert docs.summary_rows(PINS, "0.32.0")[-1][0] == "0.30.0-0.32.0"
+    assert docs.summary_rows(PINS, "0.29.0")[-1][0] == "0.29.0"
+    assert docs.summary_rows(PINS)[-1][0] == f"0.30.0-{R.LAST}"
