@@ -23,7 +23,7 @@ TIER := $(PY) tests/vllm/tier.py
 TIER_OUT ?= build/tier
 
 .PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint \
-	lint-ruff lint-format lint-types lint-patches lint-docs docs matrix crash \
+	lint-ruff lint-format lint-types lint-patches lint-docs docs matrix drill crash \
 	bench-forward bench-spec bench-wheel bench-matrix bench-install clean
 
 $(BIN)/.installed: pyproject.toml
@@ -104,6 +104,11 @@ docs: $(BIN)/.installed
 
 matrix: $(BIN)/.installed
 	$(call quote,$(VPATCH)) matrix
+
+# the carry drill against the real package index (make test runs it against a
+# stand-in index); VPATCH_CACHE=<empty folder> for a cold one
+drill: $(BIN)/.installed
+	VPATCH_DRILL=real $(PYTEST) tests/integration/commands/test_carry_drill.py
 
 bench-forward: $(BIN)/.installed
 	$(PY) tests/vllm/bench_forward.py $(call arg,$(VLLM))

@@ -149,6 +149,12 @@ class Lock:
             h.update(f"{f.relative_to(self.root).as_posix()}\0{len(data)}\0".encode() + data)
         return h.hexdigest()
 
+    def reread(self, path: Path | None = None) -> Lock:
+        """The lock its file holds now, or the one at `path`: for a command
+        that writes a lock of its own (a carry's proposed copy) and reads
+        its own writes back. The CLI's lock is still loaded once."""
+        return load(path or self.path)
+
     def with_release(self, release: Release) -> Lock:
         releases = dict(self.releases)
         releases[release.version] = release

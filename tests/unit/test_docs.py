@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 from vpatch import cli, lock
-from vpatch.commands import docs
+from vpatch.maintain import docs
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted(

@@ -29,7 +29,7 @@ LAYERS = (
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
     ("checkout", ("checkout",)),
-    ("libraries", ("wheel", "env", "doctor", "pr")),
+    ("libraries", ("wheel", "env", "doctor", "pr", "maintain")),
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__")),
 )

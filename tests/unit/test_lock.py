@@ -129,3 +129,18 @@ def test_the_real_lock():
         assert series is not None and series.name == v
         numbers = [f"{i:04d}" for i in range(1, len(series.patches) + 1)]
         assert [p.name[:4] for p in series.patches] == numbers
+
+
+def test_reread_is_the_file_now_or_another_lock(tmp_path):
+    """A command that writes a lock of its own (a carry's proposed copy)
+    reads its writes back with reread(), never lock.load() (test_layers)."""
+    first = tmp_path / "a" / "VERSIONS.lock"
+    first.parent.mkdir()
+    first.write_text('[releases."1.0"]\ntag = "v1.0"\ncommit = "c"\nstatus = "upstream"\n')
+    pins = lock.load(first)
+    lock.save(pins.with_release(lock.Release("2.0", "v2.0", "d", "upstream")))
+    assert pins.versions() == ["1.0"] and pins.reread().versions() == ["1.0", "2.0"]
+    other = tmp_path / "b" / "VERSIONS.lock"
+    other.parent.mkdir()
+    other.write_text('[releases."3.0"]\ntag = "v3.0"\ncommit = "e"\nstatus = "upstream"\n')
+    assert pins.reread(other).versions() == ["3.0"] and pins.reread(other).path == other

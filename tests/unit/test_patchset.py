@@ -59,6 +59,18 @@ def test_a_release_gets_the_variant_of_each_patch_that_serves_it(tmp_path, two):
     assert files["0002-b.patch"] == two[1]
 
 
+def test_a_release_status_is_what_its_series_makes_it(tmp_path, two):
+    """patched: its series carries a patch that is EAGLE-3 itself; upstream-fix:
+    only others; upstream: no series."""
+    ps = write(
+        tmp_path,
+        '["a"]\nreleases = ["1.0:1.1"]\neagle3 = true\n\n["b"]\nreleases = ["1.1:2.0"]\n',
+        {"a/1.0.patch": two[0], "b/1.1.patch": two[1]},
+    )
+    assert [ps.status(v) for v in PINNED] == ["patched", "patched", "upstream-fix", "upstream-fix"]
+    assert ps.status("3.0") == "upstream"
+
+
 @pytest.mark.parametrize(
     "toml, message",
     [
@@ -203,6 +215,7 @@ def test_about_a_patch_and_what_derives_from_it(tmp_path, two):
         ('["a"]\nmarkers = ["Not-a-marker"]\n', "markers is a list of pytest marker names"),
         ('["a"]\ndoctor = "a b"\n', "doctor 'a b' is not a key"),
         ('["a"]\ndoctor = "k"\n["b"]\ndoctor = "k"\n', r"\[b\]: doctor key 'k' is already \[a\]'s"),
+        ('["a"]\neagle3 = "yes"\n', "eagle3 is true or false"),
     ],
 )
 def test_bad_facts_are_config_errors(tmp_path, toml, message):

@@ -27,6 +27,7 @@ from .. import gitutil
 from ..errors import VpatchError, disk_error
 from . import (
     apply,
+    carry,
     check,
     docs,
     doctor,
@@ -64,6 +65,7 @@ COMMANDS = (
     lock_command,
     matrix,
     port,
+    carry,
     export,
     series,
     lint,

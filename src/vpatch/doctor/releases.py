@@ -6,7 +6,7 @@ file and function it comes from. `RULES` lists only what changes, by the
 first release that changes it; `rules(release)` folds them.
 
 `vpatch docs` renders the per-release table from RULES into docs/doctor.md
-(commands/docs.py). The patch that fixes each defect of DEFECTS is the one patches.toml
+(maintain/docs.py). The patch that fixes each defect of DEFECTS is the one patches.toml
 gives that `doctor` key (fixes()); which releases carry it, its spans.
 
 "dropped": the target returns no state for that id, so the drafter's fc gets
@@ -301,10 +301,11 @@ def place(installed: str, known: list[str]) -> Release | None:
     return Release(installed, best, Version(best) == base)
 
 
-def known_releases(pins: lock.Lock) -> list[str]:
+def known_releases(pins: lock.Lock, last: str | None = None) -> list[str]:
     """The releases the table covers: the pinned ones (VERSIONS.lock) from
-    FIRST to LAST."""
-    return [v for v in pins.versions() if Version(FIRST) <= Version(v) <= Version(LAST)]
+    FIRST to LAST (or `last`: what a carry proposes LAST to be)."""
+    top = Version(last or LAST)
+    return [v for v in pins.versions() if Version(FIRST) <= Version(v) <= top]
 
 
 def runner(r: Rules, arch: str, pp: int, env: Mapping[str, str] | None = None) -> str:

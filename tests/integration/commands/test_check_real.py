@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from support import usage
-from vpatch.commands import docs
+from vpatch.maintain import docs
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ stated, so that the docs cite them instead of retyping them.
 
 A block sits between ``<!-- tier.py docs: NAME -->`` and ``<!-- tier.py
 docs: end of NAME -->``; the markers and their splicing are vpatch docs'
-(vpatch.commands.docs), which writes the patch set's tables the same way
+(vpatch.maintain.docs), which writes the patch set's tables the same way
 (src/ cannot read the tier's facts: it never imports tests/)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import stand_ins
-from vpatch.commands import docs
+from vpatch.maintain import docs
 
 from . import REPO, releases
 from .checks import CHECKS, Check, Served

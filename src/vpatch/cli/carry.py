@@ -1,0 +1,67 @@
+"""`vpatch carry`: a new vLLM release, pinned, ported, linted and documented
+as a proposed change of the patch set, with a report to review."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+from .. import lock
+from ..errors import PatchError
+from . import options
+from .options import Parser, path, say
+
+
+def add_parser(sub: options.Subparsers) -> None:
+    p = options.command(
+        sub,
+        "carry",
+        execute,
+        "carry the patch set to a release the lock does not pin yet, as a change to review",
+        "vpatch carry 0.34.0",
+        (2, 3, 4, 5, 6, 9, 10, 11),
+        {5: "a patch conflicts (the file and hunks said), or --write with lint problems"},
+    )
+    p.add_argument("to_version", metavar="TO")
+    p.add_argument(
+        "--from",
+        dest="from_version",
+        metavar="FROM",
+        help="default: the newest release with a series",
+    )
+    p.add_argument(
+        "--write", action="store_true", help="write the proposed change into the checkout"
+    )
+    options.resume(p, "go on after you resolved a conflict in the port's work tree")
+    p.add_argument("--work", metavar="DIR", help="work folder (default: build/carry-TO)")
+    options.source(p, many=True)
+
+
+def execute(args: Namespace, parser: Parser) -> int:
+    from ..commands import carry
+    from .docs import generated_here
+
+    r = carry.carry(
+        args.to_version,
+        pins=lock.load(),
+        from_version=args.from_version,
+        work=path(args.work),
+        write=args.write,
+        resume=args.resume,
+        source=args.source,
+        extra=generated_here(parser),
+        say=say,
+    )
+    print(carry.report(r), end="")
+    again = f" --work {args.work}" if args.work else ""
+    if r.conflict:
+        where = "; ".join(f"{f} ({', '.join(h) or 'no markers'})" for f, h in r.hunks.items())
+        raise PatchError(
+            f"{r.conflict} conflicts with vLLM {r.to_version} in {where}; resolve it in "
+            f"{r.port_work}, `git add` it, `git am --continue` there, then run "
+            f"`vpatch carry {r.to_version}{again} --continue`"
+        )
+    if args.write and r.problems:
+        raise PatchError(
+            f"lint found {len(r.problems)} problems; nothing was written (see {r.report})"
+        )
+    return 0

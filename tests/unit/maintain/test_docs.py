@@ -1,0 +1,159 @@
+"""`vpatch docs`: the README's patch table, docs/patches.md and doctor.md's
+tables generated from patches.toml (and RULES); --check names the stale
+ones and writes nothing; a write changes only the generated parts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import text_file
+from vpatch import cli, lock, resources
+from vpatch.doctor import releases as R
+from vpatch.errors import ConfigError
+from vpatch.maintain import docs
+
+PINS = lock.load()
+MAIL = (
+    "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+    "From: t <t@example.com>\nSubject: {slug}: fix\n\nWhy.\n\n{fields}\n"
+    "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+)
+
+
+def synthetic(tmp: Path) -> lock.Lock:
+    """Two patches over releases 1.0-2.0: `a` in two variants with a gap, a
+    backport that upstream has from 2.0 (1.0, 1.1, 1.3); `b`, ours, sent."""
+    text_file(
+        tmp / "patches" / "patches.toml",
+        '["a"]\nreleases = ["1.0:1.1", "1.3"]\nsummary = "a works"\nmarkers = ["m_a"]\n'
+        "doctor = \"key_a\"\nexplanation = '''\nThe long *why*.\n'''\n\n"
+        '["b"]\nreleases = ["1.1:1.3"]\nsummary = "b works"\n',
+    )
+    fields = {
+        "a/1.0.patch": "Origin: vendor",
+        "a/1.3.patch": "Origin: backport, https://x/pull/7\nApplied-Upstream: 2.0",
+        "b/1.1.patch": "Origin: vendor\nForwarded: https://x/pull/8",
+    }
+    for name, f in fields.items():
+        text_file(tmp / "patches" / name, MAIL.format(slug=name.split("/")[0], fields=f))
+    versions = ["1.0", "1.1", "1.2", "1.3", "2.0"]
+    releases = {v: lock.Release(v, f"v{v}", "abc", "patched") for v in versions}
+    return lock.Lock(releases, tmp / "VERSIONS.lock")
+
+
+def test_runs_of_consecutive_pinned_releases():
+    pinned = ["1.0", "1.1", "1.2", "1.3", "2.0"]
+    assert docs.runs(["1.0", "1.1", "1.3"], pinned) == "1.0–1.1, 1.3"
+    assert docs.runs(["1.2"], pinned) == "1.2" and docs.runs([], pinned) == ""
+
+
+def test_the_patch_table_and_patches_md_come_from_the_table_and_dep3(tmp_path):
+    pins = synthetic(tmp_path)
+    assert docs.patch_table(pins).splitlines()[2:] == [
+        "| [`a`](docs/patches.md#a) | 1.0–1.1, 1.3 (2 variants) | a works | upstream from 2.0 |",
+        "| [`b`](docs/patches.md#b) | 1.1–1.3 | b works | sent upstream, not merged |",
+    ]
+    md = docs.patches_md(pins)
+    a = md.split("## `a`\n", 1)[1].split("## `b`", 1)[0]
+    assert "A works.\n" in a and "The long *why*.\n" in a
+    assert "| variants | [1.0](../src/vpatch/data/patches/a/1.0.patch) (1.0–1.1), " in a
+    assert "| upstream | upstream from 2.0; this is a backport of <https://x/pull/7> |" in a
+    assert "| tier markers | `m_a` |" in a and "| doctor | `key_a` |" in a
+    assert "| tier markers | none of its own |" in md.split("## `b`", 1)[1]
+
+
+def checkout(tmp: Path, extra: tuple[docs.Block, ...] = ()) -> Path:
+    """A checkout's docs with every block's markers (the patch set's, and
+    `extra`), their content stale."""
+    named: dict[str, list[str]] = {}
+    for b in docs.blocks(lock.load(), extra=extra):
+        if b.name:
+            named.setdefault(b.path, []).append(b.name)
+    for path, names in named.items():
+        body = "".join(
+            f"# x\n<!-- vpatch docs: {n} -->\nold\n<!-- vpatch docs: end of {n} -->\nkept\n"
+            for n in names
+        )
+        text_file(tmp / path, body)
+    return tmp
+
+
+def test_check_names_the_stale_parts_and_write_mends_only_them(tmp_path):
+    root = checkout(tmp_path)
+    assert docs.stale(root, pins=PINS) == [
+        "README.md (patch table)",
+        "docs/patches.md",
+        "docs/doctor.md (defects table)",
+        "docs/doctor.md (releases table)",
+    ]
+    assert not (root / "docs" / "patches.md").exists()  # --check writes nothing
+    assert docs.write(root, pins=PINS) == ["README.md", "docs/patches.md", "docs/doctor.md"]
+    assert docs.stale(root, pins=PINS) == [] and docs.write(root, pins=PINS) == []
+    readme = (root / "README.md").read_text()
+    assert readme.startswith("# x\n<!-- vpatch docs: patch table -->\n| patch |")
+    assert readme.endswith("<!-- vpatch docs: end of patch table -->\nkept\n")
+    assert "\nold\n" not in (root / "docs" / "doctor.md").read_text()
+
+
+def test_a_doc_without_its_markers_is_a_config_error(tmp_path):
+    root = checkout(tmp_path)
+    text_file(root / "README.md", "# the markers are gone\n")
+    with pytest.raises(ConfigError, match="README.md lacks the markers of its patch table"):
+        docs.stale(root, pins=PINS)
+
+
+def test_an_installed_vpatch_has_no_docs_to_write(monkeypatch):
+    monkeypatch.setattr(resources, "checkout", lambda data=None: None)
+    with pytest.raises(ConfigError, match="run it in a vpatch checkout"):
+        docs.write(pins=PINS)
+
+
+def test_the_command(tmp_path, monkeypatch, capsys):
+    root = checkout(tmp_path, cli.generated_here())
+    monkeypatch.setattr(resources, "checkout", lambda data=None: root)
+    assert cli.main(["docs", "--check"]) == 5
+    out, err = capsys.readouterr()
+    assert "stale: README.md (patch table)" in out and "run `make docs`" in err
+    assert "stale: README.md (commands)" in out  # the CLI's own part
+    assert cli.main(["docs"]) == 0
+    assert "wrote docs/patches.md" in capsys.readouterr().out
+    assert cli.main(["docs", "--check"]) == 0
+
+
+def test_a_block_is_found_between_its_own_markers():
+    """block_text and rendered, which the tests' check example uses too."""
+    ours = docs.Block("R.md", "commands", "new")
+    other = docs.Block("R.md", "other", "x")
+    text = f"a\n{ours.start}old\n{ours.end}\n{other.start}kept\n{other.end}\n"
+    assert docs.block_text(text, ours) == "old" and docs.block_text(text, other) == "kept"
+    new = docs.rendered(text, ours)
+    assert docs.block_text(new, ours) == "new" and docs.block_text(new, other) == "kept"
+    assert docs.block_text(text, docs.Block("R.md", "check example", "")) is None
+
+
+def test_the_table_is_the_rules():
+    """Each row's releases behave alike and differ from the next row's, and
+    the rows cover every pinned release once, in order."""
+    known = R.known_releases(PINS)
+    rows = docs.summary_rows(PINS)
+    covered = []
+    for row in rows:
+        first, _, last = row[0].partition("-")
+        span = known[known.index(first) : known.index(last or first) + 1]
+        covered += span
+        for v in span:
+            r = R.rules(v)
+            p = v in R.patched_eagle3(PINS)
+            assert tuple(str(f(r, p, PINS)) for _, f in docs.SUMMARY_COLUMNS) == row[1:], v
+    assert covered == known
+    assert all(a[1:] != b[1:] for a, b in zip(rows, rows[1:], strict=False))
+    assert len(docs.SUMMARY_HEAD) == len(rows[0])
+
+
+def test_the_table_can_end_where_a_carry_proposes():
+    """A carry regenerates the docs with LAST as it proposes it (`upto`),
+    before releases.py says so."""
+    assert docs.summary_rows(PINS, "0.32.0")[-1][0] == "0.30.0-0.32.0"
+    assert docs.summary_rows(PINS, "0.29.0")[-1][0] == "0.29.0"
+    assert docs.summary_rows(PINS)[-1][0] == f"0.30.0-{R.LAST}"
