@@ -72,3 +72,14 @@ def test_a_doctor_run_reads_each_file_of_the_patch_set_once(tmp_path, monkeypatc
     series = [v.path.relative_to(root).as_posix() for _, v in pins.patchset.named(release)]
     assert series and set(opened) == {"VERSIONS.lock", "patches/patches.toml", *series}
     assert set(opened.values()) == {1}, opened
+
+
+def test_the_help_states_the_hub_deadline():
+    """--offline's help names doctor/deadline.py's variable and default
+    (written out: building the parser imports no library)."""
+    from vpatch.cli import parser
+    from vpatch.doctor import deadline
+
+    text = parser()._subparsers._group_actions[0].choices["doctor"].format_help()
+    text = " ".join(text.split())
+    assert f"{deadline.VARIABLE} seconds (default {deadline.DEFAULT:g})" in text
