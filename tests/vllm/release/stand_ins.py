@@ -25,8 +25,11 @@ from dataclasses import dataclass
 ASSERT = "assert"  # CPUModelRunner.__init__'s assert
 LOAD_MODEL = "load_model"  # CPUModelRunner.load_model
 STREAMS = "streams"  # the GPU runner's side-stream copies
-HOST_TRITON = "host_triton"  # triton.next_power_of_2 in the proposer
+HOST_TRITON = "host_triton"  # triton.next_power_of_2 in the proposer and sampler
 KERNELS = "kernels"  # the spec-decode Triton kernels, by Triton's interpreter
+# the same for a kernel only sampled requests need: vLLM's CPU runner serves
+# greedy EAGLE-3 without it (releases.serves_eagle3_natively)
+SAMPLED = "sampled"
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,8 @@ class StandIn:
     lacks: str  # what vLLM's CPU runner lacks there (docs/cpu-bugs.md)
     does: str  # what the stand-in does (docs/tier.md)
     source: str  # the vLLM source it stands in for (docs/tier.md)
-    # KERNELS: the kernels run by the interpreter; None: every kernel of
-    # cpu_spec_decode.KERNEL_MODULES
+    # KERNELS, SAMPLED: the kernels run by the interpreter; None: every
+    # kernel of cpu_spec_decode.KERNEL_MODULES
     kernels: tuple[str, ...] | None = ()
 
     def covers(self, release: str) -> bool:
@@ -101,9 +104,10 @@ STAND_INS = (
         HOST_TRITON,
         "0.15.0",
         "0.19.1",
-        "the proposer sizes its kernels' blocks with `triton.next_power_of_2`, which vLLM's "
-        "Triton placeholder lacks",
-        "`vllm.v1.spec_decode.eagle.triton` is the real `triton` (`next_power_of_2`)",
+        "the proposer (and, sampled, 0.15.x's recovered-token sampling) sizes its kernels' "
+        "blocks with `triton.next_power_of_2`, which vLLM's Triton placeholder lacks",
+        "`vllm.v1.spec_decode.eagle.triton` and `vllm.v1.sample.rejection_sampler.triton` are "
+        "the real `triton` (`next_power_of_2`)",
         "vLLM's Triton placeholder (`triton_utils/importing.py`) has no `next_power_of_2`; "
         "0.20.0 has its own in `spec_decode/utils.py`",
     ),
@@ -162,6 +166,18 @@ STAND_INS = (
             "sample_recovered_tokens_kernel",
         ),
     ),
+    StandIn(
+        SAMPLED,
+        "0.20.0",
+        "0.33.0",
+        "sampled requests only: the CPU port of the rejection sampler's `expand_kernel` "
+        "never writes its output, so a sampled request's per-token temperature, top-k and "
+        "top-p are uninitialized memory (vllm-project/vllm#55005, open; docs/cpu-bugs.md)",
+        "the release's own Triton `expand_kernel`, run by Triton's interpreter, in place of",
+        "`utils/cpu_triton_utils.py`'s `_expand_kernel_impl` (`_ensure_int64(output)` with no "
+        "copy back)",
+        kernels=("expand_kernel",),
+    ),
 )
 
 
@@ -180,10 +196,22 @@ def acts(kind: str, release: str) -> bool:
     return any(s.kind == kind for s in acting(release))
 
 
+def serving(release: str) -> list[StandIn]:
+    """The stand-ins that act on ``release`` for greedy EAGLE-3 (all but
+    SAMPLED): none, and vLLM's CPU runner serves it by itself."""
+    return [s for s in acting(release) if s.kind != SAMPLED]
+
+
 def kernels(release: str) -> tuple[str, ...] | None:
     """The kernels ``release`` runs by Triton's interpreter: () for none,
     None for every kernel of cpu_spec_decode.KERNEL_MODULES."""
-    return next((s.kernels for s in acting(release) if s.kind == KERNELS), ())
+    out: list[str] = []
+    for s in acting(release):
+        if s.kind in (KERNELS, SAMPLED):
+            if s.kernels is None:
+                return None
+            out += [k for k in s.kernels if k not in out]
+    return tuple(out)
 
 
 def interprets(release: str) -> bool:

@@ -75,10 +75,15 @@ def serving_table() -> str:
             groups.append((key, [v]))
     for (acting, cannot), group in groups:
         lacks = "; ".join([*(s.lacks for s in acting), *([cannot] if cannot else [])])
+        greedy = [x for x in acting if x.kind != stand_ins.SAMPLED]
         if cannot:
             state = "not served, even through the tier's stand-ins"
+        elif greedy:
+            state = "served through the tier's stand-ins"
+        elif acting:
+            state = "served by itself; sampled requests through the tier's stand-in"
         else:
-            state = "served through the tier's stand-ins" if acting else "served by itself"
+            state = "served by itself"
         rows.append(f"| {spans(group)} | {state} | {lacks or '-'} |")
     return "\n".join(rows)
 

@@ -150,8 +150,9 @@ def serves_eagle3(release: str) -> bool:
 
 
 def serves_eagle3_natively(release: str) -> bool:
-    """vLLM's CPU runner serves EAGLE-3 without the tier's stand-ins."""
-    return serves_eagle3(release) and not stand_ins.acting(release)
+    """vLLM's CPU runner serves (greedy) EAGLE-3 without the tier's
+    stand-ins."""
+    return serves_eagle3(release) and not stand_ins.serving(release)
 
 
 def serves_v2(release: str) -> bool:
