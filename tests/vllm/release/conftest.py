@@ -105,8 +105,11 @@ def pytest_configure(config):
 
 
 def pytest_generate_tests(metafunc):
-    """Aux and patch-effect tests run once per kernel mode (see MODES)."""
+    """Aux and patch-effect tests run once per kernel mode (see MODES), but
+    a test marked one_mode."""
     node = metafunc.definition
+    if node.get_closest_marker("one_mode"):
+        return
     if MODES and (node.get_closest_marker("patch_effect") or node.get_closest_marker("kernels")):
         metafunc.parametrize("kernels", MODES, indirect=True)
 
@@ -132,7 +135,7 @@ def pytest_collection_modifyitems(config, items):
     failure its marker names (unpatched.py)."""
     release = vllm_release()
     for item in items:
-        for name in ("patch_effect", "gpu", "served", "compiled"):
+        for name in ("patch_effect", "gpu", "served", "compiled", "one_mode"):
             if item.get_closest_marker(name) is not None:
                 item.user_properties.append((name, "1"))
         callspec = getattr(item, "callspec", None)
@@ -165,7 +168,16 @@ def manifest() -> dict:
 
 @pytest.fixture(scope="session")
 def paths() -> dict:
-    names = ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "eagle3", "eagle3_layer0")
+    names = (
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v3_accept",
+        "kimi_k2",
+        "kimi_k25",
+        "eagle3",
+        "eagle3_layer0",
+        "eagle3_accept",
+    )
     return {name: str(FIXTURES / name) for name in names}
 
 

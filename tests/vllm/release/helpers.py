@@ -306,6 +306,61 @@ def direct_forward(model, vllm_config, num_tokens: int = 5):
 SERVED_PROMPTS = [*PROMPTS, "w5 w6 w7 w8 w9 w10 w11 w12 w13"]
 SERVED_MAX_TOKENS = 24
 NUM_SPECULATIVE_TOKENS = 3
+# The plain engine's greedy tokens go this far past SERVED_MAX_TOKENS: the
+# last verify step of a request checks drafts past its last token (the
+# scheduler counts them accepted before the output is cut at max_tokens)
+SERVED_REFERENCE_TOKENS = SERVED_MAX_TOKENS + NUM_SPECULATIVE_TOKENS + 1
+# The served pair (fixtures.py, "the accepting pair"), by served target
+SERVED_FIXTURES = {"deepseek_v3": "deepseek_v3_accept", "kimi_k25": "kimi_k25"}
+SERVED_DRAFTER = "eagle3_accept"
+# The wrapper is also served an image (the media placeholder, expanded by
+# vLLM's processor, between words): its vision tower runs in the generate and
+# the drafter's embedding path meets the media tokens.
+IMAGE_PROMPT = "w3 w4 <|media_pad|> w5 w6"
+
+# The sampled requests: one prompt, each request seeded, from each engine
+# (the plain engine's seeds 0.., the speculative one's SAMPLED_REQUESTS..:
+# a seed's first token is the prefill's in both, so the samples would not be
+# independent)
+SAMPLED_PROMPT = SERVED_PROMPTS[0]
+SAMPLED_REQUESTS = 120
+SAMPLED_TOKENS = 4
+SAMPLED_TEMPERATURE = 1.0
+SAMPLED_TOP_P = 0.9
+
+
+def sampled(seed: int):
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        temperature=SAMPLED_TEMPERATURE,
+        top_p=SAMPLED_TOP_P,
+        seed=seed,
+        max_tokens=SAMPLED_TOKENS,
+        ignore_eos=True,
+    )
+
+
+def served_image():
+    """The image of IMAGE_PROMPT: 56 x 56, a seeded pattern (4 x 4 patches,
+    one merged 2 x 2: 4 media tokens)."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    return Image.fromarray(rng.integers(0, 256, (56, 56, 3), dtype=np.uint8))
+
+
+def served_prompts(target: str) -> list:
+    """The prompts of the served generate: SERVED_PROMPTS, and for the
+    wrapper the image prompt too."""
+    if target != "kimi_k25":
+        return list(SERVED_PROMPTS)
+    # Kimi-K2.5's modality: an image as a vision chunk (vLLM's chat path
+    # turns an image_url into one)
+    chunk = {"type": "image", "image": served_image(), "uuid": None}
+    image = {"prompt": IMAGE_PROMPT, "multi_modal_data": {"vision_chunk": [chunk]}}
+    return [*SERVED_PROMPTS, image]
 
 
 def served_mode() -> str:
@@ -330,9 +385,7 @@ def served_kwargs(compiled: bool, target: str = "deepseek_v3", tp: int = 1) -> d
     """The engine arguments of the served tests, with or without the drafter."""
     # No prefix caching: each generate prefills its prompts whole (the wiring
     # test finds each prompt's states in the prefill).
-    kw = engine_kwargs(
-        enforce_eager=not compiled, max_num_seqs=len(SERVED_PROMPTS), enable_prefix_caching=False
-    )
+    kw = engine_kwargs(enforce_eager=not compiled, max_num_seqs=8, enable_prefix_caching=False)
     if target == "kimi_k25":
         # as users serve it (the real one's tokenizer is remote code); the
         # fixture's media processor is remote code too (0.15-0.17 load it so
@@ -359,10 +412,18 @@ def set_contract_in_worker(worker, on: bool) -> None:
 
 
 def spec_counters(llm) -> dict[str, float]:
-    """vLLM's spec-decode counters of an engine (disable_log_stats=False)."""
+    """vLLM's spec-decode counters of an engine (disable_log_stats=False);
+    the accepted tokens per draft position (a vector) as
+    ``<name>[i]``."""
     out: dict[str, float] = {}
     for m in llm.get_metrics():
-        if m.name.startswith("vllm:spec_decode") and hasattr(m, "value"):
+        if not m.name.startswith("vllm:spec_decode"):
+            continue
+        if hasattr(m, "values"):
+            for i, v in enumerate(m.values):
+                key = f"{m.name}[{i}]"
+                out[key] = out.get(key, 0.0) + float(v or 0)
+        elif hasattr(m, "value"):
             out[m.name] = out.get(m.name, 0.0) + float(m.value or 0)
     return out
 

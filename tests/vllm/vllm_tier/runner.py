@@ -51,6 +51,12 @@ class Case:
         return self.props.get("compiled") == "1"
 
     @property
+    def one_mode(self) -> bool:
+        """A test that runs in [cpu] only: a compiled engine's, or one marked
+        one_mode (its check does not depend on the CUDA contract)."""
+        return self.compiled or self.props.get("one_mode") == "1"
+
+    @property
     def kernels(self) -> str | None:
         """ "cpu" or "cuda" (the CUDA contract) for a test run in both modes."""
         return self.props.get("kernels")
@@ -192,7 +198,7 @@ def compare(unpatched: InnerRun, patched: InnerRun) -> tuple[list[str], list[str
     a strict xfail of the failure its marker declares (release/unpatched.py),
     so it failed exactly so; patched, it passed. Every other test passed on
     both (gpu tests may be skipped). Each patch_effect test ran in both
-    kernel modes (a compiled engine's: once)."""
+    kernel modes (a compiled engine's, or a one_mode test's: once)."""
     lines, bad = [], []
     for run in (unpatched, patched):
         why = run.crashed
@@ -202,7 +208,7 @@ def compare(unpatched: InnerRun, patched: InnerRun) -> tuple[list[str], list[str
             )
         modes: dict[str, set[str]] = {}
         for c in run.cases.values():
-            if c.patch_effect and not c.compiled:
+            if c.patch_effect and not c.one_mode:
                 modes.setdefault(_without_mode(c), set()).add(c.kernels or "none")
         for base, seen in sorted(modes.items()):
             if seen != {"cpu", "cuda"}:
