@@ -746,6 +746,71 @@ class CudaContractCatchesAnAliasingLayer0Fix(Check):
         return Verdict(head, [f"    {c.id}: {c.outcome} {c.message}" for c in cuda.values()], bad)
 
 
+# A deliberately broken random rejection per release, added to its series
+# (series/<release>-sampler-accepts-every-draft.patch)
+BROKEN_SAMPLER = {
+    p.name.split("-", 1)[0]: p
+    for p in (TIER / "series").glob("*-sampler-accepts-every-draft.patch")
+}
+# what the sampled test says when the distributions differ
+NOT_THE_DISTRIBUTION = "not the plain engine's distribution"
+
+
+@check
+class SampledTestCatchesABrokenSampler(Check):
+    """The sampled test bites. The release's series and a random rejection
+    that accepts every draft, whatever the target's probability of it
+    (series/<release>-sampler-accepts-every-draft.patch): served eager, the
+    sampled test (test_served_sampled_is_the_targets_distribution) must fail
+    on its test of the output distribution, where the release's own series
+    passes it (served_speculative_decoding)."""
+
+    name = "sampled_test_catches_a_broken_sampler"
+    summary = (
+        "the sampled served test: the series and "
+        "`series/<release>-sampler-accepts-every-draft.patch`"
+    )
+
+    def applies(self, release: str) -> bool:
+        return release in BROKEN_SAMPLER
+
+    def why_none(self, selected: list[str]) -> str:
+        return f"no selected release has a broken sampler to add ({', '.join(BROKEN_SAMPLER)})"
+
+    def build(self, release: str) -> Path:
+        return targets.with_patch(release, BROKEN_SAMPLER[release], "broken-sampler")
+
+    def runs(self, job: Job) -> list[Run]:
+        return [
+            run(
+                "broken-sampler",
+                target=job.made,
+                tests=(str(INNER / SERVED_TESTS),),
+                pytest_args=("--tb=short", "-k", "sampled"),
+                extra_env={"VPATCH_VLLM_SERVED": "eager"},
+                timeout=INNER_TIMEOUT * 2,
+            )
+        ]
+
+    def verdict(self, res: Results, release: str) -> Verdict:
+        got = res.run(self.name, release, "broken-sampler")
+        cases = list(got.cases.values())
+        bad = [f"run unusable: {got.crashed}\n{got.tail()}"] if got.crashed else []
+        if len(cases) != 1:
+            bad.append(f"expected the sampled test alone, got {sorted(got.cases)}")
+        bad += [
+            f"{c.id}: {c.outcome} (expected to fail on the distribution) {c.message}"
+            for c in cases
+            if c.outcome != "failed" or NOT_THE_DISTRIBUTION not in c.message
+        ]
+        head = (
+            f"vLLM {release} with a sampler that accepts every draft "
+            f"({BROKEN_SAMPLER[release].name}), {got.seconds:.0f}s: "
+            + ", ".join(f"{c.id.split('::')[-1]} {c.outcome}" for c in cases)
+        )
+        return Verdict(head, [f"    {c.id}: {c.outcome} {c.message[:300]}" for c in cases], bad)
+
+
 @check
 class SeriesOwnTestsUnderTheCudaContract(Check):
     """The tests a series adds to vLLM's own test tree (the regression test

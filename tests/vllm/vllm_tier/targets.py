@@ -192,3 +192,20 @@ def cut_short(release: str, cut: str) -> Path:
         cut_series, Path("series-cut") / f"{release}-{cut}", f"the series of {release} cut to {cut}"
     )
     return patched(release, series=sdir, label=f"cut-{cut}")
+
+
+def with_patch(release: str, patch: Path, label: str) -> Path:
+    """The install of ``release`` patched with its series and then ``patch``
+    (a file of tests/vllm/series/: a deliberate fault a check must see), as
+    a series of its own rendered once per content into
+    ``series-extra/<release>-<label>-<hash>``."""
+    whole = pins().series(release)
+    if whole is None:
+        raise TierError(f"vLLM {release} carries no series: nothing to add {patch.name} to")
+    n = len(whole.patches) + 1
+    extra = quilt.parse(patch, name=quilt.file_name(n, patch.stem))
+    series = quilt.Series([*whole.patches, extra], name=f"{release} and {patch.name}")
+    sdir = releases.rendered(
+        series, Path("series-extra") / f"{release}-{label}", f"the series of {release} and {label}"
+    )
+    return patched(release, series=sdir, label=label)
