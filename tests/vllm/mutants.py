@@ -92,6 +92,7 @@ APPLY_FC_NORM = "deepseek-eagle3-apply-fc-norm"
 BACKEND_V1 = "spec-decode-the-drafter-selects-its-own-attention-backend"
 BACKEND_V2 = "spec-decode-v2-the-drafter-selects-its-own-attention-backend"
 FINAL_NORM = "deepseek-v2-collect-the-eagle-3-aux-state-before-the-final-norm"
+EMBEDDINGS = "eagle-find-the-embeddings-of-a-bare-language-model"
 
 # In the 0.17.1 series (HOOKS), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).
@@ -313,6 +314,40 @@ MUTANTS = (
         "layer 0's aux state is the embedding of the previous forward (a stale buffer)",
         (),
         served="v2-eager",
+    ),
+    # Killed by the accepting pair's served test alone: at TP 2 the served test
+    # checks no drafter input (no hooks in the ranks), and lossless output
+    # holds whatever the drafter gets; the accepted counts equal to the
+    # reference's are what change.
+    Mutant(
+        "layer0-first-rank-only",
+        "0.32.0",
+        LAYER0,
+        "+                    aux_hidden_state = hidden_states.clone()\n",
+        "+                    aux_hidden_state = (\n"
+        "+                        hidden_states.clone()\n"
+        "+                        if get_tensor_model_parallel_rank() == 0\n"
+        "+                        else torch.zeros_like(hidden_states)\n"
+        "+                    )\n",
+        "layer 0's aux state is the embedding on the first tensor-parallel rank only, zeros on "
+        "the others: the drafter's shards there draft from the wrong state",
+        (),
+        served="v2-tp2",
+    ),
+    Mutant(
+        "embeddings-from-lm-head",
+        "0.15.1",
+        EMBEDDINGS,
+        '+            if hasattr(inner_model, "embed_tokens"):\n'
+        "+                target_embed_tokens = inner_model.embed_tokens\n",
+        '+            if hasattr(inner_model, "embed_tokens"):\n'
+        "+                target_embed_tokens = getattr(\n"
+        '+                    target_language_model, "lm_head", inner_model.embed_tokens\n'
+        "+                )\n",
+        "the drafter shares the target's lm_head (also vocab x hidden) as its embeddings where "
+        "the language model has one: DeepSeek-V3's; Kimi-K2.5's bare one has none",
+        (),
+        served="eager",
     ),
     Mutant(
         "mla-detect-wrong-entry",
@@ -545,9 +580,11 @@ def _told(
     if not failed:
         return "SURVIVED", f"{part}: every test passed ({len(run.cases)} cases; {run.log})", failed
     modes = sorted({c.kernels or "-" for c in failed})
-    detail = f"{part}: {len(failed)} failed [{', '.join(modes)}], e.g. {failed[0].id}"
+    # the tests that told, each once whatever its kernel modes
+    names = sorted({c.id.split("::")[-1].split("[")[0] for c in failed})
+    detail = f"{part}: {len(failed)} failed [{', '.join(modes)}]: {', '.join(names)}"
     if failed[0].message:
-        detail += f": {failed[0].message[:90]}"
+        detail += f" (first: {failed[0].message[:90]})"
     return "killed", detail, failed
 
 
