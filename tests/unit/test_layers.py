@@ -19,6 +19,7 @@ LAYERS = (
             "paths",
             "resources",
             "jsontext",
+            "settings",
             "record",
             "lock",
             "quilt",

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import signal
 import threading
@@ -36,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
+from .. import settings
 from ..errors import ConfigError
 
 DEFAULT = 60.0  # seconds: a pair's dozen requests take 1-2 s on a laptop
@@ -52,16 +52,7 @@ _here = threading.local()  # .budget and .job: the reads a thread belongs to
 
 def limit() -> float:
     """VPATCH_HUB_TIMEOUT (seconds), else DEFAULT."""
-    raw = os.environ.get(VARIABLE, "").strip()
-    if not raw:
-        return DEFAULT
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < float("inf"):
-        raise ConfigError(f"{VARIABLE}={raw[:40]!r}: not a number of seconds above 0")
-    return seconds
+    return settings.seconds(VARIABLE, DEFAULT)
 
 
 class Expired(ConfigError):

