@@ -32,6 +32,8 @@ class Report:
     uninterpreted: list[str] = field(default_factory=list)  # of the serve command
     # what was read of the target and the drafter, and from where (hub.Model.to_json)
     read: list[dict[str, Any]] = field(default_factory=list)
+    # the vLLM judged against and the release whose rules were applied
+    vllm: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -47,6 +49,7 @@ class Report:
             "serve": self.serve,
             "uninterpreted": list(self.uninterpreted),
             "read": list(self.read),
+            "vllm": dict(self.vllm),
         }
 
     def to_text(self) -> str:

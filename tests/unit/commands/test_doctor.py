@@ -180,7 +180,10 @@ def test_cli_serve_command_after_the_double_dash(tmp_path, upstream_env):
     # 0.25.0's V1 runner reads the drafter's nested [1, 29, 57] as written: one layer off
     assert r.returncode == 1, r.stderr + r.stdout
     data = json.loads(r.stdout)
-    assert set(data) == {"ok", "findings", "serve", "uninterpreted", "read"}
+    assert set(data) == {"ok", "findings", "serve", "uninterpreted", "read", "vllm"}
+    # which vLLM was judged, and by which release's rules
+    assert data["vllm"]["version"].startswith("0.25.0") and data["vllm"]["rules"] == "0.25.0"
+    assert data["vllm"]["python"] == py and data["vllm"]["given"] is None
     assert [r["from"] for r in data["read"]] == ["folder", "folder"]
     assert data["uninterpreted"] == ["--swap-space"]
     bad = {f["check"] for f in data["findings"] if f["severity"] == "error"}
@@ -271,6 +274,21 @@ def test_offline_a_drafter_hub_id_not_in_the_cache(tmp_path):
         D.doctor(req, ready=lambda env: Readiness(True), where=where, pins=lock.load())
 
 
+def test_json_names_the_vllm_judged_and_the_rules_applied(tmp_path, upstream_env):
+    """A vLLM that is not a pinned release (0.25.1) is judged by the rules
+    of the pinned one below it; the JSON says both, apart."""
+    _, env = upstream_env
+    py = fake_env.build_env(tmp_path / "venv", version="0.25.1")
+    t, d = F.pair(tmp_path, target="deepseek_v3")
+    r = vpatch(
+        "--target", str(t), "--drafter", str(d), "--python", str(py), "--format", "json", env=env
+    )
+    assert r.returncode in (0, 1), r.stderr + r.stdout
+    judged = json.loads(r.stdout)["vllm"]
+    assert (judged["version"], judged["rules"], judged["dist"]) == ("0.25.1", "0.25.0", "vllm")
+    assert judged["python"] == str(py) and judged["given"] is None, judged
+
+
 # -- --vllm RELEASE [--patched]: the verdict of that release installed --------------
 
 
@@ -342,6 +360,10 @@ def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
     assert "vllm     vLLM 0.17.1 (--vllm 0.17.1 --patched, no environment read)" in r.stdout
     r = vpatch(*pair, "--vllm", "0.17.1+cu129", "--format", "json", env=env)
     assert r.returncode == 1, r.stdout + r.stderr
+    judged = json.loads(r.stdout)["vllm"]
+    assert judged["given"] == "--vllm 0.17.1" and judged["python"] is None, judged
+    assert judged["version"] == "0.17.1" and judged["rules"] == "0.17.1", judged
+    assert judged["eagle3_ready"] is False, judged  # as released: no EAGLE-3 for it
     (bad,) = [f for f in json.loads(r.stdout)["findings"] if f["severity"] == "error"]
     assert bad["check"] == "vllm" and "run `vpatch install --python PY`" in bad["message"]
 

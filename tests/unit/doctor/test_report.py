@@ -32,6 +32,7 @@ def test_json_shape():
         "serve": "vllm serve M",
         "uninterpreted": ["--foo 1"],
         "read": [],
+        "vllm": {},
     }
 
 

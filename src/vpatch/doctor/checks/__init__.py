@@ -159,4 +159,14 @@ def diagnose(
     ]
     head += [f"read     {m.source()}" for m in (target, drafter) if m.hub]
     read = [m.to_json() for m in (target, drafter)]
-    return Report(findings, pair.serve.command(**fixes), head, list(serve.uninterpreted), read)
+    vllm = {
+        "version": env.version,  # None: no vLLM where doctor looked
+        "dist": env.dist,
+        "python": None if env.given else env.python,
+        "given": env.given or None,  # `--vllm R [--patched]`, no environment read
+        "rules": rules.release,
+        "eagle3_ready": readiness.ready if readiness.known else None,  # `vpatch check`
+    }
+    return Report(
+        findings, pair.serve.command(**fixes), head, list(serve.uninterpreted), read, vllm
+    )
