@@ -4,12 +4,21 @@ live in support.py."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
 from support import BASE, change, make_series, write_tree
 from vpatch import lock
 from vpatch.commands import apply
+
+# Started in the background (`cmd &` in a script, nohup), the tests inherit
+# SIGINT ignored, as would every vpatch they start (an ignored signal
+# survives exec): the Ctrl-C tests would wait out their timeouts. They stand
+# for a terminal, where SIGINT raises; a handler, unlike SIG_IGN, is reset to
+# the default at exec, so the children get SIGINT back too.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

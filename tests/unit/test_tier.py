@@ -344,3 +344,23 @@ def test_a_patch_effect_test_runs_in_both_kernel_modes_unless_it_says_one():
 
 
 VARIANT_OUTCOMES = (("unpatched", "xfailed"), ("patched", "passed"))
+
+
+def test_a_one_install_test_is_skipped_unpatched_and_passes_patched():
+    """runner.compare: a one_install test (what no patch touches) must be
+    skipped on the unpatched install and pass on the patched one; passed on
+    both means the inner conftest did not skip it (the cost it saves), and
+    skipped patched means nothing checked it."""
+
+    def case(outcome: str) -> runner.Case:
+        return runner.Case("t::remote_code", outcome, props={"one_install": "1"})
+
+    for (u, p), ok in (
+        (("skipped", "passed"), True),
+        (("passed", "passed"), False),
+        (("skipped", "skipped"), False),
+        (("skipped", "failed"), False),
+    ):
+        lines, bad = runner.compare(_run("unpatched", [case(u)]), _run("patched", [case(p)]))
+        assert (not bad) == ok, (u, p, bad)
+        assert "one-install" in lines[0]

@@ -132,17 +132,21 @@ def pytest_collection_modifyitems(config, items):
     """Copy the markers the outer runner needs into the junit report (as
     properties of each testcase, also when a test errors in setup); on the
     unpatched install, make each patch-effect test the strict xfail of the
-    failure its marker names (unpatched.py)."""
+    failure its marker names (unpatched.py), and skip each one_install test
+    (what it checks is the same on both installs: one run is enough)."""
     release = vllm_release()
+    unpatched_run = os.environ.get("VPATCH_VLLM_VARIANT") == "unpatched"
     for item in items:
-        for name in ("patch_effect", "gpu", "served", "compiled", "one_mode"):
+        for name in ("patch_effect", "gpu", "served", "compiled", "one_mode", "one_install"):
             if item.get_closest_marker(name) is not None:
                 item.user_properties.append((name, "1"))
+        if unpatched_run and item.get_closest_marker("one_install") is not None:
+            item.add_marker(pytest.mark.skip(reason="one_install: runs on the patched install"))
         callspec = getattr(item, "callspec", None)
         if callspec is not None and "kernels" in callspec.params:
             item.user_properties.append(("kernels", callspec.params["kernels"]))
         effect = item.get_closest_marker("patch_effect")
-        if effect is not None and os.environ.get("VPATCH_VLLM_VARIANT") == "unpatched":
+        if effect is not None and unpatched_run:
             xfail = unpatched.xfail(effect.args[0] if effect.args else (), release)
             if xfail is None:
                 item.add_marker(pytest.mark.usefixtures("_undeclared_unpatched_failure"))

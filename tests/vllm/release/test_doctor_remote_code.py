@@ -11,7 +11,8 @@ of its own (remote_code.py); `vpatch doctor -- vllm serve T ...` without
 --trust-remote-code must call the target an error exactly when vLLM does not
 load one of them as the repo means it (refuses it; or, for a tokenizer class
 of the repo, makes another: transformers 5's TokenizersBackend), and name
-which. The same on both installs: no patch of the series touches it.
+which. The same on both installs: no patch of the series touches it, so
+it runs on the patched install only (one_install).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from doctor_pairs import VARIANTS, make, severity, verdict_serve
 from helpers import FIXTURES
 
+pytestmark = pytest.mark.one_install
 HERE = Path(__file__).resolve().parent
 DSV3_MAP = {
     "AutoConfig": "configuration_deepseek.DeepseekV3Config",

@@ -57,6 +57,11 @@ class Case:
         return self.compiled or self.props.get("one_mode") == "1"
 
     @property
+    def one_install(self) -> bool:
+        """A test of what no patch touches: run on the patched install only."""
+        return self.props.get("one_install") == "1"
+
+    @property
     def kernels(self) -> str | None:
         """ "cpu" or "cuda" (the CUDA contract) for a test run in both modes."""
         return self.props.get("kernels")
@@ -197,7 +202,8 @@ def compare(unpatched: InnerRun, patched: InnerRun) -> tuple[list[str], list[str
     Unpatched, every patch_effect test is xfailed: the inner conftest made it
     a strict xfail of the failure its marker declares (release/unpatched.py),
     so it failed exactly so; patched, it passed. Every other test passed on
-    both (gpu tests may be skipped). Each patch_effect test ran in both
+    both (gpu tests may be skipped), but a one_install test: skipped
+    unpatched, passed patched. Each patch_effect test ran in both
     kernel modes (a compiled engine's, or a one_mode test's: once)."""
     lines, bad = [], []
     for run in (unpatched, patched):
@@ -219,6 +225,8 @@ def compare(unpatched: InnerRun, patched: InnerRun) -> tuple[list[str], list[str
         po = p.outcome if p else "missing"
         if (u and u.patch_effect) or (p and p.patch_effect):
             kind, want = "patch-effect", (("xfailed",), ("passed",))
+        elif (u and u.one_install) or (p and p.one_install):
+            kind, want = "one-install", (("skipped",), ("passed",))
         elif (u and u.gpu) or (p and p.gpu):
             kind, want = "gpu", (("passed", "skipped"), ("passed", "skipped"))
         else:
