@@ -75,6 +75,9 @@ def imports(module: str) -> set[str]:
             else:
                 continue
             target = ".".join(parts)
+            # `from .pkg import name` reads name from pkg/__init__.py (or runs it
+            # before its submodule): pkg is imported too
+            found.add(target)
             for alias in node.names:
                 sub = f"{target}.{alias.name}" if target else alias.name
                 found.add(sub if sub in MODULES else target)

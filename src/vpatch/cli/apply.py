@@ -5,12 +5,11 @@ from __future__ import annotations
 from argparse import Namespace
 
 from .. import lock
-from . import options
-from .options import Parser, path, say
+from .options import Parser, Subparsers, command, offline, path, say, series, source, version
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "apply",
         execute,
@@ -18,11 +17,11 @@ def add_parser(sub: options.Subparsers) -> None:
         "vpatch apply 0.25.0 --dest build/vllm-0.25.0",
         (3, 4, 5, 6, 7, 9, 10, 11),
     )
-    options.version(p)
+    version(p)
     p.add_argument("--dest", metavar="DIR", help="tree folder (default: build/vllm-<release>)")
-    options.series(p, "apply the series in this folder instead")
-    options.source(p)
-    options.offline(p)
+    series(p, "apply the series in this folder instead")
+    source(p)
+    offline(p)
 
 
 def execute(args: Namespace, parser: Parser) -> int:

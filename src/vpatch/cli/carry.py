@@ -7,12 +7,11 @@ from argparse import Namespace
 
 from .. import lock
 from ..errors import PatchError
-from . import options
-from .options import Parser, path, say
+from .options import Parser, Subparsers, command, path, resume, say, source
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "carry",
         execute,
@@ -31,9 +30,9 @@ def add_parser(sub: options.Subparsers) -> None:
     p.add_argument(
         "--write", action="store_true", help="write the proposed change into the checkout"
     )
-    options.resume(p, "go on after you resolved a conflict in the port's work tree")
+    resume(p, "go on after you resolved a conflict in the port's work tree")
     p.add_argument("--work", metavar="DIR", help="work folder (default: build/carry-TO)")
-    options.source(p, many=True)
+    source(p, many=True)
 
 
 def execute(args: Namespace, parser: Parser) -> int:

@@ -6,12 +6,11 @@ import json
 from argparse import Namespace
 
 from .. import lock
-from . import options
-from .options import Parser, say
+from .options import Parser, Subparsers, command, output, python, say
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "check",
         execute,
@@ -20,8 +19,8 @@ def add_parser(sub: options.Subparsers) -> None:
         (6,),
         {0: "ready", 1: "not ready (the report says why)"},
     )
-    options.python(p)
-    options.output(p, "text", "json")
+    python(p)
+    output(p, "text", "json")
 
 
 def execute(args: Namespace, parser: Parser) -> int:

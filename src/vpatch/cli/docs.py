@@ -9,15 +9,14 @@ from typing import TYPE_CHECKING
 
 from .. import lock
 from ..errors import PatchError
-from . import options
-from .options import Parser
+from .options import Parser, Subparsers, command
 
 if TYPE_CHECKING:
     from ..commands.docs import Block
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "docs",
         execute,

@@ -6,12 +6,11 @@ import json
 from argparse import Namespace
 
 from .. import lock
-from . import options
-from .options import Parser, say
+from .options import Parser, Subparsers, command, offline, output, python, say
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "doctor",
         execute,
@@ -33,14 +32,14 @@ def add_parser(sub: options.Subparsers) -> None:
     p.add_argument(
         "--drafter", metavar="D", help="EAGLE-3 drafter folder or hub id (owner/name[@revision])"
     )
-    options.offline(
+    offline(
         p,
         "read hub ids from the local Hugging Face cache only (as HF_HUB_OFFLINE=1); online, "
         # doctor/deadline.py's VARIABLE and DEFAULT (test_doctor holds them
         # equal): building the parser imports no library
         "the hub reads end within VPATCH_HUB_TIMEOUT seconds (default 60)",
     )
-    options.python(p)
+    python(p)
     p.add_argument(
         "--vllm",
         metavar="RELEASE",
@@ -55,7 +54,7 @@ def add_parser(sub: options.Subparsers) -> None:
     p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
     p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="N")
     p.add_argument("--num-speculative-tokens", type=int, default=3, metavar="K")
-    options.output(p, "text", "json")
+    output(p, "text", "json")
 
 
 def execute(args: Namespace, parser: Parser) -> int:

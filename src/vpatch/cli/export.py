@@ -6,12 +6,11 @@ from argparse import Namespace
 from pathlib import Path
 
 from .. import lock
-from . import options
-from .options import Parser, path
+from .options import Parser, Subparsers, command, path
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "export",
         execute,

@@ -5,12 +5,11 @@ from __future__ import annotations
 from argparse import Namespace
 
 from .. import lock
-from . import options
-from .options import Parser, path, say
+from .options import Parser, Subparsers, command, offline, path, say, source, version
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "fetch",
         execute,
@@ -18,15 +17,15 @@ def add_parser(sub: options.Subparsers) -> None:
         "vpatch fetch 0.17.1 --dest vllm-0.17.1",
         (3, 4, 6, 7, 9, 10, 11),
     )
-    options.version(p)
+    version(p)
     p.add_argument(
         "--dest",
         metavar="DIR",
         help="also write the unpatched tree into this empty folder "
         "(`vpatch apply` with the same --dest and --source patches it there)",
     )
-    options.source(p)
-    options.offline(p)
+    source(p)
+    offline(p)
 
 
 def execute(args: Namespace, parser: Parser) -> int:

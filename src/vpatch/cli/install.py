@@ -6,12 +6,11 @@ from argparse import Namespace
 from typing import Any
 
 from .. import lock
-from . import options
-from .options import Parser, path, say
+from .options import Parser, Subparsers, command, dry_run, path, python, say, series
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "install",
         execute,
@@ -19,9 +18,9 @@ def add_parser(sub: options.Subparsers) -> None:
         "vpatch install --python /opt/vllm/bin/python --dry-run",
         (5, 6, 9, 11),
     )
-    options.python(p)
-    options.series(p, "install the series in this folder instead")
-    options.dry_run(p)
+    python(p)
+    series(p, "install the series in this folder instead")
+    dry_run(p)
 
 
 def execute(args: Namespace, parser: Parser) -> int:

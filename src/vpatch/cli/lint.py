@@ -6,12 +6,11 @@ from argparse import Namespace
 
 from .. import lock
 from ..errors import PatchError
-from . import options
-from .options import Parser, say
+from .options import Parser, Subparsers, command, offline, say
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "lint",
         execute,
@@ -20,7 +19,7 @@ def add_parser(sub: options.Subparsers) -> None:
         (3, 4, 5, 9, 11),
         {5: "lint found problems (listed)"},
     )
-    options.offline(p, "skip releases not in the cache")
+    offline(p, "skip releases not in the cache")
 
 
 def execute(args: Namespace, parser: Parser) -> int:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from argparse import Namespace
 
 from .. import lock
-from . import options
-from .options import Parser, say
+from .options import Parser, Subparsers, command, say
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "lock",
         execute,

@@ -6,12 +6,11 @@ import json
 from argparse import Namespace
 
 from .. import lock
-from . import options
-from .options import Parser, say
+from .options import Parser, Subparsers, command, offline, output, say
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "matrix",
         execute,
@@ -22,9 +21,9 @@ def add_parser(sub: options.Subparsers) -> None:
     p.add_argument(
         "--versions", nargs="+", metavar="V", help="these releases (default: the lock's)"
     )
-    options.output(p, "md", "json")
+    output(p, "md", "json")
     p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
-    options.offline(p)
+    offline(p)
 
 
 def execute(args: Namespace, parser: Parser) -> int:

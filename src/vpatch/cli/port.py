@@ -6,12 +6,11 @@ from argparse import Namespace
 
 from .. import lock
 from ..errors import PatchError
-from . import options
-from .options import Parser, path, say
+from .options import Parser, Subparsers, command, offline, path, resume, say, source
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "port",
         execute,
@@ -21,14 +20,14 @@ def add_parser(sub: options.Subparsers) -> None:
     )
     p.add_argument("from_version", metavar="FROM")
     p.add_argument("to_version", metavar="TO")
-    options.resume(p, "export a port whose conflicts you resolved")
+    resume(p, "export a port whose conflicts you resolved")
     p.add_argument("--work", metavar="DIR", help="work tree (default: build/port-TO)")
     p.add_argument(
         "--into", metavar="DIR", help="write a plain series folder here (default: the patch set)"
     )
     p.add_argument("--keep", action="store_true", help="keep the work tree after a clean port")
-    options.source(p, many=True)
-    options.offline(p)
+    source(p, many=True)
+    offline(p)
 
 
 def execute(args: Namespace, parser: Parser) -> int:

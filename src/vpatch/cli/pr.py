@@ -7,12 +7,11 @@ from pathlib import Path
 
 from .. import lock
 from ..errors import PatchError
-from . import options
-from .options import Parser, path, say
+from .options import Parser, Subparsers, command, offline, path, resume, say, source
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "pr",
         execute,
@@ -25,7 +24,7 @@ def add_parser(sub: options.Subparsers) -> None:
         "--out", metavar="DIR", help="PR_BODY.md and series/ go here (default: pr); a release too"
     )
     p.add_argument("--signoff", metavar="'NAME <EMAIL>'", help="default: git's user.name/email")
-    options.resume(p, "after a conflict")
+    resume(p, "after a conflict")
     p.add_argument(
         "--results",
         metavar="FILE",
@@ -37,8 +36,8 @@ def add_parser(sub: options.Subparsers) -> None:
         metavar="SLUG",
         help="send this patch alone (again for more); default: every one upstream lacks",
     )
-    options.source(p, many=True)
-    options.offline(p)
+    source(p, many=True)
+    offline(p)
 
 
 def execute(args: Namespace, parser: Parser) -> int:

@@ -6,12 +6,11 @@ from argparse import Namespace
 from pathlib import Path
 
 from .. import lock
-from . import options
-from .options import Parser
+from .options import Parser, Subparsers, command, version
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "series",
         execute,
@@ -19,7 +18,7 @@ def add_parser(sub: options.Subparsers) -> None:
         "vpatch series 0.17.1 --out series-0.17.1",
         (5, 6, 11),
     )
-    options.version(p)
+    version(p)
     p.add_argument(
         "--out",
         required=True,

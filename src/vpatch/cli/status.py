@@ -5,12 +5,11 @@ from __future__ import annotations
 from argparse import Namespace
 
 from .. import lock
-from . import options
-from .options import Parser, path
+from .options import Parser, Subparsers, command, path, series
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "status",
         execute,
@@ -24,7 +23,7 @@ def add_parser(sub: options.Subparsers) -> None:
         metavar="DIR",
         help="the tree (default: build/vllm-<newest patched>, the one `make apply` makes)",
     )
-    options.series(p, "compare with the series in this folder")
+    series(p, "compare with the series in this folder")
 
 
 def execute(args: Namespace, parser: Parser) -> int:

@@ -6,12 +6,11 @@ from argparse import Namespace
 from pathlib import Path
 
 from .. import lock
-from . import options
-from .options import Parser, path
+from .options import Parser, Subparsers, command, path, series
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "unapply",
         execute,
@@ -20,7 +19,7 @@ def add_parser(sub: options.Subparsers) -> None:
         (5, 6, 9, 10, 11),
     )
     p.add_argument("dest", metavar="DIR", help="the tree")
-    options.series(p, "the tree has the series in this folder")
+    series(p, "the tree has the series in this folder")
     p.add_argument(
         "--discard-commits",
         action="store_true",

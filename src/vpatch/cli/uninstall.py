@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from . import options
 from .install import report
-from .options import Parser, say
+from .options import Parser, Subparsers, command, dry_run, python, say
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "uninstall",
         execute,
@@ -18,8 +17,8 @@ def add_parser(sub: options.Subparsers) -> None:
         "vpatch uninstall --python /opt/vllm/bin/python",
         (6, 11),
     )
-    options.python(p)
-    options.dry_run(p)
+    python(p)
+    dry_run(p)
 
 
 def execute(args: Namespace, parser: Parser) -> int:

@@ -7,12 +7,11 @@ from pathlib import Path
 
 from .. import lock
 from ..errors import WheelError
-from . import options
-from .options import Parser, path
+from .options import Parser, Subparsers, command, offline, path
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "verify-wheel",
         execute,
@@ -26,7 +25,7 @@ def add_parser(sub: options.Subparsers) -> None:
     p.add_argument(
         "--tree", metavar="DIR", help="patched tree to compare the wheel's Python files with"
     )
-    options.offline(p)
+    offline(p)
 
 
 def execute(args: Namespace, parser: Parser) -> int:

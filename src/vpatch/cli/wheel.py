@@ -6,12 +6,11 @@ from argparse import Namespace
 from pathlib import Path
 
 from .. import lock
-from . import options
-from .options import Parser, path, say
+from .options import Parser, Subparsers, command, dry_run, offline, path, say, series, version
 
 
-def add_parser(sub: options.Subparsers) -> None:
-    p = options.command(
+def add_parser(sub: Subparsers) -> None:
+    p = command(
         sub,
         "wheel",
         execute,
@@ -19,7 +18,7 @@ def add_parser(sub: options.Subparsers) -> None:
         "vpatch wheel 0.17.1 --variant cuda --out dist",
         (3, 4, 5, 6, 8, 9, 11),
     )
-    options.version(p)
+    version(p)
     p.add_argument("--variant", choices=("cuda", "cpu"), default="cuda")
     p.add_argument(
         "--mode",
@@ -29,9 +28,9 @@ def add_parser(sub: options.Subparsers) -> None:
         "source: build from the patched tree with TORCH_CUDA_ARCH_LIST=10.0 (hours)",
     )
     p.add_argument("--out", default="dist", metavar="DIR", help="output folder (default: dist)")
-    options.series(p, "use the series in this folder instead")
-    options.dry_run(p, "source mode: print, don't build")
-    options.offline(p)
+    series(p, "use the series in this folder instead")
+    dry_run(p, "source mode: print, don't build")
+    offline(p)
 
 
 def execute(args: Namespace, parser: Parser) -> int:
