@@ -239,6 +239,33 @@ def eagle3_config() -> dict:
     }
 
 
+def eagle3_tensors(q, k, v, o, gate, up, down, fc, head) -> dict:
+    """A drafter in vLLM's Llama EAGLE-3 format: its one layer's attention
+    (q, k, v over [embeds ; hidden], o) and MLP weights, fc (3 aux states to
+    hidden) and lm_head; its norms ones; draft id i is target id 2i."""
+    import torch
+
+    m = "midlayer."
+    return {
+        m + "self_attn.q_proj.weight": q,
+        m + "self_attn.k_proj.weight": k,
+        m + "self_attn.v_proj.weight": v,
+        m + "self_attn.o_proj.weight": o,
+        m + "mlp.gate_proj.weight": gate,
+        m + "mlp.up_proj.weight": up,
+        m + "mlp.down_proj.weight": down,
+        m + "input_layernorm.weight": torch.ones(HIDDEN),
+        m + "hidden_norm.weight": torch.ones(HIDDEN),
+        m + "post_attention_layernorm.weight": torch.ones(HIDDEN),
+        "fc.weight": fc,
+        "norm.weight": torch.ones(HIDDEN),
+        "lm_head.weight": head,
+        # draft id i -> target id i + d2t[i] = 2i; t2d marks the target ids drafted
+        "d2t": torch.arange(DRAFT_VOCAB, dtype=torch.long),
+        "t2d": torch.arange(VOCAB) % 2 == 0,
+    }
+
+
 def eagle3_weights(gen) -> dict:
     import torch
 
@@ -247,26 +274,18 @@ def eagle3_weights(gen) -> dict:
 
     q = EAGLE_HEADS * EAGLE_HEAD_DIM
     kv = EAGLE_KV_HEADS * EAGLE_HEAD_DIM
-    m = "midlayer."
-    return {
-        # layer 0 attends over [embeds ; hidden] (2 x hidden)
-        m + "self_attn.q_proj.weight": w(q, 2 * HIDDEN),
-        m + "self_attn.k_proj.weight": w(kv, 2 * HIDDEN),
-        m + "self_attn.v_proj.weight": w(kv, 2 * HIDDEN),
-        m + "self_attn.o_proj.weight": w(HIDDEN, q),
-        m + "mlp.gate_proj.weight": w(INTERMEDIATE, HIDDEN),
-        m + "mlp.up_proj.weight": w(INTERMEDIATE, HIDDEN),
-        m + "mlp.down_proj.weight": w(HIDDEN, INTERMEDIATE),
-        m + "input_layernorm.weight": torch.ones(HIDDEN),
-        m + "hidden_norm.weight": torch.ones(HIDDEN),
-        m + "post_attention_layernorm.weight": torch.ones(HIDDEN),
-        "fc.weight": w(HIDDEN, 3 * HIDDEN),
-        "norm.weight": torch.ones(HIDDEN),
-        "lm_head.weight": w(DRAFT_VOCAB, HIDDEN),
-        # draft id i -> target id i + d2t[i] = 2i; t2d marks the target ids drafted
-        "d2t": torch.arange(DRAFT_VOCAB, dtype=torch.long),
-        "t2d": torch.arange(VOCAB) % 2 == 0,
-    }
+    # drawn in this order from gen: layer 0 attends over [embeds ; hidden]
+    return eagle3_tensors(
+        w(q, 2 * HIDDEN),
+        w(kv, 2 * HIDDEN),
+        w(kv, 2 * HIDDEN),
+        w(HIDDEN, q),
+        w(INTERMEDIATE, HIDDEN),
+        w(INTERMEDIATE, HIDDEN),
+        w(HIDDEN, INTERMEDIATE),
+        w(HIDDEN, 3 * HIDDEN),
+        w(DRAFT_VOCAB, HIDDEN),
+    )
 
 
 def eagle3_layer0_config() -> dict:
@@ -340,13 +359,13 @@ def _accept_frequencies() -> list[int]:
     import torch
 
     gen = torch.Generator().manual_seed(11)
-    d = torch.arange(1, ACCEPT_WORDS, dtype=torch.float64)[:, None]
     best: tuple[float, list[int]] | None = None
     for _ in range(3000):
         m = torch.randperm(ACCEPT_WORDS // 2 - 1, generator=gen)[:ACCEPT_PLANES] + 1
-        side = torch.cos(2 * math.pi * d * m.double() / ACCEPT_WORDS).sum(1).max().item()
+        freqs = sorted(m.tolist())
+        side = _sidelobe(freqs)
         if best is None or side < best[0]:
-            best = (side, sorted(m.tolist()))
+            best = (side, freqs)
     assert best is not None
     return best[1]
 
@@ -383,6 +402,10 @@ def _circle(places, freqs, twist=None):
 # dimensions as large together: every embedding has rms ACCEPT_RMS
 ACCEPT_CONST = math.sqrt(ACCEPT_PLANES / 2)
 ACCEPT_RMS = math.sqrt(2 * ACCEPT_PLANES / HIDDEN)
+# an lm_head row per plane unit: the final norm makes a word's hidden state
+# rms 1, its plane part then of norm sqrt(ACCEPT_PLANES) / ACCEPT_RMS, so a
+# row of plane norm sqrt(ACCEPT_PLANES) scores ACCEPT_LOGIT
+ACCEPT_HEAD_SCALE = ACCEPT_LOGIT * ACCEPT_RMS / ACCEPT_PLANES
 
 
 def accept_embedding():
@@ -421,10 +444,7 @@ def deepseek_v3_accept_weights() -> dict:
     head = torch.zeros(VOCAB, HIDDEN, dtype=torch.float64)
     planes = 2 * ACCEPT_PLANES
     for y in range(ACCEPT_FIRST, ACCEPT_FIRST + ACCEPT_WORDS):
-        # the final norm makes a word's hidden state rms 1: its plane part
-        # then has norm sqrt(ACCEPT_PLANES) / ACCEPT_RMS
-        scale = ACCEPT_LOGIT * ACCEPT_RMS / ACCEPT_PLANES
-        head[y, :planes] = e[_word_before(nxt, y), :planes] * scale
+        head[y, :planes] = e[_word_before(nxt, y), :planes] * ACCEPT_HEAD_SCALE
     t = deepseek_v3_weights(torch.Generator().manual_seed(0), ACCEPT_MOE_INTERMEDIATE)
     t = {
         k: v * ACCEPT_RESIDUAL if k.endswith(("o_proj.weight", "down_proj.weight")) else v
@@ -478,6 +498,7 @@ def accept_margins() -> dict:
 
 
 def _sidelobe(freqs) -> float:
+    """The largest score of a place against another (its own: ACCEPT_PLANES)."""
     import torch
 
     d = torch.arange(1, ACCEPT_WORDS, dtype=torch.float64)[:, None]
@@ -561,30 +582,21 @@ def eagle3_accept_weights() -> dict:
     # the drafter holds has rms ACCEPT_RMS
     o = ACCEPT_RMS * (_rotation(freqs) - torch.eye(HIDDEN, dtype=torch.float64))
     head = torch.zeros(DRAFT_VOCAB, HIDDEN, dtype=torch.float64)
-    head[:, :planes] = (
-        _accept_draft_head(freqs, place, nxt, twist) * ACCEPT_LOGIT * ACCEPT_RMS / ACCEPT_PLANES
-    )
+    head[:, :planes] = _accept_draft_head(freqs, place, nxt, twist) * ACCEPT_HEAD_SCALE
     zeros = torch.zeros
-    m = "midlayer."
-    t = {
-        m + "self_attn.q_proj.weight": qk,
-        m + "self_attn.k_proj.weight": qk.clone(),
-        m + "self_attn.v_proj.weight": v,
-        m + "self_attn.o_proj.weight": o,
+    t = eagle3_tensors(
+        qk,
+        qk.clone(),
+        v,
+        o,
         # the MLP runs and adds nothing
-        m + "mlp.gate_proj.weight": zeros(INTERMEDIATE, HIDDEN),
-        m + "mlp.up_proj.weight": zeros(INTERMEDIATE, HIDDEN),
-        m + "mlp.down_proj.weight": zeros(HIDDEN, INTERMEDIATE),
-        m + "input_layernorm.weight": torch.ones(HIDDEN),
-        m + "hidden_norm.weight": torch.ones(HIDDEN),
-        m + "post_attention_layernorm.weight": torch.ones(HIDDEN),
+        zeros(INTERMEDIATE, HIDDEN),
+        zeros(INTERMEDIATE, HIDDEN),
+        zeros(HIDDEN, INTERMEDIATE),
         # the layer-0 block (the embedding of token t), the other two unused
-        "fc.weight": torch.cat([torch.eye(HIDDEN), zeros(HIDDEN, 2 * HIDDEN)], dim=1),
-        "norm.weight": torch.ones(HIDDEN),
-        "lm_head.weight": head,
-        "d2t": torch.arange(DRAFT_VOCAB, dtype=torch.long),
-        "t2d": torch.arange(VOCAB) % 2 == 0,
-    }
+        torch.cat([torch.eye(HIDDEN), zeros(HIDDEN, 2 * HIDDEN)], dim=1),
+        head,
+    )
     return {k: v.float() if v.is_floating_point() else v for k, v in t.items()}
 
 

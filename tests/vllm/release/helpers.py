@@ -131,6 +131,21 @@ def greedy(max_tokens: int):
     return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
 
 
+def layer_input(module, args, kwargs):
+    """What a decoder layer (or RMSNorm) call is handed, from a forward
+    pre-hook's arguments, as the residual stream holds it: hidden_states +
+    residual, or hidden_states alone without a residual; a copy taken now,
+    so later in-place ops (the CUDA contract's) cannot touch it."""
+    params = list(inspect.signature(module.forward).parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in params):  # CustomOp.forward(*args)
+        a = dict(zip(("x", "residual"), args, strict=False))
+        a.update(kwargs)
+    else:
+        a = inspect.signature(module.forward).bind(*args, **kwargs).arguments
+    hs, res = a.get("hidden_states", a.get("x")), a.get("residual")
+    return (hs if res is None else hs + res).detach().clone()
+
+
 class Capture:
     """During one `llm.generate`, record for every forward call of the model:
     what forward returned, and - independently of the code under test - the
@@ -157,24 +172,10 @@ class Capture:
         self.errors: list[Exception] = []
         self._handles = []
 
-    @staticmethod
-    def _inputs(module, args, kwargs):
-        """(hidden_states, residual) of a decoder layer or RMSNorm call."""
-        params = list(inspect.signature(module.forward).parameters.values())
-        if any(p.kind is p.VAR_POSITIONAL for p in params):  # CustomOp.forward(*args)
-            a = dict(zip(("x", "residual"), args, strict=False))
-            a.update(kwargs)
-        else:
-            a = inspect.signature(module.forward).bind(*args, **kwargs).arguments
-        hs = a.get("hidden_states", a.get("x"))
-        return hs, a.get("residual")
-
     def _expect(self, key):
         def hook(module, args, kwargs):
             try:
-                hs, res = self._inputs(module, args, kwargs)
-                value = hs.clone() if res is None else (hs + res)
-                self.calls[-1]["expected"][key] = value.detach().clone()
+                self.calls[-1]["expected"][key] = layer_input(module, args, kwargs)
             except Exception as e:  # never break the engine: report after generate
                 self.errors.append(e)
 
@@ -306,6 +307,9 @@ def direct_forward(model, vllm_config, num_tokens: int = 5):
 SERVED_PROMPTS = [*PROMPTS, "w5 w6 w7 w8 w9 w10 w11 w12 w13"]
 SERVED_MAX_TOKENS = 24
 NUM_SPECULATIVE_TOKENS = 3
+# The engine's batch: every served prompt at once (5 with the wrapper's image
+# prompt), the sampled requests 8 at a time
+SERVED_MAX_SEQS = 8
 # The plain engine's greedy tokens go this far past SERVED_MAX_TOKENS: the
 # last verify step of a request checks drafts past its last token (the
 # scheduler counts them accepted before the output is cut at max_tokens)
@@ -385,7 +389,9 @@ def served_kwargs(compiled: bool, target: str = "deepseek_v3", tp: int = 1) -> d
     """The engine arguments of the served tests, with or without the drafter."""
     # No prefix caching: each generate prefills its prompts whole (the wiring
     # test finds each prompt's states in the prefill).
-    kw = engine_kwargs(enforce_eager=not compiled, max_num_seqs=8, enable_prefix_caching=False)
+    kw = engine_kwargs(
+        enforce_eager=not compiled, max_num_seqs=SERVED_MAX_SEQS, enable_prefix_caching=False
+    )
     if target == "kimi_k25":
         # as users serve it (the real one's tokenizer is remote code); the
         # fixture's media processor is remote code too (0.15-0.17 load it so

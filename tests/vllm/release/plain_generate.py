@@ -28,15 +28,14 @@ class _AuxStates:
     """The inputs of the decoder layers ``ids`` of every forward, in order."""
 
     def __init__(self, decoder, ids: list[int]) -> None:
-        from helpers import Capture
+        from helpers import layer_input
 
         self.rows: dict[int, list] = {i: [] for i in ids}
         self.handles = []
         for i in ids:
 
             def hook(module, args, kwargs, i=i):
-                hs, res = Capture._inputs(module, args, kwargs)
-                self.rows[i].append((hs if res is None else hs + res).detach().clone())
+                self.rows[i].append(layer_input(module, args, kwargs))
 
             self.handles.append(decoder.layers[i].register_forward_pre_hook(hook, with_kwargs=True))
 

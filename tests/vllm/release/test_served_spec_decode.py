@@ -89,9 +89,9 @@ from helpers import (
     SERVED_DRAFTER,
     SERVED_FIXTURES,
     SERVED_MAX_TOKENS,
-    Capture,
     greedy,
     in_process,
+    layer_input,
     sampled,
     served_kwargs,
     served_mode,
@@ -401,9 +401,7 @@ class _Recorder:
     def _layer_input(self, index):
         def hook(module, args, kwargs):
             try:
-                hs, res = Capture._inputs(module, args, kwargs)
-                value = hs if res is None else hs + res
-                self.forwards[-1]["states"][index] = value.detach().clone()
+                self.forwards[-1]["states"][index] = layer_input(module, args, kwargs)
             except Exception as e:  # never break the engine: reported after
                 self.errors.append(e)
 
