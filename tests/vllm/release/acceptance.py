@@ -52,17 +52,21 @@ def predict(ref, prompt: list[int], tokens: list[int], aux: torch.Tensor, k: int
     return out
 
 
+# vLLM's counter of accepted tokens by draft position: a vector, which
+# helpers.spec_counters names PER_POS[i]
+PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
 def counters(steps: list[Steps], k: int) -> dict[str, float]:
     """vLLM's spec-decode counters (helpers.spec_counters' names) of these
     requests' steps."""
-    name = "vllm:spec_decode_num_accepted_tokens_per_pos"
     per_pos = [sum(a > i for s in steps for a in s.accepted) for i in range(k)]
     drafts = sum(len(s.accepted) for s in steps)
     return {
         "vllm:spec_decode_num_drafts": float(drafts),
         "vllm:spec_decode_num_draft_tokens": float(k * drafts),
         "vllm:spec_decode_num_accepted_tokens": float(sum(per_pos)),
-        **{f"{name}[{i}]": float(v) for i, v in enumerate(per_pos)},
+        **{f"{PER_POS}[{i}]": float(v) for i, v in enumerate(per_pos)},
     }
 
 

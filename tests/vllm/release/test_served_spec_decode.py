@@ -282,6 +282,11 @@ def _accept_kernels(worker, random: bool) -> list[str]:
     return cpu_spec_decode.accept_kernels(random)
 
 
+def _idle(kinds: list[str], before: dict[str, int], after: dict[str, int]) -> list[str]:
+    """The kernels of ``kinds`` one rank did not launch between two counts."""
+    return [k for k in kinds if after.get(k, 0) <= before.get(k, 0)]
+
+
 @pytest.mark.kernels
 def test_served_eagle3_is_lossless(served, plain, predicted, kernels, record_property):
     """Lossless, and accepting exactly what the reference predicts: vLLM's
@@ -308,19 +313,19 @@ def test_served_eagle3_is_lossless(served, plain, predicted, kernels, record_pro
         # V2: every release has some (V1's stand-ins of 0.23.0-0.24.0 have none)
         assert all(greedy) or not V2, f"no greedy-path kernel to launch, per rank: {greedy}"
         for rank, (a, b) in enumerate(zip(launched, ran, strict=True)):
-            idle = [k for k in greedy[rank] if b.get(k, 0) <= a.get(k, 0)]
+            idle = _idle(greedy[rank], a, b)
             assert not idle, f"rank {rank}: the generate launched no {idle} (counts {b})"
     assert got == _lossless(plain), "EAGLE-3 changed the greedy output"
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     steps = predicted()
     want = acceptance.counters(steps, NUM_SPECULATIVE_TOKENS)
     # the pair accepts: some drafts, and some steps every draft (the bonus token)
-    last = f"vllm:spec_decode_num_accepted_tokens_per_pos[{NUM_SPECULATIVE_TOKENS - 1}]"
+    last = f"{acceptance.PER_POS}[{NUM_SPECULATIVE_TOKENS - 1}]"
     assert want[last] > 0, f"the reference predicts no step that accepts every draft: {want}"
     assert {k: delta.get(k, 0.0) for k in want} == want, (
         f"vLLM's counters of the generate {delta}, the reference's prediction {want}"
     )
-    per_pos = [int(want[f"{last[: last.index('[')]}[{i}]"]) for i in range(NUM_SPECULATIVE_TOKENS)]
+    per_pos = [int(want[f"{acceptance.PER_POS}[{i}]"]) for i in range(NUM_SPECULATIVE_TOKENS)]
     record_property(
         "acceptance",
         f"{int(want['vllm:spec_decode_num_accepted_tokens'])} of "
@@ -332,7 +337,7 @@ def test_served_eagle3_is_lossless(served, plain, predicted, kernels, record_pro
     accepting = served.collective_rpc(_accept_kernels, args=(False,))
     assert all(accepting), f"no accepting kernel known, per rank: {accepting}"
     for rank, kinds in enumerate(accepting):
-        idle = [k for k in kinds if ran[rank].get(k, 0) <= launched[rank].get(k, 0)]
+        idle = _idle(kinds, launched[rank], ran[rank])
         assert not idle, f"rank {rank}: the generate launched no {idle} (counts {ran[rank]})"
     if TP > 1:  # the ranks ran in the test's kernel mode
         ran = [b - a for a, b in zip(writes, _contract_writes(served), strict=True)]
@@ -580,7 +585,7 @@ if SAMPLED:
         assert accepted > 0, f"no draft accepted sampled: {after}"
         kinds = cpu_spec_decode.accept_kernels(True)
         assert kinds, "no random rejection kernel known"
-        idle = [k for k in kinds if ran[0].get(k, 0) <= launched[0].get(k, 0)]
+        idle = _idle(kinds, launched[0], ran[0])
         assert not idle, f"the sampled generate launched no {idle} (counts {ran[0]})"
         spec = [list(o.outputs[0].token_ids) for o in outs]
         tests = acceptance.same_distribution(spec, plain()["sampled"], manifest["accept_next"])
