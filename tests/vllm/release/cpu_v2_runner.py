@@ -124,6 +124,9 @@ def wanted() -> bool:
     return os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == "1"
 
 
+_added: list[str] = []  # the folders _on_path put on PYTHONPATH
+
+
 def _on_path(folder: str) -> None:
     """``folder`` first on this process's path and on PYTHONPATH (for the
     processes it starts: the plain engine, a tensor-parallel engine's ranks)."""
@@ -133,9 +136,6 @@ def _on_path(folder: str) -> None:
     if folder not in parts:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *parts])
     _added.append(folder)
-
-
-_added: list[str] = []  # the folders _on_path put on PYTHONPATH
 
 
 def v1_env(env: dict[str, str]) -> dict[str, str]:
