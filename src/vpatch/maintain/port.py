@@ -86,7 +86,7 @@ def port(
     tree is left as described above and nothing is exported."""
     resources.writable("vpatch port", pins.root)
     src = pins.get(from_version)
-    dst = resolve(pins, to_version, offline)
+    dst = resolve(pins, to_version, offline, say)
     series = pins.series(src)
     if series is None:
         raise PatchError(f"vLLM {src.version} carries no series; nothing to port")

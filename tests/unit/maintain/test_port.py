@@ -170,7 +170,7 @@ def test_a_release_not_in_the_lock_is_pinned_as_its_series_makes_it(
     toml = root / "patches/patches.toml"
     toml.write_text(toml.read_text().replace("eagle3 = true\n", "eagle3 = true\n" * eagle3))
     new = lock.Release("10.1.0", "v10.1.0", "0a1b2c3", "unpinned")
-    monkeypatch.setattr(port, "resolve", lambda pins, v, offline=False: new)
+    monkeypatch.setattr(port, "resolve", lambda pins, v, offline=False, say=None: new)
     run(root, FROM, to_version="10.1.0")
     assert [p.name for p in ported(root, "10.1.0")] == NAMES
     # 10.0.0, pinned between the two, does not carry the patches: no span crosses it
