@@ -32,12 +32,12 @@ this keeps ports reproducible. Whoever changes a patch's content bumps it.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import checkout, gitutil, lock, patchset, probes, quilt, resources, sources
 from ..errors import PatchError, TreeError
+from ..paths import scratch
 from ..sources.cache import Say, quiet
 from ..sources.refresh import resolve
 
@@ -144,7 +144,7 @@ def _remove(work: Path, created: bool) -> None:
 def _commit_release(
     repo: gitutil.Repo, release: lock.Release, source: str, offline: bool, say: Say
 ) -> str:
-    with tempfile.TemporaryDirectory(prefix="vpatch-port-") as tmp:
+    with scratch("vpatch-port-") as tmp:
         kind = sources.resolve(release, source)
         what = sources.materialize(release, kind, Path(tmp), offline, say=say)
         return gitutil.commit_folder(repo, Path(tmp), f"vLLM {release.version} ({what})")
