@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -32,6 +33,12 @@ VLLM_REMOTE = "https://github.com/vllm-project/vllm.git"
 # upstream: the release has EAGLE-3 for DeepSeek/Kimi itself and needs nothing;
 # upstream-fix: EAGLE-3 upstream, with our fixes of what upstream lacks on top
 STATUSES = ("patched", "upstream", "upstream-fix")
+# A release as vLLM numbers them (its sdist's and tag's spelling): X.Y.Z, or
+# X.Y.Z.postN; a name a command looks up on the index becomes a folder
+# (build/carry-TO), a lock key and the sdist's top folder, so it is this
+# spelling or nothing, and short
+RELEASE = re.compile(r"^\d{1,4}\.\d{1,4}\.\d{1,4}(\.post\d{1,4})?$")
+RELEASE_LIMIT = 32
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,33 @@ class Lock:
         releases = dict(self.releases)
         releases[release.version] = release
         return Lock(releases, self.path)
+
+
+def release_name(text: str) -> str:
+    """A release given by a person (TO, `--onto`) as vLLM spells it, a leading
+    `v` (the tag) dropped: `0.34.0`. Any other spelling is refused, naming
+    the one meant when there is one (`0.34`, `0.34.0.0`, ` 0.34.0`,
+    `V0.34.0`: 0.34.0): the index finds 0.34.0's files for all of them, and
+    the name would not match those files' own."""
+    name = text[1:] if text.startswith("v") else text
+    if RELEASE.match(name):
+        return name
+    hint = ""
+    if len(text) <= RELEASE_LIMIT:
+        try:
+            v = Version(text)
+        except InvalidVersion:
+            v = None
+        if v is not None and not (v.is_prerelease or v.is_devrelease or v.local or v.epoch):
+            nums = list(v.release)
+            while len(nums) > 3 and nums[-1] == 0:
+                nums.pop()  # 0.34.0.0: the same release
+            if len(nums) <= 3:
+                meant = ".".join(map(str, (nums + [0, 0])[:3]))
+                meant += f".post{v.post}" if v.post is not None else ""
+                hint = f" (did you mean {meant}?)"
+    shown = text if len(text) <= RELEASE_LIMIT else f"{text[:RELEASE_LIMIT]}…"
+    raise ConfigError(f"{shown!r} is not a release: vLLM numbers them X.Y.Z{hint}")
 
 
 def load(path: Path | None = None) -> Lock:

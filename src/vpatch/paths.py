@@ -7,14 +7,20 @@ vpatch writes is either made under a temporary name and renamed into place
 that process is gone (`sweep`) and never uses; or, for a folder vpatch
 fills (fetch --dest, apply's first fetch), marked with PARTIAL until it is
 complete, so a later run knows the half-made folder is its own and starts
-it over, while a folder with anyone else's content is still refused."""
+it over, while a folder with anyone else's content is still refused.
+Temporary trees (`scratch`: a port's releases, lint's trees, a wheel's
+overlay, 80-150 MB each) carry their pid in their name the same way, and
+the next run that makes one removes those of killed runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from .errors import TreeError, UnsafePathError, disk_error
@@ -118,6 +124,50 @@ def sweep(folder: Path) -> list[Path]:
             except OSError as e:
                 raise disk_error(e, "cannot remove a killed run's temporary file") from None
             removed.append(p)
+    return removed
+
+
+# the temporary trees vpatch makes in TMPDIR (scratch), by their name's start
+SCRATCH = ("vpatch-port-", "vpatch-lint-", "vpatch-overlay-")
+
+
+@contextlib.contextmanager
+def scratch(prefix: str) -> Iterator[str]:
+    """A temporary folder in TMPDIR, `<prefix><pid>-<random>`, removed when
+    the block ends however it ends (an exception, Ctrl-C). A SIGKILL cannot
+    remove it: so first the folders of this prefix whose process is gone
+    are removed (sweep_scratch)."""
+    sweep_scratch(prefix)
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-") as tmp:
+        yield tmp
+
+
+def sweep_scratch(prefix: str) -> list[Path]:
+    """Remove the scratch folders of `prefix` in TMPDIR that a killed run
+    left: named with a pid no process has, owned by this user (another
+    user's are theirs to remove). Best effort: what cannot be removed
+    stays, and the run goes on. A pid reused since only keeps a folder
+    longer. The removed paths."""
+    top = Path(tempfile.gettempdir())
+    mine = re.compile(rf"^{re.escape(prefix)}(\d+)-")
+    removed: list[Path] = []
+    try:
+        names = os.listdir(top)
+    except OSError:
+        return removed
+    for name in names:
+        m = mine.match(name)
+        if not m or alive(int(m.group(1))):
+            continue
+        p = top / name
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if p.is_symlink() or not p.is_dir() or st.st_uid != os.getuid():
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
     return removed
 
 

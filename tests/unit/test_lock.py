@@ -144,3 +144,36 @@ def test_reread_is_the_file_now_or_another_lock(tmp_path):
     other.parent.mkdir()
     other.write_text('[releases."3.0"]\ntag = "v3.0"\ncommit = "e"\nstatus = "upstream"\n')
     assert pins.reread(other).versions() == ["3.0"] and pins.reread(other).path == other
+
+
+@pytest.mark.parametrize(
+    ("given", "taken"),
+    [("0.34.0", "0.34.0"), ("v0.34.0", "0.34.0"), ("0.6.1.post1", "0.6.1.post1")],
+)
+def test_a_release_is_spelled_as_vllm_spells_it(given, taken):
+    assert lock.release_name(given) == taken
+
+
+@pytest.mark.parametrize(
+    ("given", "hint"),
+    [
+        ("0.34", " (did you mean 0.34.0?)"),
+        ("0.34.0.0", " (did you mean 0.34.0?)"),
+        (" 0.34.0", " (did you mean 0.34.0?)"),
+        ("V0.34.0", " (did you mean 0.34.0?)"),
+        ("0.6.1post1", " (did you mean 0.6.1.post1?)"),
+        ("0.34.0rc1", ""),  # a pre-release: no release users run
+        ("../../victim", ""),
+        ("", ""),
+    ],
+)
+def test_another_spelling_is_refused_naming_the_release_meant(given, hint):
+    with pytest.raises(ConfigError) as e:
+        lock.release_name(given)
+    assert str(e.value) == f"{given!r} is not a release: vLLM numbers them X.Y.Z{hint}"
+
+
+def test_a_long_name_is_refused_in_a_short_line():
+    with pytest.raises(ConfigError) as e:
+        lock.release_name("9" * 5000)
+    assert len(str(e.value)) < 100

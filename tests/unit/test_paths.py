@@ -1,12 +1,14 @@
 """paths.py: nothing an archive, a wheel or a patch names may land outside
 its destination."""
 
+import os
 import subprocess
 import sys
 import threading
 from pathlib import Path, PurePosixPath
 
 import pytest
+from vpatch import paths
 from vpatch.errors import TreeError, UnsafePathError
 from vpatch.paths import check_link, empty, inside, make_folder, safe_relpath, sweep, tmp_path
 
@@ -115,3 +117,26 @@ def test_make_folder_says_whether_it_made_it_and_refuses_a_file(tmp_path):
     with pytest.raises(TreeError, match="exists and is not a folder"):
         make_folder(tmp_path / "f", "the tree")
     assert (tmp_path / "f").read_text() == "x"
+
+
+def test_a_killed_runs_temporary_trees_are_removed_by_the_next(tmp_path, monkeypatch):
+    """A SIGKILL leaves a port's, lint's or an overlay's tree in TMPDIR (80-150
+    MB each, issue 48): the next run making one removes those whose process
+    is gone, and no other."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead, me = int(gone.stdout), os.getpid()
+    for prefix in paths.SCRATCH:
+        (tmp_path / f"{prefix}{dead}-abc/tree").mkdir(parents=True)
+        (tmp_path / f"{prefix}{me}-live").mkdir()
+    (tmp_path / "vpatch-port-notmine").mkdir()  # no pid: not a tree of ours
+    for prefix in paths.SCRATCH:
+        with paths.scratch(prefix) as tmp:
+            assert Path(tmp).name.startswith(f"{prefix}{me}-")
+            assert Path(tmp).parent == tmp_path
+        assert not Path(tmp).exists()
+        assert not (tmp_path / f"{prefix}{dead}-abc").exists()
+        assert (tmp_path / f"{prefix}{me}-live").exists()
+    assert (tmp_path / "vpatch-port-notmine").exists()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from argparse import Namespace
 
 from .. import lock
-from ..errors import PatchError
+from ..errors import PatchError, TreeError
 from .options import Parser, Subparsers, command, path, resume, say, source
 
 
@@ -18,7 +18,12 @@ def add_parser(sub: Subparsers) -> None:
         "carry the patch set to a release the lock does not pin yet, as a change to review",
         "vpatch carry 0.34.0",
         (2, 3, 4, 5, 6, 9, 10, 11),
-        {5: "a patch conflicts (the file and hunks said), or --write with lint problems"},
+        {
+            5: "a patch conflicts (the file and hunks said), or --write with lint problems",
+            6: "--work is not carry's own folder, another carry works there, --continue "
+            "without a conflict the carry stopped at, or --write on a checkout that "
+            "changed since the carry copied it (nothing written)",
+        },
     )
     p.add_argument("to_version", metavar="TO")
     p.add_argument(
@@ -51,16 +56,21 @@ def execute(args: Namespace, parser: Parser) -> int:
         say=say,
     )
     print(carry.report(r), end="")
-    again = f" --work {args.work}" if args.work else ""
     if r.conflict:
         where = "; ".join(f"{f} ({', '.join(h) or 'no markers'})" for f, h in r.hunks.items())
         raise PatchError(
             f"{r.conflict} conflicts with vLLM {r.to_version} in {where}; resolve it in "
             f"{r.port_work}, `git add` it, `git am --continue` there, then run "
-            f"`vpatch carry {r.to_version}{again} --continue`"
+            f"`vpatch carry {r.to_version}{carry.again(r)} --continue`"
         )
     if args.write and r.problems:
         raise PatchError(
             f"lint found {len(r.problems)} problems; nothing was written (see {r.report})"
+        )
+    if r.unwritten:
+        more = f" and {len(r.unwritten) - 1} more" if len(r.unwritten) > 1 else ""
+        raise TreeError(
+            f"the checkout {r.checkout} changed since the carry copied it: {r.unwritten[0]}"
+            f"{more}; nothing was written (see {r.report})"
         )
     return 0

@@ -133,9 +133,12 @@ def source(p: Parser, many: bool = False) -> None:
     folder), with --remote for `git`; `many`: the releases' of a command
     that takes two or more (no folder, no remote)."""
     if many:
+        # a folder is one release's tree, and would stand for every release
+        # (`carry --source DIR` took it as FROM's and TO's); '' was the current one
         p.add_argument(
             "--source",
             default="auto",
+            choices=lock.SOURCES,
             metavar="SOURCE",
             help=f"where the releases' source comes from: {'|'.join(lock.SOURCES)}",
         )

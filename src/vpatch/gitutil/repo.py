@@ -43,6 +43,7 @@ __all__ = [
     "commit_all",
     "commits",
     "dirty",
+    "files_at",
     "format_patch",
     "head",
     "identity",
@@ -227,6 +228,22 @@ def apply_check(repo: git.Repo, patch: Path) -> str:
         with_exceptions=False,
     )
     return "" if status == 0 else str(err).strip()
+
+
+@converts("ls-tree")
+def files_at(repo: git.Repo, ref: str, wanted: Callable[[str], bool]) -> dict[str, str]:
+    """{path: text} of the files in commit ref whose path `wanted` takes,
+    read from git's objects (the work tree may hold anything)."""
+    names = repo.git.ls_tree("-r", "-z", "--name-only", ref).split("\0")
+    out = {}
+    for name in filter(None, names):
+        if wanted(name):
+            data = repo.git.cat_file(
+                "blob", f"{ref}:{name}", stdout_as_string=False, strip_newline_in_stdout=False
+            )
+            assert isinstance(data, bytes)
+            out[name] = data.decode(errors="replace")
+    return out
 
 
 @converts("format-patch")

@@ -19,13 +19,13 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import checkout, lock, patchset, probes, quilt
 from ..errors import NetworkError, PreflightError, VpatchError
+from ..paths import scratch
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 
@@ -181,7 +181,7 @@ def _up_to_date(
             raise
         out.skipped.append(f"{version}: not checked against its release: {e}")
         return
-    with tempfile.TemporaryDirectory(prefix="vpatch-lint-") as tmp:
+    with scratch("vpatch-lint-") as tmp:
         dest = Path(tmp) / "tree"
         try:
             checkout.apply(pins.releases[version], s, dest, source=str(files))

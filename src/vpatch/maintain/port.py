@@ -32,12 +32,12 @@ this keeps ports reproducible. Whoever changes a patch's content bumps it.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import checkout, gitutil, lock, patchset, probes, quilt, resources, sources
 from ..errors import PatchError, TreeError
+from ..paths import scratch
 from ..sources.cache import Say, quiet
 from ..sources.refresh import resolve
 
@@ -86,7 +86,7 @@ def port(
     tree is left as described above and nothing is exported."""
     resources.writable("vpatch port", pins.root)
     src = pins.get(from_version)
-    dst = resolve(pins, to_version, offline)
+    dst = resolve(pins, to_version, offline, say)
     series = pins.series(src)
     if series is None:
         raise PatchError(f"vLLM {src.version} carries no series; nothing to port")
@@ -144,7 +144,7 @@ def _remove(work: Path, created: bool) -> None:
 def _commit_release(
     repo: gitutil.Repo, release: lock.Release, source: str, offline: bool, say: Say
 ) -> str:
-    with tempfile.TemporaryDirectory(prefix="vpatch-port-") as tmp:
+    with scratch("vpatch-port-") as tmp:
         kind = sources.resolve(release, source)
         what = sources.materialize(release, kind, Path(tmp), offline, say=say)
         return gitutil.commit_folder(repo, Path(tmp), f"vLLM {release.version} ({what})")
@@ -171,7 +171,12 @@ def resume(
     into: Path | None = None,
     keep: bool = False,
 ) -> Ported:
-    """Finish a port whose conflicts a person resolved in the work tree."""
+    """Finish a port whose conflicts a person resolved in the work tree.
+
+    A patch with no commit on TO's baseline counts as `dropped` only when
+    its probe holds on TO's baseline: an interrupted port (killed between
+    two patches) looks like a finished one otherwise, and a patch TO lacks
+    would be reported upstream. So such a port is refused, saying why."""
     resources.writable("vpatch port", pins.root)
     src = pins.get(from_version)
     work = Path(work or default_work(to_version.removeprefix("v")))
@@ -180,11 +185,33 @@ def resume(
         raise TreeError(f"{work} holds no port; run `vpatch port {from_version} {to_version}`")
     checkout.refuse_am(repo)
     dst = resolve(pins, to_version)
-    done = {c.subject for c in checkout.on_base(repo, checkout.BASE_TAG.format(dst.version))}
+    base = checkout.BASE_TAG.format(dst.version)
+    again = f"remove {work} and port again"
+    if gitutil.tag_sha(repo, base) is None:
+        raise TreeError(
+            f"{work}: the port was interrupted before TO's baseline ({base}) was made; "
+            f"there is nothing to go on from: {again}"
+        )
+    done = {c.subject for c in checkout.on_base(repo, base)}
     series = _patches_of(pins, src)
+    missing = [p for p in series if p.subject not in done]
+    if missing:
+        checks = probes.load(pins.patchset)
+        have = gitutil.files_at(repo, base, lambda f: _probed(f, checks))
+        for p in missing:
+            if not probes.holds(checks.get(p.slug, []), have):
+                raise TreeError(
+                    f"{work}: {p.name} has no commit on {base}, and vLLM {dst.version} lacks "
+                    "it (its probe does not hold there): the port was interrupted, or the "
+                    f"patch skipped; `git am` it there and go on, or {again}"
+                )
     report = Ported(src.version, dst.version, work)
     report.status = {p.name: "ported" if p.subject in done else "dropped" for p in series}
     return _finish(report, repo, pins, dst, into, keep)
+
+
+def _probed(path: str, checks: probes.Probes) -> bool:
+    return any(probes.matches(path, g) for g in probes.patterns(checks))
 
 
 def _finish(

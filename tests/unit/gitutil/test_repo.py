@@ -86,3 +86,14 @@ def test_patch_ids_see_the_change_not_where_it_sits(tmp_path):
     assert gitutil.patch_id(moved) == gitutil.patch_id(mail) != ""
     assert gitutil.patch_id(mail.replace(b"+line twelve", b"+line 12!")) != gitutil.patch_id(mail)
     assert gitutil.patch_id(b"no diff here\n") == ""
+
+
+def test_files_at_reads_a_commit_not_the_work_tree(tmp_path):
+    top = commit_tree(tmp_path / "r", {"vllm/a.py": "one\n", "vllm/b.py": "two\n", "x": "x\n"})
+    git(top, "tag", "base")
+    (top / "vllm/a.py").write_text("edited, not committed\n")
+    repo = gitutil.open_repo(top)
+    assert gitutil.files_at(repo, "base", lambda f: f.startswith("vllm/")) == {
+        "vllm/a.py": "one\n",
+        "vllm/b.py": "two\n",
+    }

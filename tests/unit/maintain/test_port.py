@@ -170,7 +170,7 @@ def test_a_release_not_in_the_lock_is_pinned_as_its_series_makes_it(
     toml = root / "patches/patches.toml"
     toml.write_text(toml.read_text().replace("eagle3 = true\n", "eagle3 = true\n" * eagle3))
     new = lock.Release("10.1.0", "v10.1.0", "0a1b2c3", "unpinned")
-    monkeypatch.setattr(port, "resolve", lambda pins, v, offline=False: new)
+    monkeypatch.setattr(port, "resolve", lambda pins, v, offline=False, say=None: new)
     run(root, FROM, to_version="10.1.0")
     assert [p.name for p in ported(root, "10.1.0")] == NAMES
     # 10.0.0, pinned between the two, does not carry the patches: no span crosses it
@@ -211,3 +211,39 @@ def test_relative_work_and_into_are_the_callers(root, tmp_path, monkeypatch):
     assert sorted(p.name for p in work.iterdir()) == [".git", "README.md", "vllm"]  # no w/t/w
     assert [p.name for p in quilt.load(tmp_path / "here/out/s").patches] == NAMES
     assert not (tmp_path / "here/out/s/out").exists()
+
+
+def test_an_interrupted_port_is_not_a_resolved_one(root):
+    """SIGKILL after the first patch (issue 48, W3): the second patch has no
+    commit, and TO lacks it (its probe fails there); resume counted it
+    `dropped`, and with every patch so counted, TO needed no series."""
+    out = root.parent / "out"  # a plain folder: the patch set stays as it was
+    r = run(root, FROM, keep=True, into=out)
+    assert r.status == dict.fromkeys(NAMES, "clean")
+    work = root.parent / "work"
+    pins = lock.load(root / "VERSIONS.lock")
+    git(work, "reset", "-q", "--hard", "HEAD~1")  # killed before the second patch
+    with pytest.raises(TreeError, match=f"{NAMES[1]} has no commit .* interrupted"):
+        port.resume("9.8.0", "10.0.0", pins=pins, work=work)
+    git(work, "reset", "-q", "--hard", "vpatch/base-10.0.0")  # killed before either
+    with pytest.raises(TreeError, match=f"{NAMES[0]} has no commit .* interrupted"):
+        port.resume("9.8.0", "10.0.0", pins=pins, work=work)
+    assert work.is_dir()  # kept, for a person to look at
+
+
+def test_a_patch_without_a_commit_is_dropped_when_its_probe_holds_on_to(root):
+    to = {**FROM, "vllm/config.py": 'allow = ["deepseek", "llama"]\n'}
+    r = run(root, to, keep=True, into=root.parent / "out")
+    assert r.status == {NAMES[0]: "clean", NAMES[1]: "dropped"}
+    done = port.resume(
+        "9.8.0", "10.0.0", pins=lock.load(root / "VERSIONS.lock"), work=root.parent / "work"
+    )
+    assert done.status == {NAMES[0]: "ported", NAMES[1]: "dropped"}
+
+
+def test_a_port_killed_before_the_baseline_cannot_be_resumed(root):
+    work = root.parent / "work"
+    work.mkdir()
+    git(work, "init", "-q")  # killed while TO's baseline was being committed
+    with pytest.raises(TreeError, match="interrupted before .*baseline"):
+        port.resume("9.8.0", "10.0.0", pins=lock.load(root / "VERSIONS.lock"), work=work)

@@ -50,7 +50,7 @@ def test_refresh_rewrites_hashes_and_pins_newer_releases(fake_index, pins, tmp_p
     monkeypatch.setattr(
         refresh,
         "download",
-        lambda art, offline=False: _sdist(tmp_path / "s.tgz", "10.1.0", "abcdef123"),
+        lambda art, offline=False, say=None: _sdist(tmp_path / "s.tgz", "10.1.0", "abcdef123"),
     )
     said = []
     new = refresh.refresh(pins, said.append)
@@ -89,12 +89,14 @@ def test_resolve_looks_up_what_the_lock_does_not_pin(fake_index, pins, tmp_path,
     monkeypatch.setattr(
         refresh,
         "download",
-        lambda art, offline=False: _sdist(tmp_path / "s.tgz", "10.1.0", "1f2e3d4"),
+        lambda art, offline=False, say=None: _sdist(tmp_path / "s.tgz", "10.1.0", "1f2e3d4"),
     )
     r = refresh.resolve(pins, "10.1.0")
     assert (r.version, r.tag, r.commit, r.status) == ("10.1.0", "v10.1.0", "1f2e3d4", "unpinned")
     assert set(r.artifacts) == {"sdist", "wheel"} and r.artifacts["sdist"].sha256 == SHA["s10"]
-    with pytest.raises(ConfigError, match="'next' is not a release; pinned: 9.8.0, 9.9.0, 10.0.0"):
+    with pytest.raises(
+        ConfigError, match="'next' is not a release: .*; pinned: 9.8.0, 9.9.0, 10.0.0"
+    ):
         refresh.resolve(pins, "next")
     with pytest.raises(ConfigError, match="no sdist or x86_64 wheel of vLLM 12.0.0"):
         refresh.resolve(pins, "12.0.0")
@@ -108,7 +110,9 @@ def test_commit_of_a_wheel_only_release_and_broken_archives(tmp_path, monkeypatc
     (tmp_path / "bad.tar.gz").write_bytes(b"not a tar")
     with zipfile.ZipFile(tmp_path / "no.whl", "w") as zf:
         zf.writestr("vllm/_version.py", "__version__ = '1'\n")
-    monkeypatch.setattr(refresh, "download", lambda art, offline=False: files[art.filename])
+    monkeypatch.setattr(
+        refresh, "download", lambda art, offline=False, say=None: files[art.filename]
+    )
     wheel = {"wheel": lock.Artifact("wheel", "w.whl", "0" * 64)}
     assert refresh.commit_of(wheel) == "abcdef1234"
     with pytest.raises(IntegrityError, match="bad.tar.gz: cannot read vllm/_version.py"):
@@ -117,3 +121,27 @@ def test_commit_of_a_wheel_only_release_and_broken_archives(tmp_path, monkeypatc
         refresh.commit_of({"wheel": lock.Artifact("wheel", "no.whl", "0" * 64)})
     with pytest.raises(ConfigError, match="no sdist or official wheel"):
         refresh.commit_of({"cpu-wheel": lock.Artifact("cpu-wheel", "c.whl", "0" * 64)})
+
+
+def test_a_damaged_cached_sdist_is_said_in_one_line(fake_index, pins, tmp_path, monkeypatch):
+    """A release looked up on the index (a carry's TO) reads its commit from
+    the cached sdist: a damaged one is replaced, and said (issue 48: it
+    was replaced silently)."""
+    good = _sdist(tmp_path / "good.tgz", "10.1.0", "1f2e3d4")
+    sha = cache.sha256_file(good)
+    listed = _files("vllm")
+    listed["vllm-10.1.0.tar.gz"] = index.IndexFile("vllm-10.1.0.tar.gz", "file:///x", sha, 11)
+    monkeypatch.setattr(refresh, "index_files", lambda p: listed if p == "vllm" else _files(p))
+    monkeypatch.setenv("VPATCH_CACHE", str(tmp_path / "cache"))
+    damaged = cache.downloads() / "vllm-10.1.0.tar.gz"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(b"a flipped byte")
+
+    def fetched(art, offline=False, say=None):
+        damaged.write_bytes(good.read_bytes())
+        return damaged
+
+    monkeypatch.setattr(cache, "from_index", fetched)
+    said: list[str] = []
+    assert refresh.resolve(pins, "10.1.0", say=said.append).commit == "1f2e3d4"
+    assert len(said) == 1 and "the cached file is damaged" in said[0], said
