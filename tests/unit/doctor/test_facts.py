@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from vpatch.doctor import facts, releases
+from vpatch import lock
+from vpatch.doctor import facts
 
 F = facts.FILES
 
@@ -73,7 +74,7 @@ def test_values_read_from_code():
 
 
 def test_a_fact_that_differs_is_named():
-    r = releases.rules("0.30.0")
+    r = lock.load().rules.at("0.30.0")
     found = {f: getattr(r, f) for f in facts.fields_of_rules()}
     assert facts.differences(found, r) == {}
     assert facts.differences({**found, "v2_supports_pp": False}, r) == {

@@ -26,10 +26,10 @@ from dataclasses import replace
 from typing import Any
 
 from ... import lock
+from ...rules import Rules
 from .. import configs, hub, releases, weights
 from ..environment import Readiness, VllmEnv
 from ..pair import Pair
-from ..releases import Rules
 from ..report import Report
 from ..serve import Serve
 from .command import (
@@ -99,7 +99,7 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
     elif place is None:
         rel = default
         assumed = (
-            f"vLLM {env.version} is older than {releases.FIRST}, which nothing here covers; "
+            f"vLLM {env.version} is older than {pins.rules.first}, which nothing here covers; "
             f"checked against {default}"
         )
     elif not place.exact:
@@ -107,7 +107,7 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
         assumed = f"vLLM {env.version} is not a pinned release; checked as {rel}"
     else:
         rel, assumed = place.release, ""
-    return releases.rules(rel), assumed, bool(env.version) and place is None
+    return pins.rules.at(rel), assumed, bool(env.version) and place is None
 
 
 def diagnose(
