@@ -1,11 +1,13 @@
 """`vpatch docs`: write the generated parts of a checkout's docs from the
 facts they restate, so that each fact is written once.
 
-  README.md        the patch table, one line a patch (patches.toml)
+  README.md        the title and why (the releases VERSIONS.lock pins, the
+                   spans of patches.toml), the patch table, one line a
+                   patch (patches.toml)
   docs/patches.md  every patch: its releases, variants, upstream state
                    (DEP-3), tier markers, doctor's key and long explanation
   docs/doctor.md   the defects the series fixes (patches.toml's `doctor`)
-                   and the per-release table (doctor/releases.py RULES)
+                   and the per-release table (data/rules.toml)
   README.md        the command list, from the parser (the CLI hands it in:
                    commands sit below the CLI and cannot import it)
 
@@ -21,6 +23,7 @@ stale and changes nothing.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +73,35 @@ def _releases(ps: patchset.PatchSet, slug: str, pinned: list[str]) -> str:
     shown = runs(ps.serving(slug, pinned), pinned)
     n = len(ps.variants[slug])
     return f"{shown} ({n} variants)" if n > 1 else shown
+
+
+def title(pins: lock.Lock) -> str:
+    """The README's title: the releases the lock pins."""
+    pinned = pins.versions()
+    return f"# vpatch — EAGLE-3 for DeepSeek-V3 and Kimi-K2.5 on vLLM {pinned[0]}–{pinned[-1]}"
+
+
+def why(pins: lock.Lock) -> str:
+    """The README's why: where EAGLE-3 is vpatch's series (status patched),
+    where upstream has it, and where the layer-0 fix is carried."""
+    pinned, ps = pins.versions(), pins.patchset
+    patched = pins.versions("patched")
+    upstream = [v for v in pinned if v not in patched]
+    slug = ps.fixes().get("layer0")
+    crash = runs(ps.serving(slug, pinned), pinned) if slug else ""
+    text = (
+        "Kimi-K2.5 (a DeepSeek-V3 text model in a vision wrapper) and other DeepSeek-V3 "
+        f"models cannot use EAGLE-3 speculative decoding on vLLM {runs(patched, pinned)}."
+    )
+    if upstream:
+        text += f" Upstream added it in {upstream[0]}"
+        text += (
+            f", but every release of {crash} crashes when layer 0 is asked for as an aux layer."
+            if crash
+            else "."
+        )
+    text += " Users pinned to a release (8×B200, sm_100) get both from this patch set:"
+    return textwrap.fill(text, 76, break_on_hyphens=False)
 
 
 def patch_table(pins: lock.Lock) -> str:
@@ -271,6 +303,8 @@ def blocks(pins: lock.Lock, extra: tuple[Block, ...] = (), last: str | None = No
     commands: the CLI's command list); doctor's table up to `last` (default
     releases.LAST)."""
     return [
+        Block("README.md", "title", title(pins)),
+        Block("README.md", "why", why(pins)),
         Block("README.md", "patch table", patch_table(pins)),
         Block(PATCHES_MD, "", patches_md(pins)),
         Block("docs/doctor.md", "defects table", fixes_table(pins)),
