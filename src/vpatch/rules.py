@@ -124,6 +124,22 @@ class Rules:
     # TokenizersBackend of the files, depending on the minor version
     # (doctor/releases.py TRANSFORMERS_TOKENIZERS).
     transformers: tuple[int, ...]
+    # v1/worker/gpu_worker.py Worker: the model runners the release has, "v1"
+    # (v1/worker/gpu_model_runner.py) and "v2" (v1/worker/gpu/model_runner.py).
+    runners: frozenset[str]
+    # How VLLM_USE_V2_MODEL_RUNNER is taken: "selects" (1 / 0 choose the
+    # runner: gpu_worker.py Worker.__init__ or config/vllm.py
+    # VllmConfig.use_v2_model_runner) or "must_be_1" (the V1 runner removed:
+    # platforms/interface.py Platform.validate_environ refuses any other
+    # value at engine start, "Model Runner V1 has been removed").
+    v2_env: str
+    # config/vllm.py VllmConfig._limit_max_model_len_to_draft: the runners on
+    # which the served max_model_len is lowered to the drafter's when the
+    # drafter does not share the target's positions (its RoPE type is not
+    # one of cache_only_rope_types: config/speculative.py
+    # draft_shares_target_positions / _rope_only_sizes_cache).
+    draft_caps_max_model_len: frozenset[str]
+    cache_only_rope_types: frozenset[str]
     # config/speculative.py SpeculativeConfig.hf_config_override: a draft
     # config of these model types is rewritten into a DeepSeek MTP head
     # before EAGLE-3 sees it.

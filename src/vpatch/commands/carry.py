@@ -240,7 +240,7 @@ def _facts(out: Carried, proposed: lock.Lock, say: Say) -> None:
     tree = release_files(rel, facts.globs(), say=say)
     found = probes.folder_files(tree, facts.globs())
     table = proposed.rules
-    out.changed_facts = facts.differences(facts.read(found), table.at(out.to_version))
+    out.changed_facts = facts.differences(facts.read(found).values, table.at(out.to_version))
     out.broken = facts.broken(found)
     out.last = table.newest
     if not out.changed_facts and not out.broken:

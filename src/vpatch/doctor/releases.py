@@ -110,7 +110,10 @@ def known_releases(pins: lock.Lock, newest: str | None = None) -> list[str]:
 def runner(r: Rules, arch: str, pp: int, env: Mapping[str, str] | None = None) -> str:
     """The model runner that serves an EAGLE-3 pair for a target of
     architecture `arch`: "v1" or "v2" (VLLM_USE_V2_MODEL_RUNNER, when set,
-    decides)."""
+    decides where it selects; a release with one runner has no choice, and
+    runner_refused() says whether it starts at all)."""
+    if len(r.runners) == 1:
+        return next(iter(r.runners))
     env = os.environ if env is None else env
     forced = env.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower()
     if forced in ("1", "true"):
@@ -122,6 +125,24 @@ def runner(r: Rules, arch: str, pp: int, env: Mapping[str, str] | None = None) -
     if pp > 1 and not r.v2_supports_pp:
         return "v1"
     return "v2"
+
+
+V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def runner_refused(r: Rules, env: Mapping[str, str] | None = None) -> str | None:
+    """vLLM's error at engine start for the environment's
+    VLLM_USE_V2_MODEL_RUNNER, None when it starts: with the V1 runner gone
+    (Rules.v2_env "must_be_1", platforms/interface.py
+    Platform.validate_environ) any value but "1" is refused."""
+    env = os.environ if env is None else env
+    value = env.get(V2_ENV)
+    if r.v2_env != "must_be_1" or value is None or value == "1":
+        return None
+    return (
+        f"ValueError: {V2_ENV}={value} is no longer supported: Model Runner V1 has been "
+        "removed. Unset this variable."
+    )
 
 
 def pp_indices(

@@ -35,6 +35,7 @@ from ..serve import Serve
 from .command import (
     check_attention_backend,
     check_max_model_len,
+    check_model_runner,
     check_serve_flags,
     check_speculative_config,
 )
@@ -62,6 +63,7 @@ CHECKS = (
     check_vllm,
     check_target,
     check_serve_flags,
+    check_model_runner,
     check_speculative_config,
     check_format,
     check_architecture,
