@@ -22,7 +22,6 @@ NOT_PROBED names what doctor states that no probe can read."""
 from __future__ import annotations
 
 import ast
-import functools
 import re
 import textwrap
 from collections.abc import Callable, Mapping
@@ -33,6 +32,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import probes
 from ..rules import Rules
+from .anchors import Anchor, Source, parse
 from .releases import MLA
 
 FILES = {
@@ -64,119 +64,6 @@ TARGET_ARCHS = frozenset(
 )
 # The config types whose own class Rules.own_configs tells about.
 CONFIG_TYPES = ("kimi_k25", "kimi_k2")
-
-
-@dataclass(frozen=True, order=True)
-class Anchor:
-    """What a probe reads: a file (a path or glob of FILES), and a class,
-    function or method in it ("" for the file itself)."""
-
-    file: str
-    scope: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.file} {self.scope}" if self.scope else self.file
-
-
-class Source:
-    """A release's files by FILES' keys: text, parsed scopes; every file and
-    scope asked for is recorded with whether the release has it."""
-
-    def __init__(self, files: Mapping[str, str], gated: bool = True):
-        self.files = files
-        self.gated = gated  # False: the probes as they were before any gate
-        self.asked: dict[Anchor, bool] = {}
-        self._facts: dict[str, tuple[Any, dict[Anchor, bool]]] = {}
-
-    def _mark(self, anchor: Anchor, found: bool) -> bool:
-        self.asked[anchor] = self.asked.get(anchor, False) or found
-        return found
-
-    def text(self, key: str) -> str:
-        pattern = FILES[key]
-        got = next((t for p, t in self.files.items() if probes.matches(p, pattern)), "")
-        self._mark(Anchor(pattern), bool(got))
-        return got
-
-    def either(self, *keys: str) -> tuple[str, str]:
-        """(key, text) of the first of `keys` the release has (one anchor:
-        any of them), else ("", "")."""
-        pattern = " | ".join(FILES[k] for k in keys)
-        for k in keys:
-            got = next((t for p, t in self.files.items() if probes.matches(p, FILES[k])), "")
-            if got:
-                self._mark(Anchor(pattern), True)
-                return k, got
-        self._mark(Anchor(pattern), False)
-        return "", ""
-
-    def all(self, key: str) -> dict[str, str]:
-        got = {p: t for p, t in self.files.items() if probes.matches(p, FILES[key])}
-        self._mark(Anchor(FILES[key]), bool(got))
-        return got
-
-    def segment(self, key: str, path: str) -> str:
-        """The source of `path` (Class.method, a class or a function) in the
-        file; "" where either is missing."""
-        text = self.text(key)
-        node = _find(_parse(text), path) if text else None
-        self._mark(Anchor(FILES[key], path), node is not None)
-        return (ast.get_source_segment(text, node) or "") if node else ""
-
-    def defines(self, key: str, name: str) -> dict[str, str]:
-        """{path: text} of the files of `key` (a glob) that define class or
-        function `name`."""
-        got = {p: t for p, t in self.all(key).items() if _find(_parse(t), name) is not None}
-        self._mark(Anchor(FILES[key], name), bool(got))
-        return got
-
-    def holds(self, key: str, **check: Any) -> bool:
-        """A probes.py check on the file (the patch probes' mechanism)."""
-        c = probes.Check(file=FILES[key], **check)
-        scope = ".".join(x for x in (c.cls, c.function) if x)
-        if scope:
-            self.segment(key, scope)
-        return probes.holds([c], self.all(key))
-
-    def fact(self, name: str) -> Any:
-        """Another field's value, its anchors counted as this probe's too
-        (a gate: what the release has decides what else there is to read)."""
-        if name not in self._facts:
-            outer, self.asked = self.asked, {}
-            try:
-                self._facts[name] = (PROBES[name](self), self.asked)
-            finally:
-                self.asked = outer
-        value, anchors = self._facts[name]
-        for a, found in anchors.items():
-            self._mark(a, found)
-        return value
-
-
-@functools.lru_cache(maxsize=16)
-def _parse(text: str) -> ast.AST:
-    """A file's tree, once per text: the probes read a few large files often."""
-    try:
-        return ast.parse(text)
-    except SyntaxError:
-        return ast.Module(body=[], type_ignores=[])
-
-
-def _find(tree: ast.AST, path: str) -> ast.AST | None:
-    node = tree
-    for part in path.split("."):
-        found = next(
-            (
-                n
-                for n in ast.walk(node)
-                if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part
-            ),
-            None,
-        )
-        if found is None:
-            return None
-        node = found
-    return node
 
 
 def _upstream_eagle3(s: Source) -> bool:
@@ -292,7 +179,7 @@ def _speculators_validated(s: Source) -> bool:
 def _archs(s: Source) -> frozenset[str]:
     """registry.py _SPECULATIVE_DECODING_MODELS: the classes of EAGLE-3
     modules (P-EAGLE's aside)."""
-    tree = _parse(s.text("registry"))
+    tree = parse(s.text("registry"))
     for n in ast.walk(tree):
         target = n.targets[0] if isinstance(n, ast.Assign) else getattr(n, "target", None)
         if getattr(target, "id", "") != "_SPECULATIVE_DECODING_MODELS":
@@ -366,7 +253,7 @@ def _mtp_rewrite(s: Source) -> frozenset[str]:
     """SpeculativeConfig.hf_config_override: the model types an `if` on
     hf_config.model_type (`in (...)` or `==`) rewrites to deepseek_mtp."""
     code = s.segment("speculative", "SpeculativeConfig.hf_config_override")
-    node = _parse(textwrap.dedent(code)) if code else None
+    node = parse(textwrap.dedent(code)) if code else None
     out: set[str] = set()
     for n in ast.walk(node) if node else ():
         if not isinstance(n, ast.If) or not isinstance(n.test, ast.Compare):
@@ -542,7 +429,7 @@ SAME: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 
 def broken(files: Mapping[str, str]) -> list[str]:
     """The facts of SAME that do not hold on the release's files."""
-    s = Source(files)
+    s = Source(files, FILES, PROBES)
     upstream = _upstream_eagle3(s)
     out = []
     for i, (what, key, scope, needles) in enumerate(SAME):
@@ -587,7 +474,7 @@ def read(files: Mapping[str, str], gated: bool = True) -> Reading:
     """Every field's value and anchors as the release's files ({path: text})
     say (`gated`=False: without the gates, as the probes read before the V1
     runner's removal was known)."""
-    s = Source(files, gated)
+    s = Source(files, FILES, PROBES, gated)
     out = Reading()
     for name in PROBES:
         s.asked = {}
@@ -607,23 +494,6 @@ def unreadable(before: Reading, after: Reading) -> dict[str, list[Anchor]]:
         if gone:
             out[name] = sorted(gone)
     return out
-
-
-# Where moved() looks: every Python file of the release's vllm/, to this depth.
-SEARCHED = frozenset("vllm/" + "*/" * depth + "*.py" for depth in range(8))
-
-
-def moved(anchor: Anchor, files: Mapping[str, str]) -> list[str]:
-    """Where the release has what `anchor` names: the files that define its
-    scope's last name (a class or function), or, for a file, the files of
-    the same name elsewhere."""
-    if anchor.scope:
-        name = anchor.scope.split(".")[-1].split(":")[0].strip()
-        pattern = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", re.M)
-        hits = sorted(p for p, t in files.items() if p.endswith(".py") and pattern.search(t))
-        return [f"{p} defines {name}" for p in hits]
-    base = anchor.file.rsplit("/", 1)[-1]
-    return sorted(p for p in files if p.rsplit("/", 1)[-1] == base and "*" not in base)
 
 
 def differences(found: Mapping[str, Any], rules: Rules) -> dict[str, tuple[Any, Any]]:

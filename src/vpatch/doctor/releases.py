@@ -27,6 +27,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from .. import lock
+from ..errors import NewerRelease
 from ..rules import Rules
 
 MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
@@ -99,6 +100,26 @@ def place(installed: str, known: list[str]) -> Release | None:
         return None
     best = max(below, key=Version)
     return Release(installed, best, Version(best) == base)
+
+
+def newer(pins: lock.Lock, installed: str, what: str = "its verdict") -> NewerRelease | None:
+    """NewerRelease when `installed` (a version as installed) is newer than
+    the newest release doctor's rules cover, else None: vpatch does not guess
+    what a release it has not read does (the V1 runner's removal changed
+    verdicts that a release before it would have given)."""
+    try:
+        base = Version(Version(installed).base_version)
+    except InvalidVersion:
+        return None
+    newest = pins.rules.newest
+    if base <= Version(newest):
+        return None
+    pinned = " (pinned, its facts not read yet)" if str(base) in pins.releases else ""
+    return NewerRelease(
+        f"vLLM {installed} is newer than vpatch knows{pinned}: its rules end at {newest}, "
+        f"so {what} would be a guess; carry it in a vpatch checkout (`vpatch carry {base}`, "
+        f"docs/maintaining.md) or upgrade vpatch; `--vllm {newest}` gives {newest}'s verdict"
+    )
 
 
 def known_releases(pins: lock.Lock, newest: str | None = None) -> list[str]:

@@ -182,14 +182,37 @@ def _layer0(r: Rules, p: bool, pins: lock.Lock) -> str:
     return "p: ok, u: TypeError" if r.release in releases.patched_layer0(pins) else "u: TypeError"
 
 
+def _runner(r: Rules, p: bool, pins: lock.Lock) -> str:
+    if r.runners == {"v2"}:
+        refused = (
+            "; VLLM_USE_V2_MODEL_RUNNER other than 1 refused" if r.v2_env == "must_be_1" else ""
+        )
+        return f"V2 only{refused}"
+    if "*" in r.v2_default:
+        return "V2 (V1 with VLLM_USE_V2_MODEL_RUNNER=0)"
+    if r.v2_default:
+        return f"V1; V2 for {', '.join(sorted(r.v2_default))}"
+    return "V1 (V2 with VLLM_USE_V2_MODEL_RUNNER=1)"
+
+
 def _nested(r: Rules, p: bool, pins: lock.Lock) -> str:
+    v2 = f"; V2 reads eagle_config.{r.v2_nested_key}" if r.v2_nested_key else ""
+    if r.runners == {"v2"}:
+        return f"ignored (no runner reads them){v2}"
     if not r.v1_reads_nested_ids:
         return "ignored"
     if "*" in r.v2_default:
-        return "ignored (V2 runner, the default)" + (
-            f"; V2 reads eagle_config.{r.v2_nested_key}" if r.v2_nested_key else ""
-        )
+        return f"ignored (V2 runner, the default){v2}"
     return "used (V1 runner)"
+
+
+def _max_len(r: Rules, p: bool, pins: lock.Lock) -> str:
+    if r.draft_positions_short:
+        return "fails at the first long prompt"
+    if r.draft_caps_max_model_len:
+        on = " and ".join(x.upper() for x in sorted(r.draft_caps_max_model_len))
+        return f"{on} runner: lowered to the drafter's unless its RoPE only sizes the cache"
+    return "ok"
 
 
 def _pp(r: Rules, p: bool, pins: lock.Lock) -> str:
@@ -202,6 +225,7 @@ def _pp(r: Rules, p: bool, pins: lock.Lock) -> str:
 
 SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("EAGLE-3 for DeepSeek/Kimi", lambda r, p, pins: "p only (u refuses)" if p else "u"),
+    ("model runner", _runner),
     (
         "id n (final-norm input)",
         lambda r, p, pins: "yes"
@@ -239,10 +263,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
         )
         or "ok",
     ),
-    (
-        "--max-model-len > drafter positions",
-        lambda r, p, pins: "fails at the first long prompt" if r.draft_positions_short else "ok",
-    ),
+    ("--max-model-len > drafter positions", _max_len),
     (
         "MLA drafter without rope_scaling",
         lambda r, p, pins: "rope without rope_theta" if r.mla_rope_without_theta else "ok",

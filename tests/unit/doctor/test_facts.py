@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 from vpatch import lock
-from vpatch.doctor import facts
+from vpatch.doctor import anchors, facts
 
 F = facts.FILES
 
@@ -229,14 +229,7 @@ def test_a_moved_anchor_is_unreadable_and_found_where_it_went(name, anchor):
     files = without(EVERY, anchor)
     files[moved_to] = stub(anchor.scope)
     assert anchor in facts.unreadable(facts.read(EVERY), facts.read(files)).get(name, [])
-    assert facts.moved(anchor, files) == [f"{moved_to} defines {anchor.scope.split('.')[-1]}"]
-
-
-def test_a_moved_file_is_found_by_its_name():
-    a = facts.Anchor(facts.FILES["v1"])
-    files = {"vllm/v1/worker/old/gpu_model_runner.py": "x = 1\n"}
-    assert facts.moved(a, files) == ["vllm/v1/worker/old/gpu_model_runner.py"]
-    assert facts.moved(facts.Anchor(facts.FILES["v1"], "GPUModelRunner.gone"), files) == []
+    assert anchors.moved(anchor, files) == [f"{moved_to} defines {anchor.scope.split('.')[-1]}"]
 
 
 def test_code_never_written_reads_as_before_not_unreadable():

@@ -40,12 +40,21 @@ def test_historical_facts():
         ("0.17.1+cu129", "0.17.1", True),
         ("0.32.0.dev3", "0.32.0", True),
         ("0.21.5", "0.21.0", False),
-        ("0.40.0", "0.33.0", False),
     ],
 )
 def test_place(installed, release, exact):
     p = R.place(installed, KNOWN)
     assert (p.release, p.exact) == (release, exact)
+
+
+def test_place_maps_a_newer_release_to_the_newest_and_newer_says_so():
+    """place() alone maps anything above to the newest known; doctor asks
+    newer() first and refuses (NewerRelease, exit 12) rather than guess."""
+    p = R.place("99.0.0", KNOWN)
+    assert (p.release, p.exact) == (KNOWN[-1], False)
+    err = R.newer(PINS, "99.0.0+cu130")
+    assert err is not None and err.exit_code == 12 and "vpatch carry 99.0.0" in str(err)
+    assert R.newer(PINS, KNOWN[-1]) is None and R.newer(PINS, "latest") is None
 
 
 def test_place_too_old_or_garbage():

@@ -170,4 +170,4 @@ def test_the_table_can_end_where_a_carry_proposes():
     before releases.py says so."""
     assert docs.summary_rows(PINS, "0.32.0")[-1][0] == "0.30.0-0.32.0"
     assert docs.summary_rows(PINS, "0.29.0")[-1][0] == "0.29.0"
-    assert docs.summary_rows(PINS)[-1][0] == f"0.30.0-{PINS.rules.newest}"
+    assert docs.summary_rows(PINS)[-1][0].endswith(PINS.rules.newest)

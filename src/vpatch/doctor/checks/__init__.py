@@ -94,6 +94,8 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
     release (empty when they are), whether the environment's vLLM is older
     than every rule)."""
     known = releases.known_releases(pins)
+    if env.version and (too_new := releases.newer(pins, env.version)):
+        raise too_new
     place = releases.place(env.version, known) if env.version else None
     default = pins.default().version
     if env.version is None:

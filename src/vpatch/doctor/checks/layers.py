@@ -167,12 +167,18 @@ def check_trained_layers(p: Pair) -> Finding:
     notes = []
     if main.key != IDS_KEY:
         deaf = unread_by(p, main.key)
+        serving = p.runner.upper()
+        elsewhere = [r for r in deaf if r != serving]
+        where = (
+            f"vLLM {rel}'s {serving} runner, which serves it, does not read them (it feeds the "
+            "target's default layers, the same layers here)"
+            if serving in deaf
+            else f"vLLM {rel}'s {serving} runner, which serves it, reads them"
+        )
+        if elsewhere:
+            where += f"; its {' and '.join(elsewhere)} runner does not"
         notes.append(
-            f"ids only in {main.key}: vLLM {rel}'s {deaf} not read them (the target's default "
-            f"layers are fed instead, the same layers here); the top-level {top} is read by "
-            "every release"
-            if deaf
-            else f"ids only in {main.key}; the top-level {top} is read by every release"
+            f"ids only in {main.key}: {where}; the top-level {top} is read by every release"
         )
     if main.convention == "output":
         notes.append(settle)
@@ -184,19 +190,15 @@ def check_trained_layers(p: Pair) -> Finding:
     )
 
 
-def unread_by(p: Pair, key: str) -> str:
-    """Which of the release's model runners do not read the nested ids under
-    `key` ("eagle_config.<name>"), as words ("V2 runner does"), "" if all
-    read them."""
+def unread_by(p: Pair, key: str) -> list[str]:
+    """The release's model runners ("V1", "V2") that do not read the nested
+    ids under `key` ("eagle_config.<name>")."""
     name = key.removeprefix("eagle_config.")
     reads = {
         "v1": p.rules.v1_reads_nested_ids and name == IDS_KEY,
         "v2": bool(p.rules.v2_nested_key) and name == p.rules.v2_nested_key,
     }
-    deaf = sorted(r.upper() for r in p.rules.runners if not reads.get(r, False))
-    if not deaf:
-        return ""
-    return f"{' and '.join(deaf)} runner{'s do' if len(deaf) > 1 else ' does'}"
+    return sorted(r.upper() for r in p.rules.runners if not reads.get(r, False))
 
 
 def check_pipeline_parallel(p: Pair) -> Finding:
