@@ -1,4 +1,4 @@
-# vpatch: the EAGLE-3 patch set for vLLM 0.15.0-0.33.0.
+# vpatch: the EAGLE-3 patch set for the vLLM releases VERSIONS.lock pins.
 #   make apply [VLLM=0.15.1]   patched source tree in build/vllm-<release>
 #   make test                  the whole suite (unit, integration, vLLM tier)
 #   make mutants               mutants of the series through the vLLM tier (not in `test`)

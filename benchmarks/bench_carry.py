@@ -4,7 +4,7 @@ real package index (pip's configuration names it).
     python benchmarks/bench_carry.py [--from 0.32.0] [--to 0.33.0] [--cold]
 
 A scratch copy of the project is rewound to FROM (TO and every later
-release out of the lock, the patch set, doctor's LAST and the docs:
+release out of the lock, the patch set, doctor's rules.toml and the docs:
 tests/support/drill.py), then carried to TO. --cold uses an empty
 VPATCH_CACHE in a scratch folder (every release's files are downloaded:
 the carry lints every pinned release), never the shared cache. The

@@ -94,6 +94,14 @@ class GitError(VpatchError):
     kind = "git failed"
 
 
+class NewerRelease(VpatchError):
+    """The vLLM release is newer than the newest one vpatch's data knows: what
+    vpatch would say of it is a guess (docs/maintaining.md: carry it)."""
+
+    exit_code = 12
+    kind = "vLLM is newer than vpatch knows"
+
+
 class DiskError(VpatchError):
     """The file system refused: no space, read-only, permission, name too long."""
 

@@ -19,6 +19,7 @@ import tomllib
 from packaging.version import InvalidVersion, Version
 
 from . import patchset, quilt, resources
+from . import rules as rules_data
 from .errors import ConfigError, disk_error
 from .quilt import Series
 
@@ -96,6 +97,11 @@ class Lock:
     def patchset(self) -> patchset.PatchSet:
         """The patch set beside the lock: which release carries what."""
         return patchset.load(self.patches_toml)
+
+    @cached_property
+    def rules(self) -> rules_data.Table:
+        """doctor's facts per release (rules.toml beside the lock)."""
+        return rules_data.load(self.root / rules_data.FILE)
 
     def series(self, release: Release | str, folder: Path | None = None) -> Series | None:
         """The series in `folder` (a `series` file and its patches: `--series

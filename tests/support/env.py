@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from vpatch import quilt
+from vpatch import lock, quilt, rules
 
 from support import make_series, make_wheel, named_series, publish
 
@@ -292,8 +292,9 @@ def like_files(release: str) -> dict[str, str]:
 
 
 def releases_like(where: Path) -> Path:
-    """A vpatch data root (VERSIONS.lock, patches/) pinning LIKE, whose names
-    are real releases' so doctor's rules (doctor/releases.py) apply: 0.17.1
+    """A vpatch data root (VERSIONS.lock, rules.toml, patches/) pinning LIKE,
+    whose names are real releases' so doctor's rules (rules.toml, copied)
+    apply: 0.17.1
     `patched` with the EAGLE-3 change and the draft-positions fix, 0.26.0
     `upstream-fix` with that fix and the layer-0 one, 0.33.0 `upstream`
     without a series. Each patch's DEP-3 Applied-Upstream as above. Returns
@@ -323,6 +324,7 @@ def releases_like(where: Path) -> Path:
         text = text.replace(head, head + keys + "\n")
     toml.write_text(text)
     status = {"0.17.1": "patched", "0.26.0": "upstream-fix", "0.33.0": "upstream"}
+    shutil.copyfile(lock.load().rules.path, where / rules.FILE)
     path = where / "VERSIONS.lock"
     path.write_text(
         "".join(

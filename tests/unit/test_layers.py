@@ -21,6 +21,7 @@ LAYERS = (
             "jsontext",
             "settings",
             "record",
+            "rules",
             "lock",
             "quilt",
             "patchset",

@@ -17,7 +17,7 @@ def add_parser(sub: Subparsers) -> None:
         "check an EAGLE-3 drafter, its target and vLLM before serving",
         "vpatch doctor --python /opt/vllm/bin/python -- vllm serve moonshotai/Kimi-K2.5 "
         "--tensor-parallel-size 8 --speculative-config '{...}'",
-        (),
+        (12,),
         {0: "the pair is ok", 1: "doctor found an error"},
     )
     p.add_argument(

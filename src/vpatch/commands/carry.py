@@ -4,7 +4,7 @@ person who reviews it.
 
 The work folder (build/carry-TO) holds `proposed/`, a copy of the
 checkout's files a carry may change (VERSIONS.lock and patches/, doctor's
-releases.py, the docs with generated parts), laid out as in the checkout;
+the docs with generated parts), laid out as in the checkout;
 the carry changes only that copy, in order:
 
 1. pin TO (maintain/release.py: artifacts, sha256, RECORD hashes, commit);
@@ -12,8 +12,8 @@ the carry changes only that copy, in order:
    conflict / dropped by the patch probes), which extends spans or writes
    variants of TO's own, and sets TO's status as its series makes it;
 3. read doctor's facts on TO's source (doctor/facts.py): unchanged facts
-   move releases.LAST to TO; a changed one is the RULES entry a person adds
-   (the report gives it), and LAST stays;
+   move rules.toml's `newest` to TO; a changed one is the table a person
+   adds (the report gives it), and `newest` stays;
 4. lint the proposed patch set (maintain/lint.py), regenerate its docs
    (maintain/docs.py);
 5. write report.md and proposed.diff beside it; with `write`, copy the
@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import gitutil, lock, probes, quilt, resources
+from .. import gitutil, lock, probes, quilt, resources, rules
 from ..checkout import BASE_TAG
-from ..doctor import facts, releases
+from ..doctor import facts
 from ..errors import ConfigError, PatchError, TreeError, disk_error
 from ..maintain import docs, lint, port, workfolder
 from ..maintain import release as new_release
@@ -57,8 +57,7 @@ from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 
 DATA = "src/vpatch/data"
-RELEASES_PY = "src/vpatch/doctor/releases.py"
-_LAST = re.compile(r'^LAST = "([^"]+)"$', re.M)
+RULES_TOML = f"{DATA}/{rules.FILE}"
 _MARK = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.M)
 
 
@@ -76,7 +75,7 @@ class Carried:
     lock_status: str = ""
     changed_facts: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     broken: list[str] = field(default_factory=list)
-    last: str = ""  # releases.LAST as proposed
+    last: str = ""  # rules.toml's newest as proposed
     tier: new_release.TierView | None = None
     problems: list[str] = field(default_factory=list)  # lint's
     upstream_now: list[str] = field(default_factory=list)  # slugs TO has itself
@@ -188,7 +187,7 @@ def _copy(out: Carried, root: Path, pins: lock.Lock, folder: workfolder.Folder) 
     """The checkout's files a carry may change, copied, with their sha256."""
     try:
         shutil.copytree(root / DATA, out.proposed / DATA)
-        for rel in [RELEASES_PY, *docs.paths(pins)]:
+        for rel in docs.paths(pins):
             (out.proposed / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / rel, out.proposed / rel)
     except OSError as e:
@@ -343,19 +342,20 @@ def _finish(
 
 
 def _facts(out: Carried, proposed: lock.Lock, say: Say) -> None:
-    """doctor's facts on TO: the same as RULES says of it, LAST moves to TO."""
+    """doctor's facts on TO: the same as the rules say of it, `newest` moves
+    to TO."""
     say(f"reading doctor's facts from vLLM {out.to_version}'s source")
     rel = proposed.get(out.to_version)
     tree = release_files(rel, facts.globs(), say=say)
     found = probes.folder_files(tree, facts.globs())
-    out.changed_facts = facts.differences(facts.read(found), releases.rules(out.to_version))
+    table = proposed.rules
+    out.changed_facts = facts.differences(facts.read(found).values, table.at(out.to_version))
     out.broken = facts.broken(found)
-    text = (out.proposed / RELEASES_PY).read_text()
-    m = _LAST.search(text)
-    out.last = m.group(1) if m else releases.LAST
+    out.last = table.newest
     if not out.changed_facts and not out.broken:
         out.last = out.to_version
-        write_atomic(out.proposed / RELEASES_PY, _LAST.sub(f'LAST = "{out.last}"', text).encode())
+        path = out.proposed / DATA / rules.FILE
+        write_atomic(path, rules.with_newest(path.read_text(), out.last).encode())
 
 
 def _probes(out: Carried, proposed: lock.Lock, say: Say) -> None:
@@ -400,7 +400,6 @@ def _changed(out: Carried, root: Path, proposed: lock.Lock) -> dict[str, bytes |
     file the carry changed."""
     mine = {p.relative_to(out.proposed).as_posix() for p in out.proposed.rglob("*") if p.is_file()}
     theirs = {p.relative_to(root).as_posix() for p in (root / DATA).rglob("*") if p.is_file()} | {
-        RELEASES_PY,
         *docs.paths(proposed),
     }
     changed: dict[str, bytes | None] = {}
@@ -454,7 +453,7 @@ def next_commands(out: Carried) -> list[str]:
             f"was written; carry again from it as it is now: `vpatch carry {to}{more} --write`"
         )
     if out.changed_facts or out.broken:
-        steps.append(f"add the RULES entry above to {RELEASES_PY}, then set LAST = {to!r}")
+        steps.append(f"add the table above to {RULES_TOML}, then set newest = {to!r} there")
     for slug in out.upstream_now:
         steps.append(
             f"{slug} is upstream in {to}: add `Applied-Upstream: {to}` to its newest variant "
@@ -501,16 +500,18 @@ def report(out: Carried) -> str:
         lines += ["", "## VERSIONS.lock", ""]
         lines += [f"- {to}: status {out.lock_status}, commit {out.pinned.commit}"]
         lines += [f"- {a.kind}: {a.filename}" for a in out.pinned.artifacts.values()]
-        lines += ["", "## doctor's facts (releases.RULES)", ""]
+        lines += ["", f"## doctor's facts ({RULES_TOML})", ""]
         if out.changed_facts or out.broken:
-            entry = ", ".join(f"{k}={v!r}" for k, (_, v) in out.changed_facts.items())
+            entry = "; ".join(
+                f"{k} = {rules.toml_value(v)}" for k, (_, v) in out.changed_facts.items()
+            )
             lines += [
                 f"- changed in {to}: {k}: {a!r} -> {b!r}" for k, (a, b) in out.changed_facts.items()
             ]
             lines += [f"- no longer holds in {to}: {w}" for w in out.broken]
-            lines += [f'- RULES entry to add: ("{to}", dict({entry}))', f"- LAST stays {out.last}"]
+            lines += [f'- table to add: [releases."{to}"] {entry}', f"- newest stays {out.last}"]
         else:
-            lines += [f"- every probed fact is as in {frm}: LAST = {out.last!r}"]
+            lines += [f"- every probed fact is as in {frm}: newest = {out.last!r}"]
         lines += [f"- for a person: {k}: {why}" for k, why in facts.NOT_PROBED.items()]
         lines += ["", f"## Probes (every patch's, ported or not, on {frm} and {to})", ""]
         lines += [

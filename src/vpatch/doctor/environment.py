@@ -24,6 +24,7 @@ from ..env import status
 from ..env.dist import Dist, NoVllm, find
 from ..env.report import inspect
 from ..errors import ConfigError, VpatchError
+from . import releases
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,8 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
         public = Version(release).public  # 0.17.1+cu129, as `vllm --version` says it
     except InvalidVersion:
         public = release
+    if too_new := releases.newer(pins, public):
+        raise too_new
     try:
         rel = pins.get(public)
     except ConfigError as e:

@@ -1,29 +1,39 @@
-"""doctor's per-release facts (releases.Rules) re-read from a release's own
+"""doctor's per-release facts (rules.py's Rules) re-read from a release's own
 source: one probe a field, as the patch probes read a release (probes.py's
 checks where a fact is whether code is there; a regular expression or an
-`ast` walk where it is a value), so that RULES can be checked against every
-pinned release (tests/integration/doctor/test_releases_real.py) and a new
-release's facts read before anyone writes them (when it is carried).
+`ast` walk where it is a value), so that rules.toml can be checked against
+every pinned release (tests/integration/doctor/test_releases_real.py) and a
+new release's facts read before anyone writes them (when it is carried).
 
-`read(files)` gives {field: value} from a release's files ({path: text},
-the paths of FILES); a field whose file the release lacks reads as the
-release behaves without it (no MLA drafter file: no MLA facts). Every
-field of Rules is in PROBES or in NOT_PROBED, which says why a person reads
-it instead (tests/unit/doctor/test_facts.py holds the two to Rules)."""
+Every probe reads through a Source, which records its anchors: each file,
+and each class or function in it, the probe looked at, and whether the
+release has it. `read(files)` gives a Reading: each field's value and its
+anchors. Where an anchor is absent the probe reads the release as it behaves
+without that code (no MLA drafter file: no MLA facts), which is right for
+code not written yet and wrong for code upstream removed: `unreadable(FROM,
+TO)` names the fields whose anchor FROM has and TO lacks, and a carry
+proposes no value for them (moved() says where the scope went, if a search
+of TO finds it). Where a person learned how to read a release without the
+code (the V1 model runner's removal), the probe asks a gate fact first
+(`runners`), and asks for the removed code only where the gate says it is
+there. Every field of Rules has its probe (tests/unit/doctor/test_facts.py);
+NOT_PROBED names what doctor states that no probe can read."""
 
 from __future__ import annotations
 
 import ast
-import functools
 import re
+import textwrap
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import probes
-from .releases import MLA, Rules
+from ..rules import Rules
+from .anchors import Anchor, Source, parse
+from .releases import MLA
 
 FILES = {
     "eagle_cfg": "vllm/transformers_utils/configs/eagle.py",
@@ -44,6 +54,9 @@ FILES = {
     "proposer": "vllm/v1/spec_decode/*.py",
     "requirements": "requirements/common.txt",
     "metadata": "vllm-*.dist-info/METADATA",  # a wheel's requirements (0.15.x: no sdist)
+    "worker": "vllm/v1/worker/gpu_worker.py",
+    "platform": "vllm/platforms/interface.py",
+    "speculator_cfg": "vllm/v1/worker/gpu/spec_decode/speculator_config.py",
 }
 # The targets doctor serves: what the V2 runner's default list is read for.
 TARGET_ARCHS = frozenset(
@@ -51,57 +64,6 @@ TARGET_ARCHS = frozenset(
 )
 # The config types whose own class Rules.own_configs tells about.
 CONFIG_TYPES = ("kimi_k25", "kimi_k2")
-
-
-class Source:
-    """A release's files by FILES' keys: text, parsed scopes."""
-
-    def __init__(self, files: Mapping[str, str]):
-        self.files = files
-
-    def text(self, key: str) -> str:
-        pattern = FILES[key]
-        return next((t for p, t in self.files.items() if probes.matches(p, pattern)), "")
-
-    def all(self, key: str) -> dict[str, str]:
-        return {p: t for p, t in self.files.items() if probes.matches(p, FILES[key])}
-
-    def segment(self, key: str, path: str) -> str:
-        """The source of `path` (Class.method, or a function) in the file."""
-        text = self.text(key)
-        node = _find(_parse(text), path) if text else None
-        return (ast.get_source_segment(text, node) or "") if node else ""
-
-    def holds(self, key: str, **check: Any) -> bool:
-        """A probes.py check on the file (the patch probes' mechanism)."""
-        c = probes.Check(file=FILES[key], **check)
-        return probes.holds([c], self.all(key))
-
-
-@functools.lru_cache(maxsize=16)
-def _parse(text: str) -> ast.AST:
-    """A file's tree, once per text: the probes read a few large files often."""
-    try:
-        return ast.parse(text)
-    except SyntaxError:
-        return ast.Module(body=[], type_ignores=[])
-
-
-def _find(tree: ast.AST, path: str) -> ast.AST | None:
-    node = tree
-    for part in path.split("."):
-        found = next(
-            (
-                n
-                for n in ast.walk(node)
-                if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part
-            ),
-            None,
-        )
-        if found is None:
-            return None
-        node = found
-    return node
 
 
 def _upstream_eagle3(s: Source) -> bool:
@@ -119,17 +81,56 @@ def _fc_width(s: Source) -> str:
     return "config" if "num_aux_hidden_states" in model else "three"
 
 
+V1_MODULE = "from vllm.v1.worker.gpu_model_runner import"
+V2_MODULE = "from vllm.v1.worker.gpu.model_runner import"
+
+
+def _runners(s: Source) -> frozenset[str]:
+    """The model runners the GPU worker builds (gpu_worker.py Worker): the V1
+    runner (v1/worker/gpu_model_runner.py) and the V2 one
+    (v1/worker/gpu/model_runner.py); a worker that imports neither is not
+    read as none."""
+    worker = s.segment("worker", "Worker")
+    out = {r for r, line in (("v1", V1_MODULE), ("v2", V2_MODULE)) if line in worker}
+    if not out:
+        s._mark(Anchor(FILES["worker"], f"Worker: {V1_MODULE} / {V2_MODULE}"), False)
+    return frozenset(out)
+
+
+def _v2_env(s: Source) -> str:
+    """How VLLM_USE_V2_MODEL_RUNNER is taken: "selects" (1 / 0 choose the
+    runner: Worker.__init__, or VllmConfig.use_v2_model_runner), "must_be_1"
+    (with V1 removed: Platform.validate_environ refuses any other value)."""
+    if not s.gated or "v1" in s.fact("runners"):
+        worker = s.segment("worker", "Worker.__init__")
+        if "envs.VLLM_USE_V2_MODEL_RUNNER" in worker:
+            return "selects"
+        prop = s.segment("vllm", "VllmConfig.use_v2_model_runner")
+        return "selects" if "VLLM_USE_V2_MODEL_RUNNER" in prop else "ignored"
+    check = s.segment("platform", "Platform.validate_environ")
+    if '"VLLM_USE_V2_MODEL_RUNNER"' in check and 'value != "1"' in check:
+        return "must_be_1"
+    return "ignored"
+
+
 def _v1_reads_nested_ids(s: Source) -> bool:
+    # no V1 runner: none reads them (the field is about V1)
+    if s.gated and "v1" not in s.fact("runners"):
+        return False
     v1 = s.segment("v1", "GPUModelRunner._get_eagle3_aux_layers_from_config")
     return 'eagle_config.get("eagle_aux_hidden_state_layer_ids")' in v1
 
 
-def _v2_nested_key(s: Source) -> str | None:
+def _v2_nested_key(s: Source) -> str:
     v2 = s.segment("v2", "get_eagle3_aux_layers_from_config")
-    return "layer_ids" if 'drafter_config.get("layer_ids")' in v2 else None
+    return "layer_ids" if 'drafter_config.get("layer_ids")' in v2 else ""
 
 
 def _v2_default(s: Source) -> frozenset[str]:
+    if s.gated and s.fact("runners") == {"v2"}:
+        return frozenset({"*"})  # the only runner, for every target
+    if s.gated and "envs.VLLM_USE_V2_MODEL_RUNNER" in s.segment("worker", "Worker.__init__"):
+        return frozenset()  # the variable alone chooses V2 (default off)
     prop = s.segment("vllm", "VllmConfig.use_v2_model_runner")
     if not prop:
         return frozenset()
@@ -142,10 +143,18 @@ def _v2_default(s: Source) -> frozenset[str]:
 
 
 def _v2_supports_pp(s: Source) -> bool:
+    """EAGLE-3 with PP stays on the V2 runner (which checks the model's
+    supports_aux_hidden_states_over_pp at load) instead of falling back to
+    V1 (the runner's unsupported list names it)."""
+    verifies = "verify_supports_aux_hidden_states_over_pp" in s.text("v2")
+    if s.gated and s.fact("runners") == {"v2"}:
+        return verifies  # no fallback: the runner takes PP and checks the model
+    if s.gated and "envs.VLLM_USE_V2_MODEL_RUNNER" in s.segment("worker", "Worker.__init__"):
+        return False
     if not s.segment("vllm", "VllmConfig.use_v2_model_runner"):
         return False
     refuses = '"EAGLE3 with pipeline parallelism"' in s.text("vllm")
-    return not refuses and "verify_supports_aux_hidden_states_over_pp" in s.text("v2")
+    return not refuses and verifies
 
 
 def _d2t(s: Source) -> bool:
@@ -170,12 +179,14 @@ def _speculators_validated(s: Source) -> bool:
 def _archs(s: Source) -> frozenset[str]:
     """registry.py _SPECULATIVE_DECODING_MODELS: the classes of EAGLE-3
     modules (P-EAGLE's aside)."""
-    tree = _parse(s.text("registry"))
+    tree = parse(s.text("registry"))
     for n in ast.walk(tree):
         target = n.targets[0] if isinstance(n, ast.Assign) else getattr(n, "target", None)
         if getattr(target, "id", "") != "_SPECULATIVE_DECODING_MODELS":
             continue
         value = getattr(n, "value", None)
+        if not s._mark(Anchor(FILES["registry"], "_SPECULATIVE_DECODING_MODELS"), True):
+            break
         if not isinstance(value, ast.Dict):
             break
         out = set()
@@ -187,37 +198,88 @@ def _archs(s: Source) -> frozenset[str]:
             if is_eagle3 and not name.lower().startswith("peagle"):
                 out.add(name)
         return frozenset(out)
+    s._mark(Anchor(FILES["registry"], "_SPECULATIVE_DECODING_MODELS"), False)
     return frozenset()
 
 
 def _forced_backend_crash(s: Source) -> frozenset[str]:
     """The runners that hand the target's forced backend to the drafter: the
-    V1 proposer unless it builds the drafter's config without it (the
-    attention_config it clears, 0.21.0), the V2 runner where it is the
-    default for these targets and load_eagle_model does not always give the
-    drafter the speculative config's backend."""
+    V1 proposer (SpecDecodeBaseProposer) unless it builds the drafter's
+    config without it (the attention_config it clears), the V2 runner where
+    it is the default for these targets and load_eagle_model does not always
+    give the drafter the speculative config's backend."""
     out = set()
-    v1_clears = probes.holds(
-        [
-            probes.Check(
-                file=FILES["proposer"], cls="SpecDecodeBaseProposer", uses="attention_config"
-            )
-        ],
-        s.all("proposer"),
-    )
-    if not v1_clears:
-        out.add("v1")
+    if not s.gated or "v1" in s.fact("runners"):
+        proposer = s.defines("proposer", "SpecDecodeBaseProposer")
+        check = probes.Check(
+            file=FILES["proposer"], cls="SpecDecodeBaseProposer", uses="attention_config"
+        )
+        if not probes.holds([check], proposer):
+            out.add("v1")
     v2_gives_own = s.holds(
         "v2_loader", function="load_eagle_model", unconditional="attention_backend"
     )
-    if "*" in _v2_default(s) and not v2_gives_own:
+    if "*" in s.fact("v2_default") and not v2_gives_own:
         out.add("v2")
     return frozenset(out)
 
 
+def _draft_caps_max_model_len(s: Source) -> frozenset[str]:
+    """config/vllm.py VllmConfig._limit_max_model_len_to_draft: the runners
+    on which the served max_model_len is lowered to a drafter's that does
+    not share the target's positions (V2 only where it asks
+    use_v2_model_runner; every runner the release has where it asks none)."""
+    limit = s.segment("vllm", "VllmConfig._limit_max_model_len_to_draft")
+    if not limit:
+        return frozenset()
+    if "use_v2_model_runner" in limit:
+        return frozenset({"v2"})
+    return frozenset(s.fact("runners"))
+
+
+def _cache_only_rope_types(s: Source) -> frozenset[str]:
+    """config/speculative.py _CACHE_ONLY_ROPE_TYPES: the RoPE types whose
+    max_position_embeddings sizes only the cos/sin cache, so a drafter of
+    those types shares the target's positions."""
+    m = re.search(
+        r"^_CACHE_ONLY_ROPE_TYPES\s*=\s*frozenset\(\s*\{(.*?)\}\s*\)",
+        s.text("speculative"),
+        re.S | re.M,
+    )
+    return frozenset(re.findall(r'"(\w+)"', m.group(1))) if m else frozenset()
+
+
+def _mtp_rewrite(s: Source) -> frozenset[str]:
+    """SpeculativeConfig.hf_config_override: the model types an `if` on
+    hf_config.model_type (`in (...)` or `==`) rewrites to deepseek_mtp."""
+    code = s.segment("speculative", "SpeculativeConfig.hf_config_override")
+    node = parse(textwrap.dedent(code)) if code else None
+    out: set[str] = set()
+    for n in ast.walk(node) if node else ():
+        if not isinstance(n, ast.If) or not isinstance(n.test, ast.Compare):
+            continue
+        sets_mtp = any(
+            isinstance(b, ast.Assign)
+            and isinstance(b.value, ast.Constant)
+            and b.value.value == "deepseek_mtp"
+            for b in n.body
+        )
+        if not sets_mtp or "model_type" not in ast.unparse(n.test.left):
+            continue
+        for c in ast.walk(n.test):
+            if isinstance(c, ast.Constant) and isinstance(c.value, str):
+                out.add(c.value)
+    return frozenset(out)
+
+
 def _draft_positions_short(s: Source) -> bool:
-    # SpeculativeConfig raises the drafter's max_position_embeddings (0.27.0)
-    return not s.holds("speculative", cls="SpeculativeConfig", uses="max_position_embeddings")
+    """Nothing raises the drafter's max_position_embeddings: no call of
+    SpeculativeConfig._maybe_override_draft_max_position_embeddings, in
+    config/speculative.py or (where the drafter's setup moved) in the V2
+    runner's speculator_config.py."""
+    s.segment("speculative", "SpeculativeConfig")
+    call = "._maybe_override_draft_max_position_embeddings("
+    return call not in s.text("speculative") and call not in s.text("speculator_cfg")
 
 
 def _mla_rope_without_theta(s: Source) -> bool:
@@ -232,7 +294,7 @@ def _mla_fc_norm(s: Source) -> bool:
 
 
 def _kimi_k2_drafter_not_mla(s: Source) -> bool:
-    if not MLA & _archs(s):
+    if not MLA & s.fact("archs"):
         return False
     return not s.holds(
         "mla_detect",
@@ -245,7 +307,8 @@ def _kimi_k2_drafter_not_mla(s: Source) -> bool:
 def _own_configs(s: Source) -> frozenset[str]:
     """transformers_utils/config.py _CONFIG_REGISTRY's keys among CONFIG_TYPES."""
     text = s.text("configs")
-    m = re.search(r"_CONFIG_REGISTRY[^=]*=\s*LazyConfigDict\((.*?)\n\)", text, re.S)
+    m = re.search(r"\b_CONFIG_REGISTRY\b[^=]*=\s*LazyConfigDict\((.*?)\n\)", text, re.S)
+    s._mark(Anchor(FILES["configs"], "_CONFIG_REGISTRY"), m is not None)
     keys = set(re.findall(r"^\s*(\w+)\s*=", m.group(1), re.M)) if m else set()
     return frozenset(keys & set(CONFIG_TYPES))
 
@@ -253,13 +316,14 @@ def _own_configs(s: Source) -> frozenset[str]:
 def _transformers(s: Source) -> tuple[int, ...]:
     """The majors of transformers the release allows: requirements/common.txt
     (an sdist), else the wheel's Requires-Dist."""
-    spec = ""
-    m = re.search(r"^transformers\s*([^;#\n]*)", s.text("requirements"), re.M)
-    if m:
-        spec = m.group(1)
-    else:
-        m = re.search(r"^Requires-Dist: transformers\s*([^;\n]*)", s.text("metadata"), re.M)
-        spec = m.group(1) if m else ""
+    key, text = s.either("requirements", "metadata")
+    line = (
+        r"^transformers\s*([^;#\n]*)"
+        if key == "requirements"
+        else (r"^Requires-Dist: transformers\s*([^;\n]*)")
+    )
+    m = re.search(line, text, re.M)
+    spec = m.group(1) if m else ""
     try:
         allowed = SpecifierSet(spec.strip().strip("()"))
     except InvalidSpecifier:
@@ -297,6 +361,11 @@ PROBES: dict[str, Callable[[Source], Any]] = {
     "kimi_k2_drafter_not_mla": _kimi_k2_drafter_not_mla,
     "own_configs": _own_configs,
     "transformers": _transformers,
+    "mtp_rewrite": _mtp_rewrite,
+    "runners": _runners,
+    "v2_env": _v2_env,
+    "draft_caps_max_model_len": _draft_caps_max_model_len,
+    "cache_only_rope_types": _cache_only_rope_types,
 }
 
 # What doctor takes as the same in every release (releases.py writes it
@@ -344,7 +413,7 @@ SAME: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         ('arch.startswith("Eagle3") or arch.endswith("Eagle3")',),
     ),
     (
-        "deepseek_v3 drafters become MTP heads: releases.MTP_REWRITE",
+        "deepseek_v3 drafters become MTP heads: Rules.mtp_rewrite",
         "speculative",
         "SpeculativeConfig.hf_config_override",
         ('"deepseek_v3"', '"deepseek_v32"'),
@@ -360,7 +429,7 @@ SAME: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 
 def broken(files: Mapping[str, str]) -> list[str]:
     """The facts of SAME that do not hold on the release's files."""
-    s = Source(files)
+    s = Source(files, FILES, PROBES)
     upstream = _upstream_eagle3(s)
     out = []
     for i, (what, key, scope, needles) in enumerate(SAME):
@@ -381,8 +450,6 @@ NOT_PROBED: dict[str, str] = {
     "forced_backend_crash (the failure)": "the probe reads whether a forced backend reaches "
     "the drafter; that CUDA then refuses an MLA backend for a Llama drafter's layers needs a "
     "GPU (the tier checks the backend the drafter is built with)",
-    "MTP_REWRITE (glm_moe_dsa from 0.16)": "a model type doctor names but no target it serves "
-    "uses; read SpeculativeConfig.hf_config_override when it changes",
 }
 
 
@@ -391,10 +458,42 @@ def globs() -> set[str]:
     return set(FILES.values())
 
 
-def read(files: Mapping[str, str]) -> dict[str, Any]:
-    """{Rules field: its value} as the release's files ({path: text}) say."""
-    s = Source(files)
-    return {name: probe(s) for name, probe in PROBES.items()}
+@dataclass
+class Reading:
+    """A release's facts as its source says: {field: value}, and {field:
+    {anchor: whether the release has it}}."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    anchors: dict[str, dict[Anchor, bool]] = field(default_factory=dict)
+
+    def missing(self, name: str) -> list[Anchor]:
+        return sorted(a for a, found in self.anchors.get(name, {}).items() if not found)
+
+
+def read(files: Mapping[str, str], gated: bool = True) -> Reading:
+    """Every field's value and anchors as the release's files ({path: text})
+    say (`gated`=False: without the gates, as the probes read before the V1
+    runner's removal was known)."""
+    s = Source(files, FILES, PROBES, gated)
+    out = Reading()
+    for name in PROBES:
+        s.asked = {}
+        out.values[name] = s.fact(name)
+        out.anchors[name] = dict(s.asked)
+    return out
+
+
+def unreadable(before: Reading, after: Reading) -> dict[str, list[Anchor]]:
+    """{field: its anchors `before` has and `after` lacks}: code the probe
+    reads that went away, so what it reads of `after` is not the fact."""
+    out = {}
+    for name, anchors in after.anchors.items():
+        gone = [
+            a for a, found in anchors.items() if not found and before.anchors.get(name, {}).get(a)
+        ]
+        if gone:
+            out[name] = sorted(gone)
+    return out
 
 
 def differences(found: Mapping[str, Any], rules: Rules) -> dict[str, tuple[Any, Any]]:

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import lock
+from ..rules import Rules
 from . import configs, releases, weights
 from .environment import Readiness, VllmEnv
-from .releases import Rules, patched_eagle3
+from .releases import patched_eagle3
 from .serve import Serve
 
 

@@ -1,13 +1,12 @@
-"""What each vLLM release (0.15.0-0.33.0) does with an EAGLE-3 drafter for a
-DeepSeek-V2/V3, Kimi-K2 or Kimi-K2.5 target: the facts `vpatch doctor`
-checks a pair against. Read from each release's own source (sdists for
-0.16.0+, the wheel's Python files for 0.15.x); every entry names the vLLM
-file and function it comes from. `RULES` lists only what changes, by the
-first release that changes it; `rules(release)` folds them.
+"""How a release's vLLM behaves, given its facts (rules.py's Rules, the
+data of rules.toml): which model runner serves a pair, the PP split, the
+default aux ids, how it reads a drafter config (effective()), and which
+patch of vpatch's series fixes each of its defects (DEFECTS, fixes()).
 
-`vpatch docs` renders the per-release table from RULES into docs/doctor.md
-(maintain/docs.py). The patch that fixes each defect of DEFECTS is the one patches.toml
-gives that `doctor` key (fixes()); which releases carry it, its spans.
+`vpatch docs` renders the per-release table into docs/doctor.md
+(maintain/docs.py). The patch that fixes each defect of DEFECTS is the one
+patches.toml gives that `doctor` key (fixes()); which releases carry it, its
+spans.
 
 "dropped": the target returns no state for that id, so the drafter's fc gets
 fewer states than it was built for and the first request fails in fc
@@ -22,202 +21,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from .. import lock
+from ..errors import NewerRelease
+from ..rules import Rules
 
-# Release of each change. Comments cite the vLLM source it was read from.
-FIRST = "0.15.0"
-LAST = "0.33.0"
-
-
-@dataclass(frozen=True)
-class Rules:
-    release: str
-    # model_executor/models/deepseek_v2.py: DeepseekV2ForCausalLM lists
-    # SupportsEagle3 (and kimi_k25.py KimiK25ForConditionalGeneration), the
-    # proposer aliases media_placeholder_token_id, and config/speculative.py
-    # SpeculativeConfig._verify_args accepts the model types. Before 0.18
-    # only vpatch's series gives all four.
-    upstream_eagle3: bool
-    # DeepseekV2Model.forward: `if self.end_layer in self.aux_hidden_state_layers`
-    # after the last layer (0.25+, vLLM PR #46973). Before, id n matches no
-    # layer: dropped (vpatch's series fixes it where patches.toml says: DEFECTS).
-    final_norm_id: bool
-    # llama_eagle3.py / deepseek_eagle3.py, the fc's input_size:
-    # "three": 3 * (target_hidden_size if hasattr else hidden_size) (0.15-0.21);
-    # "config": getattr(num_aux_hidden_states) or len(eagle_config
-    # ["eagle_aux_hidden_state_layer_ids"]) or 3, times
-    # getattr(target_hidden_size, hidden_size) (0.22+).
-    fc_width: str
-    # v1/worker/gpu_model_runner.py GPUModelRunner._get_eagle3_aux_layers_from_config
-    # falls back to eagle_config["eagle_aux_hidden_state_layer_ids"] (0.22+);
-    # v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config
-    # (the V2 runner) never reads that key; from 0.27 it reads eagle_config["layer_ids"].
-    v1_reads_nested_ids: bool
-    v2_nested_key: str | None
-    # config/vllm.py VllmConfig.use_v2_model_runner: the target architectures
-    # the V2 model runner serves by default ("*": all; 0.24-0.28 list[Any]
-    # DeepseekV2ForCausalLM but not V3 or Kimi; 0.29+ all);
-    # VLLM_USE_V2_MODEL_RUNNER overrides it. EAGLE-3 with pipeline parallelism
-    # is on the V2 runner's unsupported list until 0.29 (falls back to V1).
-    v2_default: frozenset[str]
-    v2_supports_pp: bool
-    # llama_eagle3.py Eagle3LlamaForCausalLM.__init__: the draft_id_to_target_id
-    # parameter exists always (0.15-0.29; zeros unless d2t is loaded), or only
-    # when draft_vocab_size != the target's vocab (0.30+), so a d2t in the
-    # checkpoint of an equal-vocab drafter has nowhere to go.
-    d2t_only_if_vocab_differs: bool
-    # transformers_utils/configs/speculators/algos.py update_eagle3: the
-    # architecture is always Eagle3LlamaForCausalLM (0.15-0.23), or chosen by
-    # transformer_layer_config.model_type: llama / qwen3, else ValueError (0.24+).
-    speculators_arch_by_type: bool
-    # algos.py update_eagle3: the top-level keys copied onto the
-    # transformer_layer_config (norm_before_fc from 0.19, fc_norm and
-    # norm_output from 0.25); draft_vocab_size, target_hidden_size (when not
-    # null), norm_before_residual (default True) and the aux ids always.
-    speculators_copies: frozenset[str]
-    # speculators/base.py SpeculatorsConfig.from_pretrained validates
-    # speculators_config (proposal_methods[0].speculative_tokens,
-    # verifier.name_or_path) and transformer_layer_config (0.15.x only).
-    speculators_validated: bool
-    # llama_eagle3.py: norm_before_fc (0.18+), fc_norm / norm_output (0.22+);
-    # an older release ignores the key and builds the model without the norm.
-    norm_before_fc: bool
-    fc_norm: bool
-    # PP and aux states from DeepSeek targets: vLLM's DeepseekV2Model never
-    # relays aux states between PP ranks (no supports_aux_hidden_states_over_pp),
-    # so ids off the last rank are dropped (V1 runner), or the V2 runner refuses
-    # the pair (eagle3_utils.verify_supports_aux_hidden_states_over_pp, 0.30+).
-    # models/registry.py _SPECULATIVE_DECODING_MODELS: EAGLE-3 drafter classes.
-    archs: frozenset[str]
-    # Defects that vpatch's series fixes per release (DEFECTS; fixes() names the
-    # patch of each; doctor asks `vpatch check` whether the environment has it):
-    # the model runners on which a forced attention backend (--attention-backend,
-    # --attention-config.backend, VLLM_ATTENTION_BACKEND) is applied to a non-MLA
-    # (Llama) drafter under an MLA target and the drafter fails to load: the V1
-    # runner until 0.21.0, the V2 runner from 0.29.0.
-    forced_backend_crash: frozenset[str]
-    # The drafter's rotary embedding is built for its own max_position_embeddings
-    # and a --max-model-len above it kills a running server on the first longer
-    # prompt (until 0.27.0).
-    draft_positions_short: bool
-    # deepseek_eagle3.py: an MLA drafter without rope_scaling rebuilds its rope
-    # without rope_theta (the default 10000 instead of the drafter's; KeyError
-    # 'factor' under transformers 5), from the first MLA drafter until 0.28.0.
-    mla_rope_without_theta: bool
-    # deepseek_eagle3.py reads fc_norm (0.23.0+; 0.22.x's Llama drafter reads it,
-    # its MLA drafter ignores it).
-    mla_fc_norm: bool
-    # ModelConfig.is_deepseek_mla: an EAGLE drafter counts as MLA only for
-    # model_type deepseek_v2/deepseek_v3(/_v32), so a kimi_k2 MLA drafter
-    # (TorchSpec's) is set up as a non-MLA model (every release with MLA drafters).
-    kimi_k2_drafter_not_mla: bool
-    # transformers_utils/config.py _CONFIG_REGISTRY, read by
-    # HFConfigParser.parse before AutoConfig: the target model types vLLM
-    # loads with a config class of its own, never the repo's remote code
-    # (kimi_k25 from 0.15.0, kimi_k2 "uses same architecture as DeepSeek V3"
-    # from 0.18.0). See TRANSFORMERS_CONFIGS for the others.
-    own_configs: frozenset[str]
-    # requirements/common.txt: the transformers majors the release allows
-    # (< 5 up to 0.19.0; 4.56+ or 5.5.1+ from 0.19.1 to 0.23.0; >= 5.5.3 from
-    # 0.24.0). A tokenizer of the repo's own, untrusted, is refused by
-    # transformers 4's AutoTokenizer; transformers 5 refuses it too, or makes
-    # its generic TokenizersBackend of the files, depending on the minor
-    # version (TRANSFORMERS_TOKENIZERS).
-    transformers: tuple[int, ...]
-
-
-_LLAMA = frozenset(
-    {
-        "Eagle3LlamaForCausalLM",
-        "LlamaForCausalLMEagle3",
-        "Eagle3Qwen2_5vlForCausalLM",
-        "Eagle3Qwen3vlForCausalLM",
-    }
-)
 MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
-
-RULES: list[tuple[str, dict[str, Any]]] = [
-    (
-        "0.15.0",
-        dict(
-            upstream_eagle3=False,
-            final_norm_id=False,
-            fc_width="three",
-            v1_reads_nested_ids=False,
-            v2_nested_key=None,
-            v2_default=frozenset(),
-            v2_supports_pp=False,
-            d2t_only_if_vocab_differs=False,
-            speculators_arch_by_type=False,
-            speculators_copies=frozenset(),
-            speculators_validated=True,
-            norm_before_fc=False,
-            fc_norm=False,
-            archs=_LLAMA,
-            forced_backend_crash=frozenset({"v1"}),
-            draft_positions_short=True,
-            mla_rope_without_theta=False,
-            mla_fc_norm=False,
-            kimi_k2_drafter_not_mla=False,
-            own_configs=frozenset({"kimi_k25"}),
-            transformers=(4,),
-        ),
-    ),
-    ("0.16.0", dict(speculators_validated=False)),
-    # deepseek_v2.py / kimi_k25.py SupportsEagle3; deepseek_eagle3.py (MLA
-    # drafter); llama_eagle3.py norm_before_fc
-    (
-        "0.18.0",
-        dict(
-            upstream_eagle3=True,
-            archs=_LLAMA | MLA,
-            norm_before_fc=True,
-            mla_rope_without_theta=True,
-            kimi_k2_drafter_not_mla=True,
-            own_configs=frozenset({"kimi_k25", "kimi_k2"}),
-        ),
-    ),
-    ("0.19.0", dict(speculators_copies=frozenset({"norm_before_fc"}))),
-    ("0.19.1", dict(transformers=(4, 5))),
-    ("0.20.0", dict(archs=_LLAMA | MLA | {"Eagle3MiniMaxM2ForCausalLM"})),
-    ("0.21.0", dict(forced_backend_crash=frozenset())),
-    (
-        "0.22.0",
-        dict(
-            fc_width="config",
-            v1_reads_nested_ids=True,
-            fc_norm=True,
-            archs=_LLAMA | MLA | {"Eagle3MiniMaxM2ForCausalLM"},
-        ),
-    ),
-    ("0.23.0", dict(mla_fc_norm=True)),
-    (
-        "0.24.0",
-        dict(
-            speculators_arch_by_type=True,
-            transformers=(5,),
-            v2_default=frozenset({"DeepseekV2ForCausalLM"}),
-            archs=_LLAMA | MLA | {"Eagle3MiniMaxM2ForCausalLM", "Eagle3Qwen3ForCausalLM"},
-        ),
-    ),
-    (
-        "0.25.0",
-        dict(
-            final_norm_id=True,
-            speculators_copies=frozenset({"norm_before_fc", "fc_norm", "norm_output"}),
-        ),
-    ),
-    ("0.27.0", dict(v2_nested_key="layer_ids", draft_positions_short=False)),
-    ("0.28.0", dict(mla_rope_without_theta=False)),
-    ("0.29.0", dict(v2_default=frozenset({"*"}), forced_backend_crash=frozenset({"v2"}))),
-    ("0.30.0", dict(d2t_only_if_vocab_differs=True, v2_supports_pp=True)),
-]
-
 
 # The defects of RULES that a patch of vpatch's series fixes, by the key that
 # patch's table in patches.toml gives as `doctor`: the table names the patch,
@@ -266,18 +79,6 @@ def patched_layer0(pins: lock.Lock) -> set[str]:
     return carried(pins, "layer0")
 
 
-def rules(release: str) -> Rules:
-    """The rules of `release` (a pinned release, e.g. "0.17.1")."""
-    v = Version(release)
-    acc: dict[str, Any] = {}
-    for first, changes in RULES:
-        if Version(first) <= v:
-            acc.update(changes)
-    names = {f.name for f in fields(Rules)} - {"release"}
-    assert set(acc) == names, sorted(names ^ set(acc))
-    return Rules(release=release, **acc)
-
-
 @dataclass(frozen=True)
 class Release:
     """The release an installed vLLM version behaves as."""
@@ -301,17 +102,39 @@ def place(installed: str, known: list[str]) -> Release | None:
     return Release(installed, best, Version(best) == base)
 
 
-def known_releases(pins: lock.Lock, last: str | None = None) -> list[str]:
-    """The releases the table covers: the pinned ones (VERSIONS.lock) from
-    FIRST to LAST (or `last`: what a carry proposes LAST to be)."""
-    top = Version(last or LAST)
-    return [v for v in pins.versions() if Version(FIRST) <= Version(v) <= top]
+def newer(pins: lock.Lock, installed: str, what: str = "its verdict") -> NewerRelease | None:
+    """NewerRelease when `installed` (a version as installed) is newer than
+    the newest release doctor's rules cover, else None: vpatch does not guess
+    what a release it has not read does (the V1 runner's removal changed
+    verdicts that a release before it would have given)."""
+    try:
+        base = Version(Version(installed).base_version)
+    except InvalidVersion:
+        return None
+    newest = pins.rules.newest
+    if base <= Version(newest):
+        return None
+    pinned = " (pinned, its facts not read yet)" if str(base) in pins.releases else ""
+    return NewerRelease(
+        f"vLLM {installed} is newer than vpatch knows{pinned}: its rules end at {newest}, "
+        f"so {what} would be a guess; carry it in a vpatch checkout (`vpatch carry {base}`, "
+        f"docs/maintaining.md) or upgrade vpatch; `--vllm {newest}` gives {newest}'s verdict"
+    )
+
+
+def known_releases(pins: lock.Lock, newest: str | None = None) -> list[str]:
+    """The pinned releases doctor's rules cover (up to `newest`: what a carry
+    proposes, default rules.toml's)."""
+    return pins.rules.known(pins.versions(), newest)
 
 
 def runner(r: Rules, arch: str, pp: int, env: Mapping[str, str] | None = None) -> str:
     """The model runner that serves an EAGLE-3 pair for a target of
     architecture `arch`: "v1" or "v2" (VLLM_USE_V2_MODEL_RUNNER, when set,
-    decides)."""
+    decides where it selects; a release with one runner has no choice, and
+    runner_refused() says whether it starts at all)."""
+    if len(r.runners) == 1:
+        return next(iter(r.runners))
     env = os.environ if env is None else env
     forced = env.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower()
     if forced in ("1", "true"):
@@ -323,6 +146,24 @@ def runner(r: Rules, arch: str, pp: int, env: Mapping[str, str] | None = None) -
     if pp > 1 and not r.v2_supports_pp:
         return "v1"
     return "v2"
+
+
+V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def runner_refused(r: Rules, env: Mapping[str, str] | None = None) -> str | None:
+    """vLLM's error at engine start for the environment's
+    VLLM_USE_V2_MODEL_RUNNER, None when it starts: with the V1 runner gone
+    (Rules.v2_env "must_be_1", platforms/interface.py
+    Platform.validate_environ) any value but "1" is refused."""
+    env = os.environ if env is None else env
+    value = env.get(V2_ENV)
+    if r.v2_env != "must_be_1" or value is None or value == "1":
+        return None
+    return (
+        f"ValueError: {V2_ENV}={value} is no longer supported: Model Runner V1 has been "
+        "removed. Unset this variable."
+    )
 
 
 def pp_indices(
@@ -380,10 +221,6 @@ TRANSFORMERS_TOKENIZERS = frozenset(
 )
 
 
-# SpeculativeConfig.hf_config_override (every release): a draft config of
-# these model types is rewritten into a DeepSeek MTP head before EAGLE-3 sees
-# it (glm_moe_dsa from 0.16).
-MTP_REWRITE = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
 SPECULATORS_ARCH = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"}
 
 
@@ -448,8 +285,7 @@ def effective(raw: dict[str, Any], fmt: str, r: Rules) -> Effective:
     else:
         cfg = dict(raw)
         written = tuple(a for a in (raw.get("architectures") or ()) if isinstance(a, str))
-        mtp = MTP_REWRITE if Version(r.release) >= Version("0.16.0") else MTP_REWRITE[:2]
-        if cfg.get("model_type") in mtp:
+        if cfg.get("model_type") in r.mtp_rewrite:
             problems.append(
                 f"model_type {cfg['model_type']!r}: vLLM turns a draft config of this type "
                 "into a DeepSeek MTP head (SpeculativeConfig.hf_config_override), so the "

@@ -102,7 +102,10 @@ class Serve:
 
     def command(self, **changes: Any) -> str:
         """The command, with `changes` (field=value; spec_KEY=value for a
-        speculative-config key, None to drop it)."""
+        speculative-config key, None to drop it; unset=(VAR, ...): variables
+        vLLM must not see, dropped from the assignments, else unset by `env
+        -u` where they come from the shell)."""
+        unset = tuple(changes.pop("unset", ()))
         spec = dict(self.spec)
         for k in [k for k in changes if k.startswith("spec_")]:
             v = changes.pop(k)
@@ -114,7 +117,11 @@ class Serve:
         env = dict(s.assigned)
         if s.attention_backend is None:
             env.pop("VLLM_ATTENTION_BACKEND", None)
-        words = [f"{k}={v}" for k, v in env.items()]
+        words = []
+        for name in unset:
+            if env.pop(name, None) is None:
+                words += ["env", "-u", name]
+        words += [f"{k}={v}" for k, v in env.items()]
         words += list(s.program)
         words += ["--model", s.model] if s.model_flag else [s.model]
         if s.revision is not None:

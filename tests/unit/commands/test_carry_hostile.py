@@ -1,7 +1,7 @@
 """`vpatch carry` under hostile use (issue 48): what it may delete, what an
 interrupted port counts as, what `--write` may overwrite, and the spellings
 and folders it is handed. Each case runs `vpatch.cli.main` on a scratch
-checkout (the real patch set, doctor's releases.py and the docs, copied,
+checkout (the real patch set, doctor's rules.toml and the docs, copied,
 with a `.git` and an uncommitted file of the user's) with the network's
 parts stood in for: the index lookup of TO, the port, the release files
 read for doctor's facts and probes, lint and the docs; the work folder, the
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import git
+from support import git, next_release
 from vpatch import cli, lock
 from vpatch.commands import carry
 from vpatch.errors import ConfigError, NetworkError, PatchError, TreeError
@@ -24,7 +24,10 @@ from vpatch.maintain import docs, lint, port, release, workfolder
 ROOT = Path(__file__).resolve().parents[3]
 DATA = carry.DATA
 PINS = lock.load(ROOT / DATA / "VERSIONS.lock")
-TO = "0.34.0"
+TO = next_release(PINS)
+FROM = PINS.versions()[-1]
+# a release spelled as vLLM does not: the minor alone, a fourth part, blanks, V
+SPELLINGS = [TO.rsplit(".", 1)[0], f"{TO}.0", f" {TO}", f"V{TO}", f"{TO} "]
 
 
 def snapshot(top: Path) -> dict[str, bytes | None]:
@@ -41,7 +44,7 @@ def project(tmp_path, monkeypatch) -> Path:
     """A scratch checkout, the current folder, whose patch set vpatch reads."""
     proj = tmp_path / "proj"
     shutil.copytree(ROOT / DATA, proj / DATA)
-    for rel in [carry.RELEASES_PY, *docs.paths(PINS)]:
+    for rel in docs.paths(PINS):
         (proj / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / rel, proj / rel)
     (proj / "pyproject.toml").write_text('[project]\nname = "vpatch"\n')
@@ -165,7 +168,7 @@ def test_w2_a_to_that_is_a_path_is_refused_before_any_folder_is_made(project, st
     assert stand.looked_up == []
 
 
-@pytest.mark.parametrize("spelling", ["0.34", "0.34.0.0", " 0.34.0", "V0.34.0", "0.34.0 "])
+@pytest.mark.parametrize("spelling", SPELLINGS)
 def test_w10_a_release_spelled_otherwise_is_refused_naming_the_spelling(
     project, stand, capsys, spelling
 ):
@@ -179,7 +182,7 @@ def test_w10_a_release_spelled_otherwise_is_refused_naming_the_spelling(
 def test_w10_the_release_and_its_tag_are_taken(project, stand, capsys):
     code, out, err = run(capsys, f"v{TO}")
     assert code == 0, err
-    assert out.startswith(f"# vpatch carry 0.33.0 -> {TO}\n")
+    assert out.startswith(f"# vpatch carry {FROM} -> {TO}\n")
     assert (project / f"build/carry-{TO}/report.md").is_file()
 
 
@@ -301,7 +304,7 @@ def conflict_then(stand: Stand, project: Path) -> None:
 
 def test_w3_continue_after_a_killed_carry_is_refused(project, stand, capsys):
     """SIGKILL during the port: the work folder holds a copy and a port tree,
-    but no conflict the carry stopped at. `--continue --write` wrote 0.34.0
+    but no conflict the carry stopped at. `--continue --write` wrote TO
     as `upstream`, every patch dropped (port.resume's NothingToPort)."""
     assert run(capsys, TO)[0] == 0
     work = project / f"build/carry-{TO}"
@@ -309,7 +312,7 @@ def test_w3_continue_after_a_killed_carry_is_refused(project, stand, capsys):
     (work / "port/half-made").write_text("a killed port's tree\n")
 
     def all_dropped(*a, **kw):
-        raise port.NothingToPort("every patch of 0.33.0 is already in 0.34.0; nothing to port")
+        raise port.NothingToPort(f"every patch of {FROM} is already in {TO}; nothing to port")
 
     stand.resume = all_dropped
     lock_before = (project / DATA / "VERSIONS.lock").read_bytes()
@@ -349,7 +352,7 @@ def test_a_conflict_is_kept_for_the_person_and_continue_goes_on_from_it(project,
     stand.resume = resumed
     code, _, err = run(capsys, TO, "--work", "w", "--continue")
     assert code == 0, err
-    assert seen == [("0.33.0", TO, Path("w/port"))]
+    assert seen == [(FROM, TO, Path("w/port"))]
     assert not (work / workfolder.STATE).exists() and not (work / "port").exists()
 
 
@@ -383,8 +386,8 @@ def remove_a_variant(project: Path) -> None:
     [
         (lambda p: (p / "README.md").write_text("edited during the run\n"), "README.md"),
         (
-            lambda p: (p / carry.RELEASES_PY).open("a").write("# mine\n"),
-            carry.RELEASES_PY,
+            lambda p: (p / carry.RULES_TOML).open("a").write("# mine\n"),
+            carry.RULES_TOML,
         ),
         (add_a_variant, "mla-detect-kimi-k2-eagle-drafters/9.9.9.patch"),
         (remove_a_variant, "mla-detect-kimi-k2-eagle-drafters/"),
@@ -404,7 +407,7 @@ def test_w4_write_refuses_when_the_checkout_changed_while_it_ran(
     # the edit is kept as the person made it
     assert snapshot(project) == edited
     report = (project / f"build/carry-{TO}/report.md").read_text()
-    assert "Written into" not in report and "then `vpatch carry 0.34.0 --write`" not in report
+    assert "Written into" not in report and f"then `vpatch carry {TO} --write`" not in report
 
 
 def test_w4_the_report_names_the_checkout_it_wrote(project, stand, capsys):
@@ -439,13 +442,13 @@ def test_a_carry_from_another_checkout_is_refused(project, stand, capsys, tmp_pa
 
 
 def test_every_patchs_probe_is_rerun_on_to_ported_or_not(project, stand, capsys, tmp_path):
-    """eagle-alias-... serves 0.15.0-0.17.1 only: 0.33.0's series does not
+    """eagle-alias-... serves 0.15.0-0.17.1 only: FROM's series does not
     port it, and its probe's files going away in TO is still reported."""
     slug = "eagle-alias-kimi-k2-5-media-placeholder-token-id"
     frm = tmp_path / "from-files"
     (frm / "vllm/v1/spec_decode").mkdir(parents=True)
     (frm / "vllm/v1/spec_decode/eagle.py").write_text("x = 1\n")
-    stand.files = {"0.33.0": frm}
+    stand.files = {FROM: frm}
     code, out, err = run(capsys, TO)
     assert code == 0, err
-    assert f"- {slug}: lacks it in 0.33.0, code gone in {TO}\n" in out
+    assert f"- {slug}: lacks it in {FROM}, code gone in {TO}\n" in out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -15,7 +16,7 @@ from dataclasses import replace
 import pytest
 from support import env as fake_env
 from support import pairs as F
-from vpatch import lock
+from vpatch import lock, rules
 from vpatch.commands import doctor as D
 from vpatch.doctor import hub
 from vpatch.doctor.environment import Readiness, find_vllm, from_release
@@ -43,6 +44,7 @@ def upstream_env(tmp_path_factory) -> tuple[str, dict[str, str]]:
     root = where / "root"
     (root / "patches").mkdir(parents=True)
     (root / "patches/patches.toml").write_text("")  # no patch: no series anywhere
+    shutil.copyfile(lock.load().rules.path, root / rules.FILE)  # doctor's facts as they are
     (root / "VERSIONS.lock").write_text(
         '[releases."0.17.1"]\ntag = "v0.17.1"\ncommit = "a"\nstatus = "patched"\n\n'
         '[releases."0.25.0"]\ntag = "v0.25.0"\ncommit = "b"\nstatus = "upstream"\n'

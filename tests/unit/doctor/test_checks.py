@@ -17,6 +17,7 @@ from support.doctor import PINS, check, errors, find, sev
 from vpatch.doctor import checks as doctor
 from vpatch.doctor import hub, serve
 from vpatch.doctor.environment import Readiness, VllmEnv
+from vpatch.errors import NewerRelease
 
 
 @pytest.mark.parametrize("version", ["0.15.0", "0.17.1", "0.18.0", "0.24.0", "0.32.0", "0.33.0"])
@@ -45,11 +46,21 @@ def test_correct_pair_is_ok_and_served_with_eagle3(tmp_path, target, fmt, versio
     }
 
 
-def test_too_old_and_unknown_releases(tmp_path):
-    assert errors(check(tmp_path / "a", "0.14.1", False)) >= {"vllm"}
-    r = check(tmp_path / "b", "0.34.2", None)
-    assert sev(r, "vllm") == "warning" and "0.33.0" in find(r, "vllm").message
-    assert "rules of 0.33.0" in r.to_text()
+def test_too_old_newer_and_unpinned_releases(tmp_path):
+    too_old = check(tmp_path / "a", "0.14.1", False)
+    assert errors(too_old) >= {"vllm"} and "is older than" in find(too_old, "vllm").message
+    newest = PINS.rules.newest
+    newer = ".".join([*newest.split(".")[:2], str(int(newest.split(".")[2]) + 1)])
+    with pytest.raises(NewerRelease, match=f"newer than vpatch knows: its rules end at {newest}"):
+        check(tmp_path / "b", newer, None)
+    # an unpinned release inside the covered span: the release below it
+    between = next(
+        c
+        for v in PINS.versions()[:-1]
+        if (c := f"{v.rsplit('.', 1)[0]}.{int(v.rsplit('.', 1)[1]) + 5}") not in PINS.releases
+    )
+    r = check(tmp_path / "d", between, None)
+    assert sev(r, "vllm") == "warning" and "is not a pinned release" in find(r, "vllm").message
     r = check(tmp_path / "c", "0.17.1+cu129", True)
     assert r.ok and sev(r, "vllm") == "info"
 

@@ -18,11 +18,11 @@ IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 def pair(tmp_path, version: str, **kw) -> Pair:
     t, d = F.pair(tmp_path, **kw)
     target, drafter = configs.read_target(t), configs.read_drafter(d)
-    rules = releases.rules(version)
+    pins = lock.load()
+    rules = pins.rules.at(version)
     eff = releases.effective(drafter.raw, drafter.format, rules)
     env = VllmEnv("python3", "vllm", version, "/x")
     serve = from_options(str(t), str(d), 8, remote=True)
-    pins = lock.load()
     return Pair(target, drafter, eff, weights.read(d), rules, env, Readiness(True), serve, {}, pins)
 
 

@@ -14,16 +14,23 @@ KNOWN = R.known_releases(PINS)
 
 
 def test_the_table_covers_the_pinned_releases():
-    assert KNOWN[0] == "0.15.0" and KNOWN[-1] == "0.33.0" and len(KNOWN) == 28
+    """Every pinned release from the first table to `newest`, each with every
+    fact set (rules.toml; test_rules.py holds the file's shape)."""
+    assert [v for v in PINS.versions() if PINS.rules.covers(v)] == KNOWN
+    assert KNOWN[0] == PINS.rules.first and KNOWN[-1] == PINS.rules.newest
     for v in KNOWN:
-        assert R.rules(v).release == v  # every field set for every release
-    assert not R.rules("0.17.1").upstream_eagle3 and R.rules("0.18.0").upstream_eagle3
-    assert R.rules("0.24.0").fc_width == "config" and R.rules("0.21.0").fc_width == "three"
-    assert (
-        R.rules("0.33.0").d2t_only_if_vocab_differs
-        and not R.rules("0.29.0").d2t_only_if_vocab_differs
-    )
-    assert "Eagle3DeepseekV3ForCausalLM" in R.rules("0.18.0").archs - R.rules("0.17.1").archs
+        assert PINS.rules.at(v).release == v
+
+
+def test_historical_facts():
+    """Facts whose release is the point (each read from that release's
+    source; the integration test re-reads them all)."""
+    at = PINS.rules.at
+    assert not at("0.17.1").upstream_eagle3 and at("0.18.0").upstream_eagle3
+    assert at("0.24.0").fc_width == "config" and at("0.21.0").fc_width == "three"
+    assert at("0.30.0").d2t_only_if_vocab_differs
+    assert not at("0.29.0").d2t_only_if_vocab_differs
+    assert "Eagle3DeepseekV3ForCausalLM" in at("0.18.0").archs - at("0.17.1").archs
 
 
 @pytest.mark.parametrize(
@@ -33,12 +40,21 @@ def test_the_table_covers_the_pinned_releases():
         ("0.17.1+cu129", "0.17.1", True),
         ("0.32.0.dev3", "0.32.0", True),
         ("0.21.5", "0.21.0", False),
-        ("0.40.0", "0.33.0", False),
     ],
 )
 def test_place(installed, release, exact):
     p = R.place(installed, KNOWN)
     assert (p.release, p.exact) == (release, exact)
+
+
+def test_place_maps_a_newer_release_to_the_newest_and_newer_says_so():
+    """place() alone maps anything above to the newest known; doctor asks
+    newer() first and refuses (NewerRelease, exit 12) rather than guess."""
+    p = R.place("99.0.0", KNOWN)
+    assert (p.release, p.exact) == (KNOWN[-1], False)
+    err = R.newer(PINS, "99.0.0+cu130")
+    assert err is not None and err.exit_code == 12 and "vpatch carry 99.0.0" in str(err)
+    assert R.newer(PINS, KNOWN[-1]) is None and R.newer(PINS, "latest") is None
 
 
 def test_place_too_old_or_garbage():
@@ -73,7 +89,7 @@ def test_pp_indices_as_vllm_splits():
     ],
 )
 def test_runner(release, arch, pp, env, want):
-    assert R.runner(R.rules(release), arch, pp, env=env) == want
+    assert R.runner(PINS.rules.at(release), arch, pp, env=env) == want
 
 
 def test_default_ids():
@@ -85,34 +101,34 @@ def spec() -> dict:
 
 
 def test_speculators_conversion():
-    e = R.effective(spec(), "speculators", R.rules("0.17.1"))
+    e = R.effective(spec(), "speculators", PINS.rules.at("0.17.1"))
     assert e.arch == "Eagle3LlamaForCausalLM" and not e.problems
     assert e.cfg["norm_before_residual"] is True and "target_hidden_size" not in e.cfg
     assert e.cfg["draft_vocab_size"] == 32000 and e.cfg["vocab_size"] == 163840
     assert e.cfg["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
     raw = {**spec(), "norm_before_residual": False, "target_hidden_size": 7168}
-    e = R.effective(raw, "speculators", R.rules("0.32.0"))
+    e = R.effective(raw, "speculators", PINS.rules.at("0.32.0"))
     assert e.cfg["norm_before_residual"] is False and e.cfg["target_hidden_size"] == 7168
 
 
 def test_speculators_architecture_by_model_type():
     raw = spec()
     raw["transformer_layer_config"]["model_type"] = "qwen3"
-    assert R.effective(raw, "speculators", R.rules("0.24.0")).arch == "Eagle3Qwen3ForCausalLM"
-    assert R.effective(raw, "speculators", R.rules("0.23.0")).arch == "Eagle3LlamaForCausalLM"
+    assert R.effective(raw, "speculators", PINS.rules.at("0.24.0")).arch == "Eagle3Qwen3ForCausalLM"
+    assert R.effective(raw, "speculators", PINS.rules.at("0.23.0")).arch == "Eagle3LlamaForCausalLM"
     raw["transformer_layer_config"]["model_type"] = "deepseek_v3"
-    e = R.effective(raw, "speculators", R.rules("0.24.0"))
+    e = R.effective(raw, "speculators", PINS.rules.at("0.24.0"))
     assert e.arch is None and "Unsupported model_type deepseek_v3" in e.problems[0]
 
 
 def test_speculators_keys_an_old_release_drops():
     raw = {**spec(), "fc_norm": True, "norm_before_fc": True}
-    assert R.effective(raw, "speculators", R.rules("0.18.0")).ignored == (
+    assert R.effective(raw, "speculators", PINS.rules.at("0.18.0")).ignored == (
         "norm_before_fc",
         "fc_norm",
     )
-    assert R.effective(raw, "speculators", R.rules("0.19.0")).ignored == ("fc_norm",)
-    assert R.effective(raw, "speculators", R.rules("0.25.0")).ignored == ()
+    assert R.effective(raw, "speculators", PINS.rules.at("0.19.0")).ignored == ("fc_norm",)
+    assert R.effective(raw, "speculators", PINS.rules.at("0.25.0")).ignored == ()
 
 
 def test_vllm_format_renaming():
@@ -122,12 +138,12 @@ def test_vllm_format_renaming():
         ("LlamaForCausalLMEagle3", "LlamaForCausalLMEagle3"),
         ("Eagle3LlamaForCausalLM", "Eagle3LlamaForCausalLM"),
     ]:
-        e = R.effective({**raw, "architectures": [arch]}, "vllm", R.rules("0.15.0"))
+        e = R.effective({**raw, "architectures": [arch]}, "vllm", PINS.rules.at("0.15.0"))
         assert e.arch == want and e.architectures == (want,)
     e = R.effective(
         {**raw, "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v2"},
         "vllm",
-        R.rules("0.18.0"),
+        PINS.rules.at("0.18.0"),
     )
     assert e.arch == "Eagle3DeepseekV3ForCausalLM" and e.mla
 
@@ -142,7 +158,7 @@ def test_vllm_format_renaming():
 )
 def test_mtp_rewrite(model_type, release, rewritten):
     raw = {**F.mla_drafter(163840), "model_type": model_type}
-    e = R.effective(raw, "vllm", R.rules(release))
+    e = R.effective(raw, "vllm", PINS.rules.at(release))
     assert bool(e.problems) == rewritten
     if rewritten:
         assert e.architectures == ("Eagle3DeepSeekMTPModel",) and e.arch is None
@@ -170,7 +186,7 @@ def test_every_defect_has_its_fix_and_the_fix_serves_exactly_its_releases():
     assert set(R.fixes(pins)) == set(R.DEFECTS) == set(HAS)
     for key in R.DEFECTS:
         serving = pins.patchset.serving(R.fix(pins, key), KNOWN)
-        assert serving == [v for v in KNOWN if HAS[key](R.rules(v))], key
+        assert serving == [v for v in KNOWN if HAS[key](PINS.rules.at(v))], key
     layer0 = set(pins.patchset.serving(R.fix(pins, "layer0"), pins.versions()))
     assert R.patched_layer0(pins) == layer0
     assert not R.patched_layer0(pins) & R.patched_eagle3(pins)
@@ -202,4 +218,4 @@ def test_each_fix_is_carried_until_upstream_has_it():
         if fixed is None:
             assert last == len(KNOWN) - 1, key
         else:
-            assert KNOWN[last + 1] == fixed and not HAS[key](R.rules(fixed)), key
+            assert KNOWN[last + 1] == fixed and not HAS[key](PINS.rules.at(fixed)), key

@@ -82,6 +82,8 @@ def checkout(tmp: Path, extra: tuple[docs.Block, ...] = ()) -> Path:
 def test_check_names_the_stale_parts_and_write_mends_only_them(tmp_path):
     root = checkout(tmp_path)
     assert docs.stale(root, pins=PINS) == [
+        "README.md (title)",
+        "README.md (why)",
         "README.md (patch table)",
         "docs/patches.md",
         "docs/doctor.md (defects table)",
@@ -91,7 +93,8 @@ def test_check_names_the_stale_parts_and_write_mends_only_them(tmp_path):
     assert docs.write(root, pins=PINS) == ["README.md", "docs/patches.md", "docs/doctor.md"]
     assert docs.stale(root, pins=PINS) == [] and docs.write(root, pins=PINS) == []
     readme = (root / "README.md").read_text()
-    assert readme.startswith("# x\n<!-- vpatch docs: patch table -->\n| patch |")
+    assert readme.startswith("# x\n<!-- vpatch docs: title -->\n# vpatch — EAGLE-3")
+    assert "<!-- vpatch docs: patch table -->\n| patch |" in readme
     assert readme.endswith("<!-- vpatch docs: end of patch table -->\nkept\n")
     assert "\nold\n" not in (root / "docs" / "doctor.md").read_text()
 
@@ -99,7 +102,7 @@ def test_check_names_the_stale_parts_and_write_mends_only_them(tmp_path):
 def test_a_doc_without_its_markers_is_a_config_error(tmp_path):
     root = checkout(tmp_path)
     text_file(root / "README.md", "# the markers are gone\n")
-    with pytest.raises(ConfigError, match="README.md lacks the markers of its patch table"):
+    with pytest.raises(ConfigError, match="README.md lacks the markers of its title"):
         docs.stale(root, pins=PINS)
 
 
@@ -132,6 +135,17 @@ def test_a_block_is_found_between_its_own_markers():
     assert docs.block_text(text, docs.Block("R.md", "check example", "")) is None
 
 
+def test_the_title_and_why_say_what_the_data_says():
+    """The README's range is the lock's; the layer-0 crash's, the fix's
+    spans (a carry moves both)."""
+    pinned = PINS.versions()
+    assert docs.title(PINS).endswith(f"vLLM {pinned[0]}–{pinned[-1]}")
+    fixed = PINS.patchset.serving(PINS.patchset.fixes()["layer0"], pinned)
+    why = " ".join(docs.why(PINS).split())
+    assert f"every release of {fixed[0]}–{fixed[-1]} crashes" in why
+    assert f"vLLM {PINS.versions('patched')[0]}–{PINS.versions('patched')[-1]}." in why
+
+
 def test_the_table_is_the_rules():
     """Each row's releases behave alike and differ from the next row's, and
     the rows cover every pinned release once, in order."""
@@ -143,7 +157,7 @@ def test_the_table_is_the_rules():
         span = known[known.index(first) : known.index(last or first) + 1]
         covered += span
         for v in span:
-            r = R.rules(v)
+            r = PINS.rules.at(v)
             p = v in R.patched_eagle3(PINS)
             assert tuple(str(f(r, p, PINS)) for _, f in docs.SUMMARY_COLUMNS) == row[1:], v
     assert covered == known
@@ -156,4 +170,4 @@ def test_the_table_can_end_where_a_carry_proposes():
     before releases.py says so."""
     assert docs.summary_rows(PINS, "0.32.0")[-1][0] == "0.30.0-0.32.0"
     assert docs.summary_rows(PINS, "0.29.0")[-1][0] == "0.29.0"
-    assert docs.summary_rows(PINS)[-1][0] == f"0.30.0-{R.LAST}"
+    assert docs.summary_rows(PINS)[-1][0].endswith(PINS.rules.newest)

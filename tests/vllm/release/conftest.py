@@ -69,12 +69,8 @@ if not os.environ.get("VPATCH_VLLM_CUT"):
 
 def patch_markers() -> dict[str, str]:
     """{marker: its description} of every marker patches.toml gives a patch's
-    tests. vpatch is imported from src/ (the tier's venvs do not install it):
-    the lock and the patch set need none of its dependencies but packaging,
-    which vLLM has too."""
-    src = str(Path(__file__).resolve().parents[3] / "src")
-    if src not in sys.path:
-        sys.path.append(src)
+    tests (vpatch from src/, pytest.ini's pythonpath: the tier's venvs do not
+    install it)."""
     from vpatch import lock
 
     pins = lock.load()

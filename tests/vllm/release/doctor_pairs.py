@@ -338,8 +338,9 @@ def rules():
     from vpatch.doctor import releases
 
     env, _ = environment()
-    place = releases.place(env.version, releases.known_releases(lock.load()))
-    return releases.rules(place.release)
+    pins = lock.load()
+    place = releases.place(env.version, releases.known_releases(pins))
+    return pins.rules.at(place.release)
 
 
 # ------------------------------------------------------------------ vLLM's side

@@ -11,8 +11,12 @@ fails with another exception or message, or that names no failure for the
 running release, fails the run.
 
 Each failure was seen on the releases named beside it (2026-12-02, the
-tier's default releases: 0.15.0-0.17.1, 0.19.1, 0.22.1, 0.26.0, 0.32.0); the
-spans are where the same vLLM code runs (read from the sdists).
+tier's default releases); its span is the releases whose series carries the
+patch that fixes it (patches.toml, through `fixed_by`): the same vLLM code
+runs there unpatched (read from the sdists, and checked by lint: each
+variant applies across its span). A span is cut only where vLLM's message
+or the tier's venv changes inside it, at the release named (the point of
+the literal).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 import pytest
+from vpatch import lock
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,34 @@ def _v(release: str) -> tuple[int, ...]:
     return tuple(int(x) for x in release.split("."))
 
 
-def fails(first: str, last: str, raises: type[BaseException], match: str) -> tuple[Span, ...]:
-    return (Span(first, last, raises, match),)
+_PINS = lock.load()
+
+
+def serving(slug: str) -> list[str]:
+    """The pinned releases whose series carry patch `slug`, oldest first."""
+    got = _PINS.patchset.serving(slug, _PINS.versions())
+    assert got, f"{slug} serves no pinned release"
+    return got
+
+
+def fixed_by(
+    slug: str,
+    raises: type[BaseException],
+    match: str,
+    *,
+    since: str | None = None,
+    before: str | None = None,
+) -> tuple[Span, ...]:
+    """The failure on every release whose series carries `slug`, or on the
+    part of them from `since` / before `before` (a message that changed
+    inside the span)."""
+    got = serving(slug)
+    if since:
+        got = [v for v in got if _v(v) >= _v(since)]
+    if before:
+        got = [v for v in got if _v(v) < _v(before)]
+    assert got, f"{slug}: nothing of its span left ({since=}, {before=})"
+    return (Span(got[0], got[-1], raises, match),)
 
 
 def span_of(failure: tuple[Span, ...], release: tuple[int, ...]) -> Span | None:
@@ -62,37 +93,40 @@ def xfail(failure: tuple[Span, ...], release: tuple[int, ...]) -> pytest.MarkDec
     )
 
 
-# The series of 0.15.0-0.17.1 carry EAGLE-3 itself; from 0.18.0 the
-# series carry the layer-0 fix and fixes of other upstream defects.
-EAGLE3 = ("0.15.0", "0.17.1")
-LAYER0 = ("0.18.0", "0.33.0")
+# The patches by which the series carry EAGLE-3 itself (status patched), and
+# the layer-0 fix the series carry where EAGLE-3 is upstream.
+HOOKS = "deepseek-v2-add-eagle-3-aux-hidden-state-hooks"
+KIMI = "kimi-k25-support-eagle-3-via-the-language-model"
+ALIAS = "eagle-alias-kimi-k2-5-media-placeholder-token-id"
+ALLOW = "speculative-allow-eagle3-for-deepseek-and-kimi-targets"
+LAYER0 = "deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
 
-# -- EAGLE-3 (0.15.0-0.17.1) ---------------------------------------------------
+# -- EAGLE-3, where the series carries it ---------------------------------------
 
 # the targets have no aux-layer interface (0.15.0, 0.17.1)
-DEEPSEEK_NO_AUX = fails(
-    *EAGLE3,
+DEEPSEEK_NO_AUX = fixed_by(
+    HOOKS,
     AttributeError,
     r"'DeepseekV3ForCausalLM' object has no attribute "
     r"'(get_eagle3_aux_hidden_state_layers|set_aux_hidden_state_layers)'",
 )
-KIMI_NO_AUX = fails(
-    *EAGLE3,
+KIMI_NO_AUX = fixed_by(
+    KIMI,
     AttributeError,
     r"'KimiK25ForConditionalGeneration' object has no attribute "
     r"'(get_eagle3_aux_hidden_state_layers|set_aux_hidden_state_layers)'",
 )
 # supports_eagle3(DeepseekV2/V3ForCausalLM, KimiK25ForConditionalGeneration) is False
-NOT_EAGLE3 = fails(*EAGLE3, AssertionError, r"where False = <function supports_eagle3 at ")
+NOT_EAGLE3 = fixed_by(HOOKS, AssertionError, r"where False = <function supports_eagle3 at ")
 # the proposer reads the target config's image_token_index, which Kimi-K2.5's lacks
-KIMI_NO_IMAGE_TOKEN_INDEX = fails(
-    *EAGLE3, AttributeError, r"'KimiK25Config' object has no attribute 'image_token_index'"
+KIMI_NO_IMAGE_TOKEN_INDEX = fixed_by(
+    ALIAS, AttributeError, r"'KimiK25Config' object has no attribute 'image_token_index'"
 )
 # the GPU model runner's load_model (the CPU runner's through cpu_spec_decode)
 # refuses a target without the EAGLE-3 interface (0.17.1: a series cut short,
 # test_series_cut_short.py)
-NO_EAGLE3_INTERFACE = fails(
-    *EAGLE3,
+NO_EAGLE3_INTERFACE = fixed_by(
+    HOOKS,
     RuntimeError,
     r"Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested",
 )
@@ -104,9 +138,11 @@ def _refused(model_type: str = r"'[^']*'") -> tuple[Span, ...]:
     0.15.0-0.16.0 say "Eagle3", 0.17.x the method's name (read from the
     sdists; seen on 0.15.0, 0.15.1, 0.17.1)."""
     got = r" models\. Got self\.target_model_config\.hf_text_config\.model_type=" + model_type
-    return fails(
-        "0.15.0", "0.16.0", ValueError, r"Eagle3 is only supported for \[[^\]]*\]" + got
-    ) + fails("0.17.0", "0.17.1", ValueError, r"eagle3 is only supported for \[[^\]]*\]" + got)
+    return fixed_by(
+        ALLOW, ValueError, r"Eagle3 is only supported for \[[^\]]*\]" + got, before="0.17.0"
+    ) + fixed_by(
+        ALLOW, ValueError, r"eagle3 is only supported for \[[^\]]*\]" + got, since="0.17.0"
+    )
 
 
 EAGLE3_REFUSED = _refused()
@@ -114,78 +150,82 @@ EAGLE3_REFUSED = _refused()
 # is DeepSeek-V3's (0.15.1, 0.17.1; served through cpu_spec_decode)
 EAGLE3_REFUSED_DEEPSEEK_V3 = _refused("'deepseek_v3'")
 
-# -- the layer-0 fix (0.18.0-0.33.0) -------------------------------------------
+# -- the layer-0 fix ---------------------------------------------------------------
 
 # layer 0 has no residual yet, and vLLM adds None to it (0.19.1, 0.26.0,
 # 0.32.0; in the served engine: at the first generate on 0.32.0, in the
 # profile run on 0.26.0)
-LAYER0_PLUS_NONE = fails(
-    *LAYER0, TypeError, r"unsupported operand type\(s\) for \+: 'Tensor' and 'NoneType'"
+LAYER0_PLUS_NONE = fixed_by(
+    LAYER0, TypeError, r"unsupported operand type\(s\) for \+: 'Tensor' and 'NoneType'"
 )
 # the same, met by Dynamo tracing the compiled target at engine start (0.32.0)
-LAYER0_PLUS_NONE_COMPILED = fails(
-    *LAYER0, RuntimeError, r"unsupported operand type\(s\) for \+: 'FakeTensor' and 'NoneType'"
+LAYER0_PLUS_NONE_COMPILED = fixed_by(
+    LAYER0, RuntimeError, r"unsupported operand type\(s\) for \+: 'FakeTensor' and 'NoneType'"
 )
 # the same in the ranks of a tensor-parallel engine, which vLLM's
 # multiprocessing executor reports (0.32.0: at the first generate; 0.26.0:
 # in the profile run, the served fixture's setup)
-LAYER0_PLUS_NONE_IN_A_RANK = fails(
-    *LAYER0,
+LAYER0_PLUS_NONE_IN_A_RANK = fixed_by(
+    LAYER0,
     RuntimeError,
     r"Worker failed with error 'unsupported operand type\(s\) for \+: 'Tensor' and 'NoneType''",
 )
-# aux layers with layer 0: no interface before 0.18.0, None + tensor after
+# aux layers with layer 0: no interface where the series carries EAGLE-3,
+# None + tensor where upstream has it
 LAYER0_AUX = DEEPSEEK_NO_AUX + LAYER0_PLUS_NONE
 
 # -- the other fixes -------------------------------------------------------------
 
 # id n (the final norm's input) matches no layer before PR #46973: the
 # target returns one state fewer (0.19.1)
-FINAL_NORM_ID_DROPPED = fails(
-    "0.18.0",
-    "0.24.0",
+FINAL_NORM_ID_DROPPED = fixed_by(
+    "deepseek-v2-collect-the-eagle-3-aux-state-before-the-final-norm",
     AssertionError,
     r"2 aux hidden states for layers \(2, 4, 8\)",
 )
 
 # the drafter keeps its own 64 positions (0.15.0, 0.17.1, 0.19.1, 0.26.0)
-SHORT_DRAFT_POSITIONS = fails(
-    "0.15.0",
-    "0.26.0",
+SHORT_DRAFT_POSITIONS = fixed_by(
+    "speculative-draft-positions-cover-max-model-len",
     AssertionError,
     r"the drafter's max_position_embeddings is 64, the target serves 256",
 )
 # and its rotary cache has no position past them (CPU's face of the CUDA
 # device-side assert)
-SHORT_ROTARY_CACHE = fails(
-    "0.15.0",
-    "0.26.0",
+SHORT_ROTARY_CACHE = fixed_by(
+    "speculative-draft-positions-cover-max-model-len",
     pytest.fail.Exception,
     r"the drafter's rotary cache has 64 positions, the target serves 256: "
     r"index out of range in self",
 )
 # the V1 proposer builds the drafter with the target's forced backend
 # (0.15.0, 0.17.1, 0.19.1)
-V1_DRAFTER_FORCED_BACKEND = fails(
-    "0.15.0", "0.20.2", AssertionError, r"the drafter is built with the target's FLASHINFER_MLA"
+V1_DRAFTER_FORCED_BACKEND = fixed_by(
+    "spec-decode-the-drafter-selects-its-own-attention-backend",
+    AssertionError,
+    r"the drafter is built with the target's FLASHINFER_MLA",
 )
 # the V2 runner's load_eagle_model the same, unset (0.32.0); an explicit
 # draft backend is dropped on 0.29.0 only (test_drafter_attention_backend.py)
-V2_DRAFTER_FORCED_BACKEND = fails(
-    "0.29.0",
-    "0.33.0",
+V2_DRAFTER_FORCED_BACKEND = fixed_by(
+    "spec-decode-v2-the-drafter-selects-its-own-attention-backend",
     AssertionError,
     r"the drafter is built with FLASHINFER_MLA, not (None|TRITON_ATTN)",
 )
 # is_deepseek_mla's EAGLE branch lacks kimi_k2 (0.19.1, 0.26.0, 0.32.0)
-MLA_NOT_DETECTED = fails(*LAYER0, AssertionError, r"the kimi_k2 MLA drafter is not detected as MLA")
+MLA_NOT_DETECTED = fixed_by(
+    "mla-detect-kimi-k2-eagle-drafters",
+    AssertionError,
+    r"the kimi_k2 MLA drafter is not detected as MLA",
+)
 # a drafter without rope_scaling gets {"rope_type": "default"}: transformers 4
 # (0.18.0-0.19.1) then takes its default theta (0.19.1), transformers 5
 # (0.20.0 on) asks for a YaRN factor (0.26.0)
-ROPE_THETA_LOST = fails(
-    "0.18.0", "0.19.1", AssertionError, re.escape("assert 10000.0 == 50000.0")
-) + fails("0.20.0", "0.27.1", KeyError, r"^'factor'$")
+ROPE = "deepseek-eagle3-keep-rope-theta-without-rope-scaling"
+ROPE_THETA_LOST = fixed_by(
+    ROPE, AssertionError, re.escape("assert 10000.0 == 50000.0"), before="0.20.0"
+) + fixed_by(ROPE, KeyError, r"^'factor'$", since="0.20.0")
 # combine_hidden_states hands fc the states unnormed (0.22.1)
-FC_NORM_SKIPPED = fails(
-    "0.22.0", "0.22.1", AssertionError, r"fc got the aux states without fc_norm"
+FC_NORM_SKIPPED = fixed_by(
+    "deepseek-eagle3-apply-fc-norm", AssertionError, r"fc got the aux states without fc_norm"
 )

@@ -26,15 +26,16 @@ from dataclasses import replace
 from typing import Any
 
 from ... import lock
+from ...rules import Rules
 from .. import configs, hub, releases, weights
 from ..environment import Readiness, VllmEnv
 from ..pair import Pair
-from ..releases import Rules
 from ..report import Report
 from ..serve import Serve
 from .command import (
     check_attention_backend,
     check_max_model_len,
+    check_model_runner,
     check_serve_flags,
     check_speculative_config,
 )
@@ -62,6 +63,7 @@ CHECKS = (
     check_vllm,
     check_target,
     check_serve_flags,
+    check_model_runner,
     check_speculative_config,
     check_format,
     check_architecture,
@@ -92,6 +94,8 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
     release (empty when they are), whether the environment's vLLM is older
     than every rule)."""
     known = releases.known_releases(pins)
+    if env.version and (too_new := releases.newer(pins, env.version)):
+        raise too_new
     place = releases.place(env.version, known) if env.version else None
     default = pins.default().version
     if env.version is None:
@@ -99,7 +103,7 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
     elif place is None:
         rel = default
         assumed = (
-            f"vLLM {env.version} is older than {releases.FIRST}, which nothing here covers; "
+            f"vLLM {env.version} is older than {pins.rules.first}, which nothing here covers; "
             f"checked against {default}"
         )
     elif not place.exact:
@@ -107,7 +111,7 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
         assumed = f"vLLM {env.version} is not a pinned release; checked as {rel}"
     else:
         rel, assumed = place.release, ""
-    return releases.rules(rel), assumed, bool(env.version) and place is None
+    return pins.rules.at(rel), assumed, bool(env.version) and place is None
 
 
 def diagnose(

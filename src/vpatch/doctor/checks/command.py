@@ -4,7 +4,10 @@ interpreted), --speculative-config, a forced attention backend and
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..pair import Pair
+from ..releases import V2_ENV, runner_refused
 from ..report import Finding
 from .vllm import defect
 
@@ -41,6 +44,28 @@ def check_serve_flags(p: Pair) -> Finding:
             s.uninterpreted
         )
     return Finding("serve_flags", "warning" if s.repeated or s.uninterpreted else "info", msg)
+
+
+def check_model_runner(p: Pair) -> Finding:
+    """The model runner the release serves the pair with, and whether the
+    environment's VLLM_USE_V2_MODEL_RUNNER lets vLLM start."""
+    r, rel, rn = p.rules, p.release, p.runner.upper()
+    refused = runner_refused(r, p.environ)
+    if refused:
+        return Finding(
+            "model_runner",
+            "error",
+            f"{V2_ENV}={p.environ[V2_ENV]}: vLLM {rel} has no V1 model runner and refuses to "
+            f"start ({refused}); unset it: the V2 runner serves every target",
+            {"unset": (V2_ENV,)},
+        )
+    if len(r.runners) == 1:
+        return Finding(
+            "model_runner", "info", f"vLLM {rel} has one model runner, {rn}: it serves the pair"
+        )
+    forced = p.environ.get(V2_ENV)
+    why = f"{V2_ENV}={forced}" if forced else "the release's default for this target"
+    return Finding("model_runner", "info", f"vLLM {rel} serves the pair on its {rn} runner ({why})")
 
 
 def check_speculative_config(p: Pair) -> Finding:
@@ -131,6 +156,14 @@ def check_attention_backend(p: Pair) -> Finding:
     )
 
 
+def rope_type(cfg: dict[str, Any]) -> str:
+    """The drafter's RoPE type as vLLM reads it (rope_parameters, else
+    rope_scaling; "default" without either)."""
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+    kind = rope.get("rope_type", rope.get("type")) if isinstance(rope, dict) else None
+    return str(kind or "default")
+
+
 def check_max_model_len(p: Pair) -> Finding:
     s, rel = p.serve, p.release
     dpos = p.cfg.get("max_position_embeddings")
@@ -155,6 +188,18 @@ def check_max_model_len(p: Pair) -> Finding:
             "max_model_len",
             "info",
             f"max_model_len {length} ({src}) within the drafter's {dpos} positions",
+        )
+    kind = rope_type(p.cfg)
+    if p.runner in p.rules.draft_caps_max_model_len and kind not in p.rules.cache_only_rope_types:
+        return Finding(
+            "max_model_len",
+            "warning",
+            f"max_model_len {length} ({src}) is above the drafter's max_position_embeddings "
+            f"{dpos}, and its RoPE ({kind}) does not share the target's positions: vLLM {rel} "
+            f"({p.runner.upper()} model runner) lowers the served max_model_len to {dpos} at "
+            f"start (a warning in its log) and refuses longer prompts; serve with "
+            f"--max-model-len {dpos} to say so, or use a drafter trained for {length} positions",
+            {"max_model_len": dpos},
         )
     if not p.rules.draft_positions_short:
         return Finding(

@@ -13,7 +13,7 @@ from packaging.version import Version
 from .. import releases
 from ..conventions import IDS_KEY, ints, written_ids
 from ..pair import Pair, show_ids
-from ..releases import patched_layer0
+from ..releases import patched_eagle3, patched_layer0
 from ..report import Finding
 from .vllm import defect
 
@@ -80,11 +80,12 @@ def check_aux_layers(p: Pair) -> Finding:
         carried = patched_layer0(p.pins)
         if not (rel in carried and p.ready):
             span = sorted(carried, key=Version)
+            own = sorted(patched_eagle3(p.pins), key=Version)
             fix = (
                 "`vpatch install` carries the fix for this release"
                 if rel in carried
                 else (f"vpatch carries the fix for {span[0]}-{span[-1]}; " if span else "")
-                + "0.15-0.17 with vpatch's series handle layer 0 too"
+                + (f"{own[0]}-{own[-1]} with vpatch's series handle layer 0 too" if own else "")
             )
             return Finding(
                 "aux_layers",
@@ -165,9 +166,19 @@ def check_trained_layers(p: Pair) -> Finding:
         )
     notes = []
     if main.key != IDS_KEY:
+        deaf = unread_by(p, main.key)
+        serving = p.runner.upper()
+        elsewhere = [r for r in deaf if r != serving]
+        where = (
+            f"vLLM {rel}'s {serving} runner, which serves it, does not read them (it feeds the "
+            "target's default layers, the same layers here)"
+            if serving in deaf
+            else f"vLLM {rel}'s {serving} runner, which serves it, reads them"
+        )
+        if elsewhere:
+            where += f"; its {' and '.join(elsewhere)} runner does not"
         notes.append(
-            f"ids only in {main.key}: 0.15-0.21 and the V2 model runner (the default from "
-            f"0.29.0) do not read them; the top-level {top} is read by every release"
+            f"ids only in {main.key}: {where}; the top-level {top} is read by every release"
         )
     if main.convention == "output":
         notes.append(settle)
@@ -177,6 +188,17 @@ def check_trained_layers(p: Pair) -> Finding:
         sev,
         "; ".join([f"{desc}; {feeds}: the layers it was trained on", *notes]),
     )
+
+
+def unread_by(p: Pair, key: str) -> list[str]:
+    """The release's model runners ("V1", "V2") that do not read the nested
+    ids under `key` ("eagle_config.<name>")."""
+    name = key.removeprefix("eagle_config.")
+    reads = {
+        "v1": p.rules.v1_reads_nested_ids and name == IDS_KEY,
+        "v2": bool(p.rules.v2_nested_key) and name == p.rules.v2_nested_key,
+    }
+    return sorted(r.upper() for r in p.rules.runners if not reads.get(r, False))
 
 
 def check_pipeline_parallel(p: Pair) -> Finding:

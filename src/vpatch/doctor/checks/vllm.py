@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import releases
 from ..pair import Pair
 from ..releases import patched_layer0
 from ..report import Finding
@@ -28,7 +27,7 @@ def check_vllm(p: Pair) -> Finding:
     where = env.where
     if p.too_old:
         return Finding(
-            "vllm", "error", f"{where}: {p.assumed}; install vLLM {releases.FIRST} or later"
+            "vllm", "error", f"{where}: {p.assumed}; install vLLM {p.pins.rules.first} or later"
         )
     if p.assumed:
         return Finding("vllm", "warning", f"{where}: {p.assumed}")

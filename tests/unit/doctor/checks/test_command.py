@@ -24,6 +24,8 @@ from vpatch.doctor.environment import Readiness, VllmEnv
         ("0.32.0", "vllm", NO_ENV, True),
         ("0.32.0", "vllm", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),
         ("0.32.0", "mla", NO_ENV, False),  # an MLA drafter takes the MLA backend
+        ("0.34.0", "vllm", NO_ENV, True),  # V2 the only runner: no V1 to escape to
+        ("0.34.0", "vllm", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, True),
     ],
 )
 def test_forced_attention_backend(tmp_path, version, fmt, environ, broken):
@@ -84,6 +86,69 @@ def test_max_model_len_above_the_drafters_positions(tmp_path, version, max_len, 
             patches=reported(version, "draft_positions", "applied"),
         )
         assert sev(fixed, "max_model_len") == "info"
+
+
+# TorchSpec's Kimi MLA drafter (YaRN) trained for 131072 positions, Kimi-K2.5
+# serving its 262144 (vLLM's default max_model_len)
+SHORT_YARN = {"fmt": "torchspec_mla", "config": {"max_position_embeddings": 131072}}
+
+
+@pytest.mark.parametrize(
+    "version,environ,lowered",
+    [
+        ("0.32.0", NO_ENV, False),  # no _limit_max_model_len_to_draft yet
+        ("0.33.0", NO_ENV, True),  # V2 (the default) lowers it
+        ("0.33.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),  # V1 does not
+        ("0.34.0", NO_ENV, True),  # the only runner
+    ],
+)
+def test_a_drafter_that_does_not_share_positions_lowers_max_model_len(
+    tmp_path, version, environ, lowered
+):
+    r = check(tmp_path, version, environ=environ, **SHORT_YARN)
+    f = find(r, "max_model_len")
+    assert ("lowers the served max_model_len to 131072" in f.message) == lowered, f.message
+    assert (f.severity == "warning") == lowered
+    if lowered:
+        assert "--max-model-len 131072" in r.serve
+
+
+def test_a_drafter_whose_rope_only_sizes_its_cache_keeps_max_model_len(tmp_path):
+    """SpecForge's Kimi drafter: rope_scaling null, a cache-only RoPE type:
+    vLLM raises its positions instead (0.27.0 on)."""
+    f = find(check(tmp_path, "0.34.0", fmt="specforge_kimi"), "max_model_len")
+    assert f.severity == "info" and "builds the drafter's positions" in f.message
+
+
+@pytest.mark.parametrize(
+    "version,environ,words,severity",
+    [
+        ("0.33.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, [], "info"),  # selects V1
+        ("0.34.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, ["env", "-u"], "error"),
+        ("0.34.0", {"VLLM_USE_V2_MODEL_RUNNER": "true"}, ["env", "-u"], "error"),
+        ("0.34.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, [], "info"),
+        ("0.34.0", NO_ENV, [], "info"),
+    ],
+)
+def test_the_v1_runner_variable_where_v1_is_gone(tmp_path, version, environ, words, severity):
+    r = check(tmp_path, version, environ=environ, max_len="8192")
+    f = find(r, "model_runner")
+    assert f.severity == severity, f.message
+    assert r.serve.startswith(" ".join([*words, "VLLM_USE_V2_MODEL_RUNNER"])) == bool(words)
+    if severity == "error":
+        assert "Model Runner V1 has been removed" in f.message
+
+
+def test_the_v1_runner_variable_in_the_command_is_dropped(tmp_path):
+    t, d = F.pair(tmp_path)
+    spec = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3}
+    words = ["VLLM_USE_V2_MODEL_RUNNER=0", "vllm", "serve", str(t), "--trust-remote-code"]
+    s = serve.parse([*words, "--speculative-config", json.dumps(spec)])
+    env = VllmEnv("python3", "vllm", "0.34.0", "/x")
+    r = doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, None, pins=PINS
+    )
+    assert sev(r, "model_runner") == "error" and "VLLM_USE_V2_MODEL_RUNNER" not in r.serve
 
 
 def test_uninterpreted_flags_are_said_and_kept(tmp_path):

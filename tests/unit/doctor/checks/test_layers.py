@@ -94,6 +94,8 @@ def test_use_aux_hidden_state_false(tmp_path):
         ("0.25.0", NO_ENV, "warning"),  # the V1 runner reads them: right, but not portable
         ("0.32.0", NO_ENV, "error"),  # the V2 runner (default) ignores them
         ("0.32.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "warning"),
+        ("0.34.0", NO_ENV, "error"),  # no V1 runner left to read them
+        ("0.34.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "error"),
     ],
 )
 def test_ids_only_nested_in_vllms_convention(tmp_path, version, environ, severity):
@@ -131,6 +133,7 @@ def test_the_runner_variable_in_the_command_counts(tmp_path):
         ("0.28.0", NO_ENV, False),
         ("0.32.0", NO_ENV, True),
         ("0.32.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),
+        ("0.34.0", NO_ENV, True),  # the only runner feeds the default: what it means
     ],
 )
 def test_specforge_deepseek_v3_drafter(tmp_path, version, environ, ok):
@@ -175,11 +178,23 @@ def test_converted_ids_agree_with_the_nested_ones(tmp_path):
     assert "disagree" in find(r, "trained_layers").message
 
 
-def test_specforge_kimi_k25_drafter_ids(tmp_path):
-    """SpecForge's Kimi-K2.5 drafter: [2, 30, 58] nested, vLLM's convention."""
-    r = check(tmp_path / "a", "0.32.0", fmt="specforge_kimi", max_len="128K")
+@pytest.mark.parametrize(
+    "version,deaf",
+    [
+        ("0.25.0", "V1 runner, which serves it, reads them; its V2 runner does not"),
+        ("0.32.0", "V2 runner, which serves it, does not read them"),
+        ("0.34.0", "V2 runner, which serves it, does not read them"),
+    ],
+)
+def test_specforge_kimi_k25_drafter_ids(tmp_path, version, deaf):
+    """SpecForge's Kimi-K2.5 drafter: [2, 30, 58] nested, vLLM's convention,
+    the default: which of the release's runners do not read them is said."""
+    r = check(tmp_path / "a", version, fmt="specforge_kimi", max_len="128K")
     f = find(r, "trained_layers")
-    assert f.severity == "info" and "first id is not 1" in f.message and r.ok, r.to_text()
+    read = version == "0.25.0"  # read, from eagle_config: right here, not portable
+    assert f.severity == ("warning" if read else "info"), r.to_text()
+    assert "first id is not 1" in f.message and r.ok
+    assert deaf in f.message and ("V1" in f.message) == (version == "0.25.0"), f.message
 
 
 def test_speculators_ids_are_vllms_convention(tmp_path):
