@@ -20,12 +20,13 @@ KINDS = [
     errors.PreflightError,
     errors.GitError,
     errors.DiskError,
+    errors.NewerRelease,
 ]
 
 
 def test_every_kind_is_a_vpatch_error_with_its_own_exit_code():
     codes = [k.exit_code for k in KINDS]
-    assert codes == list(range(2, 12))
+    assert codes == list(range(2, 13))
     assert all(issubclass(k, errors.VpatchError) for k in KINDS)
     assert errors.VpatchError.exit_code == 1
 

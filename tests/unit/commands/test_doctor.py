@@ -15,12 +15,13 @@ from dataclasses import replace
 
 import pytest
 from support import env as fake_env
+from support import next_release
 from support import pairs as F
 from vpatch import lock, rules
 from vpatch.commands import doctor as D
 from vpatch.doctor import hub
 from vpatch.doctor.environment import Readiness, find_vllm, from_release
-from vpatch.errors import ConfigError
+from vpatch.errors import ConfigError, NewerRelease
 
 like_envs = fake_env.like_envs
 
@@ -373,7 +374,7 @@ def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
 @pytest.mark.parametrize(
     "args,phrase",
     [
-        (["--vllm", "0.99.0"], "--vllm 0.99.0: unknown release '0.99.0'; pinned: 0.15.0, "),
+        (["--vllm", "0.14.0"], "--vllm 0.14.0: unknown release '0.14.0'; pinned: 0.15.0, "),
         (["--vllm", "0.17"], "(did you mean 0.17.0 or 0.17.1?)"),
         (["--vllm", "latest"], "--vllm latest: unknown release 'latest'"),
         (["--patched"], "--patched goes with --vllm RELEASE"),
@@ -386,6 +387,19 @@ def test_cli_a_release_given_badly(tmp_path, args, phrase):
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("vpatch: error: ") and phrase in lines[0], lines
+
+
+def test_cli_a_release_newer_than_vpatch_knows(tmp_path):
+    """One line, exit 12: which release vpatch knows up to, the verdict
+    refused, and what to run."""
+    t, d = F.pair(tmp_path)
+    newer = next_release(lock.load())
+    r = vpatch("--target", str(t), "--drafter", str(d), "--vllm", newer)
+    assert r.returncode == NewerRelease.exit_code == 12, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    newest = lock.load().rules.newest
+    assert f"vLLM {newer} is newer than vpatch knows: its rules end at {newest}" in line
+    assert f"`vpatch carry {newer}`" in line and f"`--vllm {newest}`" in line
 
 
 def test_patched_where_vpatch_has_no_series(tmp_path, like_envs):
