@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import tomllib
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from . import quilt
+from . import quilt, settings
 from .errors import ConfigError, PatchError, disk_error
 from .paths import write_atomic
 from .quilt import Series, parse
@@ -236,8 +236,10 @@ def _span(where: str, text: object) -> tuple[str, str]:
     try:
         if Version(first) > Version(last):
             raise ConfigError(f"{where}: span {text!r} ends before it starts")
-    except InvalidVersion:
-        raise ConfigError(f"{where}: {text!r} is not a release or a span of releases") from None
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
+        raise ConfigError(
+            f"{where}: {settings.shown(text)} is not a release or a span of releases"
+        ) from None
     return first, last
 
 
@@ -247,8 +249,8 @@ def read(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
+    except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError; int() over 4300 digits
+        raise ConfigError(f"{path.name} is not valid TOML: {settings.shown(str(e), 160)}") from None
     except OSError as e:
         raise disk_error(e, f"cannot read {path.name}") from None
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from .. import lock
+from .. import lock, settings
 from ..env import status
 from ..env.dist import Dist, NoVllm, find
 from ..env.report import inspect
@@ -90,9 +90,13 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
     check` reports there (env.status.expected). A release the lock does not
     pin is bad input; so is --patched where vpatch has no series for the
     release (`vpatch install` has nothing to install there: drop --patched)."""
+    if len(release) > settings.WIDTH:  # no release is named so long (W8: 5000 digits)
+        raise ConfigError(
+            f"--vllm {settings.shown(release)}: not a release; pinned: {', '.join(pins.versions())}"
+        )
     try:
         public = Version(release).public  # 0.17.1+cu129, as `vllm --version` says it
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or int()'s for a part over 4300 digits (W8)
         public = release
     try:
         rel = pins.get(public)

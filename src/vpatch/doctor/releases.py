@@ -25,9 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from .. import lock
+from .. import lock, settings
+from ..errors import ConfigError
 
 # Release of each change. Comments cite the vLLM source it was read from.
 FIRST = "0.15.0"
@@ -292,7 +293,7 @@ def place(installed: str, known: list[str]) -> Release | None:
     the newest known release at or below it; None below the first."""
     try:
         base = Version(Version(installed).base_version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
         return None
     below = [r for r in known if Version(r) <= base]
     if not below:
@@ -330,11 +331,16 @@ def pp_indices(
 ) -> tuple[int, int]:
     """vllm/distributed/utils.py get_pp_indices (the same in every release):
     which layers [start, end) PP rank `rank` of `size` owns.
-    VLLM_PP_LAYER_PARTITION overrides the even split."""
+    VLLM_PP_LAYER_PARTITION overrides the even split: vLLM reads it with
+    int() and raises ValueError when it does not split the layers; so does
+    this, each part read with settings.whole's bound."""
     env = os.environ if env is None else env
     given = env.get("VLLM_PP_LAYER_PARTITION")
     if given:
-        parts = [int(x) for x in given.split(",")]
+        try:
+            parts = [settings.whole(x, "", 0) for x in given.split(",")]
+        except ConfigError as e:
+            raise ValueError(f"VLLM_PP_LAYER_PARTITION: a part {e}") from None
         if len(parts) != size or sum(parts) != num_layers:
             raise ValueError(
                 f"VLLM_PP_LAYER_PARTITION={given} does not split {num_layers} layers "

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
-from .. import jsontext
+from .. import jsontext, settings
 from ..errors import ConfigError
 
 API_SERVER = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main")
@@ -179,31 +179,37 @@ def _program(words: list[str]) -> tuple[tuple[str, ...], list[str]]:
     )
 
 
-def _int(flag: str, value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise ConfigError(f"{flag} {value!r}: not a whole number") from None
-    if n < 1:
-        raise ConfigError(f"{flag} must be at least 1, got {n}")
-    return n
-
-
-_UNITS = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+LENGTH = "--max-model-len (a length: 32768, 25.6k, 32K or auto)"
 
 
 def max_len(value: str) -> int | None:
-    """vLLM's --max-model-len: a number, `32k` (x1000), `32K` (x1024), or
-    -1 / auto (derived from the model)."""
-    if value.strip().lower() in ("-1", "auto"):
+    """vLLM's --max-model-len, read as its human_readable_int_or_auto reads it
+    (vllm/utils/argparse_utils.py; engine/arg_utils.py in 0.16.0; the same
+    in 0.16.0-0.34.0): -1 or auto (derived from the model); a number with a
+    decimal suffix k m g t (x1000**n, decimals allowed: int(float(number) *
+    mult), 25.6k is 25600); with a binary one K M G T (x1024**n, whole
+    numbers only); else int(value). The result within settings.whole's
+    bound; the number's text within its width (vLLM itself fails on 309
+    digits with a suffix: float() makes inf, int(inf) raises)."""
+    text = value.strip()
+    if text == "-1" or text.lower() == "auto":
         return None
-    m = re.match(r"^(\d+(?:\.\d+)?)([kmgKMG]?)$", value.strip())
-    if not m:
-        raise ConfigError(f"--max-model-len {value!r}: not a length (e.g. 32768, 32k, 32K)")
-    n = float(m.group(1)) * _UNITS.get(m.group(2), 1)
-    if n < 1 or n != int(n):
-        raise ConfigError(f"--max-model-len {value!r}: not a whole number of tokens")
-    return int(n)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
+    if m is None:
+        return settings.whole(text, LENGTH)
+    number, suffix = m.groups()
+    if len(number) > settings.WIDTH:
+        return settings.whole(text, LENGTH)  # refused, as any over-long number
+    if suffix in _DECIMAL:
+        return settings.whole(int(float(number) * _DECIMAL[suffix]), LENGTH)
+    if "." in number:
+        raise ConfigError(
+            f"--max-model-len {text!r}: vLLM allows no decimals with a binary suffix like "
+            f"{suffix}; did you mean {number}{suffix.lower()}?"
+        )
+    return settings.whole(int(number) * _BINARY[suffix], LENGTH)
 
 
 def _json_object(flag: str, value: str) -> dict[str, Any]:
@@ -295,9 +301,9 @@ def parse(words: list[str]) -> Serve:
             else:
                 f["spec"] = _json_object(flag, value or "")
         elif name == "tensor-parallel-size" and not dot:
-            f["tensor_parallel_size"] = _int(flag, value or "")
+            f["tensor_parallel_size"] = settings.whole(value or "", flag)
         elif name == "pipeline-parallel-size" and not dot:
-            f["pipeline_parallel_size"] = _int(flag, value or "")
+            f["pipeline_parallel_size"] = settings.whole(value or "", flag)
         elif name == "max-model-len" and not dot:
             f["max_model_len"] = max_len(value or "")
         elif name in ("enforce-eager", "no-enforce-eager") and not dot:

@@ -98,7 +98,10 @@ def test_cli_broken_pair_exit_1(tmp_path, upstream_env):
             ["--target", "owner/not-cached", "--drafter", "owner/drafter"],
             "owner/not-cached: config.json, tokenizer_config.json not in the local",
         ),
-        (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be at least 1"),
+        (
+            ["--tensor-parallel-size", "0"],
+            "argument --tensor-parallel-size: must be a whole number from 1",
+        ),
         (["--python", "/nonexistent/python"], "/nonexistent/python: no such interpreter"),
     ],
 )
@@ -256,8 +259,14 @@ def test_run_a_serve_command(tmp_path, py):
         (D.Request(), "nothing to check"),
         (D.Request(target="t"), "nothing to check"),
         (D.Request(command=("vllm", "serve", "M"), target="t", drafter="d"), "not both"),
-        (D.Request(target="t", drafter="d", tensor_parallel_size=0), "at least 1"),
-        (D.Request(target="t", drafter="d", num_speculative_tokens=0), "at least 1"),
+        (
+            D.Request(target="t", drafter="d", tensor_parallel_size=0),
+            "--tensor-parallel-size must be a whole number from 1 ",
+        ),
+        (
+            D.Request(target="t", drafter="d", num_speculative_tokens=0),
+            "--num-speculative-tokens must be a whole number from 1 ",
+        ),
     ],
 )
 def test_bad_requests(req, phrase):
