@@ -8,8 +8,9 @@ every other fact of a patch the code and the docs need.
                                    `releases`: the variants, "first:last" spans
                                    (or one "release") of pinned releases;
                                    `summary`, `markers`, `doctor`,
-                                   `explanation` (About); probes and PR
-                                   titles (probes.py)
+                                   `explanation`, `eagle3`, `gone`
+                                   (About); probes and PR titles
+                                   (probes.py)
 
 A variant serves every pinned release from its first to its last; a
 release's series is the variant of each slug that serves it, in the order
@@ -46,7 +47,7 @@ from .quilt import Series, parse
 KEY = "releases"  # the patches.toml key holding a slug's variants
 # Every key a table may have: its variants and About's, and what probes.py
 # reads (the probe, and how `vpatch pr` titles the patch).
-TABLE_KEYS = frozenset({KEY, "summary", "markers", "doctor", "explanation", "eagle3"})
+TABLE_KEYS = frozenset({KEY, "summary", "markers", "doctor", "explanation", "eagle3", "gone"})
 PROBE_KEYS = frozenset({"probe", "pr_prefix", "pr_title"})
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # a pytest marker, a doctor key
 
@@ -65,13 +66,21 @@ class About:
     explanation  the long explanation, markdown (docs/patches.md)
     eagle3       part of EAGLE-3 itself for these targets (what upstream
                  gained in 0.18.0), not a fix on top: a release whose
-                 series carries one is `patched` (PatchSet.status)"""
+                 series carries one is `patched` (PatchSet.status)
+    gone         the release from which upstream has removed the code the
+                 patch changes, so that the defect it fixes cannot occur
+                 there: a maintainer's decision, read from that release's
+                 source (docs/maintaining.md, "Code upstream removed").
+                 From it on, where the probe's anchors are absent too, the
+                 patch counts as `gone`, which is ready (env/status.py);
+                 no variant may serve it or a later release"""
 
     summary: str = ""
     markers: tuple[str, ...] = ()
     doctor: str | None = None
     explanation: str = ""
     eagle3: bool = False
+    gone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +285,13 @@ def _about(where: str, t: dict[str, Any]) -> About:
     eagle3 = t.get("eagle3", False)
     if not isinstance(eagle3, bool):
         raise ConfigError(f"{where}: eagle3 is true or false")
-    return About(summary, tuple(markers), doctor, text("explanation"), eagle3)
+    gone = text("gone") or None
+    if gone is not None:
+        try:
+            Version(gone)
+        except ValueError:  # InvalidVersion, or a part of over 4300 digits
+            raise ConfigError(f"{where}: gone {settings.shown(gone)} is not a release") from None
+    return About(summary, tuple(markers), doctor, text("explanation"), eagle3, gone)
 
 
 def load(path: Path) -> PatchSet:
@@ -303,6 +318,11 @@ def load(path: Path) -> PatchSet:
         for (_, a_last), (b_first, _) in zip(found, found[1:], strict=False):
             if Version(b_first) <= Version(a_last):
                 raise ConfigError(f"{where}: variants {a_last} and {b_first} overlap")
+        if about.gone and found and Version(found[-1][1]) >= Version(about.gone):
+            raise ConfigError(
+                f"{where}: gone {about.gone}, but variant {found[-1][0]} serves releases up "
+                f"to {found[-1][1]}: a patch cannot change code its release no longer has"
+            )
         out.slugs.append(slug)
         out.variants[slug] = [Variant(slug, f, la, out.file(slug, f)) for f, la in found]
         out.about[slug] = about
