@@ -115,6 +115,11 @@ def patches_md(pins: lock.Lock) -> str:
             ("releases", runs(ps.serving(s, pinned), pinned)),
             ("variants", variants),
             ("upstream", where),
+            *(
+                [("code gone", f"from {a.gone}: upstream removed the code it changes")]
+                if a.gone
+                else []
+            ),
             ("tier markers", ", ".join(f"`{m}`" for m in a.markers) or "none of its own"),
             ("doctor", f"`{a.doctor}`" if a.doctor else "-"),
         ]
