@@ -58,6 +58,16 @@ class Result:
     files: list[str] = field(default_factory=list)  # sources changed (RECORD paths)
     bytecode: dict[str, str] = field(default_factory=dict)  # .pyc: what was done
     recovered: str | None = None
+    # the one answer about readiness after the install (`vpatch check`'s;
+    # None: a dry run, which changes nothing)
+    readiness: status.Readiness | None = None
+
+    @property
+    def verdict(self) -> str | None:
+        """The line `vpatch check` would end with now."""
+        if self.readiness is None:
+            return None
+        return self.readiness.verdict(status.install_command(self.dist.python))
 
 
 @dataclass
@@ -102,8 +112,12 @@ def install(
             recovered = journal.recover(d.info)
             if recovered:
                 say(recovered)
+        checks = checks if checks is not None else probes.load(pins.patchset)
         res = _install(d, series_dir, dry_run, pins, checks)
         res.recovered = recovered
+        if not dry_run:
+            rows = {r.path: r for r in read_record(d.record_path)[1]}
+            res.readiness = status.readiness(d, pins, rows, receipt.read(d.info), checks)
         return res
 
 
@@ -116,7 +130,7 @@ def _choose(
     d: Dist,
     series_dir: Path | None,
     pins: lock.Lock,
-    checks: probes.Probes | None,
+    checks: probes.Probes,
     rows: dict[str, Row],
     rec: Receipt | None,
 ) -> tuple[quilt.Series | None, str]:
@@ -132,16 +146,12 @@ def _choose(
     own = pins.series(rel)
     if own is not None:
         return own, ""
-    subs = status.subjects(pins, None)
-    st = status.statuses(
-        d, subs, None, rows, rec, checks if checks is not None else probes.load(pins.patchset)
-    )
-    lacking = [name for name, v in st.items() if v not in status.READY]
-    if not lacking:
+    answer = status.readiness(d, pins, rows, rec, checks)
+    if answer.ready:
         return None, f"vLLM {rel.version} has every EAGLE-3 fix upstream; nothing to do"
     raise ConfigError(
-        f"vLLM {rel.version} lacks {', '.join(lacking)} and vpatch has no series for it; "
-        f"releases with a series: {', '.join(pins.with_series())}"
+        f"vLLM {rel.version} lacks {', '.join(answer.lacking)} and vpatch has no series for "
+        f"it; releases with a series: {', '.join(pins.with_series())}"
     )
 
 
@@ -150,7 +160,7 @@ def _install(
     series_dir: Path | None,
     dry_run: bool,
     pins: lock.Lock,
-    checks: probes.Probes | None,
+    checks: probes.Probes,
 ) -> Result:
     rec = receipt.read(d.info)
     record_bytes, rows = read_record(d.record_path)

@@ -30,8 +30,12 @@ def check_vllm(p: Pair) -> Finding:
         return Finding(
             "vllm", "error", f"{where}: {p.assumed}; install vLLM {releases.FIRST} or later"
         )
+    # `vpatch check`'s verdict when it is not ready, in its words: the one
+    # answer check, install and doctor give (env.status.Readiness)
+    said = p.readiness.said or "`vpatch check` says EAGLE-3 is NOT ready there"
+    unready = f"; {said}" if p.ready is False else ""
     if p.assumed:
-        return Finding("vllm", "warning", f"{where}: {p.assumed}")
+        return Finding("vllm", "warning", f"{where}: {p.assumed}{unready}")
     if p.series and not p.ready:
         how = "is not installed" if p.ready is False else "could not be confirmed"
         return Finding(
@@ -48,9 +52,11 @@ def check_vllm(p: Pair) -> Finding:
             "warning",
             f"{where}: could not tell whether EAGLE-3 is ready there; run `vpatch check`",
         )
+    if unready:
+        return Finding("vllm", "warning", f"{where}: {said}")
     state = "vpatch's series installed" if p.series else "upstream"
     if p.release in patched_layer0(p.pins):
-        state += ", layer-0 fix installed" if p.ready else ", layer-0 fix not installed"
+        state += ", layer-0 fix installed"  # ready: every patch of its series is
     return Finding("vllm", "info", f"{where}: EAGLE-3 for DeepSeek-V3/Kimi targets ({state})")
 
 

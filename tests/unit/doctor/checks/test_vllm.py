@@ -129,3 +129,20 @@ def test_kimi_k2_config_is_remote_code_before_0_18(tmp_path, version, broken):
 def test_trust_remote_code_not_needed_is_said(tmp_path):
     r = check(tmp_path, "0.32.0", target="deepseek_v3")  # check() gives --trust-remote-code
     assert "--trust-remote-code is not needed" in find(r, "target").message
+
+
+def test_not_ready_quotes_vpatch_checks_verdict(tmp_path):
+    """The `vllm` finding gives `vpatch check`'s answer: on a release with
+    EAGLE-3 upstream and check NOT ready, a warning that quotes its verdict
+    line (what install and check say too), not "EAGLE-3 ... (upstream)"."""
+    said = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: NOT ready (0001-x); run `vpatch ...`"
+    t, d = F.pair(tmp_path)
+    env = VllmEnv("python3", "vllm", "0.33.0", "/x")
+    s = serve.from_options(str(t), str(d), 8)
+    for ready, severity in ((False, "warning"), (True, "info")):
+        readiness = Readiness(ready, {"0001-x": "missing" if not ready else "applied"}, said=said)
+        r = doctor.diagnose(
+            hub.resolve(str(t)), hub.resolve(str(d)), env, readiness, s, {}, pins=PINS
+        )
+        f = find(r, "vllm")
+        assert f.severity == severity and (said in f.message) == (not ready), f
