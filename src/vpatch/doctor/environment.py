@@ -87,6 +87,17 @@ class Readiness:
 UNKNOWN = Readiness(None, {}, known=False)
 
 
+def pinned_release(env: VllmEnv, pins: lock.Lock) -> str | None:
+    """The pinned release the environment's vLLM is (`0.17.1+cu129` is
+    0.17.1), None when the lock does not pin it (or there is none)."""
+    if env.version is None:
+        return None
+    try:
+        public = Version(env.version).public
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
+        return None
+    return public if public in pins.releases else None
+
 
 def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv, Readiness]:
     """`--vllm RELEASE [--patched]`: the pinned release installed as released,

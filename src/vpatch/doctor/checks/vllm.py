@@ -108,7 +108,7 @@ def defect(
     if state == "installed":
         return Finding(check, "info", f"{what}; fixed here: vpatch's patch {slug} is installed")
     how = {
-        "not installed": f"vpatch's {p.release} series fixes it ({slug}), not installed "
+        "not installed": f"vpatch's {p.series_release} series fixes it ({slug}), not installed "
         f"here: run `vpatch install --python {p.env.python}`; or {workaround}",
         "none": f"vpatch's series for this release has no fix{f' ({slug})' if slug else ''}; "
         f"{workaround}",

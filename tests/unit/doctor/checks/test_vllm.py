@@ -5,13 +5,16 @@ vpatch's series fixes, told by `vpatch check`'s report."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from support import pairs as F
 from support.doctor import FORCED, PINS, check, diag, errors, find, reported, sev
+from vpatch import lock, resources
 from vpatch.doctor import checks as doctor
 from vpatch.doctor import hub, serve
+from vpatch.doctor import releases as R
 from vpatch.doctor.environment import Readiness, VllmEnv
 
 
@@ -129,6 +132,57 @@ def test_kimi_k2_config_is_remote_code_before_0_18(tmp_path, version, broken):
 def test_trust_remote_code_not_needed_is_said(tmp_path):
     r = check(tmp_path, "0.32.0", target="deepseek_v3")  # check() gives --trust-remote-code
     assert "--trust-remote-code is not needed" in find(r, "target").message
+
+
+def pinned_past_the_rules(tmp: Path) -> lock.Lock:
+    """vpatch's data as a `vpatch carry 0.34.0 --write` leaves it before a
+    person writes doctor's rules for 0.34.0: 0.34.0 pinned, 0.33.0's series
+    carried to it, doctor's rules ending at releases.LAST (0.33.0)."""
+    root = tmp / "root"
+    shutil.copytree(resources.root(), root)
+    toml = root / "patches" / "patches.toml"
+    last = R.LAST
+    assert f':{last}"' in toml.read_text()
+    toml.write_text(toml.read_text().replace(f':{last}"', ':0.34.0"'))
+    with (root / "VERSIONS.lock").open("a") as f:
+        f.write('\n[releases."0.34.0"]\ntag = "v0.34.0"\ncommit = "c"\nstatus = "upstream-fix"\n')
+    pins = lock.load(root / "VERSIONS.lock")
+    assert pins.has_series("0.34.0") and "0.34.0" not in R.known_releases(pins)
+    return pins
+
+
+def test_a_release_pinned_past_doctors_rules_is_named_as_pinned(tmp_path):
+    """After `carry --write`, doctor called 0.34.0 "not a pinned release" and
+    sent the user to "vpatch's 0.33.0 series" (issue 48): the lock pins it,
+    and `vpatch install` installs 0.34.0's series; only doctor's rules stop
+    at 0.33.0, and it says that."""
+    pins = pinned_past_the_rules(tmp_path)
+    name = next(
+        n.removesuffix(".patch")
+        for n, v in pins.patchset.named("0.34.0")
+        if v.slug == R.fix(pins, "kimi_k2_mla")
+    )
+    t, d = F.pair(tmp_path / "pair", target="kimi_k25", fmt="torchspec_mla")
+    env = VllmEnv("python3", "vllm", "0.34.0", "/x")
+    s = serve.from_options(str(t), str(d), 8)
+    said = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: NOT ready (...)"
+    r = doctor.diagnose(
+        hub.resolve(str(t)),
+        hub.resolve(str(d)),
+        env,
+        Readiness(False, {name: "missing"}, said=said),
+        s,
+        {},
+        pins=pins,
+    )
+    v = find(r, "vllm").message
+    assert f"doctor's rules end at vLLM {R.LAST}" in v and "not a pinned release" not in v, v
+    assert said in v, v  # check's verdict, quoted
+    mla = find(r, "mla_detection").message
+    assert "vpatch's 0.34.0 series fixes it" in mla and f"{R.LAST} series" not in mla, mla
+    ok = Readiness(True, {name: "applied"})
+    r = doctor.diagnose(hub.resolve(str(t)), hub.resolve(str(d)), env, ok, s, {}, pins=pins)
+    assert "mla_detection" not in errors(r), r.to_text()
 
 
 def test_not_ready_quotes_vpatch_checks_verdict(tmp_path):
