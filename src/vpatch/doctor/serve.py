@@ -13,8 +13,9 @@ draft_tensor_parallel_size), `--revision`, `--tensor-parallel-size`/`-tp`,
 `--trust-remote-code`, `--model`; `VLLM_USE_V2_MODEL_RUNNER`,
 `VLLM_ATTENTION_BACKEND`, `VLLM_PP_LAYER_PARTITION` (from the command's
 assignments, else doctor's own environment). Everything else is kept as
-written and listed as not interpreted. `command()` prints it back, with
-changes.
+written and listed as not interpreted. Words after a bare `--` are
+positional for vLLM (`_positional`). `command()` prints it back, with
+changes, pasteable into a shell.
 """
 
 from __future__ import annotations
@@ -114,8 +115,7 @@ class Serve:
         env = dict(s.assigned)
         if s.attention_backend is None:
             env.pop("VLLM_ATTENTION_BACKEND", None)
-        words = [f"{k}={v}" for k, v in env.items()]
-        words += list(s.program)
+        words = list(s.program)
         words += ["--model", s.model] if s.model_flag else [s.model]
         if s.revision is not None:
             words += ["--revision", s.revision]
@@ -132,7 +132,11 @@ class Serve:
             words.append("--trust-remote-code")
         words += list(s.other)
         words += ["--speculative-config", json.dumps(spec)]
-        return " ".join(shlex.quote(w) for w in words)
+        # VAR=value as the shell reads an assignment: the value quoted, not the
+        # word ('VAR=a b' would be a program named `VAR=a b`); a name is
+        # [A-Za-z_][A-Za-z0-9_]* (ASSIGN), which needs no quoting
+        assign = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
+        return " ".join([*assign, *(shlex.quote(w) for w in words)])
 
 
 def from_options(
@@ -248,10 +252,14 @@ def parse(words: list[str]) -> Serve:
     unread: list[str] = [f"{k} (environment)" for k in assigned if k not in ENV_READ]
     given: dict[str, str] = {}  # setting -> the words that gave it last
     repeated: list[tuple[str, str]] = []
+    after: list[str] | None = None  # the words after a bare `--`
     i = 0
     while i < len(rest):
         w = rest[i]
         i += 1
+        if w == "--":
+            after = rest[i:]
+            break
         if not w.startswith("-") or w == "-":
             if "model" not in f and not f.get("model_flag"):
                 f["model"] = w
@@ -326,6 +334,8 @@ def parse(words: list[str]) -> Serve:
             if value is not None and not eq:
                 other.append(value)
             unread.append(flag)
+    if after is not None:
+        _positional(after, f, program)
     spec = {**f["spec"], **dotted_spec}
     if not spec:
         raise ConfigError(
@@ -348,6 +358,24 @@ def parse(words: list[str]) -> Serve:
         repeated=tuple(repeated),
         **f,
     )
+
+
+def _positional(words: list[str], f: dict[str, Any], program: tuple[str, ...]) -> None:
+    """The words after a bare `--`. vLLM's parser (FlexibleArgumentParser
+    .parse_args, vllm/utils/argparse_utils.py, the same in 0.33.0 and 0.34.0)
+    rewrites names but hands `--` on to argparse, which takes every word after
+    it as a positional argument, never a flag; `vllm serve` has one, the
+    model, and refuses any other ("unrecognized arguments"), as the
+    api_server, which has none, refuses all."""
+    words = list(words)
+    if words and program[-1] == "serve" and not f.get("model"):
+        f["model"] = words.pop(0)
+    if words:
+        raise ConfigError(
+            f"the serve command's words after `--` ({_short(' '.join(words), 60)}): vLLM's "
+            "parser takes each as a positional argument, not a flag, and refuses it at "
+            "startup (unrecognized arguments); put the flags before `--`, or drop it"
+        )
 
 
 def _setting(name: str, key: str) -> str:
