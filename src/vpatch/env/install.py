@@ -180,6 +180,8 @@ def _install(
             f"{d.name} {d.version} is a vpatch wheel of another series; reinstall the release "
             f"(pip install --force-reinstall --no-deps {d.name}=={d.public}), then vpatch install"
         )
+    if rec is None or rec.series_sha256 != digest:  # it will write: no link on the way
+        _refuse_links(d, _shipped(series, rows))
     if rec is not None:
         _check_unchanged(d, rec, "vpatch install")
         if rec.series_sha256 == digest:
@@ -287,6 +289,32 @@ def _shipped(series: quilt.Series, rows: list[record.Row]) -> list[str]:
     tops = {f.split("/", 1)[0] for f in series.files}
     installed = {t for t in tops if any(r.path.startswith(f"{t}/") for r in rows)}
     return [f for f in series.files if f.split("/", 1)[0] in installed]
+
+
+def _refuse_links(d: Dist, shipped: list[str]) -> None:
+    """Refuse (TreeError) where a path install writes is, or passes through,
+    a symbolic link below site-packages: the files the series patches, their
+    .pyc, RECORD, the .dist-info. A venv whose files link into a shared
+    store (uv --link-mode=symlink, a Nix or Spack view) would get the store
+    written through a linked folder, or a file of its own where a linked
+    file was, which uninstall (putting back bytes) would not make a link
+    again; its files are the store's to change, not vpatch's."""
+    paths = [d.root / f for f in shipped]
+    paths += [pyc.path for f in shipped if f.endswith(".py") for pyc in bytecode.find(d.root / f)]
+    paths += [d.record_path, d.info]
+    for p in paths:
+        parts = Path(_rel(d, p)).parts
+        for i in range(1, len(parts) + 1):
+            at = d.root.joinpath(*parts[:i])
+            if at.is_symlink():
+                rel = "/".join(parts[:i])
+                raise TreeError(
+                    f"{rel} is a symbolic link (to {os.readlink(at)}) in {d.root}: `vpatch "
+                    "install` replaces the files it patches, which would write through it or "
+                    "leave a file of this environment's own in its place; refused, nothing was "
+                    "changed. Install vLLM as copies (pip does; uv: --link-mode=copy), or build "
+                    "vpatch's wheel (`vpatch wheel`) and install that"
+                )
 
 
 def _check_against_record(d: Dist, orig: Original, shipped: list[str], rows: list[Row]) -> None:
