@@ -672,3 +672,14 @@ def test_a_hard_link_into_a_store_is_never_written_through(fake, tmp_path):
     assert shared.read_bytes() == before
     assert fake.run("uninstall").returncode == 0 and show(fake.py) == OLD
     assert shared.read_bytes() == before == (fake.root / "vllm/model.py").read_bytes()
+
+
+@pytest.mark.parametrize("at", ["x", "-1", "9" * 5000])
+def test_the_kill_point_setting_is_read_with_the_bound(fake, at):
+    """VPATCH_TEST_KILL_AT (the journal's fault injection) is a whole number
+    from 0, read by settings.whole: anything else is one line, exit 2, and
+    nothing changed (it was int()'s ValueError: exit 70)."""
+    before = snapshot(fake.py)
+    r = fake.run("install", env={"VPATCH_TEST_KILL_AT": at})
+    assert r.returncode == 2 and "VPATCH_TEST_KILL_AT" in one_error_line(r), r.stderr
+    assert snapshot(fake.py) == before and show(fake.py) == OLD
