@@ -18,7 +18,7 @@ from typing import Any
 import tomllib
 from packaging.version import InvalidVersion, Version
 
-from . import patchset, quilt, resources
+from . import patchset, quilt, resources, settings
 from . import rules as rules_data
 from .errors import ConfigError, disk_error
 from .quilt import Series
@@ -142,7 +142,7 @@ class Lock:
         hint = f" (did you mean {', '.join(near[:-1])} or {near[-1]}?)" if len(near) > 1 else ""
         hint = f" (did you mean {near[0]}?)" if len(near) == 1 else hint
         raise ConfigError(
-            f"unknown release {version!r}{hint}; pinned: {', '.join(self.versions())}"
+            f"unknown release {settings.shown(version)}{hint}; pinned: {', '.join(self.versions())}"
         )
 
     def identity(self) -> str:
@@ -207,8 +207,8 @@ def load(path: Path | None = None) -> Lock:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path} not found; run from the vpatch checkout") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
+    except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError; int() over 4300 digits
+        raise ConfigError(f"{path.name} is not valid TOML: {settings.shown(str(e), 160)}") from None
     except OSError as e:
         raise disk_error(e, "cannot read the lock") from None
     releases = {}
@@ -221,8 +221,8 @@ def _release(path: Path, version: str, t: dict[str, Any]) -> Release:
     where = f"{path.name} [releases.{version!r}]"
     try:
         Version(version)
-    except InvalidVersion:
-        raise ConfigError(f"{where}: {version!r} is not a version") from None
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
+        raise ConfigError(f"{path.name}: {settings.shown(version)} is not a version") from None
     if not isinstance(t, dict):
         raise ConfigError(f"{where}: not a table")
     missing = [k for k in ("tag", "commit", "status") if k not in t]
@@ -244,9 +244,11 @@ def _release(path: Path, version: str, t: dict[str, Any]) -> Release:
         unknown = sorted(set(a) - {"filename", "sha256", "size", "record_sha256"})
         if unknown:
             raise ConfigError(f"{where}: artifact {kind}: unknown keys {', '.join(unknown)}")
-        arts[kind] = Artifact(
-            kind, a["filename"], a["sha256"], int(a.get("size", 0)), a.get("record_sha256", "")
+        # bytes: no artifact comes near a TiB
+        size = settings.whole(
+            a.get("size", 0), f"{where}: artifact {kind} size", 0, 2**40, text=False
         )
+        arts[kind] = Artifact(kind, a["filename"], a["sha256"], size, a.get("record_sha256", ""))
     return Release(
         version=version,
         tag=t["tag"],

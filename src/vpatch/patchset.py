@@ -8,8 +8,9 @@ every other fact of a patch the code and the docs need.
                                    `releases`: the variants, "first:last" spans
                                    (or one "release") of pinned releases;
                                    `summary`, `markers`, `doctor`,
-                                   `explanation` (About); probes and PR
-                                   titles (probes.py)
+                                   `explanation`, `eagle3`, `gone`
+                                   (About); probes and PR titles
+                                   (probes.py)
 
 A variant serves every pinned release from its first to its last; a
 release's series is the variant of each slug that serves it, in the order
@@ -36,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import tomllib
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from . import quilt
+from . import quilt, settings
 from .errors import ConfigError, PatchError, disk_error
 from .paths import write_atomic
 from .quilt import Series, parse
@@ -46,7 +47,7 @@ from .quilt import Series, parse
 KEY = "releases"  # the patches.toml key holding a slug's variants
 # Every key a table may have: its variants and About's, and what probes.py
 # reads (the probe, and how `vpatch pr` titles the patch).
-TABLE_KEYS = frozenset({KEY, "summary", "markers", "doctor", "explanation", "eagle3"})
+TABLE_KEYS = frozenset({KEY, "summary", "markers", "doctor", "explanation", "eagle3", "gone"})
 PROBE_KEYS = frozenset({"probe", "pr_prefix", "pr_title"})
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # a pytest marker, a doctor key
 
@@ -65,13 +66,21 @@ class About:
     explanation  the long explanation, markdown (docs/patches.md)
     eagle3       part of EAGLE-3 itself for these targets (what upstream
                  gained in 0.18.0), not a fix on top: a release whose
-                 series carries one is `patched` (PatchSet.status)"""
+                 series carries one is `patched` (PatchSet.status)
+    gone         the release from which upstream has removed the code the
+                 patch changes, so that the defect it fixes cannot occur
+                 there: a maintainer's decision, read from that release's
+                 source (docs/maintaining.md, "Code upstream removed").
+                 From it on, where the probe's anchors are absent too, the
+                 patch counts as `gone`, which is ready (env/status.py);
+                 no variant may serve it or a later release"""
 
     summary: str = ""
     markers: tuple[str, ...] = ()
     doctor: str | None = None
     explanation: str = ""
     eagle3: bool = False
+    gone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -236,8 +245,10 @@ def _span(where: str, text: object) -> tuple[str, str]:
     try:
         if Version(first) > Version(last):
             raise ConfigError(f"{where}: span {text!r} ends before it starts")
-    except InvalidVersion:
-        raise ConfigError(f"{where}: {text!r} is not a release or a span of releases") from None
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
+        raise ConfigError(
+            f"{where}: {settings.shown(text)} is not a release or a span of releases"
+        ) from None
     return first, last
 
 
@@ -247,8 +258,8 @@ def read(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
+    except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError; int() over 4300 digits
+        raise ConfigError(f"{path.name} is not valid TOML: {settings.shown(str(e), 160)}") from None
     except OSError as e:
         raise disk_error(e, f"cannot read {path.name}") from None
 
@@ -274,7 +285,13 @@ def _about(where: str, t: dict[str, Any]) -> About:
     eagle3 = t.get("eagle3", False)
     if not isinstance(eagle3, bool):
         raise ConfigError(f"{where}: eagle3 is true or false")
-    return About(summary, tuple(markers), doctor, text("explanation"), eagle3)
+    gone = text("gone") or None
+    if gone is not None:
+        try:
+            Version(gone)
+        except ValueError:  # InvalidVersion, or a part of over 4300 digits
+            raise ConfigError(f"{where}: gone {settings.shown(gone)} is not a release") from None
+    return About(summary, tuple(markers), doctor, text("explanation"), eagle3, gone)
 
 
 def load(path: Path) -> PatchSet:
@@ -301,6 +318,11 @@ def load(path: Path) -> PatchSet:
         for (_, a_last), (b_first, _) in zip(found, found[1:], strict=False):
             if Version(b_first) <= Version(a_last):
                 raise ConfigError(f"{where}: variants {a_last} and {b_first} overlap")
+        if about.gone and found and Version(found[-1][1]) >= Version(about.gone):
+            raise ConfigError(
+                f"{where}: gone {about.gone}, but variant {found[-1][0]} serves releases up "
+                f"to {found[-1][1]}: a patch cannot change code its release no longer has"
+            )
         out.slugs.append(slug)
         out.variants[slug] = [Variant(slug, f, la, out.file(slug, f)) for f, la in found]
         out.about[slug] = about

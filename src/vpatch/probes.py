@@ -36,6 +36,13 @@ any match will do), an optional scope (`class`, or `function` as
                          mentions x (a value applied always, not only when
                          set)
 
+A check's anchor is the code it reads: a file matching `file` that defines
+its scope (its class and function; the file itself when it names neither).
+Where no check's anchor is left (`gone()`), the probe cannot hold whatever
+upstream did; whether that means the defect is gone too is a maintainer's
+decision, read from the release's source: patches.toml's `gone`
+(patchset.About, env/status.py).
+
 A table may also say how `vpatch pr` titles the patch for vLLM:
 `pr_prefix` (vLLM's title prefixes, e.g. "[Bugfix][Model]") and `pr_title`.
 """
@@ -188,6 +195,27 @@ def holds(checks: list[Check], files: Mapping[str, str]) -> bool:
     if not checks:
         return False
     return all(_holds(c, files) for c in checks)
+
+
+def anchored(c: Check, files: Mapping[str, str]) -> bool:
+    """Whether the code `c` reads is in files ({path: text}): a file matching
+    c.file that defines c's class and function (any such file, when it names
+    neither). A file that is not Python we can parse counts as holding it:
+    absence is what must be shown."""
+    names = [n for n in (c.cls, c.function.rsplit(".", 1)[-1]) if n]
+    for path, text in files.items():
+        if not matches(path, c.file) or not all(n in text for n in names):
+            continue
+        tree = _tree(text) if names else None
+        if not names or tree is None or _scope(c, tree) is not None:
+            return True
+    return False
+
+
+def gone(checks: list[Check], files: Mapping[str, str]) -> bool:
+    """Whether no check's anchor is in files: the code the probe reads is
+    absent (no checks, no claim)."""
+    return bool(checks) and not any(anchored(c, files) for c in checks)
 
 
 @functools.lru_cache(maxsize=32)

@@ -1,11 +1,58 @@
-"""Settings read from the environment, one parser per kind, so every
-variable of a kind refuses bad input with the same one line (exit 2)."""
+"""Numbers and settings from users, one parser per kind, so every input of
+a kind refuses bad input with the same one line (exit 2): `whole` for every
+whole number read from the command line, a serve command, an environment
+variable or a config; `seconds` for a duration read from the environment."""
 
 from __future__ import annotations
 
 import os
 
 from .errors import ConfigError
+
+# The most any whole number vpatch reads may be, unless its reader says less:
+# a C int's. Nothing vpatch reads comes near (61 layers, TP 8, a context of
+# 10**6 tokens); below it every product the checks form is exact in a float.
+MOST = 2**31 - 1
+# Characters of a number's text read at all: int() raises ValueError past
+# 4300 digits and float() makes inf of 309; a number longer than this is
+# refused before either sees it.
+WIDTH = 40
+
+
+def whole(value: object, what: str, least: int = 1, most: int = MOST, *, text: bool = True) -> int:
+    """`value` as a whole number from `least` to `most`: text as Python's
+    int() reads it (what vLLM's parser does with a flag's value; `text`
+    false: a config's value, where "7168" is a string, not a number), or an
+    int as JSON or TOML gave it. Anything else (a word, a float, a bool, text
+    of more than WIDTH characters, a number out of range) is a one-line
+    ConfigError that begins with `what` (an argparse type gives none:
+    argparse names the option itself)."""
+    n: int | None = None
+    if isinstance(value, str) and text:
+        words = value.strip()
+        if len(words) <= WIDTH:
+            try:
+                n = int(words)
+            except ValueError:
+                n = None
+    elif isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    if n is None or not least <= n <= most:
+        said = f"must be a whole number from {least} to {most}, got {shown(value)}"
+        raise ConfigError(f"{what} {said}" if what else said)
+    return n
+
+
+def shown(value: object, limit: int = WIDTH) -> str:
+    """A value as a message quotes it: text cut at `limit` characters, a
+    number too long to print said by its length (str() of an int over 4300
+    digits raises)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"a number of {value.bit_length()} bits"
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > limit:
+        text = f"{text[:limit]}…({len(text)} characters)"
+    return repr(text) if isinstance(value, str) else text
 
 
 def seconds(variable: str, default: float) -> float:

@@ -355,3 +355,94 @@ def like_envs(tmp_path_factory) -> tuple[Path, dict[tuple[str, bool], Path]]:
                 assert r.returncode == 0, r.stderr
             envs[release, patched] = py
     return lock_path, envs
+
+
+# -- a release whose upstream removed the code a patch changes (vLLM 0.34.0) ------
+
+# vLLM 0.34.0 removed the V1 model runner and its proposers (vllm/v1/spec_decode/
+# kept only __init__.py, metrics.py and dynamic/): the patches of the EAGLE-3
+# series that change the V1 proposer are in no series of 0.34.0, and their
+# probes cannot hold there. Here, in small: 0.17.1 `patched` carries the
+# EAGLE-3 change and a V1-proposer fix (upstream from 0.21.0); 0.34.0
+# `upstream-fix` carries the layer-0 fix, has the EAGLE-3 change upstream, and
+# its vllm/v1/ holds other files but no proposer (the probe's anchor, class
+# Proposer, is absent though its file glob still matches).
+GONE = ("0.17.1", "0.34.0")
+PROPOSER = "class Proposer:\n    def load(self):\n        return 'target backend'\n" + FILLER
+GONE_BASE = {
+    "vllm/__init__.py": "",
+    "vllm/config.py": "allow = ['llama']\n" + FILLER,
+    "vllm/v1/__init__.py": "",
+    "vllm/v1/proposer.py": PROPOSER,
+    "vllm/layer.py": "def layer0():\n    return 'crash'\n" + FILLER,
+}
+GONE_CHANGES = {
+    "config: allow eagle3 for deepseek": LIKE_CHANGES["config: allow eagle3 for deepseek"],
+    "v1: the drafter selects its own backend": {
+        "vllm/v1/proposer.py": PROPOSER.replace("'target backend'", "OWN").replace(
+            "class Proposer:", "OWN = 'own'\n\n\nclass Proposer:"
+        )
+    },
+    "layer: fix aux state at layer 0": LIKE_CHANGES["layer: fix aux state at layer 0"],
+}
+GONE_V1 = "v1-the-drafter-selects-its-own-backend"
+GONE_TABLES = {
+    "config-allow-eagle3-for-deepseek": LIKE_TABLES["config-allow-eagle3-for-deepseek"],
+    GONE_V1: 'doctor = "forced_backend_v1"\n'
+    'probe = [{ file = "vllm/v1/*.py", class = "Proposer", uses = "OWN" }]',
+    "layer-fix-aux-state-at-layer-0": LIKE_TABLES["layer-fix-aux-state-at-layer-0"],
+}
+
+
+def gone_files(release: str) -> dict[str, str]:
+    """The fake vLLM files of one of GONE: 0.34.0 has the EAGLE-3 change
+    upstream, the V1 proposer removed, another vllm/v1/ file kept."""
+    files = dict(GONE_BASE)
+    if release == "0.34.0":
+        files.update(GONE_CHANGES["config: allow eagle3 for deepseek"])
+        del files["vllm/v1/proposer.py"]
+        files["vllm/v1/metrics.py"] = "def count():\n    return 0\n"
+    return files
+
+
+def releases_gone(where: Path, decided: bool = True) -> Path:
+    """A vpatch data root pinning GONE (see above); `decided`: patches.toml
+    says the V1 fix is gone from 0.34.0 (`gone = "0.34.0"`, the decision a
+    maintainer records from the release's source), else it says nothing.
+    Returns its VERSIONS.lock."""
+    subjects = list(GONE_CHANGES)
+    series = {"0.17.1": subjects[:2], "0.34.0": subjects[2:]}
+    since = dict(zip(subjects, ("0.18.0", "0.21.0", "0.35.0"), strict=True))
+    for release, steps in series.items():
+        names = [f"{i:04d}-{quilt.slug_of(s)}.patch" for i, s in enumerate(steps, 1)]
+        made = named_series(
+            where / f"work-{release}",
+            where / f"series-{release}",
+            gone_files("0.17.1") if release == "0.17.1" else gone_files(release),
+            [(s, GONE_CHANGES[s]) for s in steps],
+            names,
+        )
+        for name, s in zip(names, steps, strict=True):
+            f = made / name
+            f.write_text(
+                f.read_text().replace("Applied-Upstream: 0.18.0", f"Applied-Upstream: {since[s]}")
+            )
+        publish(where, release, made)
+    toml = where / "patches" / "patches.toml"
+    text = toml.read_text()
+    for slug, keys in GONE_TABLES.items():
+        if slug == GONE_V1 and decided:
+            keys = 'gone = "0.34.0"\n' + keys
+        head = f'["{slug}"]\n'
+        text = text.replace(head, head + keys + "\n")
+    toml.write_text(text)
+    shutil.copyfile(lock.load().rules.path, where / rules.FILE)
+    status = {"0.17.1": "patched", "0.34.0": "upstream-fix"}
+    path = where / "VERSIONS.lock"
+    path.write_text(
+        "".join(
+            f'[releases."{v}"]\ntag = "v{v}"\ncommit = "c{i}"\nstatus = "{status[v]}"\n\n'
+            for i, v in enumerate(GONE)
+        )
+    )
+    return path

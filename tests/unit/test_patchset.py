@@ -193,6 +193,8 @@ def test_about_a_patch_and_what_derives_from_it(tmp_path, two):
         "it breaks", ("m_a", "shared"), "defect_a", 'Long.\n["not a table"]'
     )
     assert ps.about["c"] == patchset.About()
+    gone = write(tmp_path / "g", '["a"]\nreleases = ["1.0:1.1"]\ngone = "2.0"\n', {})
+    assert gone.about["a"].gone == "2.0"
     assert ps.fixes() == {"defect_a": "a"}
     assert ps.markers() == {"m_a": ["a"], "shared": ["a", "b"]}
     assert ps.serving("a", PINNED) == ["1.0", "1.1", "2.0"]
@@ -216,6 +218,10 @@ def test_about_a_patch_and_what_derives_from_it(tmp_path, two):
         ('["a"]\ndoctor = "a b"\n', "doctor 'a b' is not a key"),
         ('["a"]\ndoctor = "k"\n["b"]\ndoctor = "k"\n', r"\[b\]: doctor key 'k' is already \[a\]'s"),
         ('["a"]\neagle3 = "yes"\n', "eagle3 is true or false"),
+        ('["a"]\ngone = "soon"\n', "gone 'soon' is not a release"),
+        ('["a"]\ngone = 2\n', "gone is a string"),
+        # a patch cannot change code its release no longer has
+        ('["a"]\nreleases = ["1.0:1.2"]\ngone = "1.2"\n', "gone 1.2, but variant 1.0 serves"),
     ],
 )
 def test_bad_facts_are_config_errors(tmp_path, toml, message):

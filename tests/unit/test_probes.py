@@ -182,3 +182,41 @@ def test_folder_files_reads_what_the_globs_match(tmp_path):
         "vllm/a.py": "a\n",
         "top.py": "t\n",
     }
+
+
+@pytest.mark.parametrize(
+    "check, files, anchored",
+    [
+        # the class is in a file the glob matches
+        ({"class": "Proposer", "uses": "x"}, {"v1/a.py": "class Proposer:\n    pass\n"}, True),
+        # the folder keeps other files, the class went (vLLM 0.34.0's vllm/v1/spec_decode/)
+        ({"class": "Proposer", "uses": "x"}, {"v1/__init__.py": "", "v1/m.py": "P = 1\n"}, False),
+        # named in a comment is no class
+        ({"class": "Proposer", "uses": "x"}, {"v1/a.py": "# class Proposer was here\n"}, False),
+        # moved to a folder the glob does not reach: absent, for the glob
+        ({"class": "Proposer", "uses": "x"}, {"v2/a.py": "class Proposer:\n    pass\n"}, False),
+        # a function scope: the class alone is not enough
+        (
+            {"function": "Proposer.load", "uses": "x"},
+            {"v1/a.py": "class Proposer:\n  pass\n"},
+            False,
+        ),
+        (
+            {"function": "Proposer.load", "uses": "x"},
+            {"v1/a.py": "class Proposer:\n    def load(self):\n        pass\n"},
+            True,
+        ),
+        # no scope: any file the glob matches is the anchor
+        ({"when": "Kimi", "uses": "x"}, {"v1/m.py": "P = 1\n"}, True),
+        ({"when": "Kimi", "uses": "x"}, {}, False),
+        # a file that is not Python we can parse is not shown to lack it
+        ({"class": "Proposer", "uses": "x"}, {"v1/a.py": "class Proposer(:\n"}, True),
+    ],
+)
+def test_an_anchor_is_the_file_and_scope_a_check_reads(tmp_path, check, files, anchored):
+    items = ", ".join(f"{k} = {json.dumps(v)}" for k, v in check.items())
+    checks = probes.load(toml(tmp_path, f'[p]\nprobe = [{{ file = "v1/*.py", {items} }}]\n'))["p"]
+    assert probes.anchored(checks[0], files) is anchored
+    assert probes.gone(checks, files) is not anchored
+    assert not probes.holds(checks, files)  # absent or not, these hold nothing
+    assert not probes.gone([], files)  # no checks, no claim

@@ -23,3 +23,37 @@ def test_seconds_refuses_what_is_not_seconds_above_0_in_one_line(monkeypatch, ra
         settings.seconds(VAR, 7.0)
     msg = str(e.value)
     assert msg.startswith(f"{VAR}=") and "\n" not in msg and len(msg) < 120
+
+
+@pytest.mark.parametrize(
+    ("value", "kw", "want"),
+    [("8", {}, 8), (" 8 ", {}, 8), ("+8", {}, 8), ("1_000", {}, 1000), (8, {}, 8)]
+    + [("0", {"least": 0}, 0), (settings.MOST, {}, settings.MOST), (2**40, {"most": 2**40}, 2**40)],
+)
+def test_whole_reads_text_as_int_does_and_ints_within_the_bound(value, kw, want):
+    assert settings.whole(value, "N", **kw) == want
+
+
+@pytest.mark.parametrize(
+    ("value", "kw", "got"),
+    [
+        ("0", {}, "got '0'"),
+        ("-4", {}, "got '-4'"),
+        ("eight", {}, "got 'eight'"),
+        ("1.5", {}, "got '1.5'"),
+        (str(settings.MOST + 1), {}, f"got '{settings.MOST + 1}'"),
+        ("9" * 5000, {}, "(5000 characters)"),  # int() would raise past 4300 digits
+        ("9" * 41, {"most": 10**50}, "(41 characters)"),  # over WIDTH: not read at all
+        (10**400, {}, "a number of 1329 bits"),  # str() of it is refused past 4300 digits
+        (True, {}, "got True"),
+        (8.0, {}, "got 8.0"),
+        (None, {}, "got None"),
+        ("8", {"text": False}, "got '8'"),  # a config's "8" is a string
+    ],
+)
+def test_whole_refuses_anything_else_in_one_line(value, kw, got):
+    with pytest.raises(ConfigError) as e:
+        settings.whole(value, "--flag", **kw)
+    msg = str(e.value)
+    assert msg.startswith("--flag must be a whole number from ") and got in msg, msg
+    assert "\n" not in msg and len(msg) < 160, msg

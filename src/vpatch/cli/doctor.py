@@ -6,7 +6,7 @@ import json
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, offline, output, python, say
+from .options import Parser, Subparsers, command, count, offline, output, python, say
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -51,9 +51,9 @@ def add_parser(sub: Subparsers) -> None:
         action="store_true",
         help="with --vllm: with the release's series installed by `vpatch install`",
     )
-    p.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N")
-    p.add_argument("--pipeline-parallel-size", type=int, default=1, metavar="N")
-    p.add_argument("--num-speculative-tokens", type=int, default=3, metavar="K")
+    p.add_argument("--tensor-parallel-size", type=count(), default=1, metavar="N")
+    p.add_argument("--pipeline-parallel-size", type=count(), default=1, metavar="N")
+    p.add_argument("--num-speculative-tokens", type=count(), default=3, metavar="K")
     output(p, "text", "json")
 
 

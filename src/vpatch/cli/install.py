@@ -46,3 +46,5 @@ def report(res: Any, verb: str, done: str) -> None:
             print(f"  {what:24} {f}")
     else:
         print(f"{where}: {done or res.action + ' '}{res.message}")
+    if res.verdict:  # after an install: the line `vpatch check` ends with now
+        print(res.verdict)

@@ -6,7 +6,7 @@ import json
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, offline, output, say
+from .options import Parser, Subparsers, command, count, offline, output, say
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -22,7 +22,9 @@ def add_parser(sub: Subparsers) -> None:
         "--versions", nargs="+", metavar="V", help="these releases (default: the lock's)"
     )
     output(p, "md", "json")
-    p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
+    p.add_argument(
+        "--jobs", type=count(), metavar="N", help="worker processes (default: one per core)"
+    )
     offline(p)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeAlias
 
-from .. import lock
+from .. import lock, settings
 from ..errors import ConfigError, VpatchError
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -43,6 +43,20 @@ def a_path(value: str) -> str:
     if not value:
         raise argparse.ArgumentTypeError("an empty path (`.` names the current folder)")
     return value
+
+
+def count(least: int = 1, most: int = settings.MOST) -> Callable[[str], int]:
+    """An argparse type: a whole number from `least` to `most`, read by
+    settings.whole (the one bounded parser) and refused as argparse refuses
+    a value: one line naming the option, exit 2."""
+
+    def whole(value: str) -> int:
+        try:
+            return settings.whole(value, "", least, most)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return whole
 
 
 class Parser(argparse.ArgumentParser):

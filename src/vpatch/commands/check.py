@@ -10,7 +10,6 @@ import os
 from collections.abc import Callable
 
 from .. import lock
-from ..env import status
 from ..env.report import Report, inspect
 
 
@@ -36,16 +35,5 @@ def format_text(r: Report) -> str:
         lines.append(f"  {st:{width}}  {name}")
     for note in r.notes:
         lines.append(f"  note: {note}")
-    what = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets"
-    if r.eagle3_ready:
-        lines.append(f"{what}: ready")
-    else:
-        lacking = [n for n, s in r.patches.items() if s not in status.READY]
-        if any(r.patches[n] == "modified" for n in lacking):
-            series = f"a file was changed by hand: reinstall vLLM, then run `{r.install}`"
-        elif r.series:
-            series = f"run `{r.install}`"
-        else:
-            series = f"vpatch has no series for vLLM {r.release}"
-        lines.append(f"{what}: NOT ready ({', '.join(lacking)}); {series}")
+    lines.append(r.verdict)  # the one answer, as install and doctor give it
     return "\n".join(lines)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .. import lock
+from .. import lock, settings
 from ..doctor import deadline, hub, serve
 from ..doctor.checks import diagnose
 from ..doctor.environment import Readiness, Ready, VllmEnv, by_check, find_vllm, from_release
@@ -56,8 +56,7 @@ def read_serve(req: Request) -> serve.Serve:
         ("--pipeline-parallel-size", req.pipeline_parallel_size),
         ("--num-speculative-tokens", req.num_speculative_tokens),
     ):
-        if v < 1:
-            raise ConfigError(f"{name} must be at least 1, got {v}")
+        settings.whole(v, name)  # the CLI's bound, for a Request made in code too
     target, revision = hub.split(req.target)
     drafter, drafter_revision = hub.split(req.drafter)
     return serve.from_options(

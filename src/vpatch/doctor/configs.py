@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import jsontext
+from .. import jsontext, settings
 from ..errors import ConfigError
 
 
@@ -33,20 +33,23 @@ def load_json(path: Path) -> dict[str, Any]:
     return data
 
 
-# the most a target's sizes may be: no model comes near (DeepSeek-V3 and Kimi have 61
-# layers, the largest public models under 200), and 10**18 layers made doctor
-# reason about ids 2, 5 * 10**17 and 10**18 - 3
-MOST = 2**31 - 1
+# the most a target's layers may be: no model comes near (DeepSeek-V3 and Kimi have
+# 61 layers, the largest public models under 200), and 10**18 layers made doctor
+# reason about ids 2, 5 * 10**17 and 10**18 - 3; its other sizes: settings.MOST
 MOST_LAYERS = 10_000
 
 
-def _int(cfg: dict[str, Any], key: str, where: str, most: int = MOST) -> int:
+def _int(cfg: dict[str, Any], key: str, where: str, most: int = settings.MOST) -> int:
+    return settings.whole(cfg.get(key), f"{where}: {key}", 1, most, text=False)
+
+
+def _optional(cfg: dict[str, Any], key: str, where: str, least: int = 1) -> int | None:
+    """An int the config may leave out or give as something else (None:
+    doctor does without it), bounded when it is one."""
     v = cfg.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= most:
-        raise ConfigError(
-            f"{where}: {key} must be a positive integer (at most {most}), got {str(v)[:40]}"
-        )
-    return v
+    if not isinstance(v, int) or isinstance(v, bool):
+        return None
+    return settings.whole(v, f"{where}: {key}", least, text=False)
 
 
 # Target families doctor knows vLLM's EAGLE-3 behaviour for: vLLM's
@@ -111,9 +114,6 @@ def read_target(folder: Path) -> Target:
     text = text if isinstance(text, dict) else cfg
     tok = folder / "tokenizer_config.json"
     tok_cfg = load_json(tok) if tok.is_file() else {}
-    heads = text.get("num_attention_heads")
-    placeholder = cfg.get("media_placeholder_token_id")
-    mpe = text.get("max_position_embeddings")
     tok_class = tok_cfg.get("tokenizer_class")
     return Target(
         path=folder,
@@ -123,9 +123,9 @@ def read_target(folder: Path) -> Target:
         num_layers=_int(text, "num_hidden_layers", where, MOST_LAYERS),
         hidden_size=_int(text, "hidden_size", where),
         vocab_size=_int(text, "vocab_size", where),
-        num_heads=heads if isinstance(heads, int) else None,
-        media_placeholder_token_id=placeholder if isinstance(placeholder, int) else None,
-        max_position_embeddings=mpe if isinstance(mpe, int) and not isinstance(mpe, bool) else None,
+        num_heads=_optional(text, "num_attention_heads", where),
+        media_placeholder_token_id=_optional(cfg, "media_placeholder_token_id", where, 0),
+        max_position_embeddings=_optional(text, "max_position_embeddings", where),
         config_class=_auto_map(cfg, "AutoConfig"),
         tokenizer_auto_map=_auto_map(tok_cfg, "AutoTokenizer"),
         tokenizer_class=tok_class if isinstance(tok_class, str) else None,

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from .. import lock
+from .. import lock, settings
 from ..env import status
 from ..env.dist import Dist, NoVllm, find
 from ..env.report import inspect
@@ -62,16 +62,19 @@ def find_vllm(python: str, say: Callable[[str], None] = lambda _: None) -> VllmE
 class Readiness:
     """`vpatch check`'s answer: `ready` is its eagle3_ready (None: it could
     not tell), `patches` its per-patch report ("NNNN-slug" -> applied |
-    upstream | missing | modified); `known` is false when there was no report."""
+    upstream | gone | missing | modified); `known` is false when there was no
+    report; `said` its verdict line (status.Readiness.verdict), which the
+    `vllm` finding quotes when it is not ready."""
 
     ready: bool | None
     patches: dict[str, str] = field(default_factory=dict)
     known: bool = True
+    said: str = ""
 
     def fix(self, name: str | None) -> str:
         """Whether the environment has the patch `name` ("NNNN-slug", its
         name in the release's series; None: the series has none): "installed"
-        (applied or upstream), "not installed" (the series has it, the
+        (applied, upstream or gone), "not installed" (the series has it, the
         environment does not: missing or modified), "none" (no such patch in
         the report), "unknown" (no report)."""
         if not self.known:
@@ -85,15 +88,31 @@ class Readiness:
 UNKNOWN = Readiness(None, {}, known=False)
 
 
+def pinned_release(env: VllmEnv, pins: lock.Lock) -> str | None:
+    """The pinned release the environment's vLLM is (`0.17.1+cu129` is
+    0.17.1), None when the lock does not pin it (or there is none)."""
+    if env.version is None:
+        return None
+    try:
+        public = Version(env.version).public
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
+        return None
+    return public if public in pins.releases else None
+
+
 def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv, Readiness]:
     """`--vllm RELEASE [--patched]`: the pinned release installed as released,
     or with its series installed by `vpatch install`, and what `vpatch
-    check` reports there (env.status.expected). A release the lock does not
+    check` reports there (env.status.expected_readiness). A release the lock does not
     pin is bad input; so is --patched where vpatch has no series for the
     release (`vpatch install` has nothing to install there: drop --patched)."""
+    if len(release) > settings.WIDTH:  # no release is named so long (W8: 5000 digits)
+        raise ConfigError(
+            f"--vllm {settings.shown(release)}: not a release; pinned: {', '.join(pins.versions())}"
+        )
     try:
         public = Version(release).public  # 0.17.1+cu129, as `vllm --version` says it
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or int()'s for a part over 4300 digits (W8)
         public = release
     if too_new := releases.newer(pins, public):
         raise too_new
@@ -106,10 +125,11 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
             f"--vllm {rel.version} --patched: vpatch has no series for vLLM {rel.version}, so "
             "`vpatch install` installs nothing there; drop --patched"
         )
-    states = status.expected(pins, rel.version, patched)
+    answer = status.expected_readiness(pins, rel.version, patched)
     words = f"--vllm {rel.version}" + (" --patched" if patched else "")
     env = VllmEnv("PY", "vllm", rel.version, given=words)
-    return env, Readiness(status.ready(states), states)
+    said = answer.verdict(status.install_command(env.python))
+    return env, Readiness(answer.ready, answer.patches, said=said)
 
 
 Ready = Callable[[VllmEnv], Readiness]
@@ -125,4 +145,4 @@ def by_check(env: VllmEnv, pins: lock.Lock) -> Readiness:
         r = inspect(env.python, pins=pins, found=env.found)
     except VpatchError:
         return UNKNOWN
-    return Readiness(r.eagle3_ready, dict(r.patches))
+    return Readiness(r.eagle3_ready, dict(r.patches), said=r.verdict)

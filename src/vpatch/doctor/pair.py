@@ -12,7 +12,7 @@ from typing import Any
 from .. import lock
 from ..rules import Rules
 from . import configs, releases, weights
-from .environment import Readiness, VllmEnv
+from .environment import Readiness, VllmEnv, pinned_release
 from .releases import patched_eagle3
 from .serve import Serve
 
@@ -49,6 +49,13 @@ class Pair:
     @property
     def release(self) -> str:
         return self.rules.release
+
+    @property
+    def series_release(self) -> str:
+        """The release whose series `vpatch install` installs there (and
+        `vpatch check` names patches by): the environment's own when the
+        lock pins it, even past doctor's rules; else the rules' release."""
+        return pinned_release(self.env, self.pins) or self.release
 
     @property
     def series(self) -> bool:
@@ -150,7 +157,7 @@ class Pair:
         slug = releases.fix(self.pins, key)
         if slug is None:
             return None, "none"
-        names = self.pins.patchset.named(self.release)
+        names = self.pins.patchset.named(self.series_release)
         name = next((n.removesuffix(".patch") for n, v in names if v.slug == slug), None)
         return slug, self.readiness.fix(name)
 

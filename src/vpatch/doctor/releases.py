@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from .. import lock
-from ..errors import NewerRelease
+from .. import lock, settings
+from ..errors import ConfigError, NewerRelease
 from ..rules import Rules
 
 MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
@@ -93,7 +93,7 @@ def place(installed: str, known: list[str]) -> Release | None:
     the newest known release at or below it; None below the first."""
     try:
         base = Version(Version(installed).base_version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
         return None
     below = [r for r in known if Version(r) <= base]
     if not below:
@@ -109,15 +109,21 @@ def newer(pins: lock.Lock, installed: str, what: str = "its verdict") -> NewerRe
     verdicts that a release before it would have given)."""
     try:
         base = Version(Version(installed).base_version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
         return None
     newest = pins.rules.newest
     if base <= Version(newest):
         return None
-    pinned = " (pinned, its facts not read yet)" if str(base) in pins.releases else ""
+    if str(base) in pins.releases:
+        return NewerRelease(
+            f"vLLM {installed} is pinned, but doctor's rules for it are not written yet (they "
+            f"end at {newest}), so {what} would be a guess: a person decides what `vpatch "
+            f"carry {base}`'s report lists (docs/maintaining.md); `--vllm {newest}` gives "
+            f"{newest}'s verdict"
+        )
     return NewerRelease(
-        f"vLLM {installed} is newer than vpatch knows{pinned}: its rules end at {newest}, "
-        f"so {what} would be a guess; carry it in a vpatch checkout (`vpatch carry {base}`, "
+        f"vLLM {installed} is newer than vpatch knows: its rules end at {newest}, so {what} "
+        f"would be a guess; carry it in a vpatch checkout (`vpatch carry {base}`, "
         f"docs/maintaining.md) or upgrade vpatch; `--vllm {newest}` gives {newest}'s verdict"
     )
 
@@ -171,11 +177,16 @@ def pp_indices(
 ) -> tuple[int, int]:
     """vllm/distributed/utils.py get_pp_indices (the same in every release):
     which layers [start, end) PP rank `rank` of `size` owns.
-    VLLM_PP_LAYER_PARTITION overrides the even split."""
+    VLLM_PP_LAYER_PARTITION overrides the even split: vLLM reads it with
+    int() and raises ValueError when it does not split the layers; so does
+    this, each part read with settings.whole's bound."""
     env = os.environ if env is None else env
     given = env.get("VLLM_PP_LAYER_PARTITION")
     if given:
-        parts = [int(x) for x in given.split(",")]
+        try:
+            parts = [settings.whole(x, "", 0) for x in given.split(",")]
+        except ConfigError as e:
+            raise ValueError(f"VLLM_PP_LAYER_PARTITION: a part {e}") from None
         if len(parts) != size or sum(parts) != num_layers:
             raise ValueError(
                 f"VLLM_PP_LAYER_PARTITION={given} does not split {num_layers} layers "

@@ -13,8 +13,9 @@ draft_tensor_parallel_size), `--revision`, `--tensor-parallel-size`/`-tp`,
 `--trust-remote-code`, `--model`; `VLLM_USE_V2_MODEL_RUNNER`,
 `VLLM_ATTENTION_BACKEND`, `VLLM_PP_LAYER_PARTITION` (from the command's
 assignments, else doctor's own environment). Everything else is kept as
-written and listed as not interpreted. `command()` prints it back, with
-changes.
+written and listed as not interpreted. Words after a bare `--` are
+positional for vLLM (`_positional`). `command()` prints it back, with
+changes, pasteable into a shell.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
-from .. import jsontext
+from .. import jsontext, settings
 from ..errors import ConfigError
 
 API_SERVER = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main")
@@ -117,12 +118,11 @@ class Serve:
         env = dict(s.assigned)
         if s.attention_backend is None:
             env.pop("VLLM_ATTENTION_BACKEND", None)
-        words = []
+        unset_words: list[str] = []
         for name in unset:
             if env.pop(name, None) is None:
-                words += ["env", "-u", name]
-        words += [f"{k}={v}" for k, v in env.items()]
-        words += list(s.program)
+                unset_words += ["env", "-u", name]
+        words = list(s.program)
         words += ["--model", s.model] if s.model_flag else [s.model]
         if s.revision is not None:
             words += ["--revision", s.revision]
@@ -139,7 +139,11 @@ class Serve:
             words.append("--trust-remote-code")
         words += list(s.other)
         words += ["--speculative-config", json.dumps(spec)]
-        return " ".join(shlex.quote(w) for w in words)
+        # VAR=value as the shell reads an assignment: the value quoted, not the
+        # word ('VAR=a b' would be a program named `VAR=a b`); a name is
+        # [A-Za-z_][A-Za-z0-9_]* (ASSIGN), which needs no quoting
+        assign = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
+        return " ".join([*unset_words, *assign, *(shlex.quote(w) for w in words)])
 
 
 def from_options(
@@ -186,31 +190,37 @@ def _program(words: list[str]) -> tuple[tuple[str, ...], list[str]]:
     )
 
 
-def _int(flag: str, value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise ConfigError(f"{flag} {value!r}: not a whole number") from None
-    if n < 1:
-        raise ConfigError(f"{flag} must be at least 1, got {n}")
-    return n
-
-
-_UNITS = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+LENGTH = "--max-model-len (a length: 32768, 25.6k, 32K or auto)"
 
 
 def max_len(value: str) -> int | None:
-    """vLLM's --max-model-len: a number, `32k` (x1000), `32K` (x1024), or
-    -1 / auto (derived from the model)."""
-    if value.strip().lower() in ("-1", "auto"):
+    """vLLM's --max-model-len, read as its human_readable_int_or_auto reads it
+    (vllm/utils/argparse_utils.py; engine/arg_utils.py in 0.16.0; the same
+    in 0.16.0-0.34.0): -1 or auto (derived from the model); a number with a
+    decimal suffix k m g t (x1000**n, decimals allowed: int(float(number) *
+    mult), 25.6k is 25600); with a binary one K M G T (x1024**n, whole
+    numbers only); else int(value). The result within settings.whole's
+    bound; the number's text within its width (vLLM itself fails on 309
+    digits with a suffix: float() makes inf, int(inf) raises)."""
+    text = value.strip()
+    if text == "-1" or text.lower() == "auto":
         return None
-    m = re.match(r"^(\d+(?:\.\d+)?)([kmgKMG]?)$", value.strip())
-    if not m:
-        raise ConfigError(f"--max-model-len {value!r}: not a length (e.g. 32768, 32k, 32K)")
-    n = float(m.group(1)) * _UNITS.get(m.group(2), 1)
-    if n < 1 or n != int(n):
-        raise ConfigError(f"--max-model-len {value!r}: not a whole number of tokens")
-    return int(n)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text)
+    if m is None:
+        return settings.whole(text, LENGTH)
+    number, suffix = m.groups()
+    if len(number) > settings.WIDTH:
+        return settings.whole(text, LENGTH)  # refused, as any over-long number
+    if suffix in _DECIMAL:
+        return settings.whole(int(float(number) * _DECIMAL[suffix]), LENGTH)
+    if "." in number:
+        raise ConfigError(
+            f"--max-model-len {text!r}: vLLM allows no decimals with a binary suffix like "
+            f"{suffix}; did you mean {number}{suffix.lower()}?"
+        )
+    return settings.whole(int(number) * _BINARY[suffix], LENGTH)
 
 
 def _json_object(flag: str, value: str) -> dict[str, Any]:
@@ -249,10 +259,14 @@ def parse(words: list[str]) -> Serve:
     unread: list[str] = [f"{k} (environment)" for k in assigned if k not in ENV_READ]
     given: dict[str, str] = {}  # setting -> the words that gave it last
     repeated: list[tuple[str, str]] = []
+    after: list[str] | None = None  # the words after a bare `--`
     i = 0
     while i < len(rest):
         w = rest[i]
         i += 1
+        if w == "--":
+            after = rest[i:]
+            break
         if not w.startswith("-") or w == "-":
             if "model" not in f and not f.get("model_flag"):
                 f["model"] = w
@@ -302,9 +316,9 @@ def parse(words: list[str]) -> Serve:
             else:
                 f["spec"] = _json_object(flag, value or "")
         elif name == "tensor-parallel-size" and not dot:
-            f["tensor_parallel_size"] = _int(flag, value or "")
+            f["tensor_parallel_size"] = settings.whole(value or "", flag)
         elif name == "pipeline-parallel-size" and not dot:
-            f["pipeline_parallel_size"] = _int(flag, value or "")
+            f["pipeline_parallel_size"] = settings.whole(value or "", flag)
         elif name == "max-model-len" and not dot:
             f["max_model_len"] = max_len(value or "")
         elif name in ("enforce-eager", "no-enforce-eager") and not dot:
@@ -327,6 +341,8 @@ def parse(words: list[str]) -> Serve:
             if value is not None and not eq:
                 other.append(value)
             unread.append(flag)
+    if after is not None:
+        _positional(after, f, program)
     spec = {**f["spec"], **dotted_spec}
     if not spec:
         raise ConfigError(
@@ -349,6 +365,24 @@ def parse(words: list[str]) -> Serve:
         repeated=tuple(repeated),
         **f,
     )
+
+
+def _positional(words: list[str], f: dict[str, Any], program: tuple[str, ...]) -> None:
+    """The words after a bare `--`. vLLM's parser (FlexibleArgumentParser
+    .parse_args, vllm/utils/argparse_utils.py, the same in 0.33.0 and 0.34.0)
+    rewrites names but hands `--` on to argparse, which takes every word after
+    it as a positional argument, never a flag; `vllm serve` has one, the
+    model, and refuses any other ("unrecognized arguments"), as the
+    api_server, which has none, refuses all."""
+    words = list(words)
+    if words and program[-1] == "serve" and not f.get("model"):
+        f["model"] = words.pop(0)
+    if words:
+        raise ConfigError(
+            f"the serve command's words after `--` ({_short(' '.join(words), 60)}): vLLM's "
+            "parser takes each as a positional argument, not a flag, and refuses it at "
+            "startup (unrecognized arguments); put the flags before `--`, or drop it"
+        )
 
 
 def _setting(name: str, key: str) -> str:

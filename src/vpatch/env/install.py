@@ -58,6 +58,16 @@ class Result:
     files: list[str] = field(default_factory=list)  # sources changed (RECORD paths)
     bytecode: dict[str, str] = field(default_factory=dict)  # .pyc: what was done
     recovered: str | None = None
+    # the one answer about readiness after the install (`vpatch check`'s;
+    # None: a dry run, which changes nothing)
+    readiness: status.Readiness | None = None
+
+    @property
+    def verdict(self) -> str | None:
+        """The line `vpatch check` would end with now."""
+        if self.readiness is None:
+            return None
+        return self.readiness.verdict(status.install_command(self.dist.python))
 
 
 @dataclass
@@ -102,8 +112,12 @@ def install(
             recovered = journal.recover(d.info)
             if recovered:
                 say(recovered)
+        checks = checks if checks is not None else probes.load(pins.patchset)
         res = _install(d, series_dir, dry_run, pins, checks)
         res.recovered = recovered
+        if not dry_run:
+            rows = {r.path: r for r in read_record(d.record_path)[1]}
+            res.readiness = status.readiness(d, pins, rows, receipt.read(d.info), checks)
         return res
 
 
@@ -116,7 +130,7 @@ def _choose(
     d: Dist,
     series_dir: Path | None,
     pins: lock.Lock,
-    checks: probes.Probes | None,
+    checks: probes.Probes,
     rows: dict[str, Row],
     rec: Receipt | None,
 ) -> tuple[quilt.Series | None, str]:
@@ -132,16 +146,12 @@ def _choose(
     own = pins.series(rel)
     if own is not None:
         return own, ""
-    subs = status.subjects(pins, None)
-    st = status.statuses(
-        d, subs, None, rows, rec, checks if checks is not None else probes.load(pins.patchset)
-    )
-    lacking = [name for name, v in st.items() if v not in status.READY]
-    if not lacking:
+    answer = status.readiness(d, pins, rows, rec, checks)
+    if answer.ready:
         return None, f"vLLM {rel.version} has every EAGLE-3 fix upstream; nothing to do"
     raise ConfigError(
-        f"vLLM {rel.version} lacks {', '.join(lacking)} and vpatch has no series for it; "
-        f"releases with a series: {', '.join(pins.with_series())}"
+        f"vLLM {rel.version} lacks {', '.join(answer.lacking)} and vpatch has no series for "
+        f"it; releases with a series: {', '.join(pins.with_series())}"
     )
 
 
@@ -150,7 +160,7 @@ def _install(
     series_dir: Path | None,
     dry_run: bool,
     pins: lock.Lock,
-    checks: probes.Probes | None,
+    checks: probes.Probes,
 ) -> Result:
     rec = receipt.read(d.info)
     record_bytes, rows = read_record(d.record_path)
@@ -170,6 +180,8 @@ def _install(
             f"{d.name} {d.version} is a vpatch wheel of another series; reinstall the release "
             f"(pip install --force-reinstall --no-deps {d.name}=={d.public}), then vpatch install"
         )
+    if rec is None or rec.series_sha256 != digest:  # it will write: no link on the way
+        _refuse_links(d, _shipped(series, rows))
     if rec is not None:
         _check_unchanged(d, rec, "vpatch install")
         if rec.series_sha256 == digest:
@@ -277,6 +289,32 @@ def _shipped(series: quilt.Series, rows: list[record.Row]) -> list[str]:
     tops = {f.split("/", 1)[0] for f in series.files}
     installed = {t for t in tops if any(r.path.startswith(f"{t}/") for r in rows)}
     return [f for f in series.files if f.split("/", 1)[0] in installed]
+
+
+def _refuse_links(d: Dist, shipped: list[str]) -> None:
+    """Refuse (TreeError) where a path install writes is, or passes through,
+    a symbolic link below site-packages: the files the series patches, their
+    .pyc, RECORD, the .dist-info. A venv whose files link into a shared
+    store (uv --link-mode=symlink, a Nix or Spack view) would get the store
+    written through a linked folder, or a file of its own where a linked
+    file was, which uninstall (putting back bytes) would not make a link
+    again; its files are the store's to change, not vpatch's."""
+    paths = [d.root / f for f in shipped]
+    paths += [pyc.path for f in shipped if f.endswith(".py") for pyc in bytecode.find(d.root / f)]
+    paths += [d.record_path, d.info]
+    for p in paths:
+        parts = Path(_rel(d, p)).parts
+        for i in range(1, len(parts) + 1):
+            at = d.root.joinpath(*parts[:i])
+            if at.is_symlink():
+                rel = "/".join(parts[:i])
+                raise TreeError(
+                    f"{rel} is a symbolic link (to {os.readlink(at)}) in {d.root}: `vpatch "
+                    "install` replaces the files it patches, which would write through it or "
+                    "leave a file of this environment's own in its place; refused, nothing was "
+                    "changed. Install vLLM as copies (pip does; uv: --link-mode=copy), or build "
+                    "vpatch's wheel (`vpatch wheel`) and install that"
+                )
 
 
 def _check_against_record(d: Dist, orig: Original, shipped: list[str], rows: list[Row]) -> None:

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import record
+from .. import record, settings
 from ..errors import TreeError, VpatchError
 
 FOLDER = "vpatch-journal"
@@ -67,7 +67,7 @@ def point() -> None:
     if _steps == 0 and at == "0":
         atexit.register(lambda: print(f"vpatch-test-steps {_steps}", file=sys.stderr))
     _steps += 1
-    if _steps == int(at):
+    if _steps == settings.whole(at, "VPATCH_TEST_KILL_AT", 0):
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -1,16 +1,16 @@
 """Is the vLLM of one Python environment ready for EAGLE-3 with DeepSeek-V3
 / Kimi-K2.5 targets? For the environment's vLLM, each patch (see `status`
-for which) is `applied`, `upstream`, `missing` or `modified`, found by
-running the probes of patches/patches.toml on the installed files, and by
+for which) is `applied`, `upstream`, `gone`, `missing` or `modified`, found
+by running the probes of patches/patches.toml on the installed files, and by
 what vpatch recorded when it installed the series. Ready when every one is
-applied or upstream. An interrupted install or uninstall is rolled back
+applied, upstream or gone (status.readiness: the one answer, which `vpatch
+install` gives too). An interrupted install or uninstall is rolled back
 first. `vpatch check` prints it; `vpatch doctor` asks it.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,17 +30,24 @@ class Report:
     location: str  # the folder holding vllm/ (site-packages; the checkout if editable)
     release: str  # the release the version names: "0.17.1"
     series: str | None  # the release's series in this vpatch (None: it has none)
-    patches: dict[str, str]  # "NNNN-slug" -> applied | upstream | missing | modified
+    patches: dict[str, str]  # "NNNN-slug" -> applied | upstream | gone | missing | modified
     eagle3_ready: bool
     installed: str | None = None  # what vpatch installed there, if anything
     editable: bool = False
     recovered: str | None = None  # an interrupted run rolled back by this check
     notes: list[str] = field(default_factory=list)
+    answer: status.Readiness | None = None  # status.readiness: patches and eagle3_ready's
 
     @property
     def install(self) -> str:
         """The `vpatch install` that installs the series here."""
-        return f"vpatch install --python {shlex.quote(self.python)}"
+        return status.install_command(self.python)
+
+    @property
+    def verdict(self) -> str:
+        """The one line about readiness, as install and doctor say it too."""
+        answer = self.answer or status.Readiness(self.release, self.patches)
+        return answer.verdict(self.install)
 
     def to_json(self) -> dict[str, Any]:
         """The documented JSON shape."""
@@ -68,16 +75,15 @@ def inspect(
     d = found or find(python, say)
     checks = checks if checks is not None else probes.load(pins.patchset)
     release, own = status.own_series(pins, d)
-    subs = status.subjects(pins, own)
     recovered, rec, rows = None, None, None
     if d.editable is None:
         with locking.hold(d.info, wait=wait):
             recovered = journal.recover(d.info)
             rec = receipt.read(d.info)
             rows = {r.path: r for r in read_record(d.record_path)[1]}
-            st = status.statuses(d, subs, own, rows, rec, checks)
+            answer = status.readiness(d, pins, rows, rec, checks)
     else:
-        st = status.statuses(d, subs, own, None, None, checks)
+        answer = status.readiness(d, pins, None, None, checks)
     report = Report(
         python=d.python,
         dist=d.name,
@@ -85,10 +91,11 @@ def inspect(
         location=str(d.root),
         release=d.public,
         series=own.name if own else None,
-        patches=st,
-        eagle3_ready=status.ready(st),
+        patches=answer.patches,
+        eagle3_ready=answer.ready,
         editable=d.editable is not None,
         recovered=recovered,
+        answer=answer,
     )
     if rec is not None:
         report.installed = (

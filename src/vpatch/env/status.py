@@ -12,13 +12,25 @@ A patch is known by its slug, so the same patch in two series is one.
             of a patched build (a `+eagle3.<hash>` wheel) and its probe holds
   upstream  not in the release's series, and its probe (patches/patches.toml)
             holds on the installed files: the release does it itself
-  missing   neither
+  gone      not in the release's series; patches.toml says upstream removed
+            the code it changes by this release (its `gone`: a maintainer's
+            decision, read from that release's source), and no anchor of its
+            probe is in the installed files (probes.gone): the defect it
+            fixes cannot occur here (vLLM 0.34.0 removed the V1 proposer the
+            Kimi alias and the V1 backend fix change)
+  missing   none of these
   modified  in the release's own series, and a file it touches is neither
             what vpatch wrote nor what RECORD lists: changed by hand
+
+Ready when every one is applied, upstream or gone. `Readiness` is the one
+answer `vpatch check` prints, `vpatch install` gives after its work and
+`vpatch doctor` reports: `readiness()` reads it from an environment's files,
+`expected_readiness()` from the patch set alone (`doctor --vllm R`).
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,14 +42,23 @@ from . import journal
 from .dist import Dist
 from .receipt import Receipt
 
-STATUSES = ("applied", "upstream", "missing", "modified")
-READY = ("applied", "upstream")
+STATUSES = ("applied", "upstream", "gone", "missing", "modified")
+READY = ("applied", "upstream", "gone")
+WHAT = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets"  # what is ready, or not
 
 
 @dataclass(frozen=True)
 class Subject:
     patch: quilt.Patch
     own: bool  # in the installed release's own series
+    gone: str | None = None  # patches.toml's: the release upstream removed its code by
+
+    def removed(self, release: str) -> bool:
+        """Whether patches.toml says upstream removed the patch's code by `release`."""
+        try:
+            return self.gone is not None and Version(self.gone) <= Version(release)
+        except ValueError:  # not a version: nothing is said of it
+            return False
 
     @property
     def name(self) -> str:
@@ -51,6 +72,7 @@ def own_series(pins: lock.Lock, d: Dist) -> tuple[lock.Release | None, quilt.Ser
 
 def subjects(pins: lock.Lock, own: quilt.Series | None) -> list[Subject]:
     out: dict[str, Subject] = {}
+    about = pins.patchset.about
     for p in own.patches if own else ():
         out.setdefault(p.slug, Subject(p, True))
     extra = [pins.default()]
@@ -60,7 +82,8 @@ def subjects(pins: lock.Lock, own: quilt.Series | None) -> list[Subject]:
             extra.append(pins.releases[fixes[-1]])
     for rel in extra:
         for p in s.patches if (s := pins.series(rel)) else ():
-            out.setdefault(p.slug, Subject(p, False))
+            gone = about[p.slug].gone if p.slug in about else None
+            out.setdefault(p.slug, Subject(p, False, gone))
     return list(out.values())
 
 
@@ -102,7 +125,12 @@ def statuses(
 
     out = {}
     for s in subs:
-        holds = probes.holds(wanted.get(s.patch.slug, []), texts)
+        checks_of = wanted.get(s.patch.slug, [])
+        holds = probes.holds(checks_of, texts)
+        # gone: what patches.toml decided, and what the files show
+        if not (s.own or holds) and s.removed(d.public) and probes.gone(checks_of, texts):
+            out[s.name] = "gone"
+            continue
         out[s.name] = _status(s, d.root, rows, rec, holds, built, current)
     return out
 
@@ -157,6 +185,8 @@ def expected(pins: lock.Lock, version: str, patched: bool) -> dict[str, str]:
     for s in subjects(pins, pins.series(version)):
         if s.own:
             out[s.name] = "applied" if patched else "missing"
+        elif s.removed(version):
+            out[s.name] = "gone"
         else:
             since = pins.patchset.upstream(s.patch.slug).release
             held = since is not None and Version(since) <= Version(version)
@@ -166,3 +196,77 @@ def expected(pins: lock.Lock, version: str, patched: bool) -> dict[str, str]:
 
 def ready(status: dict[str, str]) -> bool:
     return bool(status) and all(v in READY for v in status.values())
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """The one answer about readiness for EAGLE-3 with DeepSeek-V3 /
+    Kimi-K2.5 targets on one vLLM: each patch's status ("NNNN-slug" ->
+    applied | upstream | gone | missing | modified), which of them the
+    release's own series holds (what `vpatch install` installs), and whether
+    it has one. `verdict()` is the line check prints, install repeats and
+    doctor quotes."""
+
+    release: str  # the installed release, e.g. "0.34.0"
+    patches: dict[str, str]
+    own: frozenset[str] = frozenset()
+    series: bool = False  # the release has a series of its own in this vpatch
+
+    @property
+    def ready(self) -> bool:
+        return ready(self.patches)
+
+    @property
+    def lacking(self) -> list[str]:
+        return [n for n, s in self.patches.items() if s not in READY]
+
+    def verdict(self, install: str) -> str:
+        """`WHAT: ready`, or `WHAT: NOT ready (names); what to do`: `install`
+        is the command that installs the series there, named only where it
+        would help (a lacking patch is in the release's own series)."""
+        if self.ready:
+            return f"{WHAT}: ready"
+        lacking = self.lacking
+        if any(self.patches[n] == "modified" for n in lacking):
+            then = f"a file was changed by hand: reinstall vLLM, then run `{install}`"
+        elif any(n in self.own for n in lacking):
+            then = f"run `{install}`"
+        elif not self.series:
+            then = f"vpatch has no series for vLLM {self.release}"
+        else:
+            which = "it" if len(lacking) == 1 else "them"
+            then = (
+                f"vpatch's {self.release} series does not carry {which}, and `vpatch install` "
+                "has nothing more to install there"
+            )
+        return f"{WHAT}: NOT ready ({', '.join(lacking)}); {then}"
+
+
+def install_command(python: str) -> str:
+    """The `vpatch install` that installs the series into python's vLLM."""
+    return f"vpatch install --python {shlex.quote(python)}"
+
+
+def readiness(
+    d: Dist,
+    pins: lock.Lock,
+    rows: dict[str, record.Row] | None,
+    rec: Receipt | None,
+    checks: probes.Probes,
+) -> Readiness:
+    """The answer for d's installed files (with RECORD's `rows` and vpatch's
+    receipt `rec`, None for an editable install): what check, install and
+    doctor each call."""
+    _, own = own_series(pins, d)
+    subs = subjects(pins, own)
+    st = statuses(d, subs, own, rows, rec, checks)
+    return Readiness(d.public, st, frozenset(s.name for s in subs if s.own), own is not None)
+
+
+def expected_readiness(pins: lock.Lock, version: str, patched: bool) -> Readiness:
+    """The answer for the pinned release `version` installed as released, or
+    with its series installed (`expected`): `doctor --vllm R [--patched]`."""
+    own = pins.series(version)
+    subs = subjects(pins, own)
+    names = frozenset(s.name for s in subs if s.own)
+    return Readiness(version, expected(pins, version, patched), names, own is not None)

@@ -148,6 +148,11 @@ def patches_md(pins: lock.Lock) -> str:
             ("releases", runs(ps.serving(s, pinned), pinned)),
             ("variants", variants),
             ("upstream", where),
+            *(
+                [("code gone", f"from {a.gone}: upstream removed the code it changes")]
+                if a.gone
+                else []
+            ),
             ("tier markers", ", ".join(f"`{m}`" for m in a.markers) or "none of its own"),
             ("doctor", f"`{a.doctor}`" if a.doctor else "-"),
         ]
@@ -322,7 +327,7 @@ def summary_markdown(pins: lock.Lock, last: str | None = None) -> str:
 def blocks(pins: lock.Lock, extra: tuple[Block, ...] = (), last: str | None = None) -> list[Block]:
     """Every generated part: the patch set's, then `extra` (made above the
     commands: the CLI's command list); doctor's table up to `last` (default
-    releases.LAST)."""
+    rules.toml's newest)."""
     return [
         Block("README.md", "title", title(pins)),
         Block("README.md", "why", why(pins)),

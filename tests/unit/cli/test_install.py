@@ -12,6 +12,7 @@ DIST = SimpleNamespace(name="vllm", version="9.9.0", root=Path("/env/site"))
 
 
 def result(action, **kw):
+    kw.setdefault("verdict", None)
     return SimpleNamespace(dist=DIST, action=action, message="2 files", files=[], bytecode={}, **kw)
 
 
@@ -26,6 +27,16 @@ def test_one_line(monkeypatch, capsys, action, line):
     monkeypatch.setattr(install, "install", lambda py, series, dry_run, say, pins: result(action))
     assert cli.main(["install"]) == 0
     assert capsys.readouterr().out == line + "\n"
+
+
+def test_after_an_install_the_line_check_ends_with(monkeypatch, capsys):
+    """install's last line is `vpatch check`'s verdict on the environment as
+    it left it (status.Readiness.verdict): one answer, whichever is asked."""
+    said = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: ready"
+    res = result("nothing", verdict=said)
+    monkeypatch.setattr(install, "install", lambda py, series, dry_run, say, pins: res)
+    assert cli.main(["install"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == said
 
 
 def test_a_dry_run_lists_the_files(monkeypatch, capsys):

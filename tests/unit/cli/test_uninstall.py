@@ -12,7 +12,12 @@ DIST = SimpleNamespace(name="vllm", version="9.9.0", root=Path("/env/site"))
 def test_restored_or_would_restore(monkeypatch, capsys):
     seen = []
     res = SimpleNamespace(
-        dist=DIST, action="restored", message="2 files", files=["vllm/a.py"], bytecode={}
+        dist=DIST,
+        action="restored",
+        message="2 files",
+        files=["vllm/a.py"],
+        bytecode={},
+        verdict=None,
     )
     monkeypatch.setattr(
         install, "uninstall", lambda py, dry_run, say: seen.append((py, dry_run)) or res

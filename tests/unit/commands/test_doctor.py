@@ -101,7 +101,10 @@ def test_cli_broken_pair_exit_1(tmp_path, upstream_env):
             ["--target", "owner/not-cached", "--drafter", "owner/drafter"],
             "owner/not-cached: config.json, tokenizer_config.json not in the local",
         ),
-        (["--tensor-parallel-size", "0"], "--tensor-parallel-size must be at least 1"),
+        (
+            ["--tensor-parallel-size", "0"],
+            "argument --tensor-parallel-size: must be a whole number from 1",
+        ),
         (["--python", "/nonexistent/python"], "/nonexistent/python: no such interpreter"),
     ],
 )
@@ -235,10 +238,13 @@ def test_run_takes_readiness_from_the_callable(tmp_path, py):
     assert r.ok, r.to_text()
     assert "--trust-remote-code" in r.serve  # the Kimi-K2.5 target is remote code
     # EAGLE-3 is upstream on 0.25.0: without the layer-0 fix the pair still
-    # runs (it asks for no layer 0), and doctor says what is missing
-    r = D.doctor(req, ready=lambda env: Readiness(False), pins=lock.load())
+    # runs (it asks for no layer 0), and doctor says `vpatch check`'s answer
+    said = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: NOT ready (0001-x); run `x`"
+    r = D.doctor(req, ready=lambda env: Readiness(False, said=said), pins=lock.load())
     assert r.ok
-    assert any(f.check == "vllm" and "layer-0 fix not installed" in f.message for f in r.findings)
+    assert [f.severity for f in r.findings if f.check == "vllm" and said in f.message] == [
+        "warning"
+    ]
 
 
 def test_run_a_serve_command(tmp_path, py):
@@ -259,8 +265,14 @@ def test_run_a_serve_command(tmp_path, py):
         (D.Request(), "nothing to check"),
         (D.Request(target="t"), "nothing to check"),
         (D.Request(command=("vllm", "serve", "M"), target="t", drafter="d"), "not both"),
-        (D.Request(target="t", drafter="d", tensor_parallel_size=0), "at least 1"),
-        (D.Request(target="t", drafter="d", num_speculative_tokens=0), "at least 1"),
+        (
+            D.Request(target="t", drafter="d", tensor_parallel_size=0),
+            "--tensor-parallel-size must be a whole number from 1 ",
+        ),
+        (
+            D.Request(target="t", drafter="d", num_speculative_tokens=0),
+            "--num-speculative-tokens must be a whole number from 1 ",
+        ),
     ],
 )
 def test_bad_requests(req, phrase):

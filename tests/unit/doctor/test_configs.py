@@ -60,15 +60,21 @@ def test_remote_code_the_repo_names(tmp_path):
         (lambda c: c.pop("architectures"), "no architectures"),
         (
             lambda c: c["text_config"].pop("num_hidden_layers"),
-            "num_hidden_layers must be a positive",
+            "num_hidden_layers must be a whole number from 1 to 10000, got None",
         ),
-        (lambda c: c["text_config"].update(hidden_size="7168"), "hidden_size must be a positive"),
+        (
+            lambda c: c["text_config"].update(hidden_size="7168"),
+            "hidden_size must be a whole number .*, got '7168'",
+        ),
         (
             lambda c: c["text_config"].update(num_hidden_layers=10**18),
-            r"num_hidden_layers must be a positive integer \(at most 10000\), got 10{18}",
+            r"num_hidden_layers must be a whole number from 1 to 10000, got 10{18}",
         ),
         (lambda c: c["text_config"].update(num_hidden_layers=10_000), None),
-        (lambda c: c["text_config"].update(vocab_size=2**31), r"vocab_size .*at most 2147483647"),
+        (
+            lambda c: c["text_config"].update(vocab_size=2**31),
+            r"vocab_size must be a whole number from 1 to 2147483647, got 2147483648",
+        ),
     ],
 )
 def test_bad_targets(tmp_path, edit, phrase):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 
 import pytest
 from vpatch.doctor import serve as S
@@ -62,6 +63,10 @@ def test_forms(cmd):
         ("--max-model-len 1M", "max_model_len", 2**20),
         ("--max-model-len auto", "max_model_len", None),
         ("--max-model-len -1", "max_model_len", None),
+        # vLLM's human_readable_int: a decimal suffix takes decimals and truncates
+        ("--max-model-len 25.6k", "max_model_len", 25600),
+        ("--max-model-len 1.0005k", "max_model_len", 1000),
+        ("--max-model-len 2g", "max_model_len", 2 * 10**9),
         ("--enforce-eager", "enforce_eager", True),
         ("--enforce-eager --no-enforce-eager", "enforce_eager", False),
         ("--trust-remote-code", "trust_remote_code", True),
@@ -173,10 +178,13 @@ def test_command_with_changes():
         ("vllm serve M --speculative-config '[1]'", "not a JSON object"),
         ('vllm serve M --speculative-config \'{"method": "eagle3"}\'', 'has no "model"'),
         (f"vllm serve --speculative-config '{SPEC}'", "names no model"),
-        (f"vllm serve M -tp zero --speculative-config '{SPEC}'", "not a whole number"),
-        (f"vllm serve M -tp 0 --speculative-config '{SPEC}'", "at least 1"),
-        (f"vllm serve M --max-model-len lots --speculative-config '{SPEC}'", "not a length"),
+        (f"vllm serve M -tp zero --speculative-config '{SPEC}'", "whole number from 1 to"),
+        (f"vllm serve M -tp 0 --speculative-config '{SPEC}'", "from 1 to 2147483647, got '0'"),
+        (f"vllm serve M --max-model-len lots --speculative-config '{SPEC}'", "a length: 32768"),
         (f"vllm serve M --speculative-config '{SPEC}' --max-model-len", "needs a value"),
+        (f"vllm serve M --max-model-len 1.5K --speculative-config '{SPEC}'", "did you mean 1.5k"),
+        (f"vllm serve M --max-model-len 3g --speculative-config '{SPEC}'", "got 3000000000"),
+        (f"vllm serve M --max-model-len 32x --speculative-config '{SPEC}'", "got '32x'"),
         (f"vllm serve M --attention-config '{{x' --speculative-config '{SPEC}'", "not valid JSON"),
     ],
 )
@@ -241,3 +249,52 @@ def test_revisions_are_vllms_flags():
     assert "vllm serve T --revision v1 " in s.command()
     assert '"model": "D", "revision": "main"' in s.command()
     assert parse(f"vllm serve M --speculative-config '{SPEC}'").revision is None
+
+
+@pytest.mark.parametrize("value", ["a b", "x'y", "", "$HOME", "1;echo hi"])
+def test_an_assignment_prints_as_the_shell_reads_one(tmp_path, value):
+    """`VAR='a b' vllm serve ...`: the printed command pastes into a shell as
+    an assignment (issue 48: it printed `'VAR=a b' vllm serve`, which a
+    shell runs as a program named `VAR=a b`), and reads back the same."""
+    s = S.parse(["env", f"VLLM_FOO={value}", "vllm", "serve", "M", "--speculative-config", SPEC])
+    out = s.command()
+    assert out.startswith(f"VLLM_FOO={shlex.quote(value)} vllm serve M "), out
+    # what a POSIX shell makes of it: the assignment, then the program
+    script = tmp_path / "show.sh"
+    script.write_text('printf "%s\\n" "$VLLM_FOO" "$1"\n')
+    got = subprocess.run(
+        ["sh", "-c", out.replace("vllm serve", f"sh {script}", 1)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    assert got[:2] == [value, "M"], got
+    assert S.parse(shlex.split(out)).assigned == {"VLLM_FOO": value}
+
+
+@pytest.mark.parametrize(
+    "words, phrase",
+    [
+        # vLLM's parser (FlexibleArgumentParser, then argparse) takes every word
+        # after a bare `--` as a positional argument; `vllm serve` takes one
+        ("vllm serve M --speculative-config SPEC -- --enforce-eager", "--enforce-eager"),
+        ("vllm serve M --speculative-config SPEC -- -tp 8", "-tp 8"),
+        ("vllm serve --speculative-config SPEC -- M extra", "extra"),
+        (
+            "python -m vllm.entrypoints.openai.api_server --model M --speculative-config SPEC -- N",
+            "N",
+        ),
+    ],
+)
+def test_words_after_a_bare_double_dash_are_no_flags(words, phrase):
+    cmd = [SPEC if w == "SPEC" else w for w in shlex.split(words)]
+    with pytest.raises(ConfigError) as e:
+        S.parse(cmd)
+    msg = str(e.value)
+    assert "after `--`" in msg and phrase in msg and "positional" in msg, msg
+
+
+def test_the_model_after_a_bare_double_dash_is_the_model():
+    s = S.parse(["vllm", "serve", "-tp", "2", "--speculative-config", SPEC, "--", "M"])
+    assert (s.model, s.tensor_parallel_size, s.enforce_eager) == ("M", 2, False)
+    assert s.command().startswith("vllm serve M --tensor-parallel-size 2 ")

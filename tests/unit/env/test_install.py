@@ -589,3 +589,97 @@ def test_a_relative_series_folder_is_named_by_its_own_name(fake, monkeypatch):
     assert res.action == "installed" and res.series == fake.series_dir.name != ""
     assert receipt.read(fake.dist_info).series == fake.series_dir.name
     assert f"series {fake.series_dir.name} (2 patches" in res.message
+
+
+# -- symbolic links into a shared store ---------------------------------------------
+
+
+def _link_into_store(fake, rel: str, store: Path) -> Path:
+    """Make `rel` (under site-packages) a symbolic link to a copy of it in
+    `store`, as a venv whose files link into a shared package store or cache
+    has it (uv --link-mode=symlink; a Nix or Spack view)."""
+    src = fake.root / rel
+    dest = store / rel
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(src, dest)
+    src.symlink_to(dest, target_is_directory=dest.is_dir())
+    return dest
+
+
+def _links(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): os.readlink(p) for p in root.rglob("*") if p.is_symlink()
+    }
+
+
+def _store(store: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(store).as_posix(): p.read_bytes() for p in store.rglob("*") if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "vllm/model.py",  # a file the series patches
+        "vllm",  # the folder holding it: writing there writes into the store
+        "vllm/__pycache__",  # its bytecode, which install recompiles
+        "DIST_INFO/RECORD",  # the RECORD install rewrites
+    ],
+)
+def test_install_refuses_a_symbolic_link_it_would_replace_and_changes_nothing(fake, tmp_path, rel):
+    """A venv whose files link into a shared store: `vpatch install` replaced
+    such a link with a file of its own (writing through a linked folder, into
+    the store), and `uninstall` left a file where the link was (issue 48).
+    An infra engineer expects the store never written and the environment
+    given back as it was, so install refuses, in one line, before anything
+    changes, and names the link and the way that works (`vpatch wheel`)."""
+    rel = rel.replace("DIST_INFO", fake.dist_info.name)
+    store = tmp_path / "store"
+    _link_into_store(fake, rel, store)
+    links, stored, before = _links(fake.root), _store(store), snapshot(fake.py)
+    for args in (("install", "--dry-run"), ("install",)):
+        r = fake.run(*args)
+        assert r.returncode == 6, (args, r.stdout, r.stderr)
+        line = one_error_line(r)
+        assert "symbolic link" in line and rel in line and "vpatch wheel" in line, line
+    assert _links(fake.root) == links and _store(store) == stored
+    assert snapshot(fake.py) == before and show(fake.py) == OLD
+    assert fake.run("check").returncode == 1  # not installed, and said so
+
+
+def test_a_link_the_series_does_not_touch_is_left_alone(fake, tmp_path):
+    """A link elsewhere in the package (a file no patch changes) is no reason
+    to refuse: install and uninstall leave it as it is."""
+    _link_into_store(fake, "vllm/sub/layer.py", tmp_path / "store")
+    links = _links(fake.root)
+    assert fake.run("install").returncode == 0 and show(fake.py) == NEW
+    assert _links(fake.root) == links
+    assert fake.run("uninstall").returncode == 0 and show(fake.py) == OLD
+    assert _links(fake.root) == links
+
+
+def test_a_hard_link_into_a_store_is_never_written_through(fake, tmp_path):
+    """uv's and conda's default: files hard-linked from a shared cache. Install
+    and uninstall replace a file (a new inode), so the cache's copy keeps the
+    release's bytes throughout, and the environment gets them back."""
+    store = tmp_path / "store"
+    store.mkdir()
+    shared = store / "model.py"
+    os.link(fake.root / "vllm/model.py", shared)
+    before = shared.read_bytes()
+    assert fake.run("install").returncode == 0 and show(fake.py) == NEW
+    assert shared.read_bytes() == before
+    assert fake.run("uninstall").returncode == 0 and show(fake.py) == OLD
+    assert shared.read_bytes() == before == (fake.root / "vllm/model.py").read_bytes()
+
+
+@pytest.mark.parametrize("at", ["x", "-1", "9" * 5000])
+def test_the_kill_point_setting_is_read_with_the_bound(fake, at):
+    """VPATCH_TEST_KILL_AT (the journal's fault injection) is a whole number
+    from 0, read by settings.whole: anything else is one line, exit 2, and
+    nothing changed (it was int()'s ValueError: exit 70)."""
+    before = snapshot(fake.py)
+    r = fake.run("install", env={"VPATCH_TEST_KILL_AT": at})
+    assert r.returncode == 2 and "VPATCH_TEST_KILL_AT" in one_error_line(r), r.stderr
+    assert snapshot(fake.py) == before and show(fake.py) == OLD

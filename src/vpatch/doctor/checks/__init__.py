@@ -107,6 +107,8 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
             f"checked against {default}"
         )
     elif not place.exact:
+        # a release between two whose rules were read (one pinned past the
+        # newest rules is refused above: releases.newer)
         rel = place.release
         assumed = f"vLLM {env.version} is not a pinned release; checked as {rel}"
     else:

@@ -4,6 +4,7 @@ embedding (rope_theta, the YaRN range)."""
 
 from __future__ import annotations
 
+from ... import settings
 from ..pair import Pair
 from ..report import Finding
 from .vllm import defect
@@ -137,7 +138,14 @@ def check_rope_range(p: Pair) -> Finding:
         return Finding("rope_range", "info", "no YaRN rope: positions as in max_model_len")
     assert isinstance(rope, dict)
     orig, factor = rope.get("original_max_position_embeddings"), rope.get("factor")
-    if not isinstance(orig, int) or not isinstance(factor, (int, float)) or factor <= 0:
+    # within settings.MOST, each (NaN and inf are not): their product stays a
+    # finite float, so the range is a number (1e308 x 4096 made int(inf) raise)
+    if (
+        not isinstance(orig, int)
+        or not isinstance(factor, (int, float))
+        or not 0 < orig <= settings.MOST
+        or not 0 < factor <= settings.MOST
+    ):
         return Finding(
             "rope_range",
             "warning",

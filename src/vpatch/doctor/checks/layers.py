@@ -208,7 +208,7 @@ def check_pipeline_parallel(p: Pair) -> Finding:
     if pp > n:
         return Finding("pipeline_parallel", "error", f"PP {pp} > the target's {n} layers")
     try:
-        start, _ = releases.pp_indices(n, pp - 1, pp)
+        start, _ = releases.pp_indices(n, pp - 1, pp, p.environ)
     except ValueError as e:
         return Finding("pipeline_parallel", "error", str(e))
     kept, _, _ = p.states()

@@ -29,8 +29,12 @@ def check_vllm(p: Pair) -> Finding:
         return Finding(
             "vllm", "error", f"{where}: {p.assumed}; install vLLM {p.pins.rules.first} or later"
         )
+    # `vpatch check`'s verdict when it is not ready, in its words: the one
+    # answer check, install and doctor give (env.status.Readiness)
+    said = p.readiness.said or "`vpatch check` says EAGLE-3 is NOT ready there"
+    unready = f"; {said}" if p.ready is False else ""
     if p.assumed:
-        return Finding("vllm", "warning", f"{where}: {p.assumed}")
+        return Finding("vllm", "warning", f"{where}: {p.assumed}{unready}")
     if p.series and not p.ready:
         how = "is not installed" if p.ready is False else "could not be confirmed"
         return Finding(
@@ -47,9 +51,11 @@ def check_vllm(p: Pair) -> Finding:
             "warning",
             f"{where}: could not tell whether EAGLE-3 is ready there; run `vpatch check`",
         )
+    if unready:
+        return Finding("vllm", "warning", f"{where}: {said}")
     state = "vpatch's series installed" if p.series else "upstream"
     if p.release in patched_layer0(p.pins):
-        state += ", layer-0 fix installed" if p.ready else ", layer-0 fix not installed"
+        state += ", layer-0 fix installed"  # ready: every patch of its series is
     return Finding("vllm", "info", f"{where}: EAGLE-3 for DeepSeek-V3/Kimi targets ({state})")
 
 
@@ -101,7 +107,7 @@ def defect(
     if state == "installed":
         return Finding(check, "info", f"{what}; fixed here: vpatch's patch {slug} is installed")
     how = {
-        "not installed": f"vpatch's {p.release} series fixes it ({slug}), not installed "
+        "not installed": f"vpatch's {p.series_release} series fixes it ({slug}), not installed "
         f"here: run `vpatch install --python {p.env.python}`; or {workaround}",
         "none": f"vpatch's series for this release has no fix{f' ({slug})' if slug else ''}; "
         f"{workaround}",

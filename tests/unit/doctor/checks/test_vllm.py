@@ -5,14 +5,19 @@ vpatch's series fixes, told by `vpatch check`'s report."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from support import next_release
 from support import pairs as F
 from support.doctor import FORCED, PINS, check, diag, errors, find, reported, sev
+from vpatch import lock, resources
 from vpatch.doctor import checks as doctor
 from vpatch.doctor import hub, serve
+from vpatch.doctor import releases as R
 from vpatch.doctor.environment import Readiness, VllmEnv
+from vpatch.errors import NewerRelease
 
 
 def test_no_vllm(tmp_path):
@@ -129,3 +134,57 @@ def test_kimi_k2_config_is_remote_code_before_0_18(tmp_path, version, broken):
 def test_trust_remote_code_not_needed_is_said(tmp_path):
     r = check(tmp_path, "0.32.0", target="deepseek_v3")  # check() gives --trust-remote-code
     assert "--trust-remote-code is not needed" in find(r, "target").message
+
+
+def pinned_past_the_rules(tmp: Path) -> lock.Lock:
+    """vpatch's data as a `vpatch carry X --write` leaves it before a person
+    decides what its report lists: X pinned, the newest series carried to
+    it, doctor's rules ending before it."""
+    root = tmp / "root"
+    shutil.copytree(resources.root(), root)
+    pins = lock.load(root / "VERSIONS.lock")
+    last, new = pins.versions()[-1], next_release(pins)
+    toml = root / "patches" / "patches.toml"
+    assert f':{last}"' in toml.read_text()
+    toml.write_text(toml.read_text().replace(f':{last}"', f':{new}"'))
+    with (root / "VERSIONS.lock").open("a") as f:
+        f.write(f'\n[releases."{new}"]\ntag = "v{new}"\ncommit = "c"\nstatus = "upstream-fix"\n')
+    pins = lock.load(root / "VERSIONS.lock")
+    assert pins.has_series(new) and new not in R.known_releases(pins)
+    return pins
+
+
+def test_a_release_pinned_past_doctors_rules_is_named_as_pinned(tmp_path):
+    """After `carry --write`, doctor called the release "not a pinned release"
+    and sent the user to the series before it (issue 48): the lock pins it,
+    and doctor's rules stop before it; doctor says that, and refuses to
+    guess (exit 12) rather than judge it by the release before."""
+    pins = pinned_past_the_rules(tmp_path)
+    new = pins.versions()[-1]
+    t, d = F.pair(tmp_path / "pair", target="kimi_k25", fmt="torchspec_mla")
+    env = VllmEnv("python3", "vllm", new, "/x")
+    s = serve.from_options(str(t), str(d), 8)
+    with pytest.raises(NewerRelease) as e:
+        doctor.diagnose(
+            hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(False), s, {}, pins=pins
+        )
+    said = str(e.value)
+    assert f"vLLM {new} is pinned, but doctor's rules for it are not written yet" in said
+    assert f"(they end at {pins.rules.newest})" in said and "not a pinned release" not in said
+
+
+def test_not_ready_quotes_vpatch_checks_verdict(tmp_path):
+    """The `vllm` finding gives `vpatch check`'s answer: on a release with
+    EAGLE-3 upstream and check NOT ready, a warning that quotes its verdict
+    line (what install and check say too), not "EAGLE-3 ... (upstream)"."""
+    said = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: NOT ready (0001-x); run `vpatch ...`"
+    t, d = F.pair(tmp_path)
+    env = VllmEnv("python3", "vllm", "0.33.0", "/x")
+    s = serve.from_options(str(t), str(d), 8)
+    for ready, severity in ((False, "warning"), (True, "info")):
+        readiness = Readiness(ready, {"0001-x": "missing" if not ready else "applied"}, said=said)
+        r = doctor.diagnose(
+            hub.resolve(str(t)), hub.resolve(str(d)), env, readiness, s, {}, pins=PINS
+        )
+        f = find(r, "vllm")
+        assert f.severity == severity and (said in f.message) == (not ready), f

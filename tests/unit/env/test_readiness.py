@@ -1,0 +1,158 @@
+"""One answer about readiness (issue 48, W6): `vpatch check`, `vpatch
+install` and `vpatch doctor` on one environment say the same thing, because
+they call the same function (env.status.readiness) and print the same
+verdict; `doctor --vllm R --patched` gives it from the patch set alone.
+
+The environment is shaped like vLLM 0.34.0 (support/env.py releases_gone):
+its upstream removed the V1 proposer a patch of the EAGLE-3 series changes,
+so that patch is in no series of the release and its probe cannot hold.
+Before the fix, on such an environment with its series installed, `check`
+said NOT ready ("run vpatch install"), `install` said "already installed;
+nothing to do", and doctor said ok with eagle3_ready false."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import env as fake_env
+from support import pairs as F
+from vpatch import lock
+from vpatch.env import status
+
+V1 = f"0002-{fake_env.GONE_V1}"  # its name in the EAGLE-3 series (0.17.1's)
+LAYER0 = "0001-layer-fix-aux-state-at-layer-0"  # 0.34.0's own series
+READY = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: ready"
+
+
+class World:
+    """A data root pinning GONE and a fake 0.34.0 environment of it."""
+
+    def __init__(self, where: Path, decided: bool, files: dict[str, str] | None = None):
+        (where / "root").mkdir(parents=True)
+        self.lock_path = fake_env.releases_gone(where / "root", decided)
+        files = files or fake_env.gone_files("0.34.0")
+        self.py = fake_env.build_env(where / "venv", version="0.34.0", files=files)
+        self.target, self.drafter = F.pair(where / "pair")
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        return fake_env.run_vpatch(
+            *args, lock_path=self.lock_path, probes_path=self.lock_path, env={"HF_HUB_OFFLINE": "1"}
+        )
+
+    def check(self) -> tuple[int, str, dict[str, str]]:
+        """(exit code, the verdict line, the patches) of `vpatch check`."""
+        text = self.run("check", "--python", str(self.py))
+        js = self.run("check", "--python", str(self.py), "--format", "json")
+        assert text.returncode == js.returncode, (text.stdout, js.stdout)
+        return (
+            text.returncode,
+            text.stdout.strip().splitlines()[-1],
+            json.loads(js.stdout)["patches"],
+        )
+
+    def install(self, *flags: str) -> list[str]:
+        r = self.run("install", "--python", str(self.py), *flags)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip().splitlines()
+
+    def doctor(self, *where: str) -> dict:
+        r = self.run(
+            "doctor",
+            *(where or ("--python", str(self.py))),
+            "--target",
+            str(self.target),
+            "--drafter",
+            str(self.drafter),
+            "--format",
+            "json",
+        )
+        assert r.returncode in (0, 1), r.stderr
+        return json.loads(r.stdout)
+
+
+def finding(report: dict, check: str) -> dict:
+    (f,) = [f for f in report["findings"] if f["check"] == check]
+    return f
+
+
+@pytest.fixture
+def decided(tmp_path) -> World:
+    return World(tmp_path, decided=True)
+
+
+@pytest.fixture
+def undecided(tmp_path) -> World:
+    return World(tmp_path, decided=False)
+
+
+def test_w6_a_patch_whose_code_upstream_removed_is_gone_and_all_three_say_ready(decided):
+    """patches.toml records that the V1 fix's code is gone from 0.34.0; the
+    environment's files agree (no class Proposer under vllm/v1/). With
+    0.34.0's own series installed, check, install and doctor say ready, and
+    `doctor --vllm 0.34.0 --patched` says what check says."""
+    w = decided
+    # released: not ready, for the patch `vpatch install` installs; all three say so
+    code, verdict, patches = w.check()
+    assert code == 1 and patches == {
+        LAYER0: "missing",
+        "0001-config-allow-eagle3-for-deepseek": "upstream",
+        V1: "gone",
+    }, patches
+    assert verdict.endswith(f"NOT ready ({LAYER0}); run `vpatch install --python {w.py}`"), verdict
+    assert "would install series 0.34.0" in w.install("--dry-run")[0]
+    doc = w.doctor()
+    assert doc["vllm"]["eagle3_ready"] is False
+    assert verdict in finding(doc, "vllm")["message"], finding(doc, "vllm")
+    # installed: ready, all three
+    w.install()
+    code, verdict, patches = w.check()
+    assert code == 0 and verdict == READY and patches[V1] == "gone" and patches[LAYER0] == "applied"
+    again = w.install()
+    assert again[0].endswith("is already installed; nothing to do") and again[-1] == READY, again
+    doc = w.doctor()
+    assert doc["vllm"]["eagle3_ready"] is True and doc["ok"] is True, doc
+    # its only warning: doctor's rules end before 0.34.0 (a pinned release)
+    said = finding(doc, "vllm")["message"]
+    assert "NOT ready" not in said and "doctor's rules end at vLLM" in said, said
+    assert "not a pinned release" not in said, said
+    # the release given instead of the environment: the same patches, the same answer
+    pins = lock.load(w.lock_path)
+    assert status.expected(pins, "0.34.0", True) == patches
+    assert w.doctor("--vllm", "0.34.0", "--patched")["vllm"]["eagle3_ready"] is True
+
+
+def test_w6_undecided_the_three_still_agree_and_none_sends_the_user_to_install(undecided):
+    """The same environment while patches.toml says nothing of the V1 fix:
+    the probe's anchor is absent, but no maintainer has read the release
+    and decided the defect cannot occur, so the patch is missing. All three
+    say NOT ready, in the same words; none says `vpatch install` would help,
+    as install has nothing more to install."""
+    w = undecided
+    w.install()
+    code, verdict, patches = w.check()
+    assert code == 1 and patches[V1] == "missing" and patches[LAYER0] == "applied", patches
+    assert f"NOT ready ({V1})" in verdict and "run `vpatch install" not in verdict, verdict
+    assert "vpatch's 0.34.0 series does not carry it" in verdict, verdict
+    again = w.install()
+    assert again[0].endswith("is already installed; nothing to do") and again[-1] == verdict
+    doc = w.doctor()
+    assert doc["vllm"]["eagle3_ready"] is False
+    assert verdict in finding(doc, "vllm")["message"], finding(doc, "vllm")
+
+
+def test_gone_needs_the_files_to_agree(tmp_path):
+    """patches.toml says the V1 fix's code is gone from 0.34.0, but this
+    environment's files still have its anchor (class Proposer, unfixed: a
+    build that kept the V1 proposer, or code put back): the decision is not
+    taken on trust, the patch is missing, and all three say NOT ready."""
+    files = {**fake_env.gone_files("0.34.0"), "vllm/v1/proposer.py": fake_env.PROPOSER}
+    w = World(tmp_path, decided=True, files=files)
+    w.install()
+    code, verdict, patches = w.check()
+    assert code == 1 and patches[V1] == "missing", patches
+    assert w.install()[-1] == verdict and f"NOT ready ({V1})" in verdict, verdict
+    doc = w.doctor()
+    assert doc["vllm"]["eagle3_ready"] is False and verdict in finding(doc, "vllm")["message"]
