@@ -21,7 +21,7 @@ import pytest
 from vpatch.sources import index
 
 PAGE_TYPE = index.ACCEPT
-HELD = 30.0  # seconds a hung answer waits at most, should a test forget to stop it
+HELD = 30.0  # seconds a hung or trickling answer lasts at most, should a client wait it out
 
 
 class Stand(http.server.ThreadingHTTPServer):
@@ -78,7 +78,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not s.trickle:
             self.wfile.write(body)
             return
-        for _ in range(1 << 20):  # a byte each 0.1 s, until the stand-in stops
+        for _ in range(int(HELD / 0.1)):  # a byte each 0.1 s, until the stand-in stops
             try:
                 self.wfile.write(b" ")
                 self.wfile.flush()

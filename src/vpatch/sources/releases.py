@@ -25,8 +25,9 @@ PROJECT = KINDS["wheel"]
 
 
 def is_release(v: Version) -> bool:
-    """A final release, or a post-release of one (the module docstring)."""
-    return not (v.is_prerelease or v.is_devrelease or v.local)
+    """A final release, or a post-release of one (the module docstring).
+    packaging's is_prerelease is true of rc, a, b and dev releases alike."""
+    return not (v.is_prerelease or v.local)
 
 
 def version_of(filename: str, project: str) -> Version | None:
