@@ -4,7 +4,6 @@ lock, each with the `vpatch carry` that takes it (sources/releases.py)."""
 from __future__ import annotations
 
 import json
-import textwrap
 from argparse import Namespace
 
 from .. import lock
@@ -30,12 +29,11 @@ def add_parser(sub: Subparsers) -> None:
     )
     # the rule as sources/releases.py applies it, and index.TIMEOUT and its default
     # (test_releases holds them equal): the parser imports no library
-    p.description = textwrap.fill(
+    p.description = (
         f"{p.description} A release is a final one (post-releases count; pre-releases, dev "
         "and local versions do not) with a file that is not yanked, on the index of pip's "
         "configuration, newer than the newest release VERSIONS.lock pins. The page is read "
-        "within VPATCH_INDEX_TIMEOUT seconds (default 60).",
-        79,
+        "within VPATCH_INDEX_TIMEOUT seconds (default 60)."
     )
     output(p, "text", "json")
 
