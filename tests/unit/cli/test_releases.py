@@ -5,7 +5,9 @@ from the newest the lock pins (the next minors), never written here."""
 from __future__ import annotations
 
 import json
+import re
 import time
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -133,3 +135,15 @@ def test_the_help_documents_both_codes():
     # the parser names the index's timeout without importing sources/index.py
     said = f"{index.TIMEOUT} seconds (default {index.TIMEOUT_DEFAULT:g})"
     assert said in " ".join(helped.split())
+
+
+def test_the_workflow_reads_what_releases_gives():
+    """.github/workflows/carry.yml acts on `vpatch releases`' exit codes and
+    its JSON: a code or key changed here without it would fail every run."""
+    workflow = (Path(__file__).parents[3] / ".github" / "workflows" / "carry.yml").read_text()
+    assert "vpatch releases --format json" in workflow
+    case = re.search(r'case "\$code" in\n(.*?)\n\s*esac', workflow, re.S)
+    assert case, "the workflow's case over the exit code"
+    handled = re.findall(r"^\s*(\d+)\)", case.group(1), re.M)
+    assert handled == ["0", str(releases.NEW)]
+    assert "jq -r '.new[0]'" in workflow
