@@ -23,7 +23,7 @@ TIER := $(PY) tests/vllm/tier.py
 TIER_OUT ?= build/tier
 
 .PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint \
-	lint-ruff lint-format lint-types lint-patches lint-docs docs matrix drill crash \
+	lint-ruff lint-format lint-types lint-patches lint-docs lint-workflows docs matrix drill crash \
 	bench-forward bench-spec bench-wheel bench-matrix bench-install clean
 
 $(BIN)/.installed: pyproject.toml
@@ -75,7 +75,7 @@ mutants: $(BIN)/.installed
 	$(PY) tests/vllm/mutants.py
 
 # a target a check: .pre-commit-config.yaml runs the same ones
-lint: lint-ruff lint-format lint-types lint-patches lint-docs
+lint: lint-ruff lint-format lint-types lint-patches lint-docs lint-workflows
 
 lint-ruff: $(BIN)/.installed
 	$(call quote,$(BIN)/ruff) check src tests benchmarks
@@ -93,6 +93,13 @@ lint-patches: $(BIN)/.installed
 lint-docs: $(BIN)/.installed
 	$(call quote,$(VPATCH)) docs --check
 	$(TIER) docs --check
+
+# the GitHub workflows: actionlint (with the pinned shellcheck on their run:
+# scripts; no pyflakes, none is in Python) and zizmor's security audits,
+# offline; every tool from the venv, so a machine's own shellcheck changes nothing
+lint-workflows: $(BIN)/.installed
+	$(call quote,$(BIN)/actionlint) -shellcheck=$(call quote,$(BIN)/shellcheck) -pyflakes=
+	$(call quote,$(BIN)/zizmor) --offline .github/workflows
 
 # the README's patch table, docs/patches.md and docs/doctor.md's tables,
 # written anew from patches.toml (and doctor's RULES); the tier's tables

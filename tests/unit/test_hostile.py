@@ -590,6 +590,11 @@ CASES = [
         11,
         fault=lambda b: (b.root, errno.EROFS),
     ),
+    # releases
+    Case("releases-unreachable-index", lambda b: ["releases"], 3, index="closed"),
+    Case("releases-index-html", lambda b: ["releases"], 3, index="html"),
+    Case("releases-index-broken-json", lambda b: ["releases"], 3, index="broken", how="sub"),
+    Case("releases-not-toml", lambda b: ["releases"], 2, bad_lock),
     # matrix
     Case(
         "matrix-unreachable-index", lambda b: ["matrix", "--versions", "9.9.1"], 3, index="closed"

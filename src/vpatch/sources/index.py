@@ -12,6 +12,11 @@ on some distributions, a sitecustomize) turns the checks off. A CA bundle
 named by SSL_CERT_FILE / SSL_CERT_DIR is honoured: it adds trust, it does
 not remove the check. Trust in what is downloaded comes from the lock's
 sha256 in any case.
+
+A project page is read within VPATCH_INDEX_TIMEOUT seconds (default 60) in
+all, not per read: an index that accepts and never answers, or trickles a
+byte a minute, ends in a one-line NetworkError, so a scheduled `vpatch
+releases` cannot hang its job.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import os
 import ssl
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -31,9 +37,13 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from .. import settings
 from ..errors import NetworkError
 
 ACCEPT = "application/vnd.pypi.simple.v1+json"
+TIMEOUT = "VPATCH_INDEX_TIMEOUT"  # seconds a project page may take, in all
+TIMEOUT_DEFAULT = 60.0
+_CHUNK = 1 << 16
 
 
 # what a request can raise besides HTTPError: refused, timed out, reset (OSError,
@@ -60,6 +70,8 @@ def open_url(req: str | urllib.request.Request, what: str, timeout: float = 120)
         raise NetworkError(f"{what}: the server answered {e.code} {e.reason}") from None
     except HTTP_ERRORS as e:
         reason = getattr(e, "reason", None) or e
+        if isinstance(reason, TimeoutError):  # "timed out": say how long was waited
+            reason = f"no answer within {timeout:g}s"
         raise NetworkError(f"{what}: {reason}") from None
 
 
@@ -69,6 +81,8 @@ class IndexFile:
     url: str
     sha256: str
     size: int
+    # PEP 592: pip takes a yanked file only when a requirement pins it exactly
+    yanked: bool = False
 
 
 @cache
@@ -104,8 +118,10 @@ def _normalize(project: str) -> str:
 def project(name: str) -> dict[str, Any]:
     """The PEP 691 project page: {"files": [...], "versions": [...]}"""
     url = index_url() + _normalize(name) + "/"
+    limit = settings.seconds(TIMEOUT, TIMEOUT_DEFAULT)
+    deadline = time.monotonic() + limit
     req = urllib.request.Request(url, headers={"Accept": ACCEPT})
-    resp = open_url(req, f"cannot reach the package index at {url}", timeout=60)
+    resp = open_url(req, f"cannot reach the package index at {url}", timeout=limit)
     try:
         with resp:
             ctype = resp.headers.get("Content-Type", "")
@@ -114,14 +130,33 @@ def project(name: str) -> dict[str, Any]:
                     f"the index at {index_url()} does not speak the JSON API (PEP 691); "
                     "point PIP_INDEX_URL at one that does"
                 )
-            page = json.load(resp)
+            body = _read_by(resp, deadline)
+        if body is None:
+            raise TimeoutError
+        page = json.loads(body)
+    except TimeoutError:  # a read waited `limit`, or the page was not all in by then
+        raise NetworkError(
+            f"the package index's page for {name!r} was not read within {limit:g}s ({TIMEOUT})"
+        ) from None
     except (OSError, http.client.HTTPException) as e:  # the answer broke off
         raise NetworkError(f"cannot read the package index's page for {name!r}: {e}") from None
-    except ValueError as e:  # JSON that does not parse, bytes that are not UTF-8
-        raise NetworkError(f"the package index answered broken JSON for {name!r}: {e}") from None
+    except (ValueError, RecursionError) as e:  # not JSON, not UTF-8, nested too deep to read
+        why = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
+        raise NetworkError(f"the package index answered broken JSON for {name!r}: {why}") from None
     if not isinstance(page, dict) or not isinstance(page.get("files", []), list):
         raise NetworkError(f"the package index's page for {name!r} is not a PEP 691 project page")
     return page
+
+
+def _read_by(resp: Any, deadline: float) -> bytes | None:
+    """The body, or None when it is not all in by `deadline` (time.monotonic):
+    read1 returns what one read brings, so a trickle is seen to pass it."""
+    chunks = []
+    while chunk := resp.read1(_CHUNK):
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            return None
+    return b"".join(chunks)
 
 
 def files(name: str) -> dict[str, IndexFile]:
@@ -131,7 +166,8 @@ def files(name: str) -> dict[str, IndexFile]:
         for f in project(name).get("files", []):
             sha = f.get("hashes", {}).get("sha256", "")
             url = urllib.parse.urljoin(page, f["url"])  # PEP 691 allows relative URLs
-            out[f["filename"]] = IndexFile(f["filename"], url, sha, int(f.get("size") or 0))
+            size, yanked = int(f.get("size") or 0), bool(f.get("yanked", False))
+            out[f["filename"]] = IndexFile(f["filename"], url, sha, size, yanked)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise NetworkError(f"the package index lists a malformed file for {name!r}: {e}") from None
     return out

@@ -3,10 +3,13 @@ configuration, against a local server standing in for the index."""
 
 import http.server
 import json
+import re
+import time
 
 import pytest
 from support import serve
-from vpatch.errors import NetworkError
+from support.simple import configured
+from vpatch.errors import ConfigError, NetworkError
 from vpatch.sources import index
 
 PAGE = {
@@ -100,3 +103,50 @@ def test_an_unknown_project_is_a_network_error(simple):
         NetworkError, match="cannot reach the package index at .*/nothing/: the server answered 404"
     ):
         index.project("nothing")
+
+
+# -- a page is read within VPATCH_INDEX_TIMEOUT seconds, in all --------------------
+
+
+@pytest.fixture
+def stand(monkeypatch):
+    with configured(monkeypatch) as s:
+        yield s
+
+
+@pytest.mark.parametrize("how", ["hang", "trickle"])
+def test_a_page_that_does_not_come_ends_within_the_timeout(stand, monkeypatch, how):
+    """hang: the index takes the request and never answers; trickle: it
+    answers a byte each 0.1 s, which no per-read timeout would end."""
+    stand.add("vllm", "vllm-1.0.tar.gz")
+    setattr(stand, how, True)
+    monkeypatch.setenv(index.TIMEOUT, "1")
+    start = time.monotonic()
+    with pytest.raises(NetworkError) as e:
+        index.project("vllm")
+    assert time.monotonic() - start < 4
+    said = {
+        "hang": "cannot reach the package index at .*/vllm/: no answer within 1s",
+        "trickle": "page for 'vllm' was not read within 1s \\(VPATCH_INDEX_TIMEOUT\\)",
+    }
+    assert re.search(said[how], str(e.value)), e.value
+
+
+def test_the_timeout_is_a_number_of_seconds(stand, monkeypatch):
+    monkeypatch.setenv(index.TIMEOUT, "soon")
+    with pytest.raises(ConfigError, match="VPATCH_INDEX_TIMEOUT='soon': not a number of seconds"):
+        index.project("vllm")
+
+
+def test_json_nested_too_deep_is_broken_json(stand):
+    stand.answer = (200, index.ACCEPT, b"[" * 200_000)
+    with pytest.raises(NetworkError, match="broken JSON for 'vllm': maximum recursion depth"):
+        index.project("vllm")
+
+
+def test_yanked_files_are_marked(stand):
+    stand.add("vllm", "vllm-1.0.tar.gz", yanked="a reason")
+    stand.add("vllm", "vllm-1.1.tar.gz", yanked=True)
+    stand.add("vllm", "vllm-1.2.tar.gz")
+    got = {name: f.yanked for name, f in index.files("vllm").items()}
+    assert got == {"vllm-1.0.tar.gz": True, "vllm-1.1.tar.gz": True, "vllm-1.2.tar.gz": False}

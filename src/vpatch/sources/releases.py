@@ -1,0 +1,61 @@
+"""The vLLM releases the package index has beyond the lock: what `vpatch
+releases` lists and a scheduled carry takes, oldest first.
+
+The index is pip's (index.py: PIP_INDEX_URL, `pip config`, pip's default),
+read through its JSON API. A version counts when the project's page lists a
+file of it that is not yanked (PEP 592: pip skips yanked files too) and it
+is a final release: no pre-release (rc, a, b), no dev release, no local
+version (+cu129: a build of another release). A post-release (.post1) is a
+release pip installs, so it counts. A file whose name is neither a
+wheel's nor an sdist's, or names another project, is skipped, as pip skips
+it. "Beyond" is newer than the newest release VERSIONS.lock pins: a gap
+below it is not listed (`vpatch lock --refresh` and `vpatch carry` take
+any release by name)."""
+
+from __future__ import annotations
+
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.version import Version
+
+from ..lock import KINDS, Lock
+from . import index
+
+# the project whose releases a carry pins: the official wheel's, which it needs
+PROJECT = KINDS["wheel"]
+
+
+def is_release(v: Version) -> bool:
+    """A final release, or a post-release of one (the module docstring).
+    packaging's is_prerelease is true of rc, a, b and dev releases alike."""
+    return not (v.is_prerelease or v.local)
+
+
+def version_of(filename: str, project: str) -> Version | None:
+    """The version of a wheel's or sdist's file of `project`; None for any
+    other file (as pip, which skips a link it cannot name)."""
+    try:
+        if filename.endswith(".whl"):
+            name, version, _, _ = parse_wheel_filename(filename)
+        else:
+            name, version = parse_sdist_filename(filename)
+    except ValueError:  # InvalidWheelFilename, InvalidSdistFilename, InvalidVersion
+        return None
+    return version if name == canonicalize_name(project) else None
+
+
+def released(project: str = PROJECT) -> list[Version]:
+    """The project's releases on the index, oldest first."""
+    found = set()
+    for f in index.files(project).values():
+        v = None if f.yanked else version_of(f.filename, project)
+        if v is not None and is_release(v):
+            found.add(v)
+    return sorted(found)
+
+
+def beyond(pins: Lock) -> list[str]:
+    """The releases newer than the newest the lock pins, oldest first: the
+    order to carry them in, one at a time."""
+    pinned = pins.versions()  # oldest first
+    newest = Version(pinned[-1]) if pinned else None
+    return [str(v) for v in released() if newest is None or v > newest]
