@@ -59,6 +59,26 @@ Last-Update: 2026-11-29
 """
 
 
+# Set by the carry drill (tests/integration/commands/test_carry_drill.py) on
+# the unit suite it runs in a copy rewound to before a release: there a test
+# of a release the copy does not know yet is skipped; anywhere else it fails.
+REWOUND = "VPATCH_REWOUND"
+
+
+def known(release: str, pins: lock.Lock | None = None) -> str:
+    """`release`, a test's point, when vpatch's data pins it and doctor's
+    rules cover it; else skipped in a rewound copy (REWOUND), failed here."""
+    pins = pins or lock.load()
+    if release in pins.releases and pins.rules.covers(release):
+        return release
+    why = f"vLLM {release} is not pinned with doctor's rules in this copy"
+    if os.environ.get(REWOUND):
+        import pytest
+
+        pytest.skip(why + " (rewound before it)")
+    raise AssertionError(why + ": a test of its behaviour needs its data")
+
+
 def next_release(pins: lock.Lock) -> str:
     """A release the lock does not pin yet: the minor after the newest pinned
     (what a carry takes), derived so that no test names "the next one"."""

@@ -39,9 +39,16 @@ DATA = "src/vpatch/data"
 COMPARED = (DATA, "README.md", "docs/patches.md", "docs/doctor.md")
 
 
-def copy_project(dest: Path) -> Path:
-    """The checkout's code, data and docs (what a carry reads and writes)."""
+def copy_project(dest: Path, whole: bool = False) -> Path:
+    """The checkout's code, data and docs (what a carry reads and writes);
+    `whole`: every file of the checkout but git's, builds and caches (to run
+    its tests and lint in the copy)."""
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    if whole:
+        ignore = shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "pr", "__pycache__", "*.egg-info", ".pytest_cache"
+        )
+        return Path(shutil.copytree(ROOT, dest, ignore=ignore))
     shutil.copytree(ROOT / "src", dest / "src", ignore=ignore)
     shutil.copytree(ROOT / "docs", dest / "docs", ignore=ignore)
     for f in ("README.md", "pyproject.toml", "CONTRIBUTING.md"):
@@ -95,6 +102,71 @@ def _table_release(table: str) -> str:
     m = re.match(r'\[releases\."([^"]+)"\]', table)
     assert m, table[:40]
     return m.group(1)
+
+
+def table(project: Path, release: str) -> str:
+    """The text of rules.toml's table for `release` ("" without one)."""
+    tables = re.split(r'(?m)^(?=\[releases\.")', (project / DATA / rules.FILE).read_text())
+    return next((t for t in tables[1:] if _table_release(t) == release), "")
+
+
+def decide(project: Path, release: str, text: str) -> None:
+    """What a person does after a carry with decisions: the release's table
+    into rules.toml, `newest` moved to it, the docs regenerated."""
+    path = project / DATA / rules.FILE
+    path.write_text(rules.with_newest(path.read_text().rstrip("\n") + "\n\n" + text, release))
+    r = vpatch(project, "docs", env={})
+    assert r.returncode == 0, r.stderr
+
+
+def decided(report: str) -> set[str]:
+    """The facts the report's `## A person decides` names."""
+    part = report.split("## A person decides\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^- `(\w+)` (?:changed in|cannot be read from) ", part, re.M))
+
+
+# The unit tests that read vpatch's data (the releases, the rules, the patch
+# set, the docs made of them): the drill runs them in the carried copy
+DATA_TESTS = (
+    "tests/unit/test_rules.py",
+    "tests/unit/test_lock.py",
+    "tests/unit/test_patchset.py",
+    "tests/unit/test_docs.py",
+    "tests/unit/doctor",
+    "tests/unit/maintain/test_docs.py",
+    "tests/unit/env/test_readiness.py",
+)
+
+
+def run_tests(project: Path, *paths: str) -> subprocess.CompletedProcess:
+    """pytest on the copy's own tests and source; a test of a release the
+    copy does not know yet skips there (support.REWOUND)."""
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), "VPATCH_REWOUND": "1"}
+    env.pop("VPATCH_ROOT", None)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths]
+    return subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
+
+
+def run_lint(project: Path) -> list[str]:
+    """`make lint`'s checks on the copy; the failures' output."""
+    bin_ = Path(sys.executable).parent
+    tier = [sys.executable, "tests/vllm/tier.py", "docs", "--check"]
+    checks = [
+        [str(bin_ / "ruff"), "check", "src", "tests", "benchmarks"],
+        [str(bin_ / "ruff"), "format", "--check", "src", "tests", "benchmarks"],
+        [str(bin_ / "mypy")],
+        [sys.executable, "-m", "vpatch.cli", "lint"],
+        [sys.executable, "-m", "vpatch.cli", "docs", "--check"],
+        tier,
+    ]
+    env = {**os.environ, "PYTHONPATH": str(project / "src")}
+    env.pop("VPATCH_ROOT", None)
+    failed = []
+    for cmd in checks:
+        r = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
+        if r.returncode:
+            failed.append(f"{' '.join(cmd[-3:])}: {r.stdout[-2000:]}{r.stderr[-2000:]}")
+    return failed
 
 
 def files(project: Path) -> dict[str, bytes]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support import env as fake_env
+from support import known
 from support import pairs as F
 from vpatch import lock
 from vpatch.env import status
@@ -32,6 +33,7 @@ class World:
 
     def __init__(self, where: Path, decided: bool, files: dict[str, str] | None = None):
         (where / "root").mkdir(parents=True)
+        known("0.34.0")  # the release whose V1 runner went: its facts, its rules
         self.lock_path = fake_env.releases_gone(where / "root", decided)
         files = files or fake_env.gone_files("0.34.0")
         self.py = fake_env.build_env(where / "venv", version="0.34.0", files=files)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import known
 from support import pairs as F
 from support.doctor import FORCED, NO_ENV, PINS, check, find, reported, sev
 from vpatch.doctor import checks as doctor
@@ -29,6 +30,7 @@ from vpatch.doctor.environment import Readiness, VllmEnv
     ],
 )
 def test_forced_attention_backend(tmp_path, version, fmt, environ, broken):
+    known(version)
     r = check(tmp_path, version, fmt=fmt, command=FORCED, environ=environ)
     assert (sev(r, "attention_backend") == "error") == broken, r.to_text()
     assert ("--attention-backend" in r.serve) != broken  # the printed command drops it
@@ -105,6 +107,7 @@ SHORT_YARN = {"fmt": "torchspec_mla", "config": {"max_position_embeddings": 1310
 def test_a_drafter_that_does_not_share_positions_lowers_max_model_len(
     tmp_path, version, environ, lowered
 ):
+    known(version)
     r = check(tmp_path, version, environ=environ, **SHORT_YARN)
     f = find(r, "max_model_len")
     assert ("lowers the served max_model_len to 131072" in f.message) == lowered, f.message
@@ -116,6 +119,7 @@ def test_a_drafter_that_does_not_share_positions_lowers_max_model_len(
 def test_a_drafter_whose_rope_only_sizes_its_cache_keeps_max_model_len(tmp_path):
     """SpecForge's Kimi drafter: rope_scaling null, a cache-only RoPE type:
     vLLM raises its positions instead (0.27.0 on)."""
+    known("0.34.0")
     f = find(check(tmp_path, "0.34.0", fmt="specforge_kimi"), "max_model_len")
     assert f.severity == "info" and "builds the drafter's positions" in f.message
 
@@ -131,6 +135,7 @@ def test_a_drafter_whose_rope_only_sizes_its_cache_keeps_max_model_len(tmp_path)
     ],
 )
 def test_the_v1_runner_variable_where_v1_is_gone(tmp_path, version, environ, words, severity):
+    known(version)
     r = check(tmp_path, version, environ=environ, max_len="8192")
     f = find(r, "model_runner")
     assert f.severity == severity, f.message
@@ -140,6 +145,7 @@ def test_the_v1_runner_variable_where_v1_is_gone(tmp_path, version, environ, wor
 
 
 def test_the_v1_runner_variable_in_the_command_is_dropped(tmp_path):
+    known("0.34.0")
     t, d = F.pair(tmp_path)
     spec = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3}
     words = ["VLLM_USE_V2_MODEL_RUNNER=0", "vllm", "serve", str(t), "--trust-remote-code"]

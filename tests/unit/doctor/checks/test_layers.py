@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import known
 from support import pairs as F
 from support.doctor import IDS_KEY, NO_ENV, PINS, check, errors, find, named, sev, span
 from vpatch.doctor import checks as doctor
@@ -99,6 +100,7 @@ def test_use_aux_hidden_state_false(tmp_path):
     ],
 )
 def test_ids_only_nested_in_vllms_convention(tmp_path, version, environ, severity):
+    known(version)
     cfg = {"eagle_config": {IDS_KEY: [3, 30, 58]}}
     r = check(tmp_path, version, delete=(IDS_KEY,), config=cfg, environ=environ)
     assert sev(r, "trained_layers") == severity, r.to_text()
@@ -139,6 +141,7 @@ def test_the_runner_variable_in_the_command_counts(tmp_path):
 def test_specforge_deepseek_v3_drafter(tmp_path, version, environ, ok):
     """SpecForge's DeepSeek-V3 drafter: [1, 29, 57] only in eagle_config, in the
     output-of-layer-k convention: physically vLLM's [2, 30, 58], the default."""
+    known(version)
     r = check(tmp_path, version, target="deepseek_v3", fmt="specforge_dsv3", environ=environ)
     f = find(r, "trained_layers")
     assert (f.severity != "error") == ok, r.to_text()
@@ -189,6 +192,7 @@ def test_converted_ids_agree_with_the_nested_ones(tmp_path):
 def test_specforge_kimi_k25_drafter_ids(tmp_path, version, deaf):
     """SpecForge's Kimi-K2.5 drafter: [2, 30, 58] nested, vLLM's convention,
     the default: which of the release's runners do not read them is said."""
+    known(version)
     r = check(tmp_path / "a", version, fmt="specforge_kimi", max_len="128K")
     f = find(r, "trained_layers")
     read = version == "0.25.0"  # read, from eagle_config: right here, not portable
