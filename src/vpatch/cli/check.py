@@ -31,5 +31,5 @@ def execute(args: Namespace, parser: Parser) -> int:
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2))
     else:
-        print(check.format_text(report))
+        print(report.to_text())
     return 0 if report.eagle3_ready else 1

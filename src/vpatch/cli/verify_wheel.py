@@ -38,9 +38,7 @@ def execute(args: Namespace, parser: Parser) -> int:
         offline=args.offline,
         pins=lock.load(),
     )
-    from ..wheel.verify import format_verify
-
-    print(format_verify(res))
+    print(res.to_text())
     if not res.ok:
         n = len(res.problems)
         raise WheelError(f"verify-wheel found {n} problem{'s' * (n != 1)} (listed above)")

@@ -1,6 +1,6 @@
 """`vpatch check`: is the vLLM of a Python environment ready for EAGLE-3 with
 DeepSeek-V3 / Kimi-K2.5 targets? (env/report.py finds out; `vpatch doctor`
-asks the same.) The CLI prints `format_text(report)` or
+asks the same.) The CLI prints `report.to_text()` or
 `json.dumps(report.to_json())` and exits 0 when ready, 1 when not.
 """
 
@@ -21,19 +21,3 @@ def check(
 ) -> Report:
     """The report for python's vLLM (default: `python3` on PATH)."""
     return inspect(python, pins=pins, say=say)
-
-
-def format_text(r: Report) -> str:
-    lines = [f"{r.dist} {r.version} at {r.location}" + (" (editable)" if r.editable else "")]
-    lines.append(f"  python     {r.python}")
-    if r.recovered:
-        lines.append(f"  recovered  {r.recovered}")
-    if r.installed:
-        lines.append(f"  installed  {r.installed}")
-    width = max((len(v) for v in r.patches.values()), default=8)
-    for name, st in r.patches.items():
-        lines.append(f"  {st:{width}}  {name}")
-    for note in r.notes:
-        lines.append(f"  note: {note}")
-    lines.append(r.verdict)  # the one answer, as install and doctor give it
-    return "\n".join(lines)

@@ -49,6 +49,23 @@ class Report:
         answer = self.answer or status.Readiness(self.release, self.patches)
         return answer.verdict(self.install)
 
+    def to_text(self) -> str:
+        """What `vpatch check` prints: the distribution, each patch's status,
+        the notes, then the verdict."""
+        lines = [f"{self.dist} {self.version} at {self.location}" + " (editable)" * self.editable]
+        lines.append(f"  python     {self.python}")
+        if self.recovered:
+            lines.append(f"  recovered  {self.recovered}")
+        if self.installed:
+            lines.append(f"  installed  {self.installed}")
+        width = max((len(v) for v in self.patches.values()), default=8)
+        for name, st in self.patches.items():
+            lines.append(f"  {st:{width}}  {name}")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
+        lines.append(self.verdict)  # the one answer, as install and doctor give it
+        return "\n".join(lines)
+
     def to_json(self) -> dict[str, Any]:
         """The documented JSON shape."""
         return {

@@ -15,12 +15,14 @@ class Report:
     def to_json(self):
         return {"eagle3_ready": self.eagle3_ready}
 
+    def to_text(self):
+        return f"ready: {self.eagle3_ready}"
+
 
 @pytest.mark.parametrize(("ready", "code"), [(True, 0), (False, 1)])
 def test_ready_or_not(monkeypatch, capsys, ready, code):
     seen = []
     monkeypatch.setattr(check, "check", lambda py, say, pins: seen.append(py) or Report(ready))
-    monkeypatch.setattr(check, "format_text", lambda r: f"ready: {r.eagle3_ready}")
     assert cli.main(["check", "--python", "py"]) == code
     assert capsys.readouterr().out == f"ready: {ready}\n"
     assert cli.main(["check", "--format", "json"]) == code

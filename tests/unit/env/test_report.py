@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from support import env as fake_env
 from support.env import RELEASE
-from vpatch.commands import check
 from vpatch.env import report
 
 fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
@@ -19,7 +18,7 @@ def test_inspect_api(fake):
     assert rep.patches == {"0001-step-1": "missing", "0002-step-2": "missing"}
     assert rep.eagle3_ready is False and rep.installed is None and rep.recovered is None
     assert rep.to_json()["vllm"] == {"dist": "vllm", "version": RELEASE, "location": str(fake.root)}
-    assert "NOT ready" in check.format_text(rep)
+    assert "NOT ready" in rep.to_text()
 
 
 def test_inspect_rolls_back_an_interrupted_install_first(fake):
