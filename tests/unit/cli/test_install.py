@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 from vpatch import cli
-from vpatch.commands import install
+from vpatch.env import install
 
 DIST = SimpleNamespace(name="vllm", version="9.9.0", root=Path("/env/site"))
 
