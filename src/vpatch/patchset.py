@@ -72,7 +72,7 @@ class About:
                  there: a maintainer's decision, read from that release's
                  source (docs/maintaining.md, "Code upstream removed").
                  From it on, where the probe's anchors are absent too, the
-                 patch counts as `gone`, which is ready (env/status.py);
+                 patch counts as `gone`, which is ready (env/readiness.py);
                  no variant may serve it or a later release"""
 
     summary: str = ""

@@ -110,7 +110,7 @@ def test_commands_do_not_import_each_other():
 # commands/ holds a module only where a command orchestrates libraries (resolves
 # what the user named, calls several in order); where one library function does
 # the whole job, the cli module's execute calls it, as auditwheel's main_<cmd>.py do
-ORCHESTRATING = {"apply", "carry", "doctor", "export", "matrix", "verify", "wheel"}
+ORCHESTRATING = {"apply", "carry", "doctor", "export", "matrix", "verify_wheel", "wheel"}
 
 # What each cli module calls: its command module, or the one library module that
 # does the whole job. Beside it a cli module imports cli/ siblings and the core
@@ -122,7 +122,7 @@ CALLS = {
     "cli.options": set(),
     "cli.apply": {"commands.apply"},
     "cli.carry": {"commands.carry"},
-    "cli.check": {"env.report"},
+    "cli.check": {"env.check"},
     "cli.docs": {"maintain.docs"},
     "cli.doctor": {"commands.doctor"},
     "cli.export": {"commands.export"},
@@ -138,7 +138,7 @@ CALLS = {
     "cli.status": {"commands.apply"},
     "cli.unapply": {"commands.apply"},
     "cli.uninstall": {"env.install"},
-    "cli.verify_wheel": {"commands.verify"},
+    "cli.verify_wheel": {"commands.verify_wheel"},
     "cli.wheel": {"commands.wheel"},
 }
 CLI_CORE = {"lock", "errors", "settings"}

@@ -25,7 +25,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def execute(args: Namespace, parser: Parser) -> int:
     """Exit 0 when EAGLE-3 is ready, 1 when not (the report says why)."""
-    from ..env import report as check
+    from ..env import check
 
     report = check.inspect(args.python, pins=lock.load(), say=say)
     if args.format == "json":

@@ -29,9 +29,9 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    from ..commands import verify
+    from ..commands import verify_wheel
 
-    res = verify.verify_wheel(
+    res = verify_wheel.verify_wheel(
         Path(args.wheel),
         arch=args.arch,
         tree=path(args.tree),

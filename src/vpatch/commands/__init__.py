@@ -10,7 +10,7 @@ cli module's execute calls the library, as auditwheel's main_<cmd>.py do:
 `port` (maintain/port), `lint` (maintain/lint), `docs` (maintain/docs),
 `install` and `uninstall` (env/install: under the environment's lock, roll
 back an interrupted run, then one journaled transaction), `check`
-(env/report), `pr` (pr/draft: a draft undone as a whole when it fails),
+(env/check), `pr` (pr/draft: a draft undone as a whole when it fails),
 `lock --refresh` (sources/refresh) and `releases` (sources/releases).
 tests/unit/test_layers.py holds both lists (ORCHESTRATING, CALLS).
 

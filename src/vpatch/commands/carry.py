@@ -7,7 +7,7 @@ checkout's files a carry may change (VERSIONS.lock and patches/, doctor's
 the docs with generated parts), laid out as in the checkout;
 the carry changes only that copy, in order:
 
-1. pin TO (maintain/release.py: artifacts, sha256, RECORD hashes, commit);
+1. pin TO (maintain/pin.py: artifacts, sha256, RECORD hashes, commit);
 2. port FROM's series to it (maintain/port.py, 3-way: clean / merged /
    conflict / dropped by the patch probes), which extends spans or writes
    variants of TO's own, and sets TO's status as its series makes it;
@@ -50,8 +50,7 @@ from .. import gitutil, lock, quilt, resources, rules
 from ..checkout import BASE_TAG
 from ..doctor import facts
 from ..errors import ConfigError, PatchError, TreeError, disk_error
-from ..maintain import docs, lint, port, reading, workfolder
-from ..maintain import release as new_release
+from ..maintain import docs, lint, pin, port, reading, workfolder
 from ..paths import write_atomic
 from ..sources.cache import Say, quiet
 
@@ -74,7 +73,7 @@ class Carried:
     lock_status: str = ""
     facts: reading.Facts = field(default_factory=reading.Facts)  # doctor's, on TO
     last: str = ""  # rules.toml's newest as proposed
-    tier: new_release.TierView | None = None
+    tier: pin.TierView | None = None
     problems: list[str] = field(default_factory=list)  # lint's
     upstream_now: list[str] = field(default_factory=list)  # slugs TO has itself
     report: Path | None = None
@@ -120,7 +119,7 @@ def carry(
         raise ConfigError("vpatch carry edits a checkout's patch set: run it in a vpatch checkout")
     # TO before it names a folder; a rerun of a carry written already is
     # refused before the work folder (and the last proposal) is touched
-    to = lock.release_name(to_version) if resume else new_release.unpinned(pins, to_version)
+    to = lock.release_name(to_version) if resume else pin.unpinned(pins, to_version)
     if source not in lock.SOURCES:
         raise ConfigError(
             f"--source {source!r}: one of {', '.join(lock.SOURCES)} (a carry takes both "
@@ -166,7 +165,7 @@ def _new(
         _copy(out, out.checkout, pins, folder)
         proposed = pins.reread(out.proposed / DATA / "VERSIONS.lock")
         say(f"pinning vLLM {out.to_version} from the package index")
-        out.pinned = new_release.pin(proposed, out.to_version, say)
+        out.pinned = pin.pin(proposed, out.to_version, say)
         lock.save(proposed.with_release(out.pinned))
         proposed = proposed.reread()
         ported = _port(out, proposed, source, False, say)
@@ -322,7 +321,7 @@ def _finish(
         say("lint: the proposed patch set")
         out.problems = [str(p) for p in lint.lint(proposed, say=say).problems]
         docs.write(out.proposed, pins=proposed, extra=extra, last=out.last)
-        out.tier = new_release.tier_view(rel)
+        out.tier = pin.tier_view(rel)
         _write_diff(out, root, proposed)
         if write and not out.problems:
             changed = _changed(out, root, proposed)

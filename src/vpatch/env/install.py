@@ -38,7 +38,7 @@ from pathlib import Path
 from .. import gitutil, lock, probes, quilt, record
 from ..errors import ConfigError, PatchError, TreeError
 from ..record import Row
-from . import bytecode, journal, locking, receipt, status
+from . import bytecode, journal, locking, readiness, receipt
 from .dist import Dist, find, read_record
 from .receipt import FileState, Receipt
 
@@ -60,14 +60,14 @@ class Result:
     recovered: str | None = None
     # the one answer about readiness after the install (`vpatch check`'s;
     # None: a dry run, which changes nothing)
-    readiness: status.Readiness | None = None
+    readiness: readiness.Readiness | None = None
 
     @property
     def verdict(self) -> str | None:
         """The line `vpatch check` would end with now."""
         if self.readiness is None:
             return None
-        return self.readiness.verdict(status.install_command(self.dist.python))
+        return self.readiness.verdict(readiness.install_command(self.dist.python))
 
 
 @dataclass
@@ -117,7 +117,7 @@ def install(
         res.recovered = recovered
         if not dry_run:
             rows = {r.path: r for r in read_record(d.record_path)[1]}
-            res.readiness = status.readiness(d, pins, rows, receipt.read(d.info), checks)
+            res.readiness = readiness.readiness(d, pins, rows, receipt.read(d.info), checks)
         return res
 
 
@@ -146,7 +146,7 @@ def _choose(
     own = pins.series(rel)
     if own is not None:
         return own, ""
-    answer = status.readiness(d, pins, rows, rec, checks)
+    answer = readiness.readiness(d, pins, rows, rec, checks)
     if answer.ready:
         return None, f"vLLM {rel.version} has every EAGLE-3 fix upstream; nothing to do"
     raise ConfigError(
@@ -171,9 +171,9 @@ def _install(
     n = len(series.patches)
     label = f"series {series.name} ({n} patch{'es' * (n != 1)}, {digest[:8]})"
     res = Result(d, "dry-run" if dry_run else "installed", release=d.public, series=series.name)
-    chunk = status.wheel_series(d)
+    chunk = readiness.wheel_series(d)
     if chunk and rec is None:
-        if status.same_hash(chunk, digest):
+        if readiness.same_hash(chunk, digest):
             res.action, res.message = "nothing", f"{d.version} is vpatch's wheel of {label}"
             return res
         raise ConfigError(

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 from support import pip_install, series_of
 from vpatch import lock
-from vpatch.commands import verify as verify_cmd
+from vpatch.commands import verify_wheel as verify_cmd
 from vpatch.sources import cache
 from vpatch.wheel import overlay
 

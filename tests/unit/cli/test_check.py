@@ -8,8 +8,7 @@ import pytest
 from support import env as fake_env
 from support.env import BASE, NEW_MODEL, PATCHED, RELEASE, UPSTREAM, make_fake, one_error_line
 from vpatch import cli, quilt
-from vpatch.env import report as check
-from vpatch.env import status
+from vpatch.env import check, readiness
 
 fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
 
@@ -131,6 +130,6 @@ def test_check_without_vllm_is_one_line(fake, tmp_path):
 
 def test_subjects_of_a_release_without_series(fake):
     pins = fake.pins()
-    subs = status.subjects(pins, None)
+    subs = readiness.subjects(pins, None)
     assert [s.name for s in subs] == ["0001-step-1", "0002-step-2"]
     assert not any(s.own for s in subs)

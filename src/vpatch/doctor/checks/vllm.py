@@ -30,7 +30,7 @@ def check_vllm(p: Pair) -> Finding:
             "vllm", "error", f"{where}: {p.assumed}; install vLLM {p.pins.rules.first} or later"
         )
     # `vpatch check`'s verdict when it is not ready, in its words: the one
-    # answer check, install and doctor give (env.status.Readiness)
+    # answer check, install and doctor give (env.readiness.Readiness)
     said = p.readiness.said or "`vpatch check` says EAGLE-3 is NOT ready there"
     unready = f"; {said}" if p.ready is False else ""
     if p.assumed:

@@ -1,4 +1,4 @@
-"""`vpatch verify-wheel` (commands/verify.py) on synthetic wheels: RECORD,
+"""`vpatch verify-wheel` (commands/verify_wheel.py) on synthetic wheels: RECORD,
 the CUDA architectures of the core extensions, and the series' files against
 a patched tree."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from support import CPU_SO, ELF, SO, A, cuda_so, entry, make_wheel, patched_files, rhash, write_tree
 from vpatch import lock
-from vpatch.commands import verify as verify_cmd
+from vpatch.commands import verify_wheel as verify_cmd
 from vpatch.errors import ConfigError, WheelError
 from vpatch.wheel import overlay
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support import data_offset, series_of
 from vpatch import lock
-from vpatch.commands import verify as verify_cmd
+from vpatch.commands import verify_wheel as verify_cmd
 from vpatch.sources import cache
 from vpatch.wheel import fatbin, overlay
 
