@@ -62,7 +62,7 @@ class About:
     markers      the inner suite's pytest markers of its patch-effect tests
                  (tests/vllm/release): a release whose series carries none
                  of a marker's patches leaves those tests out
-    doctor       doctor's key of the defect it fixes (doctor/releases.py)
+    doctor       doctor's key of the defect it fixes (doctor/defects.py)
     explanation  the long explanation, markdown (docs/patches.md)
     eagle3       part of EAGLE-3 itself for these targets (what upstream
                  gained in 0.18.0), not a fix on top: a release whose

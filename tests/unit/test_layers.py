@@ -1,8 +1,9 @@
 """The package's shape: imports point one way (core, git, sources, checkout,
 the wheel/env/doctor/pr libraries, commands, cli), no import cycles counting
 function-level imports, and gitutil (a package) is the only one that runs git.
-commands/ holds only what orchestrates, and each cli module imports only what
-it calls (CALLS)."""
+commands/ holds only what orchestrates, each cli module imports only what it
+calls (CALLS), and two modules share a base name only where they are one
+command in parallel places (SHARED)."""
 
 from __future__ import annotations
 
@@ -181,6 +182,55 @@ def test_the_cli_imports_only_what_it_calls():
         allowed |= {".".join(m.split(".")[:i]) for m in CALLS[module] for i in range(1, 3)}
         wrong = sorted(m for m in imports(module) if m.split(".")[0] != "cli" and m not in allowed)
         assert not wrong, f"vpatch.{module} calls {CALLS[module]} and imports {wrong} too"
+
+
+# -- names: one base name, one thing (issue 46) ---------------------------------------
+
+# The base names more than one module (or package) has, each one command in
+# parallel places: cli/<name>.py, commands/<name>.py, and the library it calls.
+# Any other two modules with one name mean two things: name them for what they are.
+SHARED = {
+    "apply": {"cli.apply", "commands.apply"},
+    "carry": {"cli.carry", "commands.carry"},
+    "check": {"cli.check", "env.check"},
+    "docs": {"cli.docs", "maintain.docs"},
+    "doctor": {"cli.doctor", "commands.doctor", "doctor"},
+    "export": {"cli.export", "commands.export"},
+    "install": {"cli.install", "env.install"},
+    "lint": {"cli.lint", "maintain.lint"},
+    "lock": {"cli.lock", "lock"},
+    "matrix": {"cli.matrix", "commands.matrix"},
+    "port": {"cli.port", "maintain.port"},
+    "pr": {"cli.pr", "pr"},
+    "releases": {"cli.releases", "sources.releases"},
+    "verify_wheel": {"cli.verify_wheel", "commands.verify_wheel"},
+    "wheel": {"cli.wheel", "commands.wheel", "wheel"},
+}
+
+
+def base_names() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for m in MODULES:
+        name = m.split(".")[-1]
+        if name not in ("__init__", "__main__"):
+            out.setdefault(name, set()).add(m)
+    return {name: ms for name, ms in out.items() if len(ms) > 1}
+
+
+def test_a_base_name_is_one_thing():
+    assert base_names() == SHARED, "two modules, one name: name them for what they are"
+
+
+@pytest.mark.parametrize("name", sorted(SHARED))
+def test_a_shared_name_is_one_command_in_parallel_places(name):
+    """cli/<name>.py is there, and each other module of the name is its
+    commands/<name>.py or what that or the cli module imports (a package:
+    a module of it)."""
+    cli, command = f"cli.{name}", f"commands.{name}"
+    assert cli in SHARED[name], f"{sorted(SHARED[name])} is no command's"
+    called = imports(cli) | (imports(command) if command in MODULES else set())
+    for m in SHARED[name] - {cli, command}:
+        assert any(c == m or c.startswith(f"{m}.") for c in called), f"{cli} does not call {m}"
 
 
 def test_no_import_cycles():

@@ -429,7 +429,7 @@ def decisions(out: Carried) -> list[str]:
         said.append(
             f"{slug} is upstream in {to}: `Applied-Upstream: {to}` in its newest variant's "
             "DEP-3 fields (vpatch apply FIRST, amend, vpatch export); checked by "
-            "tests/unit/doctor/test_releases.py and tests/integration/test_probes_real.py"
+            "tests/unit/doctor/test_defects.py and tests/integration/test_probes_real.py"
         )
     for slug, (a, b) in out.probe_changes.items():
         said.append(

@@ -3,7 +3,7 @@ distribution and version `--python` has (env.dist; vLLM itself is never
 imported), and what `vpatch check` says about it (env.check): whether
 EAGLE-3 for DeepSeek-V3/Kimi targets is ready, and the state of each patch of
 the installed series, by its name there (NNNN-slug), which is how doctor
-knows whether a defect is fixed there (releases.fix() names the patch of
+knows whether a defect is fixed there (defects.fix() names the patch of
 each defect, the release's series where it sits: pair.Pair.fix).
 
 Without an environment (`--vllm RELEASE [--patched]`: a laptop preflight
@@ -24,7 +24,7 @@ from ..env import readiness
 from ..env.check import inspect
 from ..env.dist import Dist, NoVllm, find
 from ..errors import ConfigError, VpatchError
-from . import releases
+from . import behaviour
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
         public = Version(release).public  # 0.17.1+cu129, as `vllm --version` says it
     except ValueError:  # InvalidVersion, or int()'s for a part over 4300 digits (W8)
         public = release
-    if too_new := releases.newer(pins, public):
+    if too_new := behaviour.newer(pins, public):
         raise too_new
     try:
         rel = pins.get(public)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support import text_file
 from vpatch import cli, lock, resources
-from vpatch.doctor import releases as R
+from vpatch.doctor import behaviour, defects
 from vpatch.errors import ConfigError
 from vpatch.maintain import docs
 
@@ -149,7 +149,7 @@ def test_the_title_and_why_say_what_the_data_says():
 def test_the_table_is_the_rules():
     """Each row's releases behave alike and differ from the next row's, and
     the rows cover every pinned release once, in order."""
-    known = R.known_releases(PINS)
+    known = behaviour.known_releases(PINS)
     rows = docs.summary_rows(PINS)
     covered = []
     for row in rows:
@@ -158,7 +158,7 @@ def test_the_table_is_the_rules():
         covered += span
         for v in span:
             r = PINS.rules.at(v)
-            p = v in R.patched_eagle3(PINS)
+            p = v in defects.patched_eagle3(PINS)
             assert tuple(str(f(r, p, PINS)) for _, f in docs.SUMMARY_COLUMNS) == row[1:], v
     assert covered == known
     assert all(a[1:] != b[1:] for a, b in zip(rows, rows[1:], strict=False))
@@ -167,7 +167,7 @@ def test_the_table_is_the_rules():
 
 def test_the_table_can_end_where_a_carry_proposes():
     """A carry regenerates the docs with LAST as it proposes it (`upto`),
-    before releases.py says so."""
+    before rules.toml says so."""
     assert docs.summary_rows(PINS, "0.32.0")[-1][0] == "0.30.0-0.32.0"
     assert docs.summary_rows(PINS, "0.29.0")[-1][0] == "0.29.0"
     assert docs.summary_rows(PINS)[-1][0].endswith(PINS.rules.newest)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..defects import patched_layer0
 from ..pair import Pair
-from ..releases import patched_layer0
 from ..report import Finding
 
 
@@ -100,7 +100,7 @@ def check_target(p: Pair) -> Finding:
 def defect(
     p: Pair, key: str, check: str, what: str, workaround: str, fix: dict[str, Any]
 ) -> Finding:
-    """A defect of the release that a patch of vpatch's series (releases.fix)
+    """A defect of the release that a patch of vpatch's series (defects.fix)
     fixes: info when `vpatch check` reports the patch installed, else an error
     that says whether `vpatch install` would fix it."""
     slug, state = p.fix(key)
