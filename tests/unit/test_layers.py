@@ -33,7 +33,7 @@ LAYERS = (
     ),
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
-    ("checkout", ("checkout",)),
+    ("checkout", ("checkout", "threeway")),
     ("libraries", ("wheel", "env", "doctor", "pr", "maintain")),
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__")),

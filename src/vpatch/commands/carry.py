@@ -40,13 +40,12 @@ aside and removes).
 from __future__ import annotations
 
 import difflib
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import gitutil, lock, quilt, resources, rules
+from .. import gitutil, lock, quilt, resources, rules, threeway
 from ..checkout import BASE_TAG
 from ..doctor import facts
 from ..errors import ConfigError, PatchError, TreeError, disk_error
@@ -56,7 +55,6 @@ from ..sources.cache import Say, quiet
 
 DATA = "src/vpatch/data"
 RULES_TOML = f"{DATA}/{rules.FILE}"
-_MARK = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.M)
 
 
 @dataclass
@@ -275,7 +273,7 @@ def _port(
     out.status, out.variants = dict(r.status), dict(r.variants)
     if r.conflict:
         out.conflict = r.conflict
-        out.hunks = {f: _hunks(out.port_work / f) for f in r.unresolved}
+        out.hunks = {f: threeway.hunks(out.port_work / f) for f in r.unresolved}
         return None
     return proposed.reread()
 
@@ -283,23 +281,6 @@ def _port(
 def _series(pins: lock.Lock, version: str) -> list[Any]:
     s = pins.series(version)
     return s.patches if s else []
-
-
-def _hunks(path: Path) -> list[str]:
-    """The conflicts git left in a file, as line ranges of its markers."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    out, start = [], 0
-    for i, line in enumerate(lines, 1):
-        m = _MARK.match(line)
-        if m and m.group(1).startswith("<"):
-            start = i
-        elif m and m.group(1).startswith(">") and start:
-            out.append(f"lines {start}-{i}")
-            start = 0
-    return out
 
 
 def _finish(

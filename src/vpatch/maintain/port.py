@@ -35,7 +35,7 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import checkout, gitutil, lock, patchset, probes, quilt, resources, sources
+from .. import checkout, gitutil, lock, patchset, probes, quilt, resources, sources, threeway
 from ..errors import PatchError, TreeError
 from ..paths import scratch
 from ..sources.cache import Say, quiet
@@ -159,7 +159,7 @@ def _carry(
 ) -> str:
     if probes.holds(checks.get(patch.slug, []), have):
         return "dropped"
-    return checkout.carry(repo, patch, rest)
+    return threeway.carry(repo, patch, rest)
 
 
 def resume(

@@ -18,15 +18,6 @@ from vpatch.maintain import pin, reading
 PINS = lock.load()
 
 
-def test_conflicts_are_named_by_their_lines(tmp_path):
-    f = tmp_path / "utils.py"
-    f.write_text(
-        "a\n<<<<<<< ours\nb\n||||||| base\nc\n=======\nd\n>>>>>>> theirs\ne\n<<<<<<< x\n>>>>>>> y\n"
-    )
-    assert carry._hunks(f) == ["lines 2-8", "lines 10-11"]
-    assert carry._hunks(tmp_path / "gone.py") == []
-
-
 def clean(tmp_path: Path, **kw) -> carry.Carried:
     out = carry.Carried("0.32.0", "0.33.0", tmp_path / "w", **kw)
     out.status = {"0001-a.patch": "clean", "0002-b.patch": "dropped"}
