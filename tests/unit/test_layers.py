@@ -28,6 +28,7 @@ LAYERS = (
             "lock",
             "quilt",
             "patchset",
+            "patchset_write",
             "probes",
         ),
     ),
