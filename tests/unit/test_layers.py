@@ -34,7 +34,7 @@ LAYERS = (
     ),
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
-    ("checkout", ("checkout", "threeway")),
+    ("checkout", ("checkout", "threeway", "patchfiles")),
     ("libraries", ("wheel", "env", "doctor", "pr", "maintain")),
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__")),

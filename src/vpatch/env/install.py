@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import os
 import shlex
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import gitutil, lock, probes, quilt, record
+from .. import lock, patchfiles, probes, quilt, record
 from ..errors import ConfigError, PatchError, TreeError
 from ..record import Row
 from . import bytecode, journal, locking, readiness, receipt
@@ -358,29 +357,12 @@ def _check_against_record(d: Dist, orig: Original, shipped: list[str], rows: lis
 def _patch(
     d: Dist, series: quilt.Series, files: dict[str, bytes], shipped: list[str]
 ) -> dict[str, bytes]:
-    """The series applied to copies of files: {path: patched bytes} for
-    every shipped file that exists afterwards."""
-    with tempfile.TemporaryDirectory(prefix="vpatch-install-") as tmp:
-        tree = Path(tmp) / "tree"
-        tree.mkdir()
-        for f, data in files.items():
-            (tree / f).parent.mkdir(parents=True, exist_ok=True)
-            (tree / f).write_bytes(data)
-        for p in series.patches:
-            mine = [f for f in p.files if f in shipped]
-            if not mine:
-                continue
-            path = p.path.resolve()
-            if len(mine) != len(p.files):  # only the installed files' sections
-                path = Path(tmp) / p.name
-                path.write_text("".join(str(pf) for pf in p.diff if pf.path in mine))
-            ok, out = gitutil.apply_folder(tree, path, context=3)
-            if not ok:
-                raise PatchError(
-                    f"{p.name} does not apply to {d.name} {d.version}: "
-                    f"{gitutil.apply_reason(out)}; nothing was changed"
-                )
-        return {f: (tree / f).read_bytes() for f in shipped if (tree / f).is_file()}
+    """The series applied to copies of files (patchfiles.apply): {path:
+    patched bytes} for every shipped file that exists afterwards."""
+    try:
+        return patchfiles.apply(series, files, shipped, f"{d.name} {d.version}")
+    except PatchError as e:
+        raise PatchError(f"{e}; nothing was changed") from None
 
 
 def _pycs(d: Dist, orig: Original, changed: Changed) -> dict[str, bytecode.Pyc]:
