@@ -22,6 +22,7 @@ LAYERS = (
             "paths",
             "resources",
             "jsontext",
+            "httprange",
             "settings",
             "record",
             "rules",

@@ -16,8 +16,10 @@ one commit (the revision is resolved once, by the first request):
     where vLLM finds them (refs/<revision> too);
   * a drafter's safetensors headers by range requests: the first 16 KiB of
     each file, then the rest of a longer header, never tensor data (the index
-    of a sharded checkpoint whole, into the cache). A file the cache already
-    holds whole is read there; a header read before is kept (cached.py).
+    of a sharded checkpoint whole, into the cache); a server that refuses
+    ranges is read from the start of a plain GET, no further (httprange.py).
+    A file the cache already holds whole is read there; a header read before
+    is kept (cached.py).
 Offline (`--offline`, or HF_HUB_OFFLINE=1) only the cache is read (cached.py),
 and what is missing is named with the `hf download` that fetches just that.
 
@@ -44,8 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import jsontext
-from ..errors import ConfigError
+from .. import httprange, jsontext
+from ..errors import ConfigError, RangeUnsupported
 from . import cached, deadline, tidy, weights
 from .cached import CONFIG, TOKENIZER
 
@@ -357,36 +359,32 @@ def _remote_header(
 
 def _range(url: str, start: int, end: int, timeout: float) -> tuple[bytes, int | None]:
     """Bytes [start, end) of the file at `url` (fewer where it ends) and its
-    size when the server says it. A server that ignores Range is read up to
-    `end` and no further."""
+    size when the server says it: one range request (httprange.read), and
+    where the server refuses ranges, the start of a plain GET read no
+    further than `end` (httprange.head): never the whole file."""
     from huggingface_hub import get_session, hf_raise_for_status
 
     # public (huggingface_hub.utils), re-exported lazily, which mypy cannot see
     from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
-    headers = {**build_hf_headers(), "Range": f"bytes={start}-{end - 1}"}
-    with get_session().stream("GET", url, headers=headers, timeout=timeout) as r:
-        if r.status_code == 416:  # nothing at start: the file is shorter
-            return b"", _total(r.headers.get("Content-Range"))
-        if r.status_code >= 400:
-            r.read()  # the error's message is in the body
-            hf_raise_for_status(r)
-        skip = start if r.status_code == 200 else 0
-        size = _total(r.headers.get("Content-Range"))
-        if r.status_code == 200 and r.headers.get("Content-Length", "").isdigit():
-            size = int(r.headers["Content-Length"])
-        data = bytearray()
-        for chunk in r.iter_bytes():
-            data += chunk
-            if len(data) >= skip + end - start:
-                break
-    return bytes(data[skip : skip + end - start]), size
+    @contextlib.contextmanager
+    def get(headers: dict[str, str]) -> Iterator[httprange.Answer]:
+        asked = {**build_hf_headers(), **headers}
+        with get_session().stream("GET", url, headers=asked, timeout=timeout) as r:
+            if r.status_code >= 400 and r.status_code != 416:
+                r.read()  # the error's message is in the body
+                hf_raise_for_status(r)
+            yield httprange.Answer(r.status_code, r.headers, r.iter_bytes())
 
-
-def _total(content_range: str | None) -> int | None:
-    """T of `Content-Range: bytes a-b/T`."""
-    m = re.match(r"^bytes [^/]*/(\d+)$", (content_range or "").strip())
-    return int(m.group(1)) if m else None
+    name = url.split("?", 1)[0].rsplit("/", 1)[-1]
+    try:
+        part = httprange.read(get, name, start, end)
+    except RangeUnsupported:
+        try:
+            part = httprange.head(get, name, start, end)
+        except RangeUnsupported as e:
+            raise ConfigError(f"{url.split('?', 1)[0]}: not a Hugging Face hub ({e})") from None
+    return part.data, part.size
 
 
 # -- errors ---------------------------------------------------------------------------

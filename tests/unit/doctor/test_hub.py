@@ -281,8 +281,13 @@ def test_a_server_that_ignores_range_is_read_no_further(standin, tmp_path, monke
         return got
 
     monkeypatch.setattr(hub, "_range", spy)
+    standin.reset()
     m = hub.resolve(DRAFTER, drafter=True, hub=online(standin, tmp_path))
     assert seen == [hub.FIRST_READ] and "fc.weight" in m.tensors.tensors
+    # the range refused (a 200, closed unread), then the start of a plain GET
+    cdn = [r for _, p, r in standin.log if p.startswith("/cdn/")]
+    assert cdn == [f"bytes=0-{hub.FIRST_READ - 1}", ""]
+    assert standin.served < 64 << 20  # of a 2 GB file: neither answer was read whole
 
 
 # -- offline: the cache only ----------------------------------------------------------
