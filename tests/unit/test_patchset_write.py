@@ -2,40 +2,13 @@
 and record(): what export and port write for one release, touching no
 other."""
 
-from pathlib import Path
-
 import pytest
-from support import BASE, change, make_series, text_file
-from vpatch import patchset, patchset_write, quilt
+from support import patchsets, text_file
+from support.patchsets import PINNED, write
+from vpatch import patchset, patchset_write
 from vpatch.errors import ConfigError, PatchError
 
-MODEL = BASE["vllm/model.py"]
-PINNED = ["1.0", "1.1", "1.2", "2.0"]
-
-
-def patches(tmp: Path, steps) -> list[bytes]:
-    made = make_series(tmp, BASE, steps)
-    return [p.path.read_bytes() for p in quilt.load(made).patches]
-
-
-@pytest.fixture
-def two(tmp_path) -> list[bytes]:
-    (tmp_path / "w").mkdir()
-    return patches(
-        tmp_path / "w",
-        [
-            ("model: five", {"vllm/model.py": change(MODEL, "line 5\n", "line five\n")}),
-            ("config: allow deepseek", {"vllm/config.py": "allow = ['llama', 'deepseek']\n"}),
-        ],
-    )
-
-
-def write(root: Path, toml: str, files: dict[str, bytes]) -> patchset.PatchSet:
-    path = text_file(root / "patches" / "patches.toml", toml)
-    for name, data in files.items():
-        (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
-        (path.parent / name).write_bytes(data)
-    return patchset.load(path)
+two = patchsets.two
 
 
 def test_set_spans_rewrites_one_line_and_keeps_the_rest(tmp_path):

@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from support import hub as standin_hub
 from support import pairs as F
 from support.hub import TOKEN, StandIn
 from vpatch.doctor import cached, deadline, hub, weights
@@ -21,14 +22,7 @@ KIMI = "moonshotai/Kimi-K2.5"
 DRAFTER = "acme/kimi-eagle3"
 
 
-@pytest.fixture(autouse=True)
-def no_token(tmp_path, monkeypatch):
-    """No token unless a test gives one (HF_TOKEN; no stored login)."""
-    from huggingface_hub import constants
-
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+no_token = standin_hub.no_token
 
 
 @pytest.fixture(scope="module")

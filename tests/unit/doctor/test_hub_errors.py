@@ -10,19 +10,14 @@ import re
 import httpx2
 import pytest
 from huggingface_hub import errors as hf
+from support import hub as standin_hub
 from vpatch.doctor import hub_errors
 from vpatch.errors import ConfigError
 
 HUB = "http://hub.example"
 
 
-@pytest.fixture(autouse=True)
-def no_token(tmp_path, monkeypatch):
-    from huggingface_hub import constants
-
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+no_token = standin_hub.no_token
 
 
 def said(error: BaseException, revision: str | None = None) -> str:
