@@ -73,6 +73,8 @@ def inspect(
     no vLLM), TreeError (an environment vpatch cannot read or recover).
     `found`: what env.dist.find said of python already (doctor asks first)."""
     d = found or find(python, say)
+    if too_new := status.newer(pins, d, "whether it is ready would be a guess"):
+        raise too_new
     checks = checks if checks is not None else probes.load(pins.patchset)
     release, own = status.own_series(pins, d)
     recovered, rec, rows = None, None, None

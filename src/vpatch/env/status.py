@@ -38,6 +38,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from .. import lock, probes, quilt, record
+from ..errors import NewerRelease
 from . import journal
 from .dist import Dist
 from .receipt import Receipt
@@ -63,6 +64,24 @@ class Subject:
     @property
     def name(self) -> str:
         return self.patch.name.removesuffix(".patch")
+
+
+def newer(pins: lock.Lock, d: Dist, what: str) -> NewerRelease | None:
+    """NewerRelease when the environment's vLLM is newer than the newest
+    release vpatch pins: which series it needs, and whether upstream fixed
+    what the series fixes, are unknown until it is carried."""
+    try:
+        base = Version(Version(d.public).base_version)
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
+        return None
+    newest = pins.versions()[-1]
+    if base <= Version(newest):
+        return None
+    return NewerRelease(
+        f"{d.name} {d.version}: vLLM {base} is newer than vpatch knows (it pins up to "
+        f"{newest}): {what}; carry it in a vpatch checkout (`vpatch carry {base}`, "
+        "docs/maintaining.md) or upgrade vpatch"
+    )
 
 
 def own_series(pins: lock.Lock, d: Dist) -> tuple[lock.Release | None, quilt.Series | None]:
