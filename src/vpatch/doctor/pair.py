@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.version import Version
+
 from .. import lock
 from ..rules import Rules
 from . import configs, releases, weights
@@ -112,7 +114,9 @@ class Pair:
         out = []
         own = r.own_configs | releases.TRANSFORMERS_CONFIGS
         if t.config_class and t.model_type not in own:
-            mine = "; vLLM has a class of its own from 0.18.0" if t.model_type == "kimi_k2" else ""
+            since = self.pins.rules.first_where(lambda x: t.model_type in x.own_configs)
+            later = since is not None and Version(since) > Version(r.release)
+            mine = f"; vLLM has a class of its own from {since}" if later else ""
             out.append(
                 f"its config (model_type {t.model_type!r}, auto_map {t.config_class}: neither "
                 f"vLLM {r.release} nor transformers has a class for it{mine}): refused at startup"
