@@ -61,8 +61,9 @@ class Pair:
 
     @property
     def series(self) -> bool:
-        """Rules of a 0.15-0.17 release: with vpatch's series (the only way
-        EAGLE-3 runs there for these targets)."""
+        """Rules of a release whose series carries EAGLE-3 itself (status
+        patched in VERSIONS.lock): with vpatch's series (the only way EAGLE-3
+        runs there for these targets)."""
         return self.release in patched_eagle3(self.pins)
 
     @property
@@ -87,7 +88,8 @@ class Pair:
         runner, V1 and V2, takes ids from a list or a tuple only, and one set
         to anything keeps it from reading eagle_config's (gpu_model_runner:
         `if not layer_ids:` reads the others, then `if layer_ids and
-        isinstance(layer_ids, (list, tuple))`; read in 0.18.0-0.33.0)."""
+        isinstance(layer_ids, (list, tuple))`; read in every release whose
+        rules.toml has upstream_eagle3 and the "v1" runner)."""
         v = self.cfg.get("eagle_aux_hidden_state_layer_ids")
         return v if v and not isinstance(v, (list, tuple)) else None
 
@@ -178,7 +180,8 @@ class Pair:
     @property
     def final_norm_id(self) -> bool:
         """Does the target yield id n (the final norm's input): the release
-        does (0.25.0+), or `vpatch check` reports the series' fix installed."""
+        does (rules.toml's final_norm_id), or `vpatch check` reports the
+        series' fix installed."""
         return self.rules.final_norm_id or self.fix("final_norm_id")[1] == "installed"
 
     def states(self) -> tuple[list[int], list[Any], list[Any]]:
