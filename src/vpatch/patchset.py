@@ -65,8 +65,9 @@ class About:
     doctor       doctor's key of the defect it fixes (doctor/releases.py)
     explanation  the long explanation, markdown (docs/patches.md)
     eagle3       part of EAGLE-3 itself for these targets (what upstream
-                 gained in 0.18.0), not a fix on top: a release whose
-                 series carries one is `patched` (PatchSet.status)
+                 gained later: rules.toml's upstream_eagle3), not a fix on
+                 top: a release whose series carries one is `patched`
+                 (PatchSet.status)
     gone         the release from which upstream has removed the code the
                  patch changes, so that the defect it fixes cannot occur
                  there: a maintainer's decision, read from that release's

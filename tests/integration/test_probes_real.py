@@ -116,5 +116,5 @@ def test_every_release_as_released_is_what_doctor_takes_from_the_patch_set():
         assert got == status.expected(PINS, v, False), v
         seen |= set(got.values())
     # `gone` too once a release whose upstream removed a patch's code is
-    # pinned (patches.toml's `gone`: 0.34.0 for the V1 proposer's patches)
+    # pinned (patches.toml's `gone`: the V1 proposer's patches have one)
     assert {"missing", "upstream"} <= seen <= {"missing", "upstream", "gone"}

@@ -6,7 +6,7 @@ in the order of patches.toml's tables, which is every series' order. A
 status per (release, patch), the patches applied in that order: `upstream`
 when the patch's probe (probes.py) finds the behaviour in the release's own
 source; `included` when it finds it once the patches before it are applied
-(0.15-0.17's first patch brings the layer-0 fix); otherwise `clean`,
+(a patched series' first patch brings the layer-0 fix); otherwise `clean`,
 `offset` (at moved lines), `fuzz` (only with context reduced to one line,
 like `patch`'s default fuzz 2) or `conflict`. And per release, whether its
 own series applies as `vpatch apply` applies it (`applies`, `fails`, or

@@ -16,8 +16,8 @@ A patch is known by its slug, so the same patch in two series is one.
             the code it changes by this release (its `gone`: a maintainer's
             decision, read from that release's source), and no anchor of its
             probe is in the installed files (probes.gone): the defect it
-            fixes cannot occur here (vLLM 0.34.0 removed the V1 proposer the
-            Kimi alias and the V1 backend fix change)
+            fixes cannot occur here (as where vLLM removed the V1 proposer
+            that the Kimi alias and the V1 backend fix change)
   missing   none of these
   modified  in the release's own series, and a file it touches is neither
             what vpatch wrote nor what RECORD lists: changed by hand
@@ -226,7 +226,7 @@ class Readiness:
     it has one. `verdict()` is the line check prints, install repeats and
     doctor quotes."""
 
-    release: str  # the installed release, e.g. "0.34.0"
+    release: str  # the installed release, e.g. "X.Y.Z"
     patches: dict[str, str]
     own: frozenset[str] = frozenset()
     series: bool = False  # the release has a series of its own in this vpatch

@@ -202,7 +202,7 @@ def test_every_patch_of_every_series(tmp_path, cache_root):
 
 def test_included_when_an_earlier_patch_brings_it(tmp_path):
     """A patch whose probe holds only once the patches before it are applied
-    (0.15-0.17's 0001 brings the layer-0 fix) is `included`, not applied."""
+    (a patched series' 0001 brings the layer-0 fix) is `included`, not applied."""
     eagle = MODEL.replace("Base)", "Base, Eagle)")
     d = make_series(
         tmp_path,
