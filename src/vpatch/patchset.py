@@ -164,6 +164,11 @@ class PatchSet:
         """The releases of `versions` that `slug` serves."""
         return [v for v in versions if self.variant(slug, v) is not None]
 
+    def gone(self, release: str) -> frozenset[str]:
+        """The slugs whose code upstream removed by `release` (their `gone`)."""
+        v = Version(release)
+        return frozenset(s for s, a in self.about.items() if a.gone and Version(a.gone) <= v)
+
     def fixes(self) -> dict[str, str]:
         """{doctor's defect key: the slug of the patch that fixes it}."""
         return {a.doctor: s for s, a in self.about.items() if a.doctor}
