@@ -131,7 +131,7 @@ def _ruff_config(version: str, where: Path) -> tuple[Path, str]:
     with tarfile.open(sdist) as tar:
         pyproject = tar.extractfile(f"{top}/pyproject.toml").read()
         precommit = tar.extractfile(f"{top}/.pre-commit-config.yaml").read().decode()
-    # `rev: v0.14.0`, or (0.34.0 on) a commit `rev: <sha>  # frozen: v0.17.2`
+    # `rev: vX.Y.Z`, or (newer vLLM) a commit: `rev: <sha>  # frozen: vX.Y.Z`
     m = re.search(
         r"ruff-pre-commit\s*\n\s*rev:\s*(?:[0-9a-f]{40}\s*#\s*frozen:\s*)?v?(\d[\d.]*)", precommit
     )
