@@ -1,0 +1,333 @@
+"""doctor/server.py: a running vLLM read into typed counters. The metrics
+pages are those prometheus_client writes for vLLM 0.17.1, 0.26.0 and 0.34.0
+(tests/support/metrics, made from each release's metric definitions);
+the server is the stand-in of tests/support/vllm_server.py on 127.0.0.1.
+Hostile servers end to end, as a user runs doctor: test_hostile_server.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from support import hub as H
+from support import vllm_server as V
+from vpatch.doctor import server
+from vpatch.doctor.server import Counters
+from vpatch.errors import ConfigError, NetworkError
+
+WHERE = "http://h:1/metrics"
+TWO = {
+    ("a", "0"): Counters(10, 30, 12, (7, 4, 1), 50, 2, 1),
+    ("a", "1"): Counters(20, 60, 30, (15, 10, 5), 80, 3, 0),
+    ("b", "0"): Counters(5, 25, 5, (3, 1, 1, 0, 0), None, None, None),
+}
+
+
+@pytest.mark.parametrize("release", V.RELEASES)
+def test_a_release_page_reads_as_its_counters(release):
+    """vLLM's own page: the spec-decode family, generation tokens, finished
+    requests (every finished_reason), running requests; `_created` samples,
+    HELP/TYPE lines, histograms and the process collector's lines skipped."""
+    assert server.parse(V.page(release), WHERE, release) == {(V.MODEL, "0"): V.WORKING}
+
+
+def test_the_stand_in_writes_what_prometheus_client_writes():
+    """render() is held to prometheus_client's own output: the same lines
+    as the 0.26.0 page for the same counters (its `_created` times aside)."""
+    mine = V.ours(V.render({(V.MODEL, "0"): V.WORKING}))
+    real = V.ours(V.page("0.26.0"))
+    assert len(mine) == len(real) > 20
+    for a, b in zip(mine, real, strict=True):
+        assert a == b or (a.split()[0] == b.split()[0] and "_created" in a)
+
+
+def test_engines_and_models():
+    got = server.parse(V.render(TWO), WHERE)
+    assert got == TWO
+    r = server.Reading("u", "0.26.0", (), got)
+    assert r.models() == {
+        "a": Counters(30, 90, 42, (22, 14, 6), 130, 5, 1),
+        "b": TWO[("b", "0")],
+    }
+    assert (r.engine_count("a"), r.engine_count("b")) == (2, 1)
+
+
+def test_counters_without_total_as_old_prometheus_client_wrote_them():
+    page = V.render(TWO, total=False)
+    assert b"_total" not in page and b"_created" not in page
+    assert server.parse(page, WHERE) == TWO
+
+
+def test_label_values_are_unescaped():
+    name = 'a "quoted"\\path\nname'
+    page = V.render({(name, "0"): V.WORKING})
+    assert b'model_name="a \\"quoted\\"\\\\path\\nname"' in page
+    assert server.parse(page, WHERE) == {(name, "0"): V.WORKING}
+
+
+def sample(line: str) -> bytes:
+    """A page of the working pair whose drafts line is `line` instead."""
+    good = V.render({(V.MODEL, "0"): V.WORKING}).decode()
+    drafts = next(ln for ln in good.splitlines() if ln.startswith("vllm:spec_decode_num_drafts_"))
+    return good.replace(drafts + "\n", line + "\n").encode()
+
+
+LABELS = '{engine="0",model_name="tiny-deepseek-v3"}'
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (f"vllm:spec_decode_num_drafts_total{LABELS} x", "the value 'x' is no number"),
+        (f"vllm:spec_decode_num_drafts_total{LABELS} 1_000", "the value '1_000' is no number"),
+        (f"vllm:spec_decode_num_drafts_total{LABELS} NaN", "the value 'NaN' is no number"),
+        (f"vllm:spec_decode_num_drafts_total{LABELS} +Inf", "the value '+Inf' is no number"),
+        (f"vllm:spec_decode_num_drafts_total{LABELS} -1.0", "the value -1.0 is no count"),
+        (f"vllm:spec_decode_num_drafts_total{LABELS} 1.5", "the value 1.5 is no count"),
+        (f"vllm:spec_decode_num_drafts_total{LABELS} 1e300", "the value 1e300 is no count"),
+        (f"vllm:spec_decode_num_drafts_total{LABELS}", "no value"),
+        (f"vllm:spec_decode_num_drafts_total{LABELS} 1 2 3", "no value"),
+        (f"vllm:spec_decode_num_drafts_total{LABELS}1.0", "no value"),
+        ('vllm:spec_decode_num_drafts_total{engine="0"} 1.0', "no model_name and engine labels"),
+        ("vllm:spec_decode_num_drafts_total 1.0", "no model_name and engine labels"),
+        ('vllm:spec_decode_num_drafts_total{engine="0",model_name="t} 1.0', "does not end"),
+        ('vllm:spec_decode_num_drafts_total{engine="0",model_name="\\t"} 1.0', "a bad escape"),
+        ('vllm:spec_decode_num_drafts_total{engine=0,model_name="t"} 1.0', "do not parse"),
+        ('vllm:spec_decode_num_drafts_total{engine="0" model_name="t"} 1.0', "do not parse"),
+        ('vllm:spec_decode_num_drafts_total{engine="0",engine="1"} 1.0', "the label engine twice"),
+        ("vllm:spec_decode_num_drafts_total{" + "x" * 70000 + "} 1", "a line of 70037 characters"),
+    ],
+)
+def test_a_malformed_sample_is_one_line_exit_2(line, said):
+    with pytest.raises(ConfigError) as e:
+        server.parse(sample(line), WHERE)
+    message = str(e.value)
+    assert message.startswith(f"{WHERE}: ") and said in message, message
+    assert message.endswith(": a malformed page") and "\n" not in message
+    assert len(message) < 400
+
+
+def test_a_malformed_page():
+    good = V.render({(V.MODEL, "0"): V.WORKING})
+    with pytest.raises(ConfigError, match="the same series twice"):
+        server.parse(good + good, WHERE)
+    with pytest.raises(ConfigError, match="the same series twice"):
+        server.parse(good + V.render({(V.MODEL, "0"): V.WORKING}, total=False), WHERE)
+    with pytest.raises(ConfigError, match=r"not UTF-8 text \(byte 3\): a malformed page"):
+        server.parse(b"vll\xff", WHERE)
+    pos = b'position="1"'
+    for bad, said in [(b'position="x"', "no whole number"), (b'position="7"', r"\[0, 2, 7\]")]:
+        with pytest.raises(ConfigError, match=said):
+            server.parse(good.replace(pos, bad), WHERE)
+    no_pos = good.replace(b',position="1"', b"")
+    with pytest.raises(ConfigError, match="no position label in"):
+        server.parse(no_pos, WHERE)
+    lines = good.decode().splitlines()
+    without = "\n".join(ln for ln in lines if "num_draft_tokens" not in ln).encode()
+    with pytest.raises(ConfigError, match="has no vllm:spec_decode_num_draft_tokens: a malformed"):
+        server.parse(without, WHERE)
+
+
+def test_a_page_that_is_not_vllms_or_has_no_spec_decode():
+    with pytest.raises(ConfigError, match="no vllm: metric on the page: http://h:1 is not a vLLM"):
+        server.parse(b"# HELP up\nup 1\n<html>", WHERE)
+    page = V.page("0.34.0").decode()
+    plain = "\n".join(ln for ln in page.splitlines() if "spec_decode" not in ln).encode()
+    with pytest.raises(ConfigError) as e:
+        server.parse(plain, WHERE, "0.34.0")
+    assert str(e.value) == (
+        f"{WHERE}: vLLM 0.34.0 serves without speculative decoding: no vllm:spec_decode_* "
+        "counters (vLLM registers them only when started with --speculative-config)"
+    )
+
+
+def test_counters_since_a_read():
+    now, before = TWO[("a", "1")], TWO[("a", "0")]
+    assert now.since(before) == Counters(10, 30, 18, (8, 6, 4), 30, 1, 0)  # running: now
+    assert before.since(now) is None  # went back: the server restarted
+    assert Counters(1, 1, 1, (1,)).since(Counters(0, 0, 0, (0, 0))) is None  # k changed: restarted
+    assert now + Counters() == now
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000"),
+        ("http://127.0.0.1:8000/", "http://127.0.0.1:8000"),
+        ("https://vllm.internal/v1", "https://vllm.internal"),  # an OpenAI client's base URL
+        ("http://[::1]:8000/serve/kimi/v1/", "http://[::1]:8000/serve/kimi"),  # behind a proxy
+    ],
+)
+def test_a_base_url(url, base):
+    assert server.base(url) == base
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("ftp://h/", "http:// and https:// URLs only"),
+        ("file:///etc/passwd", "http:// and https:// URLs only"),
+        ("127.0.0.1:8000", "http:// and https:// URLs only"),
+        ("http://", "no host"),
+        ("http://u:p@h:8000", "a user or password"),
+        ("http://h:8000/?x=1", r"without \?query"),
+        ("http://h:8000/#x", r"without \?query"),
+        ("http://h:99999", "not a URL"),
+        ("http://h:8000/a b", "no spaces or control"),
+        ("http://h:80" + "0" * 5000, "not a URL"),
+    ],
+)
+def test_a_bad_url_is_bad_input(url, said):
+    with pytest.raises(ConfigError, match=said) as e:
+        server.base(url)
+    assert len(str(e.value)) < 200
+
+
+def test_the_limit(monkeypatch):
+    monkeypatch.delenv(server.VARIABLE, raising=False)
+    assert server.limit() == server.DEFAULT == 30.0
+    monkeypatch.setenv(server.VARIABLE, "2.5")
+    assert server.limit() == 2.5
+    monkeypatch.setenv(server.VARIABLE, "never")
+    with pytest.raises(ConfigError, match="VPATCH_SERVER_TIMEOUT='never': not a number"):
+        server.limit()
+
+
+# -- against the stand-in -------------------------------------------------------------
+
+
+@pytest.fixture
+def vllm():
+    with V.Vllm("0.34.0").running() as v:
+        yield v
+
+
+def test_a_server_read(vllm):
+    vllm.cards = [V.card(V.MODEL, "moonshotai/Kimi-K2.5", 262144), V.card("lora", None, 8)]
+    r = server.read(vllm.url + "/v1/")
+    assert (r.url, r.version, r.models_unread) == (vllm.url, "0.34.0", "")
+    assert r.cards == (
+        server.Card(V.MODEL, "moonshotai/Kimi-K2.5", 262144),
+        server.Card("lora", "/models/lora", 8),
+    )
+    assert r.engines == {(V.MODEL, "0"): V.WORKING}
+    assert vllm.asked == ["/version", "/v1/models", "/metrics"]
+
+
+def test_behind_an_api_key_the_models_are_not_read(vllm):
+    """vLLM asks the key for /v1 paths only: the rest is read."""
+    vllm.hub.answer[V.MODELS] = V.status(401, b'{"error": "Unauthorized"}', "application/json")
+    r = server.read(vllm.url)
+    assert r.cards == () and r.models_unread == "asks for an API key (401; `vllm serve --api-key`)"
+    assert r.engines == {(V.MODEL, "0"): V.WORKING}
+
+
+def test_a_window_two_reads_apart_and_its_clock(vllm):
+    """The deadline is the reads' time: the wait between them is not
+    counted (a deadline shorter than the interval still holds)."""
+    first, later = V.WORKING, Counters(601, 1803, 800, (360, 260, 180), 1460, 10, 2)
+    vllm.metrics = V.render({(V.MODEL, "0"): first})
+
+    def change(h, p):
+        h._send(200, V.render({(V.MODEL, "0"): later}), {"Content-Type": V.TEXT})
+        return None
+
+    said: list[str] = []
+    t0 = time.monotonic()
+    calls = iter([False, True])
+
+    def metrics(h, p):
+        if next(calls):
+            return change(h, p)
+        h._send(200, vllm.metrics, {"Content-Type": V.TEXT})
+        return None
+
+    vllm.hub.answer[V.METRICS] = metrics
+    (w,) = server.watch([vllm.url], interval=1, say=said.append, seconds=0.8)
+    assert time.monotonic() - t0 >= 1
+    assert said == ["reading again in 1s (--interval)"]
+    assert w.first.engines[(V.MODEL, "0")] == first
+    assert w.last.engines[(V.MODEL, "0")] == later and w.interval == 1
+    assert w.second is not None and w.second.at - w.first.at >= 1
+
+
+def test_a_fleet_in_order_and_the_first_error_first():
+    with V.Vllm("0.26.0").running() as a, V.Vllm("0.26.0").running() as b:
+        ws = server.watch([b.url, a.url])
+        assert [w.first.url for w in ws] == [b.url, a.url]
+        a.hub.answer[V.VERSION] = V.status(404, b"not found")
+        b.hub.answer[V.METRICS] = V.status(500)
+        with pytest.raises(NetworkError, match=f"^{b.url}/metrics: the server answered 500"):
+            server.watch([b.url, a.url])
+
+
+@pytest.mark.parametrize(
+    ("path", "answer", "error", "said"),
+    [
+        (V.VERSION, V.status(404, b"<html>"), ConfigError, "/version: answered 404: http"),
+        (V.VERSION, V.status(200, b"<html>"), ConfigError, "/version: not valid JSON"),
+        (V.VERSION, V.status(200, b'{"v": 1}'), ConfigError, "/version: no vLLM version"),
+        (V.VERSION, V.status(200, b'{"version": 7}'), ConfigError, "/version: no vLLM version"),
+        (V.MODELS, V.status(200, b'{"data": 1}'), ConfigError, "no list of models"),
+        (V.MODELS, V.status(200, b'{"data": [{}]}'), ConfigError, "a model without an id"),
+        (V.MODELS, V.status(200, b"[" * 100000), ConfigError, "nested too deep"),
+        (V.VERSION, V.redirect("https://elsewhere/version"), ConfigError, "a redirect to 'https"),
+        (V.METRICS, V.redirect("/metrics/", 307), ConfigError, "answered 307, a redirect"),
+        (V.METRICS, V.status(503), NetworkError, "/metrics: the server answered 503; try again"),
+        (V.METRICS, H.body(b"x" * 10, {"Content-Encoding": "gzip"}), ConfigError, "gzip"),
+        (V.METRICS, H.drip(), ConfigError, "an answer of 1000000000 bytes, more than the 32"),
+        (V.VERSION, V.stream(1 << 20), ConfigError, "longer than the 64 KiB doctor reads"),
+    ],
+)
+def test_an_answer_vllm_does_not_give(vllm, path, answer, error, said):
+    vllm.hub.answer[path] = answer
+    t0 = time.monotonic()
+    with pytest.raises(error) as e:
+        server.read(vllm.url, seconds=10)
+    assert said in str(e.value) and str(e.value).startswith(vllm.url)
+    assert isinstance(e.value, NetworkError) is (error is NetworkError)
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_huge_page_without_a_length_is_not_read_past_the_most(vllm, monkeypatch):
+    monkeypatch.setitem(server.MOST, "/metrics", 1 << 20)
+    vllm.hub.answer[V.METRICS] = V.stream(64 << 20)
+    with pytest.raises(ConfigError, match="an answer longer than the 1 MiB doctor reads of it"):
+        server.read(vllm.url, seconds=10)
+
+
+@pytest.mark.parametrize("how", ["never", "trickle"])
+def test_a_server_that_hangs_or_trickles_ends_at_the_deadline(vllm, how):
+    vllm.hub.answer[V.METRICS] = H.never if how == "never" else V.trickle(0.1)
+    t0 = time.monotonic()
+    with pytest.raises(server.Unanswered) as e:
+        server.read(vllm.url, seconds=0.6)
+    assert time.monotonic() - t0 < 3
+    doing = "no answer to" if how == "never" else "the answer to"
+    assert str(e.value).startswith(
+        f"{vllm.url}: not read within 0.6s, the time doctor gives its server reads in all "
+        f"(VPATCH_SERVER_TIMEOUT=SECONDS sets it): {doing} GET {vllm.url}/metrics"
+    )
+    assert isinstance(e.value, NetworkError)
+
+
+def test_a_stopped_read_takes_no_byte_more(vllm):
+    """The read's thread itself stops at the deadline (each chunk is read
+    after a check), not only the wait for it: a trickle keeps no thread."""
+    from vpatch.doctor import deadline
+
+    vllm.hub.answer[V.METRICS] = V.trickle(0.05)
+    with pytest.raises(server.Unanswered), deadline.Reads(0.5, kind=server.SERVER) as reads:
+        reads.budget.begin()
+        job = reads.start(vllm.url, server._read, vllm.url)
+        reads.result(job)
+    assert job.done.wait(2) and isinstance(job.error, server.Unanswered)
+
+
+def test_nothing_listening_is_cannot_reach_a_serving_engine():
+    from support import synthetic as S
+
+    url = S.closed_port().removesuffix("/simple/")
+    with pytest.raises(NetworkError) as e:
+        server.read(url, seconds=5)
+    assert str(e.value).startswith(f"cannot reach a serving engine at {url}: connection refused")
