@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from vpatch.doctor.server import Counters
+from vpatch.doctor.metrics import Counters
 
 from support import hub as H
 

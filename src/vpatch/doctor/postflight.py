@@ -2,7 +2,8 @@
 --server`): the figures of its counters (server.py), since the server
 started and over a window, and what they say, each finding with its reason.
 
-The figures, as vLLM's own SpecDecodingProm docstring defines them
+The figures (of metrics.py's counters), as vLLM's own SpecDecodingProm
+docstring defines them
 (v1/spec_decode/metrics.py, 0.17.1-0.34.0): the acceptance rate is accepted
 / draft tokens; the mean acceptance length 1 + accepted / drafts (the bonus
 token counted); the acceptance at position i is per_position[i] / drafts,
@@ -43,9 +44,10 @@ from packaging.version import InvalidVersion, Version
 from .. import lock
 from . import releases
 from .environment import Readiness
+from .metrics import Counters
 from .report import SEVERITIES, Finding, Report
 from .serve import Serve
-from .server import Counters, Watch
+from .server import Watch
 
 # -- the thresholds, each once --------------------------------------------------------
 
