@@ -423,3 +423,88 @@ def test_patched_where_vpatch_has_no_series(tmp_path, like_envs):
     with pytest.raises(ConfigError, match=r"no series for vLLM 0.33.0.*drop --patched"):
         D.doctor(req, pins=lock.load(lock_path))
     assert D.doctor(replace(req, patched=False), pins=lock.load(lock_path)).findings
+
+
+# -- --server: the post-flight of a running deployment ------------------------------
+
+
+@pytest.fixture
+def vllm():
+    from support import vllm_server as V
+
+    with V.Vllm("0.26.0").running() as v:
+        yield v
+
+
+def test_a_server_tied_to_its_deployment(tmp_path, vllm):
+    """--target/--drafter with --server: the preflight on the server's
+    release (its readiness unknown: the server says its release only), the
+    server against the deployment, its figures; the preflight first."""
+    from support import vllm_server as V
+    from vpatch.doctor.postflight import Postflight
+
+    t, d = F.pair(tmp_path)
+    vllm.cards = [V.card(V.MODEL, str(t))]
+    req = D.Request(target=str(t), drafter=str(d), servers=(vllm.url,), tensor_parallel_size=8)
+    r = D.doctor(req, pins=lock.load())
+    assert isinstance(r, Postflight) and r.preflight is not None
+    assert (
+        "vllm     vLLM 0.26.0 (the server's /version, no environment read) -> rules of 0.26.0"
+        in r.to_text().splitlines()
+    )
+    checks = [f.check for f in r.findings]
+    assert checks[: len(r.preflight.findings)] == [f.check for f in r.preflight.findings]
+    assert checks[len(r.preflight.findings) :] == ["deployment", "position0", "decay"]
+    vllm_said = next(f for f in r.findings if f.check == "vllm")
+    assert vllm_said.severity == "warning" and "run `vpatch check`" in vllm_said.message
+    assert r.to_json()["preflight"]["vllm"]["given"] == "the server's /version"
+    assert vllm.asked == ["/version", "/v1/models", "/metrics"]
+
+
+def test_a_servers_environment_is_the_servers_release(tmp_path, py, vllm):
+    """--python PY (or --vllm R) with --server: `vpatch check` on it says
+    whether the series is installed; another release than the server's is
+    bad input, as is a deployment tied to servers of two releases."""
+    seen = []
+
+    def ready(env):
+        seen.append(env.version)
+        return Readiness(True)
+
+    vllm.version = "0.25.0"  # the fake environment's
+    r = D.doctor(D.Request(servers=(vllm.url,), python=py), ready=ready, pins=lock.load())
+    assert seen == ["0.25.0"]
+    series = next(f for f in r.findings if f.check == "series")
+    assert series.severity == "info" and series.message.endswith("(`vpatch check`: ready)")
+    vllm.version = "0.26.0"
+    with pytest.raises(ConfigError, match=r"--python .* is vLLM 0.25.0, the server runs vLLM 0.26"):
+        D.doctor(D.Request(servers=(vllm.url,), python=py), ready=ready, pins=lock.load())
+    with pytest.raises(ConfigError, match="--vllm 0.17.1 is vLLM 0.17.1, the server runs"):
+        D.doctor(D.Request(servers=(vllm.url,), vllm="0.17.1"), pins=lock.load())
+    r = D.doctor(D.Request(servers=(vllm.url,), vllm="0.26.0", patched=True), pins=lock.load())
+    assert next(f for f in r.findings if f.check == "series").severity == "info"
+    t, d = F.pair(tmp_path)
+    from support import vllm_server as V
+
+    with V.Vllm("0.34.0").running() as other:
+        req = D.Request(target=str(t), drafter=str(d), servers=(vllm.url, other.url))
+        with pytest.raises(ConfigError, match="the servers run vLLM 0.26.0 and 0.34.0"):
+            D.doctor(req, pins=lock.load())
+
+
+@pytest.mark.parametrize(
+    ("req", "phrase"),
+    [
+        (D.Request(servers=("URL", "ftp://h/")), "http:// and https:// URLs only"),
+        (D.Request(servers=("URL",), python="p", vllm="0.26.0"), "not both"),
+        (D.Request(servers=("URL",), patched=True), "--patched goes with --vllm"),
+        (D.Request(servers=("URL",), target="t"), "nothing to check"),
+        (D.Request(servers=("URL",), command=("vllm", "serve", "m")), "no --speculative-config"),
+        (D.Request(interval=5), "--interval N goes with --server URL"),
+    ],
+)
+def test_bad_server_requests_ask_the_server_nothing(vllm, req, phrase):
+    req = replace(req, servers=tuple(vllm.url if u == "URL" else u for u in req.servers))
+    with pytest.raises(ConfigError, match=phrase):
+        D.doctor(req, pins=lock.load())
+    assert vllm.asked == []
