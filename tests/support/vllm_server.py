@@ -30,7 +30,8 @@ from support import hub as H
 PAGES = Path(__file__).with_name("metrics")
 RELEASES = ("0.17.1", "0.26.0", "0.34.0")  # the pages metrics/make.py wrote
 MODEL = "tiny-deepseek-v3"  # the model name of those pages
-# what those pages count (metrics/make.py's COUNTS: the tier's trained pair)
+# what those pages count (metrics/make.py's COUNTS: the tier's trained pair's
+# totals; their split over the positions made up)
 WORKING = Counters(501, 1503, 651, (301, 211, 139), 1160, 8, 0)
 VERSION, MODELS, METRICS = r"^/version$", r"^/v1/models$", r"^/metrics$"
 TEXT = "text/plain; version=1.0.0; charset=utf-8"  # prometheus_client 0.26's CONTENT_TYPE_LATEST

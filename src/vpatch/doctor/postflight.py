@@ -259,8 +259,8 @@ def _judge(name: str, f: Figures, span: str, preflight: Report | None) -> list[F
                 f"working pair ({low}); the drafter gets the target's states wrong (aux layer "
                 "ids one off or in another order, a norm ignored), serves another target than "
                 "it was trained on, or runs on a runner that drafts worse "
-                "(vllm-project/vllm#40551); sampled requests (temperature > 0) accept less "
-                f"too{_facts(preflight, TARGET_SIDE)}",
+                "(vllm-project/vllm#40551; not seen on the tier's pair); sampled requests "
+                f"(temperature > 0) accept less too{_facts(preflight, TARGET_SIDE)}",
             )
         ]
     found = [

@@ -17,8 +17,10 @@ gauges); v1/engine/__init__.py's FINISH_REASON_STRINGS. Metrics a
 release registers only under an option are there too (LoRA's are not). Every per-engine
 child exists from the start, as vLLM creates them. The counts are the
 tier's trained pair's (docs/measurements.md, `make bench-spec`: 651 of 1503
-draft tokens accepted, mean acceptance length 2.30) for 8 requests, one
-engine, k = 3: the page a working pair gives. Histograms get
+draft tokens accepted in 501 drafts, mean acceptance length 2.30) for 8
+requests, one engine, k = 3; their split over the three positions
+(PER_POSITION) is made up (the tier has not measured it), one that sums to
+651 and never rises: the page a working pair gives. Histograms get
 prometheus_client's default buckets (doctor reads none of them)."""
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ COUNTS = {  # the tier's trained pair (docs/measurements.md)
     "vllm:generation_tokens": REQUESTS + 501 + 651,
     "vllm:prompt_tokens": REQUESTS * 8,
 }
-PER_POSITION = (301, 211, 139)  # sums to 651, never rises
+PER_POSITION = (301, 211, 139)  # made up: sums to 651, never rises
 EXTRA = {  # the values of an extra label, as the release writes them
     "sleep_state": ("awake", "weights_offloaded", "discard_all"),
     "source": ("local_compute", "local_cache_hit", "external_kv_transfer"),

@@ -64,8 +64,8 @@ def test_the_figures_are_vllms():
 def test_the_thresholds_derive_from_their_source_figure():
     """Position 0's floor comes from the public figure (acceptance never
     rises with the position, so position 0's is at least the mean), and the
-    tier's trained pair (support.vllm_server.WORKING, docs/measurements.md)
-    is a working pair by it."""
+    tier's trained pair (support.vllm_server.WORKING: its measured totals,
+    docs/measurements.md) is a working pair by it, whatever its split."""
     assert pytest.approx((P.PUBLIC_LENGTH - 1) / P.PUBLIC_K) == P.WORKING_P0
     assert pytest.approx(P.FAR * P.WORKING_P0) == P.LOW_P0
     f = P.Figures(V.WORKING)
@@ -293,3 +293,21 @@ def test_the_report(pins):
     bad = P.Postflight([w], [Finding("drafts", "error", "x")], preflight())
     assert not bad.ok and bad.to_text().splitlines()[-1] == "vllm serve t"
     assert bad.to_json()["preflight"]["serve"] == "vllm serve t"
+
+
+def test_the_docs_state_the_thresholds():
+    """docs/doctor.md's --server section states the figures the code holds
+    (stated once in postflight.py; the docs follow it)."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "doctor.md").read_text()
+    section = doc.split("## After it serves: `--server`")[1].split("\n## ")[0]
+    for figure in (
+        f"under **{P.LOW_P0:.3f}**",
+        f"half of **{P.WORKING_P0:.3f}**",
+        f"**{P.PUBLIC_LENGTH} at k = {P.PUBLIC_K}**",
+        f"under **{P.DECAY:g} x** position 0's",
+        f"at least **{P.SAMPLE}** tokens",
+        f"**{P.SAMPLE}** drafts before a figure is judged",
+    ):
+        assert figure in section, figure

@@ -197,3 +197,17 @@ def test_nothing_listening_is_cannot_reach_a_serving_engine():
     with pytest.raises(NetworkError) as e:
         server.read(url, seconds=5)
     assert str(e.value).startswith(f"cannot reach a serving engine at {url}: connection refused")
+
+
+def test_the_docs_state_the_limits():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "doctor.md").read_text()
+    section = " ".join(doc.split("## After it serves: `--server`")[1].split("\n## ")[0].split())
+    assert f"`{server.VARIABLE}` seconds (default {server.DEFAULT:g};" in section
+    most = server.MOST
+    said = (
+        f"{most['/version'] >> 10} KiB (`/version`), {most['/v1/models'] >> 20} MiB "
+        f"(`/v1/models`) or {most['/metrics'] >> 20} MiB (`/metrics`"
+    )
+    assert said in section
