@@ -14,7 +14,7 @@ def add_parser(sub: Subparsers) -> None:
         sub,
         "doctor",
         execute,
-        "check an EAGLE-3 drafter, its target and vLLM before serving",
+        "check an EAGLE-3 drafter, its target and vLLM before serving, or a server as it serves",
         "vpatch doctor --python /opt/vllm/bin/python -- vllm serve moonshotai/Kimi-K2.5 "
         "--tensor-parallel-size 8 --speculative-config '{...}'",
         (3, 12),
