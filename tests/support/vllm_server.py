@@ -23,12 +23,17 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from packaging.version import Version
 from vpatch.doctor.metrics import Counters
 
 from support import hub as H
 
 PAGES = Path(__file__).with_name("metrics")
-RELEASES = ("0.17.1", "0.26.0", "0.34.0")  # the pages metrics/make.py wrote
+# the releases whose page metrics/make.py wrote, oldest first
+RELEASES = tuple(
+    sorted((p.stem.removeprefix("vllm-") for p in PAGES.glob("vllm-*.txt")), key=Version)
+)
+NEWEST = RELEASES[-1]
 MODEL = "tiny-deepseek-v3"  # the model name of those pages
 # what those pages count (metrics/make.py's COUNTS: the tier's trained pair's
 # totals; their split over the positions made up)
@@ -44,11 +49,11 @@ def page(release: str) -> bytes:
 class Vllm:
     """A stand-in vLLM server: `with Vllm().running() as v:` serves at v.url."""
 
-    def __init__(self, release: str = "0.26.0", metrics: bytes | None = None) -> None:
+    def __init__(self, release: str = NEWEST, metrics: bytes | None = None) -> None:
         self.version = release
         self.cards = [card(MODEL)]
         self.metrics = (
-            page(release if release in RELEASES else "0.26.0") if metrics is None else metrics
+            page(release if release in RELEASES else NEWEST) if metrics is None else metrics
         )
         self.hub = H.StandIn()
         self.hub.answer[VERSION] = lambda h, p: self._json(h, {"version": self.version})

@@ -32,7 +32,7 @@ LONGEST = 20.0  # seconds a case may take at most (start-up included)
 
 @pytest.fixture
 def vllm():
-    with V.Vllm("0.26.0").running() as v:
+    with V.Vllm().running() as v:
         yield v
 
 
@@ -82,7 +82,7 @@ def one_line(r: subprocess.CompletedProcess, code: int) -> str:
 
 
 def page_without(word: str) -> bytes:
-    return "\n".join(ln for ln in V.page("0.26.0").decode().splitlines() if word not in ln).encode()
+    return "\n".join(ln for ln in V.page(V.NEWEST).decode().splitlines() if word not in ln).encode()
 
 
 # (path, the answer there, exit code, the words of the one line)
@@ -99,7 +99,7 @@ CASES = {
     ),
     "a malformed value": (
         V.METRICS,
-        H.body(V.page("0.26.0").replace(b"} 501.0", b"} five")),
+        H.body(V.page(V.NEWEST).replace(b"} 501.0", b"} five")),
         2,
         "the value 'five' is no number",
     ),

@@ -183,7 +183,7 @@ def running(
         raise ConfigError("--patched goes with --vllm RELEASE (an environment says for itself)")
     watches = server.watch(req.servers, req.interval, say)
     fleet = len(watches) > 1
-    versions = sorted({w.last.version for w in watches})
+    versions = _sorted({w.last.version for w in watches})
     if tied:
         if len(versions) > 1:
             raise ConfigError(
@@ -238,6 +238,14 @@ def _environment(
             f"{said} is vLLM {env.version}, the server runs vLLM {version}: give the server's"
         )
     return env, readiness
+
+
+def _sorted(versions: set[str]) -> list[str]:
+    """Oldest first (as text where one is no version)."""
+    try:
+        return sorted(versions, key=Version)
+    except ValueError:  # InvalidVersion
+        return sorted(versions)
 
 
 def _public(version: str) -> str:

@@ -432,7 +432,7 @@ def test_patched_where_vpatch_has_no_series(tmp_path, like_envs):
 def vllm():
     from support import vllm_server as V
 
-    with V.Vllm("0.26.0").running() as v:
+    with V.Vllm().running() as v:
         yield v
 
 
@@ -448,8 +448,9 @@ def test_a_server_tied_to_its_deployment(tmp_path, vllm):
     req = D.Request(target=str(t), drafter=str(d), servers=(vllm.url,), tensor_parallel_size=8)
     r = D.doctor(req, pins=lock.load())
     assert isinstance(r, Postflight) and r.preflight is not None
+    rel = V.NEWEST
     assert (
-        "vllm     vLLM 0.26.0 (the server's /version, no environment read) -> rules of 0.26.0"
+        f"vllm     vLLM {rel} (the server's /version, no environment read) -> rules of {rel}"
         in r.to_text().splitlines()
     )
     checks = [f.check for f in r.findings]
@@ -476,19 +477,23 @@ def test_a_servers_environment_is_the_servers_release(tmp_path, py, vllm):
     assert seen == ["0.25.0"]
     series = next(f for f in r.findings if f.check == "series")
     assert series.severity == "info" and series.message.endswith("(`vpatch check`: ready)")
-    vllm.version = "0.26.0"
-    with pytest.raises(ConfigError, match=r"--python .* is vLLM 0.25.0, the server runs vLLM 0.26"):
-        D.doctor(D.Request(servers=(vllm.url,), python=py), ready=ready, pins=lock.load())
-    with pytest.raises(ConfigError, match="--vllm 0.17.1 is vLLM 0.17.1, the server runs"):
-        D.doctor(D.Request(servers=(vllm.url,), vllm="0.17.1"), pins=lock.load())
-    r = D.doctor(D.Request(servers=(vllm.url,), vllm="0.26.0", patched=True), pins=lock.load())
-    assert next(f for f in r.findings if f.check == "series").severity == "info"
-    t, d = F.pair(tmp_path)
     from support import vllm_server as V
 
-    with V.Vllm("0.34.0").running() as other:
-        req = D.Request(target=str(t), drafter=str(d), servers=(vllm.url, other.url))
-        with pytest.raises(ConfigError, match="the servers run vLLM 0.26.0 and 0.34.0"):
+    vllm.version = rel = V.NEWEST
+    with pytest.raises(
+        ConfigError, match=rf"--python .* is vLLM 0.25.0, the server runs vLLM {rel}"
+    ):
+        D.doctor(D.Request(servers=(vllm.url,), python=py), ready=ready, pins=lock.load())
+    other = lock.load().default().version  # a release of its own, not the server's
+    with pytest.raises(ConfigError, match=f"--vllm {other} is vLLM {other}, the server runs"):
+        D.doctor(D.Request(servers=(vllm.url,), vllm=other), pins=lock.load())
+    r = D.doctor(D.Request(servers=(vllm.url,), vllm=rel, patched=True), pins=lock.load())
+    assert next(f for f in r.findings if f.check == "series").severity == "info"
+    t, d = F.pair(tmp_path)
+    first = V.RELEASES[0]
+    with V.Vllm(first).running() as older:
+        req = D.Request(target=str(t), drafter=str(d), servers=(vllm.url, older.url))
+        with pytest.raises(ConfigError, match=f"the servers run vLLM {first} and {rel}"):
             D.doctor(req, pins=lock.load())
 
 
@@ -496,7 +501,7 @@ def test_a_servers_environment_is_the_servers_release(tmp_path, py, vllm):
     ("req", "phrase"),
     [
         (D.Request(servers=("URL", "ftp://h/")), "http:// and https:// URLs only"),
-        (D.Request(servers=("URL",), python="p", vllm="0.26.0"), "not both"),
+        (D.Request(servers=("URL",), python="p", vllm="R"), "not both"),
         (D.Request(servers=("URL",), patched=True), "--patched goes with --vllm"),
         (D.Request(servers=("URL",), target="t"), "nothing to check"),
         (D.Request(servers=("URL",), command=("vllm", "serve", "m")), "no --speculative-config"),

@@ -1,7 +1,7 @@
 """doctor/metrics.py: vLLM's /metrics page read into typed counters. The
-pages are those prometheus_client writes for vLLM 0.17.1, 0.26.0 and
-0.34.0 (tests/support/metrics, made from each release's metric
-definitions: tests/support/metrics/make.py), and pages of given counters in
+pages are those prometheus_client writes for the vLLM releases of
+tests/support/metrics (made from each release's metric definitions:
+tests/support/metrics/make.py), and pages of given counters in
 its format (support.vllm_server.render, held to those)."""
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ def test_a_release_page_reads_as_its_counters(release):
 
 def test_the_stand_in_writes_what_prometheus_client_writes():
     """render() is held to prometheus_client's own output: the same lines
-    as the 0.26.0 page for the same counters (its `_created` times aside)."""
+    as the newest release's page for the same counters (its `_created` times
+    aside)."""
     mine = V.ours(V.render({(V.MODEL, "0"): V.WORKING}))
-    real = V.ours(V.page("0.26.0"))
+    real = V.ours(V.page(V.NEWEST))
     assert len(mine) == len(real) > 20
     for a, b in zip(mine, real, strict=True):
         assert a == b or (a.split()[0] == b.split()[0] and "_created" in a)
@@ -42,7 +43,7 @@ def test_the_stand_in_writes_what_prometheus_client_writes():
 def test_engines_and_models():
     got = metrics.parse(V.render(TWO), WHERE)
     assert got == TWO
-    r = Reading("u", "0.26.0", (), got)
+    r = Reading("u", V.NEWEST, (), got)
     assert r.models() == {
         "a": Counters(30, 90, 42, (22, 14, 6), 130, 5, 1),
         "b": TWO[("b", "0")],
@@ -129,12 +130,12 @@ def test_a_malformed_page():
 def test_a_page_that_is_not_vllms_or_has_no_spec_decode():
     with pytest.raises(ConfigError, match="no vllm: metric on the page: not a vLLM server's"):
         metrics.parse(b"# HELP up\nup 1\n<html>", WHERE)
-    page = V.page("0.34.0").decode()
+    page = V.page(V.NEWEST).decode()
     plain = "\n".join(ln for ln in page.splitlines() if "spec_decode" not in ln).encode()
     with pytest.raises(ConfigError) as e:
-        metrics.parse(plain, WHERE, "0.34.0")
+        metrics.parse(plain, WHERE, V.NEWEST)
     assert str(e.value) == (
-        f"{WHERE}: vLLM 0.34.0 serves without speculative decoding: no vllm:spec_decode_* "
+        f"{WHERE}: vLLM {V.NEWEST} serves without speculative decoding: no vllm:spec_decode_* "
         "counters (vLLM registers them only when started with --speculative-config)"
     )
 

@@ -17,11 +17,12 @@ from vpatch.doctor.serve import from_options
 from vpatch.doctor.server import Card, Counters, Reading, Watch
 
 M = V.MODEL
+REL = V.NEWEST  # the server's release, where it does not matter
 
 
 def watch(*counters: Counters, interval: int = 10, cards=(), url="http://h:1") -> Watch:
     """A server read once (one Counters) or twice `interval` seconds apart."""
-    reads = [Reading(url, "0.26.0", tuple(cards), {(M, "0"): c}) for c in counters]
+    reads = [Reading(url, REL, tuple(cards), {(M, "0"): c}) for c in counters]
     return Watch(reads[0], reads[1] if len(reads) > 1 else None, interval if reads[1:] else None)
 
 
@@ -107,7 +108,7 @@ def test_position_0_far_below_a_working_pair(p0, flagged):
 
 def preflight(*findings: Finding) -> Report:
     runner = Finding(
-        "model_runner", "info", "vLLM 0.26.0 serves the pair on its V1 runner (the default)"
+        "model_runner", "info", "vLLM R serves the pair on its V1 runner (the default)"
     )
     return Report([*findings, runner], "vllm serve t")
 
@@ -124,11 +125,11 @@ def test_the_preflight_says_what_explains_it():
     )
     low = only(P.judge(watch(counters(200, (20, 10, 5))), pre), "position0").message
     assert low.endswith(
-        "; the deployment's preflight (above) finds: trained_layers (error); vLLM 0.26.0 "
+        "; the deployment's preflight (above) finds: trained_layers (error); vLLM R "
         "serves the pair on its V1 runner (the default)"
     )
     decay = only(P.judge(watch(counters(200, (180, 40, 10))), pre), "decay").message
-    assert "; the deployment's preflight (above) finds: rope (warning); vLLM 0.26.0" in decay
+    assert "; the deployment's preflight (above) finds: rope (warning); vLLM R" in decay
     clean = only(P.judge(watch(counters(200, (20, 10, 5))), preflight()), "position0").message
     assert "; the deployment's preflight (above) finds nothing that explains it; vLLM" in clean
 
@@ -211,7 +212,7 @@ def test_a_restart_between_the_reads():
 
 
 def test_a_fleet_and_several_models_name_their_own():
-    w = Watch(Reading("http://h:2", "0.26.0", (), {(M, "0"): V.WORKING, ("b", "0"): V.WORKING}))
+    w = Watch(Reading("http://h:2", REL, (), {(M, "0"): V.WORKING, ("b", "0"): V.WORKING}))
     msgs = [f.message for f in P.judge(w, fleet=True)]
     assert {m.split(": ")[0] + ": " + m.split(": ")[1] for m in msgs} == {
         f"http://h:2: {M}",
@@ -248,7 +249,7 @@ def test_a_release_vpatch_does_not_pin(pins):
     major, minor, _ = newest.split(".")
     f = P.check_series(f"{major}.{int(minor) + 1}.0", None, "PY", pins)
     assert f.severity == "warning" and "newer than vpatch knows" in f.message
-    f = P.check_series("0.1.0", None, "PY", pins)
+    f = P.check_series("0.1.0", None, "PY", pins)  # older than any pinned
     assert f.severity == "info" and "not a release vpatch pins" in f.message
     assert P.check_series("not-a-version", None, "PY", pins).severity == "warning"
 
@@ -270,12 +271,12 @@ def test_the_report(pins):
     w = watch(
         counters(500, (300, 210, 140)), counters(700, (400, 300, 200)), cards=[Card(M, "/m/t", 256)]
     )
-    found = [P.check_series("0.26.0", None, "PY", pins), *P.judge(w)]
+    found = [P.check_series(REL, None, "PY", pins), *P.judge(w)]
     r = P.Postflight([w], found)
     assert r.ok
     text = r.to_text().splitlines()
     assert text[:4] == [
-        "server   http://h:1: vLLM 0.26.0",
+        f"server   http://h:1: vLLM {REL}",
         f"  model  {M} (root /m/t, max_model_len 256, 1 engine, k = 3)",
         "    since start     700 drafts, 2100 draft tokens, 900 accepted: acceptance rate 0.429, "
         "mean acceptance length 2.29, per position 0.571 0.429 0.286",
@@ -286,7 +287,7 @@ def test_the_report(pins):
     data = json.loads(json.dumps(r.to_json()))
     assert data["ok"] is True and data["preflight"] is None
     (srv,) = data["servers"]
-    assert (srv["url"], srv["version"], srv["interval"]) == ("http://h:1", "0.26.0", 10)
+    assert (srv["url"], srv["version"], srv["interval"]) == ("http://h:1", REL, 10)
     (fig,) = srv["figures"]
     assert fig["since_start"]["drafts"] == 700 and fig["window"]["drafts"] == 200
     assert fig["window"]["acceptance_per_position"] == pytest.approx([0.5, 0.45, 0.3])

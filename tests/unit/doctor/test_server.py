@@ -64,14 +64,14 @@ def test_the_limit(monkeypatch):
 
 @pytest.fixture
 def vllm():
-    with V.Vllm("0.34.0").running() as v:
+    with V.Vllm().running() as v:
         yield v
 
 
 def test_a_server_read(vllm):
     vllm.cards = [V.card(V.MODEL, "moonshotai/Kimi-K2.5", 262144), V.card("lora", None, 8)]
     r = server.read(vllm.url + "/v1/")
-    assert (r.url, r.version, r.models_unread) == (vllm.url, "0.34.0", "")
+    assert (r.url, r.version, r.models_unread) == (vllm.url, V.NEWEST, "")
     assert r.cards == (
         server.Card(V.MODEL, "moonshotai/Kimi-K2.5", 262144),
         server.Card("lora", "/models/lora", 8),
@@ -118,7 +118,7 @@ def test_a_window_two_reads_apart_and_its_clock(vllm):
 
 
 def test_a_fleet_in_order_and_the_first_error_first():
-    with V.Vllm("0.26.0").running() as a, V.Vllm("0.26.0").running() as b:
+    with V.Vllm().running() as a, V.Vllm().running() as b:
         ws = server.watch([b.url, a.url])
         assert [w.first.url for w in ws] == [b.url, a.url]
         a.hub.answer[V.VERSION] = V.status(404, b"not found")
