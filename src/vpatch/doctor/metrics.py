@@ -26,7 +26,6 @@ from ..errors import ConfigError
 
 LINE = 1 << 16  # the longest sample line of a counter read (a model name is a path at most)
 POSITIONS = 1024  # draft positions at most (num_speculative_tokens: a few in practice)
-SPEC = "vllm:spec_decode_"
 # metric -> the Counters field it adds to; counters are read as NAME_total or NAME
 COUNTERS = {
     "vllm:spec_decode_num_drafts": "drafts",

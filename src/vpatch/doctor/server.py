@@ -23,7 +23,7 @@ second), and a NetworkError (exit 3) says what was awaited; its clock
 stands still while `--interval` waits. Ctrl-C and SIGTERM end the run (130).
 Nothing is written. Only http and https URLs; no redirect is followed (the
 server itself is read, not where it points: vLLM answers these three paths
-itself); an answer longer than MOST[path] is refused unread. A server that
+itself); an answer is read no further than MOST[path] bytes. A server that
 cannot be reached is a NetworkError; one that answers what vLLM does not
 (no `/version`, not vLLM's metrics, a malformed page, a redirect, no
 speculative-decoding counters) a ConfigError (exit 2)."""
