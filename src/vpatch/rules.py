@@ -17,7 +17,7 @@ doctor/facts.py (tests/integration/doctor/test_releases_real.py), and
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -106,8 +106,8 @@ class Rules:
     # rope without rope_theta (the default 10000 instead of the drafter's;
     # KeyError 'factor' under transformers 5).
     mla_rope_without_theta: bool
-    # deepseek_eagle3.py reads fc_norm (0.22.x's Llama drafter reads it, its
-    # MLA drafter ignores it).
+    # deepseek_eagle3.py reads fc_norm (a release's Llama drafter may read it
+    # while its MLA drafter ignores it: fc_norm without mla_fc_norm).
     mla_fc_norm: bool
     # ModelConfig.is_deepseek_mla: an EAGLE drafter counts as MLA only for
     # model_type deepseek_v2/deepseek_v3(/_v32), so a kimi_k2 MLA drafter
@@ -214,6 +214,12 @@ class Table:
     def releases(self) -> list[str]:
         """The releases that change a fact."""
         return [v for v, _ in self.changes]
+
+    def first_where(self, holds: Callable[[Rules], bool]) -> str | None:
+        """The first release whose rules `holds` is true of (a fact changes
+        only at a table's release, so it is one of those), None when none:
+        what a message says as "from X" reads the release here."""
+        return next((v for v in self.releases() if holds(self.at(v))), None)
 
     def at(self, release: str) -> Rules:
         """The rules of `release` (folded from every table at or below it)."""

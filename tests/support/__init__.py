@@ -82,7 +82,12 @@ def known(release: str, pins: lock.Lock | None = None) -> str:
 def next_release(pins: lock.Lock) -> str:
     """A release the lock does not pin yet: the minor after the newest pinned
     (what a carry takes), derived so that no test names "the next one"."""
-    major, minor, _ = pins.versions()[-1].split(".", 2)
+    return minor_after(pins.versions()[-1])
+
+
+def minor_after(release: str) -> str:
+    """The first release of the minor after `release`'s: X.Y.Z -> X.(Y+1).0."""
+    major, minor, _ = release.split(".", 2)
     return f"{major}.{int(minor) + 1}.0"
 
 

@@ -31,7 +31,7 @@ def span(key: str) -> tuple[str, str, str | None]:
 
 def check(
     tmp: Path,
-    version: str | None = "0.17.1",
+    version: str | None = PINS.default().version,  # the newest patched release
     ready: bool | None = True,
     tp: int = 8,
     pp: int = 1,

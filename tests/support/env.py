@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from vpatch import lock, quilt, rules
 
-from support import make_series, make_wheel, named_series, publish
+from support import make_series, make_wheel, minor_after, named_series, publish
 
 RELEASE = "9.9.0"
 UPSTREAM = "10.0.0"  # has everything upstream: no series
@@ -250,8 +250,8 @@ def one_error_line(r: subprocess.CompletedProcess) -> str:
 # Three patches, as the real set has them: the EAGLE-3 change (0.17.1's series,
 # upstream from 0.18.0), a fix two series carry (0.17.1 and 0.26.0, upstream
 # from 0.27.0; doctor's draft_positions) and one upstream takes only after
-# every pinned release (0.26.0; from 0.34.0; doctor's layer0). Each
-# release's fake vLLM has what upstream has by then.
+# every release LIKE pins (0.26.0's; doctor's layer0). Each release's fake
+# vLLM has what upstream has by then.
 LIKE = ("0.17.1", "0.26.0", "0.33.0")  # patched, upstream-fix, upstream (no series)
 LIKE_BASE = {
     "vllm/__init__.py": "",
@@ -301,7 +301,7 @@ def releases_like(where: Path) -> Path:
     its VERSIONS.lock."""
     subjects = list(LIKE_CHANGES)
     series = {"0.17.1": subjects[:2], "0.26.0": subjects[1:]}
-    since = dict(zip(subjects, ("0.18.0", "0.27.0", "0.34.0"), strict=True))
+    since = dict(zip(subjects, ("0.18.0", "0.27.0", minor_after(LIKE[-1])), strict=True))
     for release, steps in series.items():
         names = [f"{i:04d}-{quilt.slug_of(s)}.patch" for i, s in enumerate(steps, 1)]
         made = named_series(
@@ -412,7 +412,8 @@ def releases_gone(where: Path, decided: bool = True) -> Path:
     Returns its VERSIONS.lock."""
     subjects = list(GONE_CHANGES)
     series = {"0.17.1": subjects[:2], "0.34.0": subjects[2:]}
-    since = dict(zip(subjects, ("0.18.0", "0.21.0", "0.35.0"), strict=True))
+    # the layer-0 fix: upstream only after every release GONE pins
+    since = dict(zip(subjects, ("0.18.0", "0.21.0", minor_after(GONE[-1])), strict=True))
     for release, steps in series.items():
         names = [f"{i:04d}-{quilt.slug_of(s)}.patch" for i, s in enumerate(steps, 1)]
         made = named_series(

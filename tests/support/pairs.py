@@ -179,7 +179,8 @@ def speculators_drafter(vocab: int, verifier: str) -> dict:
 
 
 def mla_drafter(vocab: int) -> dict:
-    """An MLA drafter (Eagle3DeepseekV2ForCausalLM, vLLM 0.18.0+)."""
+    """An MLA drafter (Eagle3DeepseekV2ForCausalLM: rules.toml's archs say
+    from which release)."""
     return {
         "architectures": ["Eagle3DeepseekV2ForCausalLM"],
         "model_type": "deepseek_v2",

@@ -42,5 +42,5 @@ def wheel_series(tmp_path: Path) -> quilt.Series:
 
 @pytest.fixture
 def whl(tmp_path: Path) -> Path:
-    """The vllm 0.17.1 wheel support.make_wheel makes by default."""
+    """The vllm wheel support.make_wheel makes by default."""
     return make_wheel(tmp_path / "in")

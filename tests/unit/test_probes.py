@@ -189,7 +189,8 @@ def test_folder_files_reads_what_the_globs_match(tmp_path):
     [
         # the class is in a file the glob matches
         ({"class": "Proposer", "uses": "x"}, {"v1/a.py": "class Proposer:\n    pass\n"}, True),
-        # the folder keeps other files, the class went (vLLM 0.34.0's vllm/v1/spec_decode/)
+        # the folder keeps other files, the class went (as vLLM's vllm/v1/spec_decode/
+        # did where its V1 proposer was removed: patches.toml's `gone`)
         ({"class": "Proposer", "uses": "x"}, {"v1/__init__.py": "", "v1/m.py": "P = 1\n"}, False),
         # named in a comment is no class
         ({"class": "Proposer", "uses": "x"}, {"v1/a.py": "# class Proposer was here\n"}, False),

@@ -4,6 +4,7 @@ exit 2), folded per release, and `newest` moved without touching the rest."""
 from __future__ import annotations
 
 import pytest
+from packaging.version import Version
 from vpatch import lock, rules
 from vpatch.errors import ConfigError
 
@@ -45,6 +46,21 @@ def test_a_release_folds_every_table_at_or_below_it():
             )
 
 
+def test_first_where_is_the_release_a_fact_starts_at():
+    """first_where: the first table whose folded rules hold, every release
+    before it pinned without (what a message's "from X" says)."""
+    t = PINS.rules
+    assert t.first_where(lambda r: True) == t.first
+    assert t.first_where(lambda r: False) is None
+    for name in ("upstream_eagle3", "final_norm_id", "norm_before_fc", "fc_norm"):
+        since = t.first_where(lambda r, name=name: getattr(r, name))
+        assert since is not None and since != t.first, name
+        known = t.known(PINS.versions())
+        before = [v for v in known if Version(v) < Version(since)]
+        assert before and not any(getattr(t.at(v), name) for v in before), name
+        assert getattr(t.at(since), name), name
+
+
 def test_a_minimal_table_loads(tmp_path):
     t = rules.load(write(tmp_path, f'newest = "{PINS.rules.first}"\n' + first_table()))
     assert t.at(PINS.rules.first) == PINS.rules.at(PINS.rules.first)
@@ -78,7 +94,7 @@ def test_bad_data_is_one_line_and_exit_2(tmp_path, edit, says):
 
 def test_no_tables_or_no_file(tmp_path):
     with pytest.raises(ConfigError, match="no"):
-        rules.load(write(tmp_path, 'newest = "0.15.0"\n'))
+        rules.load(write(tmp_path, f'newest = "{PINS.rules.first}"\n'))
     with pytest.raises(ConfigError, match="not found"):
         rules.load(tmp_path / "missing.toml")
 

@@ -16,7 +16,7 @@ def add_parser(sub: Subparsers) -> None:
         execute,
         "each patch in an environment's vLLM; EAGLE-3 ready or not",
         "vpatch check --python /opt/vllm/bin/python --format json",
-        (6,),
+        (6, 12),
         {0: "ready", 1: "not ready (the report says why)"},
     )
     python(p)

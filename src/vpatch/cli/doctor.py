@@ -14,11 +14,15 @@ def add_parser(sub: Subparsers) -> None:
         sub,
         "doctor",
         execute,
-        "check an EAGLE-3 drafter, its target and vLLM before serving",
+        "check an EAGLE-3 drafter, its target and vLLM before serving, or a server as it serves",
         "vpatch doctor --python /opt/vllm/bin/python -- vllm serve moonshotai/Kimi-K2.5 "
         "--tensor-parallel-size 8 --speculative-config '{...}'",
-        (12,),
-        {0: "the pair is ok", 1: "doctor found an error"},
+        (3, 12),
+        {
+            0: "the pair is ok (--server: and the servers)",
+            1: "doctor found an error",
+            3: "--server: a server that cannot be reached, or does not answer in time",
+        },
     )
     p.add_argument(
         "command",
@@ -51,6 +55,23 @@ def add_parser(sub: Subparsers) -> None:
         action="store_true",
         help="with --vllm: with the release's series installed by `vpatch install`",
     )
+    p.add_argument(
+        "--server",
+        nargs="+",
+        default=[],
+        metavar="URL",
+        help="the post-flight: read these running vLLM servers (http://HOST:PORT: /version, "
+        "/v1/models, /metrics) and judge their speculative decoding; with a serve command or "
+        "--target/--drafter, the preflight of that deployment on their release too. The reads "
+        # doctor/server.py's VARIABLE and DEFAULT (test_doctor holds them equal)
+        "end within VPATCH_SERVER_TIMEOUT seconds (default 30)",
+    )
+    p.add_argument(
+        "--interval",
+        type=count(1, 86400),
+        metavar="N",
+        help="with --server: read the servers twice, N seconds apart, and judge that window too",
+    )
     p.add_argument("--tensor-parallel-size", type=count(), default=1, metavar="N")
     p.add_argument("--pipeline-parallel-size", type=count(), default=1, metavar="N")
     p.add_argument("--num-speculative-tokens", type=count(), default=3, metavar="K")
@@ -58,7 +79,9 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    """Exit 0 when the pair is ok, 1 when doctor found an error, 2 for bad input."""
+    """Exit 0 when the pair (and the servers) are ok, 1 when doctor found an
+    error, 2 for bad input, 3 for a server that cannot be reached or read in
+    time."""
     from ..commands import doctor
     from ..commands.doctor import Request
 
@@ -73,6 +96,8 @@ def execute(args: Namespace, parser: Parser) -> int:
         offline=args.offline,
         vllm=args.vllm,
         patched=args.patched,
+        servers=tuple(args.server),
+        interval=args.interval,
     )
     report = doctor.doctor(req, say=say, pins=lock.load())
     print(json.dumps(report.to_json(), indent=2) if args.format == "json" else report.to_text())

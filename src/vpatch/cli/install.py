@@ -16,7 +16,7 @@ def add_parser(sub: Subparsers) -> None:
         execute,
         "patch the vLLM installed in a Python environment",
         "vpatch install --python /opt/vllm/bin/python --dry-run",
-        (5, 6, 9, 11),
+        (5, 6, 9, 11, 12),
     )
     python(p)
     series(p, "install the series in this folder instead")

@@ -7,17 +7,36 @@ find the environment's vLLM and ask `vpatch check` about it (or, given
 `--vllm RELEASE [--patched]`, take what check would say of that release
 installed: environment.from_release), and diagnose (doctor/checks/). The
 CLI prints the report as text or JSON and exits 0 (no error), 1 (an error)
-or 2 (bad input)."""
+or 2 (bad input).
+
+With `--server URL ...` it is the post-flight of a running deployment: read
+each server (doctor/server.py: /version, /v1/models, /metrics; twice,
+`--interval` seconds apart, for a window) and judge its speculative
+decoding (doctor/postflight.py). Tied to a deployment (a serve command, or
+--target/--drafter) it runs the preflight on the server's release too and
+prints both; alone, it judges the server, and says whether the release has
+vpatch's series and, given the server's `--python`, whether it is
+installed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from packaging.version import Version
+
 from .. import lock, settings
-from ..doctor import deadline, hub, serve
+from ..doctor import deadline, hub, postflight, serve, server
 from ..doctor.checks import diagnose
-from ..doctor.environment import Readiness, Ready, VllmEnv, by_check, find_vllm, from_release
+from ..doctor.environment import (
+    UNKNOWN,
+    Readiness,
+    Ready,
+    VllmEnv,
+    by_check,
+    find_vllm,
+    from_release,
+)
 from ..doctor.report import Report
 from ..errors import ConfigError
 
@@ -37,6 +56,8 @@ class Request:
     offline: bool = False  # hub ids from the local cache only (else HF_HUB_OFFLINE decides)
     vllm: str | None = None  # a pinned release instead of an environment (--vllm)
     patched: bool = False  # with that release's series installed (--patched)
+    servers: tuple[str, ...] = ()  # running servers to read (--server URL ...)
+    interval: int | None = None  # seconds between two reads of them (--interval)
 
 
 def read_serve(req: Request) -> serve.Serve:
@@ -77,6 +98,24 @@ def doctor(
     say: Callable[[str], None] = lambda _: None,
     *,
     pins: lock.Lock,
+) -> Report | postflight.Postflight:
+    """The preflight's report for a request, or, with `req.servers`, the
+    post-flight's (`running`)."""
+    if req.servers:
+        return running(req, ready, where, say, pins=pins)
+    if req.interval is not None:
+        raise ConfigError("--interval N goes with --server URL: the seconds between its two reads")
+    return preflight(req, ready, where, say, pins=pins)
+
+
+def preflight(
+    req: Request,
+    ready: Ready | None = None,
+    where: hub.Hub | None = None,
+    say: Callable[[str], None] = lambda _: None,
+    *,
+    pins: lock.Lock,
+    stated: tuple[VllmEnv, Readiness] | None = None,
 ) -> Report:
     """The report for a request, with vpatch's releases and patch set `pins`.
     Bad input (no such model, a hub that refuses or cannot be reached, a
@@ -84,17 +123,17 @@ def doctor(
     ConfigError. `ready`: what `vpatch check` says of the environment
     (default: by_check; not asked with `req.vllm`); `where`: how hub ids
     are read (default: huggingface_hub's settings; `req.offline` forces the
-    cache); `say`: progress while PY or the hub is awaited."""
+    cache); `say`: progress while PY or the hub is awaited; `stated`: the
+    environment and its readiness, found already (a server's)."""
     s = read_serve(req)
     # names and revisions, before any request (a revision is a path in the cache)
     hub.check(s.model, s.revision)
     hub.check(s.drafter, s.drafter_revision)
-    stated = None
-    if req.vllm is not None:
+    if stated is None and req.vllm is not None:
         if req.python is not None:
             raise ConfigError("give --python PY or --vllm RELEASE, not both")
         stated = from_release(req.vllm, req.patched, pins)
-    elif req.patched:
+    elif stated is None and req.patched:
         raise ConfigError("--patched goes with --vllm RELEASE (an environment says for itself)")
     where = where or hub.Hub()
     if req.offline:
@@ -117,3 +156,100 @@ def doctor(
         t, d = reads.result(target), reads.result(drafter)
         env, readiness = reads.result(probe)
     return diagnose(t, d, env, readiness, s, pins=pins)
+
+
+def running(
+    req: Request,
+    ready: Ready | None = None,
+    where: hub.Hub | None = None,
+    say: Callable[[str], None] = lambda _: None,
+    *,
+    pins: lock.Lock,
+) -> postflight.Postflight:
+    """`--server URL ...`: read the servers (under one deadline; twice with
+    `--interval`) and judge them, with the preflight of the deployment they
+    were tied to (a serve command, or --target/--drafter), on the servers'
+    release, when given one. Bad input (a URL, options that do not go
+    together, a deployment tied to servers of different releases) is refused
+    before any request."""
+    tied = bool(req.command or req.target or req.drafter)
+    if tied:
+        s = read_serve(req)
+        hub.check(s.model, s.revision)
+        hub.check(s.drafter, s.drafter_revision)
+    if req.vllm is not None and req.python is not None:
+        raise ConfigError("give --python PY or --vllm RELEASE, not both")
+    if req.patched and req.vllm is None:
+        raise ConfigError("--patched goes with --vllm RELEASE (an environment says for itself)")
+    watches = server.watch(req.servers, req.interval, say)
+    fleet = len(watches) > 1
+    versions = _sorted({w.last.version for w in watches})
+    if tied:
+        if len(versions) > 1:
+            raise ConfigError(
+                f"the servers run vLLM {' and '.join(versions)}: a deployment is one release; "
+                "tie it to the servers of one"
+            )
+        stated = _environment(req, versions[0], ready, say, pins) or (
+            VllmEnv("PY", "vllm", versions[0], given="the server's /version"),
+            UNKNOWN,
+        )
+        pre = preflight(req, ready, where, say, pins=pins, stated=stated)
+        found = list(pre.findings)
+        for w in watches:
+            found.append(postflight.check_deployment(w, s))
+            found += postflight.judge(w, pre, fleet)
+        return postflight.Postflight(watches, found, pre)
+    found = []
+    for v in versions:
+        env = _environment(req, v, ready, say, pins)
+        python = env[0].python if env and not env[0].given else "PY"
+        found.append(postflight.check_series(v, env[1] if env else None, python, pins))
+    for w in watches:
+        found += postflight.judge(w, None, fleet)
+    return postflight.Postflight(watches, found)
+
+
+def _environment(
+    req: Request,
+    version: str,
+    ready: Ready | None,
+    say: Callable[[str], None],
+    pins: lock.Lock,
+) -> tuple[VllmEnv, Readiness] | None:
+    """The environment `--python PY` or `--vllm RELEASE [--patched]` names,
+    and what `vpatch check` says of it, for a server of `version`; None when
+    neither was given. Another release than the server's is bad input."""
+    if req.vllm is not None:
+        env, readiness = from_release(req.vllm, req.patched, pins)
+    elif req.python is not None:
+        env = find_vllm(req.python, say)
+        if env.version is None:
+            raise ConfigError(
+                f"--python {req.python}: no vLLM there, and the server runs vLLM {version}: "
+                "give the server's python"
+            )
+        readiness = ready(env) if ready else by_check(env, pins)
+    else:
+        return None
+    if env.version is None or _public(env.version) != _public(version):
+        said = f"--vllm {req.vllm}" if req.vllm is not None else f"--python {req.python}"
+        raise ConfigError(
+            f"{said} is vLLM {env.version}, the server runs vLLM {version}: give the server's"
+        )
+    return env, readiness
+
+
+def _sorted(versions: set[str]) -> list[str]:
+    """Oldest first (as text where one is no version)."""
+    try:
+        return sorted(versions, key=Version)
+    except ValueError:  # InvalidVersion
+        return sorted(versions)
+
+
+def _public(version: str) -> str:
+    try:
+        return Version(version).public
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
+        return version

@@ -6,7 +6,10 @@ in the order of patches.toml's tables, which is every series' order. A
 status per (release, patch), the patches applied in that order: `upstream`
 when the patch's probe (probes.py) finds the behaviour in the release's own
 source; `included` when it finds it once the patches before it are applied
-(0.15-0.17's first patch brings the layer-0 fix); otherwise `clean`,
+(a patched series' first patch brings the layer-0 fix); `gone` when
+patches.toml says upstream removed the code it changes by this release
+(its `gone`) and no anchor of its probe is in the release (as `vpatch
+check` counts it: env/readiness.py); otherwise `clean`,
 `offset` (at moved lines), `fuzz` (only with context reduced to one line,
 like `patch`'s default fuzz 2) or `conflict`. And per release, whether its
 own series applies as `vpatch apply` applies it (`applies`, `fails`, or
@@ -36,8 +39,9 @@ from ..sources.refresh import resolve
 LEGEND = (
     "clean: applies as is; offset: applies at moved lines; fuzz: applies only with "
     "less context; conflict: does not apply; upstream: the release already has it; "
-    "included: a patch before it brings it. series: the release's own series applies "
-    "as `vpatch apply` applies it (applies / fails / none)"
+    "included: a patch before it brings it; gone: upstream removed the code it changes. "
+    "series: the release's own series applies as `vpatch apply` applies it (applies / fails / "
+    "none)"
 )
 _OFFSET = re.compile(r"Hunk #\d+ succeeded at \d+ \(offset")
 _REDUCED = re.compile(r"Context reduced to")
@@ -65,18 +69,25 @@ def try_patch(tree: Path, patch: Path) -> str:
 
 
 def classify(
-    tree: Path, patches: list[quilt.Patch], checks: probes.Probes, files: Path | None = None
+    tree: Path,
+    patches: list[quilt.Patch],
+    checks: probes.Probes,
+    files: Path | None = None,
+    removed: frozenset[str] = frozenset(),
 ) -> dict[str, str]:
     """The status of each patch on the release files in tree (which this
     changes: the patches are applied in order). Probes read `files`, the
     pristine copy, when given, else tree before anything is applied; then
-    the tree as the earlier patches left it (`included`)."""
+    the tree as the earlier patches left it (`included`). `removed`: the
+    slugs patches.toml says are gone by this release."""
     globs = probes.patterns(checks)
     pristine = probes.folder_files(files or tree, globs)
     out = {}
     for p in patches:
         mine = checks.get(p.slug, [])
-        if probes.holds(mine, pristine):
+        if p.slug in removed and probes.gone(mine, pristine):
+            out[p.stem] = "gone"
+        elif probes.holds(mine, pristine):
             out[p.stem] = "upstream"
         elif out and probes.holds(mine, probes.folder_files(tree, globs)):
             out[p.stem] = "included"
@@ -106,6 +117,7 @@ def _row(
     own: list[Named],
     checks: probes.Probes,
     offline: bool,
+    removed: frozenset[str] = frozenset(),
 ) -> tuple[str, dict[str, str], str]:
     series = [quilt.parse(path, name) for path, name in patches]
     mine = [quilt.parse(path, name) for path, name in own]
@@ -117,7 +129,7 @@ def _row(
         shutil.copytree(cached, clean)
         return (
             release.version,
-            classify(tree, series, checks, files=cached),
+            classify(tree, series, checks, files=cached, removed=removed),
             own_series(clean, mine),
         )
 
@@ -141,7 +153,7 @@ class Matrix:
         head = ["release", "lock", "series", "needs", *labels]
         rows = []
         for v, row in self.releases.items():
-            needs = sum(s not in ("upstream", "included") for s in row.values())
+            needs = sum(s not in ("upstream", "included", "gone") for s in row.values())
             status = [row[p] for p in self.patches]
             rows.append([v, self.pinned[v], self.series[v], f"{needs}/{len(row)}", *status])
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -184,13 +196,17 @@ def build(
     rels = sorted({r.version: r for r in rels}.values(), key=lambda r: r.key)
     ps = pins.patchset  # each release's own series, by name (the workers read them)
     own = {r.version: [(ps.path(v), n) for n, v in ps.named(r.version)] for r in rels}
+    gone = {r.version: ps.gone(r.version) for r in rels}
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(rels)))
     say(f"matrix: {len(names)} patches x {len(rels)} releases")
     if jobs == 1:
-        done = [_row(r, paths, own[r.version], checks, offline) for r in rels]
+        done = [_row(r, paths, own[r.version], checks, offline, gone[r.version]) for r in rels]
     else:
         with ProcessPoolExecutor(jobs) as pool:
-            futures = [pool.submit(_row, r, paths, own[r.version], checks, offline) for r in rels]
+            futures = [
+                pool.submit(_row, r, paths, own[r.version], checks, offline, gone[r.version])
+                for r in rels
+            ]
             done = [f.result() for f in futures]
     rows = {v: (row, applies) for v, row, applies in done}
     return Matrix(

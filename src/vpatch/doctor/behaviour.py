@@ -37,8 +37,8 @@ MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
 class Release:
     """The release an installed vLLM version behaves as."""
 
-    version: str  # as installed, e.g. "0.17.1+cu129"
-    release: str  # the table's release it maps to, e.g. "0.17.1"
+    version: str  # as installed, e.g. "X.Y.Z+cu129"
+    release: str  # the table's release it maps to, e.g. "X.Y.Z"
     exact: bool  # the installed release is in the table
 
 
@@ -155,8 +155,9 @@ def pp_indices(
 
 
 def default_ids(num_layers: int) -> tuple[int, int, int]:
-    """DeepseekV2ForCausalLM.get_eagle3_aux_hidden_state_layers (0.18+; the
-    0.15-0.17 series: the same): (2, n // 2, n - 3)."""
+    """DeepseekV2ForCausalLM.get_eagle3_aux_hidden_state_layers (upstream
+    where rules.toml has upstream_eagle3; the patched series: the same):
+    (2, n // 2, n - 3)."""
     return (2, num_layers // 2, num_layers - 3)
 
 
@@ -166,7 +167,7 @@ def default_ids(num_layers: int) -> tuple[int, int, int]:
 # --trust-remote-code when vLLM (Rules.own_configs) or transformers has its
 # own class for the model type: transformers has DeepseekV3Config and
 # DeepseekV2Config in every version these releases allow (>= 4.56, which
-# 0.15.0 requires; added in 4.51 and 4.54). A tokenizer whose
+# the oldest pinned release requires; added in 4.51 and 4.54). A tokenizer whose
 # tokenizer_config.json names a class of the repo in auto_map.AutoTokenizer
 # (Kimi-K2's and Kimi-K2.5's TikTokenTokenizer, tokenization_kimi.py), unless
 # its tokenizer_class is one transformers ships, is not the repo's tokenizer
@@ -177,7 +178,7 @@ def default_ids(num_layers: int) -> tuple[int, int, int]:
 # tokenization_auto.py: has_local_code), in which case it makes a
 # TokenizersBackend of the repo's files (tiktoken.model converted with
 # transformers' own split pattern): DeepseekV3Config has one in 5.19, not in
-# 5.24 (the tier's venvs: 0.32.0 loads it so, 0.22.1 and 0.26.0 refuse it).
+# 5.24 (the tier's venvs hold both: one release's loads it so, others refuse it).
 # Either way the tokenizer served is not the repo's. Checked against real
 # vLLM by tests/vllm/release/test_doctor_remote_code.py.
 TRANSFORMERS_CONFIGS = frozenset({"deepseek_v2", "deepseek_v3"})

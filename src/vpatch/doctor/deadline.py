@@ -22,6 +22,11 @@ DEFAULT), that holds whatever the server does:
     (huggingface_hub's blobs/*.incomplete were left behind);
   * huggingface_hub's log is silenced while the reads run (a dozen retry
     warnings came before the error line): the one line says what failed.
+
+`vpatch doctor --server` reads a running vLLM with the same machinery under
+a Kind of its own (doctor/server.py: its variable, its words, a
+NetworkError when the time is up); `Budget.pause` stops its clock while
+`--interval` waits between two reads.
 """
 
 from __future__ import annotations
@@ -33,10 +38,11 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from .. import settings
-from ..errors import ConfigError
+from ..errors import ConfigError, VpatchError
 
 DEFAULT = 60.0  # seconds: a pair's dozen requests take 1-2 s on a laptop
 NOTICE = 3.0  # seconds of hub reads before `say` tells what is awaited
@@ -59,12 +65,34 @@ class Expired(ConfigError):
     """The deadline passed: like a hub that cannot be reached, exit 2."""
 
 
+@dataclass(frozen=True)
+class Kind:
+    """What a run's reads are, as its messages name them, and the error
+    the deadline raises."""
+
+    reads: str  # "hub reads": the time doctor gives its <reads>
+    what: str  # "the hub": waiting for <what>
+    variable: str  # the environment variable that sets the limit
+    advice: str  # what to do when the time is up
+    error: type[VpatchError]
+
+
+HUB = Kind(
+    "hub reads",
+    "the hub",
+    VARIABLE,
+    "try again, or use --offline with the files in the cache",
+    Expired,
+)
+
+
 class Budget:
     """The deadline of one run's hub reads; whether they were stopped; the
     last request of each read; what to take back if they are."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, kind: Kind = HUB) -> None:
         self.seconds = seconds
+        self.kind = kind
         self.start: float | None = None  # the first read's start (`begin`)
         self.stopped = threading.Event()
         self.expired = False
@@ -106,7 +134,7 @@ class Budget:
             self.stop(expired=True)
         if self.stopped.is_set():
             if self.expired:
-                raise Expired(self.message(getattr(_here, "job", "")))
+                raise self.kind.error(self.message(getattr(_here, "job", "")))
             raise KeyboardInterrupt
 
     def stop(self, expired: bool = False) -> None:
@@ -115,11 +143,23 @@ class Budget:
 
     def message(self, read: str) -> str:
         """What timed out, and after how long."""
+        k = self.kind
         return (
-            f"{read or 'the hub'}: not read within {self.seconds:g}s, the time doctor gives its "
-            f"hub reads in all ({VARIABLE}=SECONDS sets it): {self.doing(read)}; try again, "
-            "or use --offline with the files in the cache"
+            f"{read or k.what}: not read within {self.seconds:g}s, the time doctor gives its "
+            f"{k.reads} in all ({k.variable}=SECONDS sets it): {self.doing(read)}; {k.advice}"
         )
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        """The clock stands still for the block (no read runs in it: the wait
+        of `--interval` between two reads is no read's time)."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self.start is not None:
+                    self.start += time.monotonic() - t0
 
     def doing(self, read: str) -> str:
         """Where a read is: its last request, and what came of it."""
@@ -144,6 +184,15 @@ def current() -> Budget | None:
     """The budget of the reads this thread belongs to."""
     b: Budget | None = getattr(_here, "budget", None)
     return b
+
+
+def asked(request: str, status: int | None = None, ended: bool = False) -> None:
+    """In a read: its last request (`GET URL`), the status of the answer
+    (None: none yet) and whether its body has ended, for the message that
+    says where a read was when the time was up (hub reads: the hooks)."""
+    b = current()
+    if b is not None:
+        b.asked[getattr(_here, "job", "")] = (request, status, ended)
 
 
 @contextlib.contextmanager
@@ -214,8 +263,13 @@ class Reads:
     thread. Leaving the block with an error (a read's, the deadline's,
     Ctrl-C's) stops the reads still running and takes back what they made."""
 
-    def __init__(self, seconds: float | None = None, say: Callable[[str], None] = lambda _: None):
-        self.budget = Budget(limit() if seconds is None else seconds)
+    def __init__(
+        self,
+        seconds: float | None = None,
+        say: Callable[[str], None] = lambda _: None,
+        kind: Kind = HUB,
+    ):
+        self.budget = Budget(limit() if seconds is None else seconds, kind)
         self.say = say
         self.jobs: list[Job[Any]] = []
         self._said = False
@@ -262,7 +316,7 @@ class Reads:
                 self._said = True
                 self.say(self._awaited())
         if job.bounded and b.expired and not (job.done.is_set() and job.error is None):
-            raise Expired(b.message(job.name))
+            raise b.kind.error(b.message(job.name))
         if job.error is not None:
             raise job.error
         return job.value  # type: ignore[return-value]
@@ -270,9 +324,10 @@ class Reads:
     def _awaited(self) -> str:
         running = [j.name for j in self.jobs if j.bounded and not j.done.is_set()]
         doing = "; ".join(f"{n}: {self.budget.doing(n)}" for n in running)
+        k = self.budget.kind
         return (
-            f"waiting for the hub ({doing}); gives up {self.budget.seconds:g}s after it "
-            f"started ({VARIABLE}=SECONDS sets the limit)"
+            f"waiting for {k.what} ({doing}); gives up {self.budget.seconds:g}s after it "
+            f"started ({k.variable}=SECONDS sets the limit)"
         )
 
 

@@ -41,7 +41,7 @@ def carried(pins: lock.Lock, key: str) -> set[str]:
     return set(pins.patchset.serving(slug, pins.versions())) if slug else set()
 
 
-# 0.15.0-0.17.1's series add EAGLE-3 for DeepSeek/Kimi with their own aux-state
+# The patched releases' series add EAGLE-3 for DeepSeek/Kimi with their own aux-state
 # rules (id n = final-norm input, out-of-range ids and ids off the last PP rank
 # raise ValueError, layer 0 = the embeddings); later series fix the layer-0 crash.
 def patched_eagle3(pins: lock.Lock) -> set[str]:

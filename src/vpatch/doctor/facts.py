@@ -53,7 +53,7 @@ FILES = {
     "configs": "vllm/transformers_utils/config.py",
     "proposer": "vllm/v1/spec_decode/*.py",
     "requirements": "requirements/common.txt",
-    "metadata": "vllm-*.dist-info/METADATA",  # a wheel's requirements (0.15.x: no sdist)
+    "metadata": "vllm-*.dist-info/METADATA",  # a wheel's requirements (a release without an sdist)
     "worker": "vllm/v1/worker/gpu_worker.py",
     "platform": "vllm/platforms/interface.py",
     "speculator_cfg": "vllm/v1/worker/gpu/spec_decode/speculator_config.py",

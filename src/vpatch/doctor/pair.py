@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.version import Version
+
 from .. import lock
 from ..rules import Rules
 from . import behaviour, configs, defects, weights
@@ -59,8 +61,9 @@ class Pair:
 
     @property
     def series(self) -> bool:
-        """Rules of a 0.15-0.17 release: with vpatch's series (the only way
-        EAGLE-3 runs there for these targets)."""
+        """Rules of a release whose series carries EAGLE-3 itself (status
+        patched in VERSIONS.lock): with vpatch's series (the only way EAGLE-3
+        runs there for these targets)."""
         return self.release in patched_eagle3(self.pins)
 
     @property
@@ -85,7 +88,8 @@ class Pair:
         runner, V1 and V2, takes ids from a list or a tuple only, and one set
         to anything keeps it from reading eagle_config's (gpu_model_runner:
         `if not layer_ids:` reads the others, then `if layer_ids and
-        isinstance(layer_ids, (list, tuple))`; read in 0.18.0-0.33.0)."""
+        isinstance(layer_ids, (list, tuple))`; read in every release whose
+        rules.toml has upstream_eagle3 and the "v1" runner)."""
         v = self.cfg.get("eagle_aux_hidden_state_layer_ids")
         return v if v and not isinstance(v, (list, tuple)) else None
 
@@ -112,7 +116,9 @@ class Pair:
         out = []
         own = r.own_configs | behaviour.TRANSFORMERS_CONFIGS
         if t.config_class and t.model_type not in own:
-            mine = "; vLLM has a class of its own from 0.18.0" if t.model_type == "kimi_k2" else ""
+            since = self.pins.rules.first_where(lambda x: t.model_type in x.own_configs)
+            later = since is not None and Version(since) > Version(r.release)
+            mine = f"; vLLM has a class of its own from {since}" if later else ""
             out.append(
                 f"its config (model_type {t.model_type!r}, auto_map {t.config_class}: neither "
                 f"vLLM {r.release} nor transformers has a class for it{mine}): refused at startup"
@@ -174,7 +180,8 @@ class Pair:
     @property
     def final_norm_id(self) -> bool:
         """Does the target yield id n (the final norm's input): the release
-        does (0.25.0+), or `vpatch check` reports the series' fix installed."""
+        does (rules.toml's final_norm_id), or `vpatch check` reports the
+        series' fix installed."""
         return self.rules.final_norm_id or self.fix("final_norm_id")[1] == "installed"
 
     def states(self) -> tuple[list[int], list[Any], list[Any]]:

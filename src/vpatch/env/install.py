@@ -137,6 +137,8 @@ def _choose(
     if series_dir is not None:
         return quilt.load(series_dir), ""
     rel = pins.releases.get(d.public)
+    if rel is None and (too_new := readiness.newer(pins, d, "nothing installed")):
+        raise too_new
     if rel is None:
         raise ConfigError(
             f"{d.name} {d.version}: vLLM {d.public} is not a release vpatch knows; "

@@ -16,8 +16,8 @@ A patch is known by its slug, so the same patch in two series is one.
             the code it changes by this release (its `gone`: a maintainer's
             decision, read from that release's source), and no anchor of its
             probe is in the installed files (probes.gone): the defect it
-            fixes cannot occur here (vLLM 0.34.0 removed the V1 proposer the
-            Kimi alias and the V1 backend fix change)
+            fixes cannot occur here (as where vLLM removed the V1 proposer
+            that the Kimi alias and the V1 backend fix change)
   missing   none of these
   modified  in the release's own series, and a file it touches is neither
             what vpatch wrote nor what RECORD lists: changed by hand
@@ -38,6 +38,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from .. import lock, probes, quilt, record
+from ..errors import NewerRelease
 from . import journal
 from .dist import Dist
 from .receipt import Receipt
@@ -63,6 +64,24 @@ class Subject:
     @property
     def name(self) -> str:
         return self.patch.name.removesuffix(".patch")
+
+
+def newer(pins: lock.Lock, d: Dist, what: str) -> NewerRelease | None:
+    """NewerRelease when the environment's vLLM is newer than the newest
+    release vpatch pins: which series it needs, and whether upstream fixed
+    what the series fixes, are unknown until it is carried."""
+    try:
+        base = Version(Version(d.public).base_version)
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
+        return None
+    newest = pins.versions()[-1]
+    if base <= Version(newest):
+        return None
+    return NewerRelease(
+        f"{d.name} {d.version}: vLLM {base} is newer than vpatch knows (it pins up to "
+        f"{newest}): {what}; carry it in a vpatch checkout (`vpatch carry {base}`, "
+        "docs/maintaining.md) or upgrade vpatch"
+    )
 
 
 def own_series(pins: lock.Lock, d: Dist) -> tuple[lock.Release | None, quilt.Series | None]:
@@ -207,7 +226,7 @@ class Readiness:
     it has one. `verdict()` is the line check prints, install repeats and
     doctor quotes."""
 
-    release: str  # the installed release, e.g. "0.34.0"
+    release: str  # the installed release, e.g. "X.Y.Z"
     patches: dict[str, str]
     own: frozenset[str] = frozenset()
     series: bool = False  # the release has a series of its own in this vpatch

@@ -57,7 +57,7 @@ class Block:
 
 
 def runs(versions: list[str], pinned: list[str]) -> str:
-    """Releases as runs of consecutive pinned releases: 0.15.0–0.17.1, 0.19.0."""
+    """Releases as runs of consecutive pinned releases: X.Y.0–X.Y.1, X.Z.0."""
     out: list[list[str]] = []
     for v in pinned:
         if v not in versions:

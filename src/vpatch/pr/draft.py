@@ -49,7 +49,7 @@ _SIGNOFF = re.compile(r"^\s*([^<>]*?)\s*<([^<>\s]+@[^<>\s]+)>\s*$")
 @dataclass
 class Drafted:
     onto: str
-    target: str  # "vLLM 0.33.0" or "<path> (<short commit>)"
+    target: str  # "vLLM X.Y.Z" or "<path> (<short commit>)"
     tree: Path
     candidates: list[Candidate]
     branch: str = ""
@@ -207,7 +207,7 @@ def _port(d: Drafted, repo: gitutil.Repo, to_send: list[Candidate], checks: prob
     for i, c in enumerate(to_send):
         mine = checks.get(c.slug, [])
         if probes.holds(mine, probes.folder_files(d.tree, probes.patterns({c.slug: mine}))):
-            c.status = "included"  # an earlier patch brought it (0.17.1's 0001 does)
+            c.status = "included"  # an earlier patch brought it (a patched series' 0001 does)
             continue
         status = threeway.carry(repo, c.patch, [x.patch for x in to_send[i + 1 :]])
         c.status = "included" if status == "dropped" else status

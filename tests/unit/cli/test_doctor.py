@@ -88,3 +88,61 @@ def test_the_help_states_the_hub_deadline():
     text = parser()._subparsers._group_actions[0].choices["doctor"].format_help()
     text = " ".join(text.split())
     assert f"{deadline.VARIABLE} seconds (default {deadline.DEFAULT:g})" in text
+
+
+def test_the_server_options_become_the_request(monkeypatch, capsys):
+    seen = []
+    monkeypatch.setattr(doctor, "doctor", lambda req, say, pins: seen.append(req) or Report(True))
+    argv = ["doctor", "--server", "http://a:1", "http://b:2", "--interval", "5"]
+    assert cli.main([*argv, "--", "vllm", "serve", "t"]) == 0
+    (req,) = seen
+    assert (req.servers, req.interval, req.command) == (
+        ("http://a:1", "http://b:2"),
+        5,
+        ("vllm", "serve", "t"),
+    )
+    assert cli.main(["doctor", "--target", "t"]) == 0
+    assert (seen[-1].servers, seen[-1].interval) == ((), None)
+    for bad in (["--interval", "0"], ["--interval", "1.5"], ["--server"]):
+        with pytest.raises(SystemExit) as e:
+            cli.main(["doctor", "--server", "http://a:1", *bad])
+        assert e.value.code == 2
+    capsys.readouterr()
+
+
+def test_the_help_states_the_server_deadline_and_exit_3():
+    from vpatch.cli import parser
+    from vpatch.doctor import server
+
+    text = parser()._subparsers._group_actions[0].choices["doctor"].format_help()
+    flat = " ".join(text.split())
+    assert f"{server.VARIABLE} seconds (default {server.DEFAULT:g})" in flat
+    assert "3 --server: a server that cannot be reached, or does not answer in time" in flat
+
+
+@pytest.fixture
+def vllm():
+    from support import vllm_server as V
+
+    with V.Vllm().running() as v:
+        yield v
+
+
+def test_a_server_end_to_end(vllm, capsys):
+    """`vpatch doctor --server URL` on the stand-in: its figures printed,
+    exit 0 (a warning: whether the series is installed cannot be told); no
+    drafts while it decodes: exit 1; JSON."""
+    from support import vllm_server as V
+    from vpatch.doctor.server import Counters
+
+    assert cli.main(["doctor", "--server", vllm.url]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"server   {vllm.url}: vLLM {V.NEWEST}"
+    assert "acceptance rate 0.433, mean acceptance length 2.30" in out[2]
+    assert out[-1] == "ok: 0 errors, 1 warning"
+    vllm.metrics = V.render({(V.MODEL, "0"): Counters(0, 0, 0, (0, 0, 0), 500, 8, 0)})
+    assert cli.main(["doctor", "--server", vllm.url, "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is False
+    assert [f["check"] for f in data["findings"] if f["severity"] == "error"] == ["drafts"]
+    assert data["servers"][0]["figures"][0]["since_start"]["generated"] == 500

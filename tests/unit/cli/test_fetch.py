@@ -6,14 +6,14 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from vpatch import cli
+from vpatch import cli, lock
 from vpatch.commands import apply
 
 
 def test_offline_with_empty_cache(tmp_path):
     env = {**os.environ, "VPATCH_CACHE": str(tmp_path)}
     r = subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "fetch", "0.16.0", "--offline"],
+        [sys.executable, "-m", "vpatch.cli", "fetch", lock.load().default().version, "--offline"],
         capture_output=True,
         text=True,
         env=env,

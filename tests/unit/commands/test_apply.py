@@ -78,13 +78,15 @@ def test_release_without_series_says_it_needs_none(pins, tmp_path):
 
 # -- fetch (the real lock's releases, the source from a folder) ------------------------
 
+RELEASE = lock.load().default().version  # any pinned release with a series
+
 
 def test_fetch_copies_a_folder_source_into_a_new_dest(release_dir, tmp_path):
     dest = tmp_path / "new" / "dest"
     release, where, what = apply.fetch(
-        "0.17.1", source=str(release_dir), dest=dest, pins=lock.load()
+        RELEASE, source=str(release_dir), dest=dest, pins=lock.load()
     )
-    assert (release.version, where, what) == ("0.17.1", dest, str(release_dir))
+    assert (release.version, where, what) == (RELEASE, dest, str(release_dir))
     got = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
     assert got == sorted(BASE)
     assert not (dest / ".git").exists()  # a fetch is the source alone, no tree
@@ -95,26 +97,26 @@ def test_fetch_refuses_a_folder_that_is_not_empty(release_dir, tmp_path):
     dest.mkdir()
     (dest / "keep.txt").write_text("mine")
     with pytest.raises(TreeError, match="is not an empty folder"):
-        apply.fetch("0.17.1", source=str(release_dir), dest=dest, pins=lock.load())
+        apply.fetch(RELEASE, source=str(release_dir), dest=dest, pins=lock.load())
     assert [p.name for p in dest.iterdir()] == ["keep.txt"]
 
 
 def test_failed_fetch_leaves_no_folder_and_empties_a_given_one(tmp_path):
     missing = str(tmp_path / "no-such-source")
     with pytest.raises(ConfigError, match="no such folder"):
-        apply.fetch("0.17.1", source=missing, dest=tmp_path / "made", pins=lock.load())
+        apply.fetch(RELEASE, source=missing, dest=tmp_path / "made", pins=lock.load())
     assert not (tmp_path / "made").exists()  # made by fetch: removed again
     (tmp_path / "given").mkdir()
     with pytest.raises(ConfigError, match="no such folder"):
-        apply.fetch("0.17.1", source=missing, dest=tmp_path / "given", pins=lock.load())
+        apply.fetch(RELEASE, source=missing, dest=tmp_path / "given", pins=lock.load())
     assert (tmp_path / "given").is_dir() and not any((tmp_path / "given").iterdir())
 
 
 def test_fetch_without_dest_needs_an_archive_source(release_dir):
     with pytest.raises(ConfigError, match="has nothing to cache; give --dest DIR"):
-        apply.fetch("0.17.1", source=str(release_dir), pins=lock.load())
+        apply.fetch(RELEASE, source=str(release_dir), pins=lock.load())
     with pytest.raises(ConfigError, match="has nothing to cache"):
-        apply.fetch("0.17.1", source="git", pins=lock.load())
+        apply.fetch(RELEASE, source="git", pins=lock.load())
 
 
 # -- relative destinations (the synthetic release: an sdist in the cache) ---------------

@@ -129,8 +129,8 @@ def one_line(err: str) -> str:
     [".", "..", ".git", "src", "src/vpatch/data", "build", "../elsewhere"],
 )
 def test_w1_a_work_folder_carry_did_not_make_is_refused_untouched(project, stand, capsys, work):
-    (project / "build/vllm-0.33.0").mkdir(parents=True)
-    (project / "build/vllm-0.33.0/applied.py").write_text("a tree of yours\n")
+    (project / f"build/vllm-{FROM}").mkdir(parents=True)
+    (project / f"build/vllm-{FROM}/applied.py").write_text("a tree of yours\n")
     (project.parent / "elsewhere").mkdir()
     (project.parent / "elsewhere/notes.txt").write_text("yours\n")
     before = snapshot(project.parent)
@@ -442,8 +442,8 @@ def test_a_carry_from_another_checkout_is_refused(project, stand, capsys, tmp_pa
 
 
 def test_every_patchs_probe_is_rerun_on_to_ported_or_not(project, stand, capsys, tmp_path):
-    """eagle-alias-... serves 0.15.0-0.17.1 only: FROM's series does not
-    port it, and its probe's files going away in TO is still reported."""
+    """eagle-alias-... serves only older releases than FROM: FROM's series
+    does not port it, and its probe's files going away in TO is still reported."""
     slug = "eagle-alias-kimi-k2-5-media-placeholder-token-id"
     frm = tmp_path / "from-files"
     (frm / "vllm/v1/spec_decode").mkdir(parents=True)

@@ -386,7 +386,10 @@ def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
 @pytest.mark.parametrize(
     "args,phrase",
     [
-        (["--vllm", "0.14.0"], "--vllm 0.14.0: unknown release '0.14.0'; pinned: 0.15.0, "),
+        (
+            ["--vllm", "0.14.0"],
+            f"--vllm 0.14.0: unknown release '0.14.0'; pinned: {lock.load().versions()[0]}, ",
+        ),
         (["--vllm", "0.17"], "(did you mean 0.17.0 or 0.17.1?)"),
         (["--vllm", "latest"], "--vllm latest: unknown release 'latest'"),
         (["--patched"], "--patched goes with --vllm RELEASE"),
@@ -423,3 +426,93 @@ def test_patched_where_vpatch_has_no_series(tmp_path, like_envs):
     with pytest.raises(ConfigError, match=r"no series for vLLM 0.33.0.*drop --patched"):
         D.doctor(req, pins=lock.load(lock_path))
     assert D.doctor(replace(req, patched=False), pins=lock.load(lock_path)).findings
+
+
+# -- --server: the post-flight of a running deployment ------------------------------
+
+
+@pytest.fixture
+def vllm():
+    from support import vllm_server as V
+
+    with V.Vllm().running() as v:
+        yield v
+
+
+def test_a_server_tied_to_its_deployment(tmp_path, vllm):
+    """--target/--drafter with --server: the preflight on the server's
+    release (its readiness unknown: the server says its release only), the
+    server against the deployment, its figures; the preflight first."""
+    from support import vllm_server as V
+    from vpatch.doctor.postflight import Postflight
+
+    t, d = F.pair(tmp_path)
+    vllm.cards = [V.card(V.MODEL, str(t))]
+    req = D.Request(target=str(t), drafter=str(d), servers=(vllm.url,), tensor_parallel_size=8)
+    r = D.doctor(req, pins=lock.load())
+    assert isinstance(r, Postflight) and r.preflight is not None
+    rel = V.NEWEST
+    assert (
+        f"vllm     vLLM {rel} (the server's /version, no environment read) -> rules of {rel}"
+        in r.to_text().splitlines()
+    )
+    checks = [f.check for f in r.findings]
+    assert checks[: len(r.preflight.findings)] == [f.check for f in r.preflight.findings]
+    assert checks[len(r.preflight.findings) :] == ["deployment", "position0", "decay"]
+    vllm_said = next(f for f in r.findings if f.check == "vllm")
+    assert vllm_said.severity == "warning" and "run `vpatch check`" in vllm_said.message
+    assert r.to_json()["preflight"]["vllm"]["given"] == "the server's /version"
+    assert vllm.asked == ["/version", "/v1/models", "/metrics"]
+
+
+def test_a_servers_environment_is_the_servers_release(tmp_path, py, vllm):
+    """--python PY (or --vllm R) with --server: `vpatch check` on it says
+    whether the series is installed; another release than the server's is
+    bad input, as is a deployment tied to servers of two releases."""
+    seen = []
+
+    def ready(env):
+        seen.append(env.version)
+        return Readiness(True)
+
+    vllm.version = "0.25.0"  # the fake environment's
+    r = D.doctor(D.Request(servers=(vllm.url,), python=py), ready=ready, pins=lock.load())
+    assert seen == ["0.25.0"]
+    series = next(f for f in r.findings if f.check == "series")
+    assert series.severity == "info" and series.message.endswith("(`vpatch check`: ready)")
+    from support import vllm_server as V
+
+    vllm.version = rel = V.NEWEST
+    with pytest.raises(
+        ConfigError, match=rf"--python .* is vLLM 0.25.0, the server runs vLLM {rel}"
+    ):
+        D.doctor(D.Request(servers=(vllm.url,), python=py), ready=ready, pins=lock.load())
+    other = lock.load().default().version  # a release of its own, not the server's
+    with pytest.raises(ConfigError, match=f"--vllm {other} is vLLM {other}, the server runs"):
+        D.doctor(D.Request(servers=(vllm.url,), vllm=other), pins=lock.load())
+    r = D.doctor(D.Request(servers=(vllm.url,), vllm=rel, patched=True), pins=lock.load())
+    assert next(f for f in r.findings if f.check == "series").severity == "info"
+    t, d = F.pair(tmp_path)
+    first = V.RELEASES[0]
+    with V.Vllm(first).running() as older:
+        req = D.Request(target=str(t), drafter=str(d), servers=(vllm.url, older.url))
+        with pytest.raises(ConfigError, match=f"the servers run vLLM {first} and {rel}"):
+            D.doctor(req, pins=lock.load())
+
+
+@pytest.mark.parametrize(
+    ("req", "phrase"),
+    [
+        (D.Request(servers=("URL", "ftp://h/")), "http:// and https:// URLs only"),
+        (D.Request(servers=("URL",), python="p", vllm="R"), "not both"),
+        (D.Request(servers=("URL",), patched=True), "--patched goes with --vllm"),
+        (D.Request(servers=("URL",), target="t"), "nothing to check"),
+        (D.Request(servers=("URL",), command=("vllm", "serve", "m")), "no --speculative-config"),
+        (D.Request(interval=5), "--interval N goes with --server URL"),
+    ],
+)
+def test_bad_server_requests_ask_the_server_nothing(vllm, req, phrase):
+    req = replace(req, servers=tuple(vllm.url if u == "URL" else u for u in req.servers))
+    with pytest.raises(ConfigError, match=phrase):
+        D.doctor(req, pins=lock.load())
+    assert vllm.asked == []

@@ -202,7 +202,7 @@ def test_every_patch_of_every_series(tmp_path, cache_root):
 
 def test_included_when_an_earlier_patch_brings_it(tmp_path):
     """A patch whose probe holds only once the patches before it are applied
-    (0.15-0.17's 0001 brings the layer-0 fix) is `included`, not applied."""
+    (a patched series' 0001 brings the layer-0 fix) is `included`, not applied."""
     eagle = MODEL.replace("Base)", "Base, Eagle)")
     d = make_series(
         tmp_path,
@@ -231,3 +231,19 @@ def test_own_series(tmp_path, patches):
     other = write_tree(tmp_path / "other", {**BASE, "vllm/a.py": "nothing\n"})
     assert matrix.own_series(other, patches) == "fails"
     assert matrix.own_series(tmp_path, []) == "none"
+
+
+def test_a_patch_whose_code_upstream_removed_is_gone_not_a_conflict(tmp_path, patches, meta):
+    """step-4's probe reads vllm/model.py; a release without it, where
+    patches.toml says the code is gone, shows `gone`; without that word of a
+    person's, or with the file still there, the patch is tried as any other."""
+    release = {"vllm/a.py": LINES}
+    checks = probes.load(meta)
+    got = matrix.classify(write_tree(tmp_path / "a", release), patches, checks)
+    assert got["0004-step-4"] == "conflict"
+    removed = frozenset({"step-4"})
+    got = matrix.classify(write_tree(tmp_path / "b", release), patches, checks, removed=removed)
+    assert got["0004-step-4"] == "gone"
+    kept = {**release, "vllm/model.py": MODEL}
+    got = matrix.classify(write_tree(tmp_path / "c", kept), patches, checks, removed=removed)
+    assert got["0004-step-4"] == "clean"

@@ -13,7 +13,7 @@ import time
 import httpx2
 import pytest
 from vpatch.doctor import deadline
-from vpatch.errors import ConfigError
+from vpatch.errors import ConfigError, NetworkError
 
 STUCK = threading.Event()  # never set: a read stuck in a socket
 
@@ -175,3 +175,52 @@ def test_a_body_stops_between_chunks():
                 got.append(chunk)
                 b.stop()
         assert got == [b"a"]
+
+
+class Late(NetworkError):
+    pass
+
+
+OTHER = deadline.Kind("server reads", "the server", "VPATCH_X_TIMEOUT", "try again", Late)
+
+
+def test_a_kind_words_the_deadline_and_raises_its_error(monkeypatch):
+    """Reads of another kind (doctor --server's) say their own variable and
+    raise their own error when the time is up, and in the notice."""
+    monkeypatch.setattr(deadline, "NOTICE", 0.05)
+    said: list[str] = []
+    with pytest.raises(Late) as e, deadline.Reads(0.3, said.append, OTHER) as reads:
+        reads.budget.begin()
+        reads.result(reads.start("http://h:1", STUCK.wait, 30))
+    assert str(e.value) == (
+        "http://h:1: not read within 0.3s, the time doctor gives its server reads in all "
+        "(VPATCH_X_TIMEOUT=SECONDS sets it): no request made yet; try again"
+    )
+    assert said == [
+        "waiting for the server (http://h:1: no request made yet); gives up 0.3s after it "
+        "started (VPATCH_X_TIMEOUT=SECONDS sets the limit)"
+    ]
+
+
+def test_asked_is_where_a_read_was():
+    def read() -> None:
+        deadline.asked("GET http://h:1/metrics", 200)
+        STUCK.wait(30)
+
+    said = r"the answer to GET http://h:1/metrics \(200\) had not"
+    with pytest.raises(Late, match=said), deadline.Reads(0.2, kind=OTHER) as reads:
+        reads.budget.begin()
+        reads.result(reads.start("http://h:1", read))
+    deadline.asked("GET nowhere")  # outside a read: nothing to note, no error
+
+
+def test_the_clock_stands_still_in_a_pause():
+    b = deadline.Budget(0.3)
+    b.begin()
+    with b.pause():
+        time.sleep(0.4)
+    assert b.left() > 0.25
+    b.check()  # not expired
+    time.sleep(0.35)
+    with pytest.raises(deadline.Expired):
+        b.check()

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 from support import env as fake_env
-from support import known, make_series, publish
+from support import known, make_series, next_release, publish
 from support import pairs as F
 from vpatch import lock, quilt
 from vpatch.env import check, readiness
 from vpatch.env.dist import Dist
+from vpatch.errors import NewerRelease
 
 V1 = f"0002-{fake_env.GONE_V1}"  # its name in the EAGLE-3 series (0.17.1's)
 LAYER0 = "0001-layer-fix-aux-state-at-layer-0"  # 0.34.0's own series
@@ -162,6 +163,31 @@ def test_gone_needs_the_files_to_agree(tmp_path):
     assert w.install()[-1] == verdict and f"NOT ready ({V1})" in verdict, verdict
     doc = w.doctor()
     assert doc["vllm"]["eagle3_ready"] is False and verdict in finding(doc, "vllm")["message"]
+
+
+def test_a_vllm_newer_than_vpatch_knows_is_said_alike_by_all_three(tmp_path):
+    """`check`, `install` and `doctor --python` on a vLLM newer than the
+    newest release vpatch pins: one line each, exit 12 (NewerRelease),
+    naming the release vpatch knows up to and `vpatch carry`; nothing
+    installed."""
+    pins = lock.load()
+    newer = next_release(pins)
+    py = fake_env.build_env(tmp_path / "venv", version=newer)
+    t, d = F.pair(tmp_path / "pair")
+    before = fake_env.snapshot(py)
+    for args in (
+        ("check", "--python", str(py)),
+        ("install", "--python", str(py)),
+        ("doctor", "--python", str(py), "--target", str(t), "--drafter", str(d)),
+    ):
+        r = fake_env.run_vpatch(
+            *args, lock_path=pins.path, probes_path=pins.path, env={"HF_HUB_OFFLINE": "1"}
+        )
+        assert r.returncode == NewerRelease.exit_code, (args, r.stdout, r.stderr)
+        (line,) = r.stderr.strip().splitlines()[-1:]
+        assert f"vLLM {newer} is newer than vpatch knows" in line, line
+        assert f"`vpatch carry {newer}`" in line, line
+    assert fake_env.snapshot(py) == before
 
 
 like_envs = fake_env.like_envs

@@ -150,3 +150,25 @@ def test_yanked_files_are_marked(stand):
     stand.add("vllm", "vllm-1.2.tar.gz")
     got = {name: f.yanked for name, f in index.files("vllm").items()}
     assert got == {"vllm-1.0.tar.gz": True, "vllm-1.1.tar.gz": True, "vllm-1.2.tar.gz": False}
+
+
+def test_an_opener_that_follows_no_redirect():
+    """opener(follow=False) (doctor --server's): a 3xx is an HTTPError with
+    its status and Location, and the place it points to is not asked;
+    opener() follows as urllib does."""
+    import urllib.error
+
+    from support import hub as H
+
+    s = H.StandIn()
+    s.answer["^/from$"] = lambda h, p: h._send(302, b"", {"Location": "/to"})
+    s.answer["^/to$"] = lambda h, p: h._send(200, b"here")
+    with s.running():
+        with pytest.raises(urllib.error.HTTPError) as e:
+            index.opener(follow=False).open(s.url + "/from", timeout=10)
+        assert (e.value.code, e.value.headers["Location"]) == (302, "/to")
+        e.value.close()
+        assert [p for _, p, _ in s.log] == ["/from"]
+        with index.opener().open(s.url + "/from", timeout=10) as r:
+            assert r.read() == b"here"
+    assert index.opener(follow=False) is index.opener(follow=False)  # built once

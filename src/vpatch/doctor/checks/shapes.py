@@ -59,7 +59,8 @@ def check_fc(p: Pair) -> Finding:
                 hint += f"; set num_aux_hidden_states: {k} in its config"
             elif k != m:
                 hint += "; this release builds fc for exactly 3 states"
-                hint += " (0.22.0+ read num_aux_hidden_states)"
+                since = p.pins.rules.first_where(lambda r: r.fc_width == "config")
+                hint += f" ({since}+ read num_aux_hidden_states)" if since else ""
         return Finding(
             "fc",
             "error",

@@ -35,7 +35,7 @@ def test_final_norm_id(tmp_path, version, ok):
     "version,ready,ok",
     [
         ("0.17.1", True, True),
-        ("0.20.0", True, True),  # vpatch's layer-0 fix installed (0.18.0-0.33.0)
+        ("0.20.0", True, True),  # vpatch's layer-0 fix installed (a release its span serves)
         ("0.20.0", False, False),
         ("0.32.0", True, True),
         ("0.32.0", False, False),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from support import pairs as F
-from support.doctor import IDS_KEY, check, diag, errors, find, sev
+from support.doctor import IDS_KEY, PINS, check, diag, errors, find, sev
 from vpatch.doctor.environment import VllmEnv
 
 
@@ -66,6 +66,10 @@ def test_fc_for_four_states(tmp_path, version):
     assert errors(r) == {"fc"} and "weight load" in find(r, "fc").message
     hint = "num_aux_hidden_states: 4" if version == "0.32.0" else "exactly 3 states"
     assert hint in find(r, "fc").message
+    # where a later release reads the count, from rules.toml's fc_width
+    since = PINS.rules.first_where(lambda x: x.fc_width == "config")
+    said = f"({since}+ read num_aux_hidden_states)"
+    assert (said in find(r, "fc").message) == (PINS.rules.at(version).fc_width == "three")
 
 
 @pytest.mark.parametrize("version,ok", [("0.17.1", False), ("0.22.0", True), ("0.32.0", True)])

@@ -111,6 +111,9 @@ def test_kimi_targets_need_trust_remote_code_for_their_tokenizer(tmp_path, versi
     # the config too where vLLM has no class of its own for kimi_k2
     config_remote = target == "kimi_k2" and version in ("0.15.0", "0.17.1")
     assert ("its config (model_type 'kimi_k2'" in f.message) == config_remote, f.message
+    # and from which release vLLM has one: rules.toml's own_configs, not retyped
+    since = PINS.rules.first_where(lambda x: "kimi_k2" in x.own_configs)
+    assert (f"vLLM has a class of its own from {since})" in f.message) == config_remote
     assert "--trust-remote-code" in r.serve
 
 
