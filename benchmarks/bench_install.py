@@ -9,7 +9,7 @@ the order in each round:
   vpatch   `vpatch install --python PY` (the CLI, as a user runs it: finds
            the distribution, checks RECORD, applies the series, recompiles
            the .pyc, journaled replacement), then `vpatch uninstall`
-  module   the same install through `vpatch.commands.install.install` in a fresh
+  module   the same install through `vpatch.env.install.install` in a fresh
            interpreter: what the CLI costs without importing every other
            command
   pip      `PY -m pip install --no-deps --force-reinstall <overlay wheel>`
@@ -93,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
 
         def do_module() -> float:
             """The install path without the CLI (which imports every command)."""
-            code = "import sys; from vpatch.commands.install import install; install(sys.argv[1])"
+            code = (
+                "import sys; from vpatch import lock; from vpatch.env.install import install; "
+                "install(sys.argv[1], pins=lock.load())"
+            )
             took = run(sys.executable, "-c", code, py, name="module")
             run(*vpatch, "uninstall", "--python", py)
             return took

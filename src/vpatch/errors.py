@@ -34,9 +34,11 @@ class NetworkError(VpatchError):
 class RangeUnsupported(NetworkError):
     """A server that does not honour HTTP range requests (a 200 instead of
     206, no `Accept-Ranges: bytes`, a short or oversized answer). Raised by
-    the lazy wheel reader (sources/lazy.py); its callers catch it and fall
-    back to a full, hash-checked download, as pip's lazy wheel does. Should
-    one escape, it is a network problem (exit 3)."""
+    the one range reader (httprange.py, and sources/lazy.py's checks); its
+    callers catch it and fall back, as pip's lazy wheel does: to a full,
+    hash-checked download of a pinned artifact, or to the start of a plain
+    GET for doctor's headers. Should one escape, it is a network problem
+    (exit 3)."""
 
 
 class IntegrityError(VpatchError):

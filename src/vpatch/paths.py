@@ -128,7 +128,7 @@ def sweep(folder: Path) -> list[Path]:
 
 
 # the temporary trees vpatch makes in TMPDIR (scratch), by their name's start
-SCRATCH = ("vpatch-port-", "vpatch-lint-", "vpatch-overlay-")
+SCRATCH = ("vpatch-port-", "vpatch-lint-", "vpatch-patch-")
 
 
 @contextlib.contextmanager

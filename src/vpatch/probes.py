@@ -41,7 +41,7 @@ its scope (its class and function; the file itself when it names neither).
 Where no check's anchor is left (`gone()`), the probe cannot hold whatever
 upstream did; whether that means the defect is gone too is a maintainer's
 decision, read from the release's source: patches.toml's `gone`
-(patchset.About, env/status.py).
+(patchset.About, env/readiness.py).
 
 A table may also say how `vpatch pr` titles the patch for vLLM:
 `pr_prefix` (vLLM's title prefixes, e.g. "[Bugfix][Model]") and `pr_title`.

@@ -91,7 +91,7 @@ class Rules:
     # ids off the last rank are dropped on V1, or the V2 runner refuses the
     # pair: eagle3_utils.verify_supports_aux_hidden_states_over_pp.)
     archs: frozenset[str]
-    # Defects that vpatch's series fixes per release (doctor/releases.py
+    # Defects that vpatch's series fixes per release (doctor/defects.py
     # DEFECTS names the patch of each; doctor asks `vpatch check` whether the
     # environment has it): the model runners on which a forced attention
     # backend (--attention-backend, --attention-config.backend,
@@ -116,13 +116,13 @@ class Rules:
     # transformers_utils/config.py _CONFIG_REGISTRY, read by
     # HFConfigParser.parse before AutoConfig: the target model types vLLM
     # loads with a config class of its own, never the repo's remote code
-    # (doctor/releases.py TRANSFORMERS_CONFIGS for the others).
+    # (doctor/behaviour.py TRANSFORMERS_CONFIGS for the others).
     own_configs: frozenset[str]
     # requirements/common.txt: the transformers majors the release allows.
     # A tokenizer of the repo's own, untrusted, is refused by transformers
     # 4's AutoTokenizer; transformers 5 refuses it too, or makes its generic
     # TokenizersBackend of the files, depending on the minor version
-    # (doctor/releases.py TRANSFORMERS_TOKENIZERS).
+    # (doctor/behaviour.py TRANSFORMERS_TOKENIZERS).
     transformers: tuple[int, ...]
     # v1/worker/gpu_worker.py Worker: the model runners the release has, "v1"
     # (v1/worker/gpu_model_runner.py) and "v2" (v1/worker/gpu/model_runner.py).

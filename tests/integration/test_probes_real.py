@@ -100,12 +100,12 @@ def test_fix_probe_false_before_upstream_true_when_patched(tmp_path, slug, fixed
 
 def test_every_release_as_released_is_what_doctor_takes_from_the_patch_set():
     """`vpatch doctor --vllm R` takes `vpatch check`'s report of R as released
-    from the patch set (status.expected: a patch of R's own series missing,
+    from the patch set (readiness.expected: a patch of R's own series missing,
     any other gone from its `gone` release on, else upstream from its DEP-3
     Applied-Upstream on). Here check's own
     statuses() on each pinned release's own files (no RECORD, no receipt:
     the probes decide) give the same report, on every pinned release."""
-    from vpatch.env import status
+    from vpatch.env import readiness
     from vpatch.env.dist import Dist
 
     checks = probes.load(PS)
@@ -115,8 +115,8 @@ def test_every_release_as_released_is_what_doctor_takes_from_the_patch_set():
         root = files.release_files(PINS.releases[v], globs)
         own = PINS.series(v)
         d = Dist("python", "vllm", v, root, None, "cpython-311")
-        got = status.statuses(d, status.subjects(PINS, own), own, None, None, checks)
-        assert got == status.expected(PINS, v, False), v
+        got = readiness.statuses(d, readiness.subjects(PINS, own), own, None, None, checks)
+        assert got == readiness.expected(PINS, v, False), v
         seen |= set(got.values())
     # `gone` too once a release whose upstream removed a patch's code is
     # pinned (patches.toml's `gone`: the V1 proposer's patches have one)

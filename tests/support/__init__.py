@@ -126,7 +126,7 @@ def publish(root: Path, version: str, folder: Path) -> Path:
     """The plain series in `folder` (make_series) as release `version`'s variants
     in the patch set under root: patches/<slug>/<version>.patch and the spans
     in patches/patches.toml, appended to what is there. Returns patches.toml."""
-    from vpatch import patchset
+    from vpatch import patchset, patchset_write
 
     toml = root / "patches" / "patches.toml"
     toml.parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +137,7 @@ def publish(root: Path, version: str, folder: Path) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p.path, dest)
         spans = [v.span for v in ps.variants.get(p.slug, [])] + [version]
-        patchset.set_spans(toml, p.slug, spans, prev)
+        patchset_write.set_spans(toml, p.slug, spans, prev)
         prev = p.slug
     return toml
 

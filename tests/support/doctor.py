@@ -9,8 +9,7 @@ from pathlib import Path
 
 from vpatch import lock
 from vpatch.doctor import checks as doctor
-from vpatch.doctor import hub, serve
-from vpatch.doctor import releases as R
+from vpatch.doctor import defects, hub, serve
 from vpatch.doctor.environment import Readiness, VllmEnv
 
 from support import pairs as F
@@ -24,7 +23,7 @@ def span(key: str) -> tuple[str, str, str | None]:
     """Where vpatch's series carries the fix of defect `key` (its first and
     last release, patches.toml) and the first release that has it itself
     (its DEP-3 Applied-Upstream; None: none yet)."""
-    slug = R.fix(PINS, key)
+    slug = defects.fix(PINS, key)
     assert slug is not None, key
     variants = PINS.patchset.variants[slug]
     return variants[0].first, variants[-1].last, PINS.patchset.upstream(slug).release
@@ -82,7 +81,7 @@ FORCED = ["--attention-backend", "FLASHMLA"]
 def named(version: str, key: str) -> str:
     """The name `vpatch check` reports the fix of defect `key` under in
     `version`'s series (NNNN-slug: its place there, from the patch set)."""
-    slug = R.fix(PINS, key)
+    slug = defects.fix(PINS, key)
     return next(n.removesuffix(".patch") for n, v in PINS.patchset.named(version) if v.slug == slug)
 
 

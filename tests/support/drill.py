@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from packaging.version import Version
-from vpatch import lock, patchset, rules
+from vpatch import lock, patchset, patchset_write, rules
 from vpatch.sources import cache, index
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ def rewind(project: Path, release: str) -> None:
         if not spans:
             raise AssertionError(f"{slug} starts after {release}: a carry cannot make it")
         if spans != [v.span for v in variants]:
-            patchset.set_spans(ps.toml, slug, spans)
+            patchset_write.set_spans(ps.toml, slug, spans)
     toml = project / DATA / rules.FILE
     tables = re.split(r'(?m)^(?=\[releases\.")', toml.read_text())
     kept_tables = [t for t in tables[1:] if Version(_table_release(t)) <= top]

@@ -37,6 +37,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def no_token(tmp_path, monkeypatch):
+    """No token unless a test gives one (HF_TOKEN; no stored login), in every
+    test of a module that takes the fixture (`no_token = hub.no_token`)."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+
+
 LFS = (".safetensors", ".bin", ".pt", ".pth")
 TOKEN = "hf_standin_token"
 

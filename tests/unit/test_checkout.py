@@ -258,28 +258,3 @@ def test_render_gives_numbered_patches_and_series(patched_tree):
     git(patched_tree, "commit", "-q", "--allow-empty", "-m", "nothing")
     with pytest.raises(PatchError, match="'nothing' changes no file"):
         checkout.render(repo, "vpatch/base-9.9.0")
-
-
-# -- merging two insertions at one place (port, pr) ------------------------------------
-
-
-def conflict(ours: str, base: str, theirs: str) -> str:
-    return f"head\n<<<<<<< ours\n{ours}||||||| base\n{base}=======\n{theirs}>>>>>>> theirs\ntail\n"
-
-
-def test_two_insertions_keep_ours_then_theirs():
-    assert checkout.union_insertions(conflict("a\n", "", "b\n")) == "head\na\nb\ntail\n"
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        conflict("a\n", "old\n", "b\n"),  # a side changed lines
-        "head\n<<<<<<< ours\na\n=======\nb\n>>>>>>> theirs\n",  # no base: not diff3
-        "head\n<<<<<<< ours\na\n||||||| base\n=======\nb\n",  # unterminated
-        "no conflict at all\n",
-    ],
-    ids=["changed", "no-base", "unterminated", "none"],
-)
-def test_anything_else_is_left_to_a_person(text):
-    assert checkout.union_insertions(text) is None

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from vpatch import cli
-from vpatch.commands import lint
 from vpatch.errors import DiskError
+from vpatch.maintain import lint
 
 
 def run(*args, env=None):

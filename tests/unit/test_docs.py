@@ -15,7 +15,7 @@ and tests/vllm/README.md, checked for
 And, in the docs and in src/'s own text (docstrings, comments, messages),
 the names that went stale after renames: package-relative paths
 (`doctor/pair.py`), patch-set paths (`patches/<slug>/<first>.patch`),
-modules and the names in them (`vpatch.doctor.releases.fix`), `vpatch`
+modules and the names in them (`vpatch.doctor.defects.fix`), `vpatch`
 commands and `make` targets on a command line.
 
 vLLM's own test paths (tests/v1/..., tests/models/...) are vLLM's, not ours."""
@@ -182,7 +182,7 @@ PACKAGE_PATH = re.compile(
 # `patches/<slug>/<first>.patch`: the patch set's layout (src/vpatch/data/);
 # placeholders and NNNN stand for a name, and the path must match a file
 DATA_PATH = re.compile(r"(?<![\w./$~-])(patches/[\w<>*.-]+(?:/[\w<>*.-]+)*)")
-# `vpatch.doctor.checks`, `vpatch.doctor.releases.fix`, `vllm_tier.releases`
+# `vpatch.doctor.checks`, `vpatch.doctor.defects.fix`, `vllm_tier.releases`
 MODULE = re.compile(r"(?<![\w.])((?:vpatch|vllm_tier)(?:\.\w+)+)")
 FILE_SUFFIXES = ("json", "toml", "lock", "md", "py", "txt", "whl", "log", "patch")
 # a command line: the start of a code span or of a line in a code block
@@ -281,8 +281,8 @@ def test_stale_names_of_their_kind_are_caught():
     assert stale_names("doctor's one-call run() in `vpatch.deploy.checks`") == [
         "vpatch.deploy.checks"
     ]
-    assert stale_names("`vpatch.doctor.releases.FIXES` names the patch") == [
-        "vpatch.doctor.releases.FIXES"
+    assert stale_names("`vpatch.doctor.defects.FIXES` names the patch") == [
+        "vpatch.doctor.defects.FIXES"
     ]
     assert stale_names("see doctor/run.py and doctor/pair.py") == ["doctor/run.py"]
     # the layout before the patch set, and after it
@@ -290,7 +290,7 @@ def test_stale_names_of_their_kind_are_caught():
         "patches/<release>/NNNN-<slug>.patch"
     ]
     assert stale_names("patches/<slug>/<first>.patch, patches/patches.toml") == []
-    assert stale_names("`commands/<name>.py`, vpatch.json, `vpatch.doctor.releases.fix`") == []
+    assert stale_names("`commands/<name>.py`, vpatch.json, `vpatch.doctor.defects.fix`") == []
     assert unknown_commands("run `vpatch deploy --python PY`, then `make docs`", False) == [
         "vpatch deploy"
     ]

@@ -1,6 +1,9 @@
 """The package's shape: imports point one way (core, git, sources, checkout,
 the wheel/env/doctor/pr libraries, commands, cli), no import cycles counting
-function-level imports, and gitutil (a package) is the only one that runs git."""
+function-level imports, and gitutil (a package) is the only one that runs git.
+commands/ holds only what orchestrates, each cli module imports only what it
+calls (CALLS), and two modules share a base name only where they are one
+command in parallel places (SHARED)."""
 
 from __future__ import annotations
 
@@ -19,18 +22,20 @@ LAYERS = (
             "paths",
             "resources",
             "jsontext",
+            "httprange",
             "settings",
             "record",
             "rules",
             "lock",
             "quilt",
             "patchset",
+            "patchset_write",
             "probes",
         ),
     ),
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
-    ("checkout", ("checkout",)),
+    ("checkout", ("checkout", "threeway", "patchfiles")),
     ("libraries", ("wheel", "env", "doctor", "pr", "maintain")),
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__")),
@@ -101,6 +106,133 @@ def test_commands_do_not_import_each_other():
         if module.startswith("commands."):
             others = [m for m in imports(module) if m.startswith("commands.")]
             assert not others, f"vpatch.{module} imports {others}: move the shared part down"
+
+
+# -- commands: one layer where a command only forwards (issue 46) ----------------------
+
+# commands/ holds a module only where a command orchestrates libraries (resolves
+# what the user named, calls several in order); where one library function does
+# the whole job, the cli module's execute calls it, as auditwheel's main_<cmd>.py do
+ORCHESTRATING = {"apply", "carry", "doctor", "export", "matrix", "verify_wheel", "wheel"}
+
+# What each cli module calls: its command module, or the one library module that
+# does the whole job. Beside it a cli module imports cli/ siblings and the core
+# modules that do no work (CLI_CORE: the lock it loads, the errors it raises, the
+# bounds options read), and nothing else: no library helper, and no formatter,
+# since a result says itself (to_text, to_json, to_markdown, report).
+CALLS = {
+    "cli": {"gitutil", "maintain.docs"},  # scrub_environ; the docs' Block, a type
+    "cli.options": set(),
+    "cli.apply": {"commands.apply"},
+    "cli.carry": {"commands.carry"},
+    "cli.check": {"env.check"},
+    "cli.docs": {"maintain.docs"},
+    "cli.doctor": {"commands.doctor"},
+    "cli.export": {"commands.export"},
+    "cli.fetch": {"commands.apply"},
+    "cli.install": {"env.install"},
+    "cli.lint": {"maintain.lint"},
+    "cli.lock": {"sources.refresh"},
+    "cli.matrix": {"commands.matrix"},
+    "cli.port": {"maintain.port"},
+    "cli.pr": {"pr.draft"},
+    "cli.releases": {"sources.releases"},
+    "cli.series": {"commands.export"},
+    "cli.status": {"commands.apply"},
+    "cli.unapply": {"commands.apply"},
+    "cli.uninstall": {"env.install"},
+    "cli.verify_wheel": {"commands.verify_wheel"},
+    "cli.wheel": {"commands.wheel"},
+}
+CLI_CORE = {"lock", "errors", "settings"}
+
+
+def test_commands_holds_only_what_orchestrates():
+    found = {m.split(".")[1] for m in MODULES if m.startswith("commands.")}
+    assert found == ORCHESTRATING, "a command that only forwards is its cli module's call"
+
+
+def forwards(fn: ast.FunctionDef) -> bool:
+    """Whether a function is one `return f(...)` of its own parameters, as given."""
+    body = [
+        n for n in fn.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+    ]
+    if len(body) != 1 or not isinstance(body[0], ast.Return):
+        return False
+    call = body[0].value
+    if not isinstance(call, ast.Call):
+        return False
+    params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+    given = [*call.args, *(k.value for k in call.keywords)]
+    return all(isinstance(v, ast.Name) and v.id in params for v in given)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("commands.")))
+def test_no_command_only_forwards(module):
+    tree = ast.parse(MODULES[module].read_text())
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert functions, f"vpatch.{module} defines no function: it only re-exports"
+    passing = [f.name for f in functions if forwards(f)]
+    assert not passing, f"vpatch.{module}: {passing} only forward: call the library from cli/"
+
+
+def test_the_cli_imports_only_what_it_calls():
+    ours = sorted(m for m in MODULES if m.split(".")[0] == "cli" and m != "cli.__main__")
+    assert set(ours) == set(CALLS), "list what a new cli module calls in CALLS"
+    for module in ours:
+        allowed = CLI_CORE | CALLS[module]
+        allowed |= {".".join(m.split(".")[:i]) for m in CALLS[module] for i in range(1, 3)}
+        wrong = sorted(m for m in imports(module) if m.split(".")[0] != "cli" and m not in allowed)
+        assert not wrong, f"vpatch.{module} calls {CALLS[module]} and imports {wrong} too"
+
+
+# -- names: one base name, one thing (issue 46) ---------------------------------------
+
+# The base names more than one module (or package) has, each one command in
+# parallel places: cli/<name>.py, commands/<name>.py, and the library it calls.
+# Any other two modules with one name mean two things: name them for what they are.
+SHARED = {
+    "apply": {"cli.apply", "commands.apply"},
+    "carry": {"cli.carry", "commands.carry"},
+    "check": {"cli.check", "env.check"},
+    "docs": {"cli.docs", "maintain.docs"},
+    "doctor": {"cli.doctor", "commands.doctor", "doctor"},
+    "export": {"cli.export", "commands.export"},
+    "install": {"cli.install", "env.install"},
+    "lint": {"cli.lint", "maintain.lint"},
+    "lock": {"cli.lock", "lock"},
+    "matrix": {"cli.matrix", "commands.matrix"},
+    "port": {"cli.port", "maintain.port"},
+    "pr": {"cli.pr", "pr"},
+    "releases": {"cli.releases", "sources.releases"},
+    "verify_wheel": {"cli.verify_wheel", "commands.verify_wheel"},
+    "wheel": {"cli.wheel", "commands.wheel", "wheel"},
+}
+
+
+def base_names() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for m in MODULES:
+        name = m.split(".")[-1]
+        if name not in ("__init__", "__main__"):
+            out.setdefault(name, set()).add(m)
+    return {name: ms for name, ms in out.items() if len(ms) > 1}
+
+
+def test_a_base_name_is_one_thing():
+    assert base_names() == SHARED, "two modules, one name: name them for what they are"
+
+
+@pytest.mark.parametrize("name", sorted(SHARED))
+def test_a_shared_name_is_one_command_in_parallel_places(name):
+    """cli/<name>.py is there, and each other module of the name is its
+    commands/<name>.py or what that or the cli module imports (a package:
+    a module of it)."""
+    cli, command = f"cli.{name}", f"commands.{name}"
+    assert cli in SHARED[name], f"{sorted(SHARED[name])} is no command's"
+    called = imports(cli) | (imports(command) if command in MODULES else set())
+    for m in SHARED[name] - {cli, command}:
+        assert any(c == m or c.startswith(f"{m}.") for c in called), f"{cli} does not call {m}"
 
 
 def test_no_import_cycles():

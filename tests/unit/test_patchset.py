@@ -1,41 +1,14 @@
 """patchset.py: variants mapped to spans of releases, a release's series
-rendered from them, patches.toml's `releases` lines rewritten in place, and
-record(): what export and port write for one release, touching no other."""
-
-from pathlib import Path
+rendered from them, what patches.toml says of each patch, and whether two
+exports are one change. (Writing it: test_patchset_write.py.)"""
 
 import pytest
-from support import BASE, change, make_series, text_file
-from vpatch import patchset, quilt
+from support import patchsets
+from support.patchsets import PINNED, write
+from vpatch import patchset
 from vpatch.errors import ConfigError, PatchError
 
-MODEL = BASE["vllm/model.py"]
-PINNED = ["1.0", "1.1", "1.2", "2.0"]
-
-
-def patches(tmp: Path, steps) -> list[bytes]:
-    made = make_series(tmp, BASE, steps)
-    return [p.path.read_bytes() for p in quilt.load(made).patches]
-
-
-@pytest.fixture
-def two(tmp_path) -> list[bytes]:
-    (tmp_path / "w").mkdir()
-    return patches(
-        tmp_path / "w",
-        [
-            ("model: five", {"vllm/model.py": change(MODEL, "line 5\n", "line five\n")}),
-            ("config: allow deepseek", {"vllm/config.py": "allow = ['llama', 'deepseek']\n"}),
-        ],
-    )
-
-
-def write(root: Path, toml: str, files: dict[str, bytes]) -> patchset.PatchSet:
-    path = text_file(root / "patches" / "patches.toml", toml)
-    for name, data in files.items():
-        (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
-        (path.parent / name).write_bytes(data)
-    return patchset.load(path)
+two = patchsets.two
 
 
 def test_a_release_gets_the_variant_of_each_patch_that_serves_it(tmp_path, two):
@@ -93,26 +66,6 @@ def test_a_variant_without_its_file_is_a_patch_error(tmp_path):
         ps.series("1.0")
 
 
-def test_set_spans_rewrites_one_line_and_keeps_the_rest(tmp_path):
-    path = text_file(
-        tmp_path / "patches.toml",
-        '# head\n\n["a"]\n# why a\nreleases = ["1.0"]\nprobe = []\n\n'
-        '# about b\n["b"]\npr_title = "B"\n',
-    )
-    patchset.set_spans(path, "a", ["1.0:1.1", "2.0"])
-    patchset.set_spans(path, "b", ["1.1"])
-    patchset.set_spans(path, "c", ["2.0"], after="a")  # a new table, after a's
-    assert path.read_text() == (
-        '# head\n\n["a"]\n# why a\nreleases = ["1.0:1.1", "2.0"]\nprobe = []\n\n'
-        '["c"]\nreleases = ["2.0"]\n\n'
-        '# about b\n["b"]\nreleases = ["1.1"]\npr_title = "B"\n'
-    )
-    assert patchset.load(path).slugs == ["a", "c", "b"]
-    path.write_text('["a"]\nreleases = [\n  "1.0",\n]\n')
-    with pytest.raises(ConfigError, match="write releases on one line"):
-        patchset.set_spans(path, "a", ["1.1"])
-
-
 def test_same_change_ignores_where_it_sits_only(two):
     moved = two[0].replace(b"@@ -2,7 +2,7 @@", b"@@ -12,7 +12,7 @@")
     assert moved != two[0] and patchset.same_change(two[0], moved)
@@ -123,61 +76,6 @@ def test_same_change_ignores_where_it_sits_only(two):
     assert blobs != two[0] and patchset.same_change(two[0], blobs)
     assert not patchset.same_change(two[0], two[0].replace(b"+line five", b"+line 5ive"))
     assert not patchset.same_change(two[0], two[0].replace(b" line 4\n", b" line four\n"))
-
-
-def record(ps, version, exported):
-    out = patchset.record(ps, PINNED, version, exported)
-    return out.done, patchset.load(ps.toml)
-
-
-def test_record_only_changes_what_the_release_gets(tmp_path, two):
-    ps = write(tmp_path, '["a"]\nreleases = ["1.0:1.1"]\n', {"a/1.0.patch": two[0]})
-    # the same bytes, or the same change exported from a release where it moved
-    moved = two[0].replace(b"@@ -2,7 +2,7 @@", b"@@ -9,7 +9,7 @@")
-    done, after = record(ps, "1.1", [("a", moved)])
-    assert done == {"a": "unchanged"} and (ps.dir / "a/1.0.patch").read_bytes() == two[0]
-    # a new release next to the span, with the same change: the span grows
-    done, after = record(after, "1.2", [("a", moved)])
-    assert done == {"a": "extended"} and [v.span for v in after.variants["a"]] == ["1.0:1.2"]
-    # another change on a release inside the span: it starts a variant of its own
-    other = two[0].replace(b"+line five", b"+line 5ive")
-    done, after = record(after, "1.1", [("a", other)])
-    assert done == {"a": "split"}
-    assert [v.span for v in after.variants["a"]] == ["1.0", "1.1:1.2"]
-    assert (ps.dir / "a/1.1.patch").read_bytes() == other
-    assert (ps.dir / "a/1.0.patch").read_bytes() == two[0]
-    # the release a variant was exported from rewrites its file
-    done, after = record(after, "1.1", [("a", moved)])
-    assert done == {"a": "written"} and (ps.dir / "a/1.1.patch").read_bytes() == moved
-
-
-def test_record_a_new_patch_and_a_release_of_its_own(tmp_path, two):
-    ps = write(tmp_path, '["a"]\nreleases = ["1.0"]\n', {"a/1.0.patch": two[0]})
-    other = two[0].replace(b"+line five", b"+line 5ive")
-    done, after = record(ps, "2.0", [("a", other), ("b", two[1])])
-    assert done == {"a": "new", "b": "new"}
-    assert [v.span for v in after.variants["a"]] == ["1.0", "2.0"]
-    assert after.slugs == ["a", "b"] and [v.span for v in after.variants["b"]] == ["2.0"]
-    # a span that grows downwards is exported from its new first release
-    done, after = record(after, "1.2", [("a", other), ("b", two[1])])
-    assert done == {"a": "extended", "b": "extended"}
-    assert [v.span for v in after.variants["b"]] == ["1.2:2.0"]
-    assert (ps.dir / "b/1.2.patch").read_bytes() == two[1]
-    assert not (ps.dir / "b/2.0.patch").exists()
-
-
-def test_record_refuses_a_dropped_patch_and_another_order(tmp_path, two):
-    ps = write(
-        tmp_path,
-        '["a"]\nreleases = ["1.0"]\n["b"]\nreleases = ["1.0"]\n',
-        {"a/1.0.patch": two[0], "b/1.0.patch": two[1]},
-    )
-    with pytest.raises(PatchError, match="lacks b, which patches.toml gives it"):
-        record(ps, "1.0", [("a", two[0])])
-    before = sorted((p, p.read_bytes()) for p in ps.dir.rglob("*") if p.is_file())
-    with pytest.raises(PatchError, match="orders vLLM 1.1's patches a, b; the tree has b, a"):
-        record(ps, "1.1", [("b", two[1]), ("a", two[0])])
-    assert sorted((p, p.read_bytes()) for p in ps.dir.rglob("*") if p.is_file()) == before
 
 
 def test_about_a_patch_and_what_derives_from_it(tmp_path, two):
@@ -199,12 +97,6 @@ def test_about_a_patch_and_what_derives_from_it(tmp_path, two):
     assert ps.markers() == {"m_a": ["a"], "shared": ["a", "b"]}
     assert ps.serving("a", PINNED) == ["1.0", "1.1", "2.0"]
     assert ps.serving("b", PINNED) == ["1.1"]
-    # a line of the explanation that looks like a table is no table to set_spans
-    patchset.set_spans(ps.toml, "a", ["1.0:1.2", "2.0"])
-    patchset.set_spans(ps.toml, "d", ["1.0"], after="a")
-    again = patchset.load(ps.toml)
-    assert again.slugs == ["a", "d", "b", "c"] and again.about["a"] == ps.about["a"]
-    assert [v.span for v in again.variants["a"]] == ["1.0:1.2", "2.0"]
 
 
 @pytest.mark.parametrize(

@@ -1,15 +1,17 @@
 """The `vpatch` command: argparse over one module a command (cli/<name>.py,
 as auditwheel's main_<cmd>.py), each with a parser part (`add_parser`:
 its help, exit codes, example and options) and an execute part (`execute`:
-call one command, print what it returns). The options several commands
+call its command module, or the one library function that does the whole
+job, and print what it returns). The options several commands
 take are defined once, in cli/options.py. Errors are caught once, in
 main(): one line `vpatch: error: ...` and the error's exit code (errors.py).
 
-Each execute imports its command module when it runs (as pip loads its
+Each execute imports what it calls when it runs (as pip loads its
 commands): `vpatch install` in an image should not pay for the wheel code,
 the matrix or GitPython. It loads VERSIONS.lock (and, through it, the patch
 set) once, with lock.load(), and passes it down as `pins`: nothing below the
-CLI loads it again (tests/unit/test_layers.py).
+CLI loads it again, and a cli module imports only what it calls
+(tests/unit/test_layers.py).
 
 To add a command: write cli/<name>.py (add_parser and execute, as the
 others), and list it in COMMANDS, in the order `vpatch --help` shows."""
@@ -50,7 +52,7 @@ from . import lock as lock_command
 from .options import INTERRUPTED, Parser, cut, say
 
 if TYPE_CHECKING:
-    from ..commands.docs import Block
+    from ..maintain.docs import Block
 
 __all__ = ["BROKEN_PIPE", "COMMANDS", "INTERNAL", "INTERRUPTED", "main", "parser", "say"]
 

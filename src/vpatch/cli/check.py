@@ -25,11 +25,11 @@ def add_parser(sub: Subparsers) -> None:
 
 def execute(args: Namespace, parser: Parser) -> int:
     """Exit 0 when EAGLE-3 is ready, 1 when not (the report says why)."""
-    from ..commands import check
+    from ..env import check
 
-    report = check.check(args.python, say, pins=lock.load())
+    report = check.inspect(args.python, pins=lock.load(), say=say)
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2))
     else:
-        print(check.format_text(report))
+        print(report.to_text())
     return 0 if report.eagle3_ready else 1

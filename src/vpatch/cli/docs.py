@@ -12,7 +12,7 @@ from ..errors import PatchError
 from .options import Parser, Subparsers, command
 
 if TYPE_CHECKING:
-    from ..commands.docs import Block
+    from ..maintain.docs import Block
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -29,7 +29,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    from ..commands import docs
+    from ..maintain import docs
 
     pins, extra = lock.load(), generated_here(parser)
     if args.check:
@@ -48,7 +48,7 @@ def execute(args: Namespace, parser: Parser) -> int:
 def generated_here(ap: Parser) -> tuple[Block, ...]:
     """The generated parts of the docs only the CLI can make: the README's
     command list, from the parser (`vpatch docs` writes them with the rest)."""
-    from ..commands.docs import Block
+    from ..maintain.docs import Block
 
     return (Block("README.md", "commands", f"```\n{synopsis(ap)}```"),)
 

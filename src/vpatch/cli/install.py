@@ -24,7 +24,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    from ..commands import install
+    from ..env import install
 
     res = install.install(
         args.python, path(args.series), dry_run=args.dry_run, say=say, pins=lock.load()

@@ -23,7 +23,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    from ..commands import lint
+    from ..maintain import lint
 
     result = lint.lint(lock.load(), offline=args.offline, say=say)
     for note in result.skipped:

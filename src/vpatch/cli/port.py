@@ -31,7 +31,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    from ..commands import port
+    from ..maintain import port
 
     pins = lock.load()
     work, into = path(args.work), path(args.into)

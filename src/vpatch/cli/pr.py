@@ -41,12 +41,12 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    from ..commands import pr
+    from ..pr import draft
 
     pins = lock.load()
     out, signoff, results = path(args.out), args.signoff, path(args.results)
     if args.resume:
-        d = pr.resume(
+        d = draft.resume(
             args.onto,
             out=out,
             signoff=signoff,
@@ -56,7 +56,7 @@ def execute(args: Namespace, parser: Parser) -> int:
             pins=pins,
         )
     else:
-        d = pr.draft(
+        d = draft.draft(
             args.onto,
             pins=pins,
             out=out,

@@ -22,7 +22,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    from ..commands import install
+    from ..env import install
 
     res = install.uninstall(args.python, dry_run=args.dry_run, say=say)
     report(res, "restore", "uninstalled ")

@@ -29,18 +29,16 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    from ..commands import verify
+    from ..commands import verify_wheel
 
-    res = verify.verify_wheel(
+    res = verify_wheel.verify_wheel(
         Path(args.wheel),
         arch=args.arch,
         tree=path(args.tree),
         offline=args.offline,
         pins=lock.load(),
     )
-    from ..wheel.verify import format_verify
-
-    print(format_verify(res))
+    print(res.to_text())
     if not res.ok:
         n = len(res.problems)
         raise WheelError(f"verify-wheel found {n} problem{'s' * (n != 1)} (listed above)")

@@ -47,7 +47,5 @@ def execute(args: Namespace, parser: Parser) -> int:
         say=say,
         pins=lock.load(),
     )
-    from ..wheel.build import BuildPlan, format_plan
-
-    print(format_plan(built) if isinstance(built, BuildPlan) else built)
+    print(built if isinstance(built, Path) else built.to_text())
     return 0

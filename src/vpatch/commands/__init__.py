@@ -1,18 +1,20 @@
-"""One module per user command (or a pair: apply/unapply, install/uninstall).
+"""The commands that orchestrate: a module here resolves what the user named
+(a release, a tree, an environment, a serve command), calls several
+libraries in order and returns a result; it prints nothing, parses no argv
+and imports no other command. The CLI calls one function of it with typed
+arguments and prints what it returns (a result says itself: to_text,
+to_json).
 
-A command module is the orchestration of one user command over the
-libraries: the CLI calls one function of it with typed arguments and prints
-what it returns (its result type, and the text of it, are the module's).
-It resolves what the user named (a release, a tree, an environment, a
-serve command), calls the libraries in order and returns; it prints nothing
-and parses no argv. No command imports another.
+A command whose whole job is one library function has no module here: its
+cli module's execute calls the library, as auditwheel's main_<cmd>.py do:
+`port` (maintain/port), `lint` (maintain/lint), `docs` (maintain/docs),
+`install` and `uninstall` (env/install: under the environment's lock, roll
+back an interrupted run, then one journaled transaction), `check`
+(env/check), `pr` (pr/draft: a draft undone as a whole when it fails),
+`lock --refresh` (sources/refresh) and `releases` (sources/releases).
+tests/unit/test_layers.py holds both lists (ORCHESTRATING, CALLS).
 
 What a command applies that is not its own sequence lives in a library: the
 patch format's rules (quilt), the patch set's facts (patchset), a
-checkout's operations (checkout), doctor's checks (doctor). Where a library
-owns the whole job as one unit that must not be split or that two commands
-share, the command is that one call: `install` (env/install: under the
-environment's lock, roll back an interrupted run, then one journaled
-transaction), `check` (env/report: the readiness doctor asks for too) and
-`pr` (pr/draft: a draft undone as a whole when it fails).
+checkout's operations (checkout), doctor's checks (doctor).
 """

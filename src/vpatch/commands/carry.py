@@ -7,7 +7,7 @@ checkout's files a carry may change (VERSIONS.lock and patches/, doctor's
 the docs with generated parts), laid out as in the checkout;
 the carry changes only that copy, in order:
 
-1. pin TO (maintain/release.py: artifacts, sha256, RECORD hashes, commit);
+1. pin TO (maintain/pin.py: artifacts, sha256, RECORD hashes, commit);
 2. port FROM's series to it (maintain/port.py, 3-way: clean / merged /
    conflict / dropped by the patch probes), which extends spans or writes
    variants of TO's own, and sets TO's status as its series makes it;
@@ -40,24 +40,21 @@ aside and removes).
 from __future__ import annotations
 
 import difflib
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import gitutil, lock, quilt, resources, rules
+from .. import gitutil, lock, quilt, resources, rules, threeway
 from ..checkout import BASE_TAG
 from ..doctor import facts
 from ..errors import ConfigError, PatchError, TreeError, disk_error
-from ..maintain import docs, lint, port, reading, workfolder
-from ..maintain import release as new_release
+from ..maintain import docs, lint, pin, port, reading, workfolder
 from ..paths import write_atomic
 from ..sources.cache import Say, quiet
 
 DATA = "src/vpatch/data"
 RULES_TOML = f"{DATA}/{rules.FILE}"
-_MARK = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.M)
 
 
 @dataclass
@@ -74,7 +71,7 @@ class Carried:
     lock_status: str = ""
     facts: reading.Facts = field(default_factory=reading.Facts)  # doctor's, on TO
     last: str = ""  # rules.toml's newest as proposed
-    tier: new_release.TierView | None = None
+    tier: pin.TierView | None = None
     problems: list[str] = field(default_factory=list)  # lint's
     upstream_now: list[str] = field(default_factory=list)  # slugs TO has itself
     report: Path | None = None
@@ -120,7 +117,7 @@ def carry(
         raise ConfigError("vpatch carry edits a checkout's patch set: run it in a vpatch checkout")
     # TO before it names a folder; a rerun of a carry written already is
     # refused before the work folder (and the last proposal) is touched
-    to = lock.release_name(to_version) if resume else new_release.unpinned(pins, to_version)
+    to = lock.release_name(to_version) if resume else pin.unpinned(pins, to_version)
     if source not in lock.SOURCES:
         raise ConfigError(
             f"--source {source!r}: one of {', '.join(lock.SOURCES)} (a carry takes both "
@@ -166,7 +163,7 @@ def _new(
         _copy(out, out.checkout, pins, folder)
         proposed = pins.reread(out.proposed / DATA / "VERSIONS.lock")
         say(f"pinning vLLM {out.to_version} from the package index")
-        out.pinned = new_release.pin(proposed, out.to_version, say)
+        out.pinned = pin.pin(proposed, out.to_version, say)
         lock.save(proposed.with_release(out.pinned))
         proposed = proposed.reread()
         ported = _port(out, proposed, source, False, say)
@@ -276,7 +273,7 @@ def _port(
     out.status, out.variants = dict(r.status), dict(r.variants)
     if r.conflict:
         out.conflict = r.conflict
-        out.hunks = {f: _hunks(out.port_work / f) for f in r.unresolved}
+        out.hunks = {f: threeway.hunks(out.port_work / f) for f in r.unresolved}
         return None
     return proposed.reread()
 
@@ -284,23 +281,6 @@ def _port(
 def _series(pins: lock.Lock, version: str) -> list[Any]:
     s = pins.series(version)
     return s.patches if s else []
-
-
-def _hunks(path: Path) -> list[str]:
-    """The conflicts git left in a file, as line ranges of its markers."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    out, start = [], 0
-    for i, line in enumerate(lines, 1):
-        m = _MARK.match(line)
-        if m and m.group(1).startswith("<"):
-            start = i
-        elif m and m.group(1).startswith(">") and start:
-            out.append(f"lines {start}-{i}")
-            start = 0
-    return out
 
 
 def _finish(
@@ -322,7 +302,7 @@ def _finish(
         say("lint: the proposed patch set")
         out.problems = [str(p) for p in lint.lint(proposed, say=say).problems]
         docs.write(out.proposed, pins=proposed, extra=extra, last=out.last)
-        out.tier = new_release.tier_view(rel)
+        out.tier = pin.tier_view(rel)
         _write_diff(out, root, proposed)
         if write and not out.problems:
             changed = _changed(out, root, proposed)
@@ -430,7 +410,7 @@ def decisions(out: Carried) -> list[str]:
         said.append(
             f"{slug} is upstream in {to}: `Applied-Upstream: {to}` in its newest variant's "
             "DEP-3 fields (vpatch apply FIRST, amend, vpatch export); checked by "
-            "tests/unit/doctor/test_releases.py and tests/integration/test_probes_real.py"
+            "tests/unit/doctor/test_defects.py and tests/integration/test_probes_real.py"
         )
     for slug, (a, b) in out.probe_changes.items():
         said.append(

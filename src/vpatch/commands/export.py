@@ -3,7 +3,7 @@
 The commits on top of the tree's baseline (tag vpatch/base-<release>) are
 rendered with `git format-patch` (hermetic: the same commits give the same
 bytes on any machine and git version, whoever made them and whenever).
-Into the patch set (the default; patchset.record): each commit's slug is
+Into the patch set (the default; patchset_write.record): each commit's slug is
 the key of its subject, and only what vLLM <release> gets changes: a
 variant that serves it keeps its file when the change is the same (hunk
 positions and blob ids aside), is rewritten when the release is the one it
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import checkout, lock, patchset, quilt, resources
+from .. import checkout, lock, patchset_write, quilt, resources
 from ..errors import ConfigError, TreeError
 
 
@@ -43,7 +43,7 @@ def export(tree: Path, into: Path | None = None, *, pins: lock.Lock) -> Exported
         done.written, done.removed = quilt.write(Path(into), files)
         return done
     resources.writable("vpatch export", pins.root)
-    rec = patchset.record(
+    rec = patchset_write.record(
         pins.patchset, pins.versions(), version, [(quilt.slug(n), files[n]) for n in names]
     )
     done = Exported(pins.patchset.dir, version, names, variants=rec.done)

@@ -9,7 +9,7 @@ source; `included` when it finds it once the patches before it are applied
 (a patched series' first patch brings the layer-0 fix); `gone` when
 patches.toml says upstream removed the code it changes by this release
 (its `gone`) and no anchor of its probe is in the release (as `vpatch
-check` counts it: env/status.py); otherwise `clean`,
+check` counts it: env/readiness.py); otherwise `clean`,
 `offset` (at moved lines), `fuzz` (only with context reduced to one line,
 like `patch`'s default fuzz 2) or `conflict`. And per release, whether its
 own series applies as `vpatch apply` applies it (`applies`, `fails`, or

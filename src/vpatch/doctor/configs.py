@@ -10,7 +10,7 @@ Drafter: vLLM reads a drafter in one of two formats
   * speculators format when config.json has no `model_type` and has
     `speculators_config`; SpeculatorsConfig turns it into a transformers
     config: `transformer_layer_config`, then the eagle3 fields on top
-    (see releases.convert_speculators, which depends on the release);
+    (see behaviour.effective, which depends on the release);
   * vLLM format otherwise: a plain transformers config (LlamaForCausalLMEagle3,
     Eagle3LlamaForCausalLM, LlamaForCausalLM, ...) that SpeculativeConfig wraps
     in EAGLEConfig.
@@ -146,7 +146,7 @@ def _auto_map(cfg: dict[str, Any], key: str) -> str | None:
 class Drafter:
     """A drafter's config.json as written (`raw`), and which format vLLM
     reads it in. The release-dependent reading (speculators conversion,
-    architecture renaming, defaults) is in releases.py."""
+    architecture renaming, defaults) is in behaviour.py."""
 
     path: Path
     raw: dict[str, Any]

@@ -1,15 +1,15 @@
 """The serving environment doctor checks a pair against: which vLLM
 distribution and version `--python` has (env.dist; vLLM itself is never
-imported), and what `vpatch check` says about it (env.report): whether
+imported), and what `vpatch check` says about it (env.check): whether
 EAGLE-3 for DeepSeek-V3/Kimi targets is ready, and the state of each patch of
 the installed series, by its name there (NNNN-slug), which is how doctor
-knows whether a defect is fixed there (releases.fix() names the patch of
+knows whether a defect is fixed there (defects.fix() names the patch of
 each defect, the release's series where it sits: pair.Pair.fix).
 
 Without an environment (`--vllm RELEASE [--patched]`: a laptop preflight
 before the serving machine exists), `from_release()` says what `vpatch check`
 would report on that release installed as released, or with its series
-installed by `vpatch install` (env.status.expected), and doctor's verdict
+installed by `vpatch install` (env.readiness.expected), and doctor's verdict
 is the one it gives with that release installed."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from packaging.version import Version
 
 from .. import lock, settings
-from ..env import status
+from ..env import readiness
+from ..env.check import inspect
 from ..env.dist import Dist, NoVllm, find
-from ..env.report import inspect
 from ..errors import ConfigError, VpatchError
-from . import releases
+from . import behaviour
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Readiness:
     """`vpatch check`'s answer: `ready` is its eagle3_ready (None: it could
     not tell), `patches` its per-patch report ("NNNN-slug" -> applied |
     upstream | gone | missing | modified); `known` is false when there was no
-    report; `said` its verdict line (status.Readiness.verdict), which the
+    report; `said` its verdict line (readiness.Readiness.verdict), which the
     `vllm` finding quotes when it is not ready."""
 
     ready: bool | None
@@ -82,7 +82,7 @@ class Readiness:
         st = self.patches.get(name) if name else None
         if st is None:
             return "none"
-        return "installed" if st in status.READY else "not installed"
+        return "installed" if st in readiness.READY else "not installed"
 
 
 UNKNOWN = Readiness(None, {}, known=False)
@@ -103,7 +103,7 @@ def pinned_release(env: VllmEnv, pins: lock.Lock) -> str | None:
 def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv, Readiness]:
     """`--vllm RELEASE [--patched]`: the pinned release installed as released,
     or with its series installed by `vpatch install`, and what `vpatch
-    check` reports there (env.status.expected_readiness). A release the lock does not
+    check` reports there (env.readiness.expected_readiness). A release the lock does not
     pin is bad input; so is --patched where vpatch has no series for the
     release (`vpatch install` has nothing to install there: drop --patched)."""
     if len(release) > settings.WIDTH:  # no release is named so long (W8: 5000 digits)
@@ -114,7 +114,7 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
         public = Version(release).public  # X.Y.Z+cu129, as `vllm --version` says it
     except ValueError:  # InvalidVersion, or int()'s for a part over 4300 digits (W8)
         public = release
-    if too_new := releases.newer(pins, public):
+    if too_new := behaviour.newer(pins, public):
         raise too_new
     try:
         rel = pins.get(public)
@@ -125,10 +125,10 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
             f"--vllm {rel.version} --patched: vpatch has no series for vLLM {rel.version}, so "
             "`vpatch install` installs nothing there; drop --patched"
         )
-    answer = status.expected_readiness(pins, rel.version, patched)
+    answer = readiness.expected_readiness(pins, rel.version, patched)
     words = f"--vllm {rel.version}" + (" --patched" if patched else "")
     env = VllmEnv("PY", "vllm", rel.version, given=words)
-    said = answer.verdict(status.install_command(env.python))
+    said = answer.verdict(readiness.install_command(env.python))
     return env, Readiness(answer.ready, answer.patches, said=said)
 
 
@@ -136,7 +136,7 @@ Ready = Callable[[VllmEnv], Readiness]
 
 
 def by_check(env: VllmEnv, pins: lock.Lock) -> Readiness:
-    """`vpatch check`'s report for the environment (env.report), with the
+    """`vpatch check`'s report for the environment (env.check), with the
     releases and patch set of `pins`; UNKNOWN when there is no vLLM or its
     environment cannot be read as an installed distribution (check says why)."""
     if env.version is None:

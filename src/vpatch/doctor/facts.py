@@ -33,7 +33,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from .. import probes
 from ..rules import Rules
 from .anchors import Anchor, Source, parse
-from .releases import MLA
+from .behaviour import MLA
 
 FILES = {
     "eagle_cfg": "vllm/transformers_utils/configs/eagle.py",
@@ -368,13 +368,13 @@ PROBES: dict[str, Callable[[Source], Any]] = {
     "cache_only_rope_types": _cache_only_rope_types,
 }
 
-# What doctor takes as the same in every release (releases.py writes it
+# What doctor takes as the same in every release (behaviour.py writes it
 # once, for all): (what, FILES key, scope, the code it needs there); each
 # must hold on a new release, or doctor is wrong there. The first two only
 # where EAGLE-3 is upstream (before, vpatch's series writes that code).
 SAME: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     (
-        "default aux ids (2, n // 2, n - 3): releases.default_ids",
+        "default aux ids (2, n // 2, n - 3): behaviour.default_ids",
         "deepseek",
         "DeepseekV2ForCausalLM.get_eagle3_aux_hidden_state_layers",
         ("(2, num_layers // 2, num_layers - 3)",),
@@ -407,7 +407,7 @@ SAME: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         ('"norm_before_residual", True',),
     ),
     (
-        "EAGLEConfig renames architectures to Eagle3*: releases.effective",
+        "EAGLEConfig renames architectures to Eagle3*: behaviour.effective",
         "eagle_cfg",
         "EAGLEConfig.__init__",
         ('arch.startswith("Eagle3") or arch.endswith("Eagle3")',),
@@ -419,7 +419,7 @@ SAME: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         ('"deepseek_v3"', '"deepseek_v32"'),
     ),
     (
-        "the PP split: releases.pp_indices",
+        "the PP split: behaviour.pp_indices",
         "pp",
         "get_pp_indices",
         ("for i in range(2, remaining_layers + 2):", "partitions[-i] += 1"),

@@ -16,8 +16,10 @@ one commit (the revision is resolved once, by the first request):
     where vLLM finds them (refs/<revision> too);
   * a drafter's safetensors headers by range requests: the first 16 KiB of
     each file, then the rest of a longer header, never tensor data (the index
-    of a sharded checkpoint whole, into the cache). A file the cache already
-    holds whole is read there; a header read before is kept (cached.py).
+    of a sharded checkpoint whole, into the cache); a server that refuses
+    ranges is read from the start of a plain GET, no further (httprange.py).
+    A file the cache already holds whole is read there; a header read before
+    is kept (cached.py).
 Offline (`--offline`, or HF_HUB_OFFLINE=1) only the cache is read (cached.py),
 and what is missing is named with the `hf download` that fetches just that.
 
@@ -29,24 +31,24 @@ ignores Range (a 10 GB drafter into memory). Here the bytes of a header,
 from a file or from the hub, go through the one parser in weights.py, so a
 hub id and the same folder on disk get the same verdict.
 
-huggingface_hub's errors (and its HTTP library's) become ConfigError here
-and nowhere else: one line, exit 2. A failed fetch leaves nothing in the
-cache but whole files (tidy.py).
+huggingface_hub's errors (and its HTTP library's) become ConfigError around
+the reads here, and nowhere else (hub_errors.py says what each means): one
+line, exit 2. A failed fetch leaves nothing in the cache but whole files
+(tidy.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import jsontext
-from ..errors import ConfigError
-from . import cached, deadline, tidy, weights
+from .. import httprange, jsontext
+from ..errors import ConfigError, RangeUnsupported
+from . import cached, deadline, hub_errors, tidy, weights
 from .cached import CONFIG, TOKENIZER
 
 # owner/name, as the hub names repos (huggingface_hub's validate_repo_id): ASCII
@@ -185,12 +187,12 @@ def resolve(
     cache = Path(hub.cache_dir or constants.HF_HUB_CACHE).expanduser().resolve()
     offline = constants.is_offline_mode() if hub.offline is None else hub.offline
     if offline:
-        with _errors(ref, revision, None):
+        with hub_errors.translated(ref, revision, None):
             snap, read, tensors = cached.read(ref, revision, drafter, cache)
             return Model(ref, snap, ref, revision, snap.name, None, tuple(read), tensors)
     endpoint = (hub.endpoint or constants.ENDPOINT).rstrip("/")
     timeout = hub.timeout if hub.timeout is not None else constants.HF_HUB_DOWNLOAD_TIMEOUT
-    errors = _errors(ref, revision, endpoint, timeout)
+    errors = hub_errors.translated(ref, revision, endpoint, timeout)
     with deadline.bounded(hub.deadline, ref), errors, tidy.tidy(cache, ref):
         return _fetched(ref, revision, drafter, cache, endpoint, timeout)
 
@@ -212,7 +214,9 @@ def _fetched(
                 repo, name, revision=rev, cache_dir=cache, endpoint=endpoint, etag_timeout=timeout
             )
         except ValueError as e:  # what it refuses of an answer (a commit that is a path)
-            raise ConfigError(f"{endpoint}: not a Hugging Face hub ({_first(e)})") from None
+            raise ConfigError(
+                f"{endpoint}: not a Hugging Face hub ({hub_errors.first(e)})"
+            ) from None
         return Path(str(got))
 
     sha, files = listing(revision)
@@ -357,150 +361,29 @@ def _remote_header(
 
 def _range(url: str, start: int, end: int, timeout: float) -> tuple[bytes, int | None]:
     """Bytes [start, end) of the file at `url` (fewer where it ends) and its
-    size when the server says it. A server that ignores Range is read up to
-    `end` and no further."""
+    size when the server says it: one range request (httprange.read), and
+    where the server refuses ranges, the start of a plain GET read no
+    further than `end` (httprange.head): never the whole file."""
     from huggingface_hub import get_session, hf_raise_for_status
 
     # public (huggingface_hub.utils), re-exported lazily, which mypy cannot see
     from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
-    headers = {**build_hf_headers(), "Range": f"bytes={start}-{end - 1}"}
-    with get_session().stream("GET", url, headers=headers, timeout=timeout) as r:
-        if r.status_code == 416:  # nothing at start: the file is shorter
-            return b"", _total(r.headers.get("Content-Range"))
-        if r.status_code >= 400:
-            r.read()  # the error's message is in the body
-            hf_raise_for_status(r)
-        skip = start if r.status_code == 200 else 0
-        size = _total(r.headers.get("Content-Range"))
-        if r.status_code == 200 and r.headers.get("Content-Length", "").isdigit():
-            size = int(r.headers["Content-Length"])
-        data = bytearray()
-        for chunk in r.iter_bytes():
-            data += chunk
-            if len(data) >= skip + end - start:
-                break
-    return bytes(data[skip : skip + end - start]), size
+    @contextlib.contextmanager
+    def get(headers: dict[str, str]) -> Iterator[httprange.Answer]:
+        asked = {**build_hf_headers(), **headers}
+        with get_session().stream("GET", url, headers=asked, timeout=timeout) as r:
+            if r.status_code >= 400 and r.status_code != 416:
+                r.read()  # the error's message is in the body
+                hf_raise_for_status(r)
+            yield httprange.Answer(r.status_code, r.headers, r.iter_bytes())
 
-
-def _total(content_range: str | None) -> int | None:
-    """T of `Content-Range: bytes a-b/T`."""
-    m = re.match(r"^bytes [^/]*/(\d+)$", (content_range or "").strip())
-    return int(m.group(1)) if m else None
-
-
-# -- errors ---------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _errors(
-    repo: str, revision: str | None, endpoint: str | None, timeout: float | None = None
-) -> Iterator[None]:
-    """huggingface_hub's errors, and its HTTP library's, as one-line
-    ConfigErrors that say what to do."""
-    import httpx2
-    from huggingface_hub import errors as hf
-
+    name = url.split("?", 1)[0].rsplit("/", 1)[-1]
     try:
-        yield
-    except ConfigError:
-        raise
-    except (hf.HfHubHTTPError, hf.LocalEntryNotFoundError, hf.FileMetadataError) as e:
-        raise ConfigError(_http_message(e, repo, revision, endpoint, timeout)) from None
-    except hf.HFValidationError as e:
-        raise ConfigError(f"{repo}: not a valid hub id ({_first(e)})") from None
-    except (httpx2.TransportError, httpx2.InvalidURL, hf.OfflineModeIsEnabled) as e:
-        raise ConfigError(_transport_message(e, endpoint, timeout)) from None
-    except httpx2.TooManyRedirects as e:
-        raise ConfigError(
-            f"{endpoint}: not a Hugging Face hub (redirects without end: {_shown_url(e)}); "
-            "check HF_ENDPOINT"
-        ) from None
-    except (json.JSONDecodeError, RecursionError) as e:  # an answer that is not the hub's JSON
-        why = "JSON nested too deep" if isinstance(e, RecursionError) else _first(e)
-        raise ConfigError(
-            f"{endpoint}: not a Hugging Face hub ({why}); check HF_ENDPOINT"
-        ) from None
-
-
-def _http_message(
-    e: Exception, repo: str, revision: str | None, endpoint: str | None, timeout: float | None
-) -> str:
-    import httpx2
-    from huggingface_hub import errors as hf
-    from huggingface_hub import get_token
-
-    login = "log in with `hf auth login` or set HF_TOKEN"
-    if isinstance(e, hf.LocalEntryNotFoundError):
-        # hf_hub_download's answer to anything but a 401/404: the cause says what
-        cause = e.__cause__
-        if isinstance(cause, (httpx2.TransportError, httpx2.InvalidURL)):
-            return _transport_message(cause, endpoint, timeout)
-        if isinstance(cause, Exception) and cause is not e:
-            return _http_message(cause, repo, revision, endpoint, timeout)
-        return f"{repo}: {_first(e)}"
-    if isinstance(e, hf.FileMetadataError):
-        return f"{endpoint}: not a Hugging Face hub ({_first(e)}); check HF_ENDPOINT"
-    assert isinstance(e, hf.HfHubHTTPError)
-    token = get_token() is not None
-    status = e.response.status_code if e.response is not None else 0
-    if isinstance(e, hf.GatedRepoError):
-        if not token:
-            return (
-                f"{repo} is gated on {endpoint} and no token was sent: accept its terms on "
-                f"{endpoint}/{repo}, then {login}"
-            )
-        return (
-            f"{repo} is gated on {endpoint} and your token is not granted it: accept its terms "
-            f"on {endpoint}/{repo} with that account"
-        )
-    if isinstance(e, hf.RevisionNotFoundError):
-        return f"{repo}: no revision {revision!r} (branch, tag or commit) on {endpoint}"
-    if isinstance(e, hf.RemoteEntryNotFoundError):
-        name = str(e.response.url).rsplit("/", 1)[-1] if e.response is not None else "a file"
-        return f"{repo}: no {name} on {endpoint} at revision {revision or 'main'}"
-    if isinstance(e, hf.RepositoryNotFoundError):
-        if not token:
-            return (
-                f"{repo}: no such repo on {endpoint}, or it is private and no token was sent: "
-                f"check the name, or {login}"
-            )
-        return (
-            f"{repo}: no such repo on {endpoint}, or your token cannot read it: check the "
-            "name and the token's access"
-        )
-    if status == 403:
-        return f"{repo}: {endpoint} refuses your token (403 Forbidden): it cannot read this repo"
-    if status == 401:
-        return f"{repo}: {endpoint} refuses the request (401 Unauthorized): {login}"
-    return f"{repo}: {endpoint} answered {status or 'an error'} ({_first(e)})"
-
-
-def _transport_message(e: Exception, endpoint: str | None, timeout: float | None) -> str:
-    import httpx2
-
-    if isinstance(e, httpx2.TimeoutException):
-        b = deadline.current()  # how long it took with huggingface_hub's tries again
-        took = f", {b.elapsed():.1f}s after the hub reads began" if b else ""
-        return (
-            f"{endpoint} did not answer a request within {timeout:g}s (HF_HUB_DOWNLOAD_TIMEOUT)"
-            f"{took}; try again, or use --offline with the files in the cache"
-        )
-    return (
-        f"cannot reach {endpoint} ({type(e).__name__}: {_first(e)}); check HF_ENDPOINT and "
-        "the network, or use --offline with the files in the cache"
-    )
-
-
-def _shown_url(e: Exception) -> str:
-    """The URL of the request an HTTP error is about, without its query (or
-    the error's own words, when it has no request)."""
-    try:
-        return str(e.request.url).split("?", 1)[0]  # type: ignore[attr-defined]
-    except (AttributeError, RuntimeError):  # httpx2: RuntimeError when it has none
-        return _first(e)
-
-
-def _first(e: BaseException) -> str:
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return lines[0] if lines else type(e).__name__
+        part = httprange.read(get, name, start, end)
+    except RangeUnsupported:
+        try:
+            part = httprange.head(get, name, start, end)
+        except RangeUnsupported as e:
+            raise ConfigError(f"{url.split('?', 1)[0]}: not a Hugging Face hub ({e})") from None
+    return part.data, part.size

@@ -13,9 +13,9 @@ from packaging.version import Version
 
 from .. import lock
 from ..rules import Rules
-from . import configs, releases, weights
+from . import behaviour, configs, defects, weights
+from .defects import patched_eagle3
 from .environment import Readiness, VllmEnv, pinned_release
-from .releases import patched_eagle3
 from .serve import Serve
 
 
@@ -25,7 +25,7 @@ class Pair:
 
     target: configs.Target
     drafter: configs.Drafter
-    eff: releases.Effective
+    eff: behaviour.Effective
     tensors: weights.Weights
     rules: Rules
     env: VllmEnv
@@ -100,7 +100,7 @@ class Pair:
 
     @property
     def runner(self) -> str:
-        return releases.runner(
+        return behaviour.runner(
             self.rules,
             self.target.architecture,
             self.serve.pipeline_parallel_size,
@@ -111,10 +111,10 @@ class Pair:
     def remote_code(self) -> list[str]:
         """What of the target this release does not load as the repo means it
         without --trust-remote-code, and what it does instead
-        (releases.TRANSFORMERS_CONFIGS says why)."""
+        (behaviour.TRANSFORMERS_CONFIGS says why)."""
         t, r = self.target, self.rules
         out = []
-        own = r.own_configs | releases.TRANSFORMERS_CONFIGS
+        own = r.own_configs | behaviour.TRANSFORMERS_CONFIGS
         if t.config_class and t.model_type not in own:
             since = self.pins.rules.first_where(lambda x: t.model_type in x.own_configs)
             later = since is not None and Version(since) > Version(r.release)
@@ -123,7 +123,7 @@ class Pair:
                 f"its config (model_type {t.model_type!r}, auto_map {t.config_class}: neither "
                 f"vLLM {r.release} nor transformers has a class for it{mine}): refused at startup"
             )
-        if t.tokenizer_auto_map and t.tokenizer_class not in releases.TRANSFORMERS_TOKENIZERS:
+        if t.tokenizer_auto_map and t.tokenizer_class not in behaviour.TRANSFORMERS_TOKENIZERS:
             does = "refused at startup"
             if 5 in r.transformers:
                 does += (
@@ -143,7 +143,7 @@ class Pair:
         if self.top_ids:
             return self.top_ids, "eagle_aux_hidden_state_layer_ids"
         if self.top_ids_unread is not None:
-            return list(releases.default_ids(self.n)), (
+            return list(behaviour.default_ids(self.n)), (
                 f"the target's default (2, n // 2, n - 3), n = {self.n}: "
                 "eagle_aux_hidden_state_layer_ids is set, and is no list"
             )
@@ -153,14 +153,14 @@ class Pair:
         if self.runner == "v2" and v2_key and self.eagle_config.get(v2_key):
             return list(self.eagle_config[v2_key]), f"eagle_config.{v2_key}"
         return list(
-            releases.default_ids(self.n)
+            behaviour.default_ids(self.n)
         ), f"the target's default (2, n // 2, n - 3), n = {self.n}"
 
     def fix(self, key: str) -> tuple[str | None, str]:
         """The patch that fixes defect `key` (its slug; None: the patch set
         has none) and whether the environment has it, as `vpatch check`
         reports it under its name in this release's series (Readiness.fix)."""
-        slug = releases.fix(self.pins, key)
+        slug = defects.fix(self.pins, key)
         if slug is None:
             return None, "none"
         names = self.pins.patchset.named(self.series_release)
@@ -171,7 +171,7 @@ class Pair:
         """(the first release that fixes defect `key` itself, its pull
         request as ` (vLLM PR #N)`), from the DEP-3 of the patch that fixes
         it; None and "" where the patch set does not say."""
-        slug = releases.fix(self.pins, key)
+        slug = defects.fix(self.pins, key)
         up = self.pins.patchset.upstream(slug) if slug else None
         pr = up.link.rsplit("/pull/", 1) if up else []
         pr_said = f" (vLLM PR #{pr[1]})" if len(pr) == 2 and pr[1].isdigit() else ""

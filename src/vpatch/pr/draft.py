@@ -1,5 +1,5 @@
-"""Drafting the vLLM pull request of what upstream still lacks (the engine
-of `vpatch pr --onto VERSION|PATH`; commands/pr.py is the adapter).
+"""Drafting the vLLM pull request of what upstream still lacks: what
+`vpatch pr --onto VERSION|PATH` calls (cli/pr.py).
 
 Candidates (pr/candidates.py): the patches of the newest patched series
 (the lock's default) and of the newest upstream release that carries a
@@ -9,7 +9,7 @@ or <out>/vllm-<release> with --out; or a clean local git checkout of vLLM),
 a candidate whose probe (patches.toml) holds is upstream and left out; the
 matrix machinery over the cached release files says since which release. A
 candidate without a probe is never left out. The rest are ported as
-`vpatch port` does (checkout.carry: `git am --3way`) onto a new branch
+`vpatch port` does (threeway.carry: `git am --3way`) onto a new branch
 vpatch/eagle3-<release, or the checkout's short commit>, then made again
 with vLLM's titles (`pr_prefix` + `pr_title` in patches.toml, else derived
 from the files and the subject) and a Signed-off-by trailer (vLLM requires
@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import checkout, gitutil, lock, patchset, probes, quilt, sources
+from .. import checkout, gitutil, lock, patchset, probes, quilt, sources, threeway
 from ..errors import ConfigError, TreeError, VpatchError, disk_error
 from ..paths import empty
 from ..sources.cache import Say, quiet
@@ -209,7 +209,7 @@ def _port(d: Drafted, repo: gitutil.Repo, to_send: list[Candidate], checks: prob
         if probes.holds(mine, probes.folder_files(d.tree, probes.patterns({c.slug: mine}))):
             c.status = "included"  # an earlier patch brought it (a patched series' 0001 does)
             continue
-        status = checkout.carry(repo, c.patch, [x.patch for x in to_send[i + 1 :]])
+        status = threeway.carry(repo, c.patch, [x.patch for x in to_send[i + 1 :]])
         c.status = "included" if status == "dropped" else status
         if status == "conflict":
             d.unresolved = gitutil.conflicted(repo)

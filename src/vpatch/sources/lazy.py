@@ -9,20 +9,23 @@ of requests instead of one per member.
 Mirrors and proxies do not all honour ranges. As pip's lazy wheel does,
 the file is first asked for with HEAD, which must say `Accept-Ranges: bytes`
 (and the size the index gave): the package index used here sends that
-header on a HEAD or a 200, not on a 206. Then every answer is checked: a 206
-(a 200 means the whole file is coming: its body is not read, the connection
-is closed), the Content-Range asked for (when the server names one),
-exactly the bytes asked for. Anything else raises RangeUnsupported, on
-which callers fall back to a plain download.
+header on a HEAD or a 200, not on a 206. Then every answer is held to
+httprange.py's one rule (a 206 with the range asked for; a 200's body is
+not read), and to the size the index gave. Anything else raises
+RangeUnsupported, on which callers fall back to a whole download, checked
+against the lock's sha256.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
+from .. import httprange
 from ..errors import NetworkError, RangeUnsupported
 from .index import HTTP_ERRORS, opener
 
@@ -125,43 +128,36 @@ class RangeFile(io.RawIOBase):
             )
         self._probed = True
 
+    @contextlib.contextmanager
+    def _open(self, headers: dict[str, str]) -> Iterator[httprange.Answer]:
+        """One GET through vpatch's opener, as httprange reads it; an HTTP
+        error but 416 is a NetworkError."""
+        req = urllib.request.Request(self.url, headers=headers)
+        try:
+            resp = opener().open(req, timeout=120)
+        except urllib.error.HTTPError as e:
+            if e.code != 416:
+                e.close()
+                raise NetworkError(f"range request for {self.name}: {e.code} {e.reason}") from None
+            resp = e  # an answer too: its status and Content-Range
+        with resp:
+            yield httprange.Answer(resp.status, resp.headers, iter(lambda: resp.read(BLOCK), b""))
+
     def _fetch(self, start: int, end: int) -> bytes:
         if not self._probed:
             self._probe()
-        want = end - start
-        span = f"bytes={start}-{end - 1}"
-        req = urllib.request.Request(self.url, headers={"Range": span})
         try:
-            with opener().open(req, timeout=120) as resp:
-                self._check(resp, start, end)
-                data: bytes = resp.read(want + 1)  # one byte more shows an oversized answer
-        except urllib.error.HTTPError as e:
-            e.close()
-            if e.code == 416:  # "range not satisfiable": the index's size is not the file's
-                raise RangeUnsupported(f"{self.name}: the server refused {span} (416)") from None
-            raise NetworkError(f"range request for {self.name}: {e.code} {e.reason}") from None
+            part = httprange.read(self._open, self.name, start, end)
         except http.client.IncompleteRead as e:
             raise RangeUnsupported(
-                f"{self.name}: asked the server for {want} bytes, got {len(e.partial)}"
+                f"{self.name}: asked the server for {end - start} bytes, got {len(e.partial)}"
             ) from None
         except HTTP_ERRORS as e:
             reason = getattr(e, "reason", None) or e
             raise NetworkError(f"range request for {self.name} failed: {reason}") from None
-        if len(data) != want:
-            n = "more" if len(data) > want else str(len(data))
-            raise RangeUnsupported(f"{self.name}: asked the server for {want} bytes, got {n}")
-        self.fetched += len(data)
-        return data
-
-    def _check(self, resp: http.client.HTTPResponse, start: int, end: int) -> None:
-        """RangeUnsupported unless the answer is the range asked for; a 200's
-        body (the whole file) is left unread: the caller closes it."""
-        if resp.status != 206:
+        if part.size is not None and part.size != self.size:
             raise RangeUnsupported(
-                f"{self.name}: the server ignores range requests (answered {resp.status})"
+                f"{self.name}: the server has {part.size} bytes, the index said {self.size}"
             )
-        got = resp.headers.get("Content-Range")
-        if got is not None and not got.startswith(f"bytes {start}-{end - 1}/"):
-            raise RangeUnsupported(
-                f"{self.name}: asked for bytes {start}-{end - 1}, the server sent {got!r}"
-            )
+        self.fetched += len(part.data)
+        return part.data

@@ -64,29 +64,28 @@ class BuildPlan:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         return f"cd {shlex.quote(str(self.tree))} && env {env} {shlex.join(self.cmd)}"
 
-
-def format_plan(plan: BuildPlan) -> str:
-    """Text for `vpatch wheel --dry-run`."""
-    lines = [
-        f"vpatch wheel {plan.version} --variant {plan.variant} --mode {plan.mode} (dry run)",
-        f"  input     {plan.input}",
-        f"  series    {plan.series} ({len(plan.files)} files) -> {plan.local_version}",
-        f"  output    {plan.output}",
-    ]
-    if plan.mode == "overlay":
-        lines.append("  replaces  " + (", ".join(plan.files) or "nothing"))
+    def to_text(self) -> str:
+        """Text for `vpatch wheel --dry-run`."""
+        lines = [
+            f"vpatch wheel {self.version} --variant {self.variant} --mode {self.mode} (dry run)",
+            f"  input     {self.input}",
+            f"  series    {self.series} ({len(self.files)} files) -> {self.local_version}",
+            f"  output    {self.output}",
+        ]
+        if self.mode == "overlay":
+            lines.append("  replaces  " + (", ".join(self.files) or "nothing"))
+            return "\n".join(lines)
+        lines.append(f"  tree      {self.tree} (the series is applied there first)")
+        for i, c in enumerate(self.checks):
+            lines.append(("  preflight " if i == 0 else "            ") + c)
+        lines.append("  environment")
+        lines += [f"    {k}={v}" for k, v in self.env.items()]
+        lines.append("  command")
+        lines.append(f"    {self.shell()}")
+        if self.problems:
+            lines.append("  the build would stop (preflight):")
+            lines += [f"    - {p}" for p in self.problems]
         return "\n".join(lines)
-    lines.append(f"  tree      {plan.tree} (the series is applied there first)")
-    for i, c in enumerate(plan.checks):
-        lines.append(("  preflight " if i == 0 else "            ") + c)
-    lines.append("  environment")
-    lines += [f"    {k}={v}" for k, v in plan.env.items()]
-    lines.append("  command")
-    lines.append(f"    {plan.shell()}")
-    if plan.problems:
-        lines.append("  the build would stop (preflight):")
-        lines += [f"    - {p}" for p in plan.problems]
-    return "\n".join(lines)
 
 
 def plan_source(

@@ -1,16 +1,16 @@
 """A series applied to the files a wheel ships: which of the series' files
 the wheel carries (compiled code refused: an overlay cannot carry it), and
-their patched bytes, made by `git apply` on copies in a temporary folder."""
+their patched bytes (patchfiles.apply: `git apply` on copies in a
+temporary folder)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from .. import gitutil
-from ..errors import PatchError, WheelError, disk_error
-from ..paths import safe_relpath, scratch
+from .. import patchfiles
+from ..errors import WheelError
+from ..paths import safe_relpath
 from ..quilt import Series
 from .file import WheelFile
 
@@ -52,41 +52,14 @@ def classify(series: Series, w: WheelFile) -> tuple[list[str], list[str]]:
 
 
 def apply_series(w: WheelFile, series: Series) -> Patched:
-    """Extract the members the series touches into a temporary folder laid
-    out like the repository, `git apply` the patches there in order, and
-    collect the results. A patched file equal to the original is not
-    'changed'."""
+    """The series applied to the members it touches (patchfiles.apply); a
+    patched file equal to the original is not 'changed'."""
     shipped, skipped = classify(series, w)
     out = Patched(skipped=skipped)
     if not shipped:
         return out
-    try:
-        with scratch("vpatch-overlay-") as tmp:
-            root = Path(tmp) / "tree"
-            root.mkdir()
-            originals: dict[str, bytes] = {}
-            for f in shipped:
-                if w.has(f):
-                    data = w.read_checked(f)
-                    originals[f] = data
-                    dest = root / f
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    dest.write_bytes(data)
-            for patch in series.patches:
-                if not any(f in shipped for f in patch.files):
-                    continue
-                ok, report = gitutil.apply_folder(root, patch.path, 3, shipped)
-                if not ok:
-                    why = gitutil.apply_reason(report)
-                    raise PatchError(f"{patch.name} does not apply to {w.path.name}: {why}")
-            for f in shipped:
-                p = root / f
-                if p.is_file():
-                    data = p.read_bytes()
-                    if originals.get(f) != data:
-                        out.changed[f] = data
-                elif f in originals:
-                    out.deleted.append(f)
-    except OSError as e:
-        raise disk_error(e, "cannot patch the wheel's files in a temporary folder") from None
+    originals = {f: w.read_checked(f) for f in shipped if w.has(f)}
+    patched = patchfiles.apply(series, originals, shipped, w.path.name)
+    out.changed = {f: data for f, data in patched.items() if originals.get(f) != data}
+    out.deleted = [f for f in shipped if f in originals and f not in patched]
     return out

@@ -55,6 +55,25 @@ class Verified:
     def exit_code(self) -> int:
         return 0 if self.ok else WheelError.exit_code
 
+    def to_text(self) -> str:
+        """Text for `vpatch verify-wheel`."""
+        lines = [f"{self.wheel.name}: {self.project} {self.version} ({self.variant})"]
+        lines.append(fatbin.format_report(self.extensions))
+        if self.arch:
+            for name, ok, why in self.arch_checks:
+                lines.append(f"{'ok  ' if ok else 'FAIL'} {name} on {self.arch}: {why}")
+        elif self.variant == "cpu":
+            lines.append("arch: not checked (no device code; pass --arch to require one)")
+        bad = len(self.record_problems)
+        lines.append("RECORD: " + (f"{bad} problem(s)" if bad else "ok"))
+        if self.files:
+            same = sum(f.ok for f in self.files)
+            lines.append(f"patched files vs {self.tree}: {same}/{len(self.files)} match")
+            lines += [f"  {'ok  ' if f.ok else 'FAIL'} {f.path}: {f.status}" for f in self.files]
+        lines.append("verify-wheel: " + ("ok" if self.ok else f"{len(self.problems)} problem(s)"))
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
 
 def scan(wheel_path: Path, arch: str | None = None) -> tuple[Verified, WheelFile | None]:
     """RECORD and device code, reporting every failure rather than stopping
@@ -202,24 +221,3 @@ def _compare(res: Verified, wz: zipfile.ZipFile, root: Path, shipped: list[str])
         res.files.append(fc)
         if not fc.ok:
             res.problems.append(f"{f}: {status}")
-
-
-def format_verify(res: Verified) -> str:
-    """Text for `vpatch verify-wheel`."""
-    lines = [f"{res.wheel.name}: {res.project} {res.version} ({res.variant})"]
-    lines.append(fatbin.format_report(res.extensions))
-    if res.arch:
-        for name, ok, why in res.arch_checks:
-            lines.append(f"{'ok  ' if ok else 'FAIL'} {name} on {res.arch}: {why}")
-    elif res.variant == "cpu":
-        lines.append("arch: not checked (no device code; pass --arch to require one)")
-    lines.append(
-        "RECORD: " + ("ok" if not res.record_problems else f"{len(res.record_problems)} problem(s)")
-    )
-    if res.files:
-        same = sum(f.ok for f in res.files)
-        lines.append(f"patched files vs {res.tree}: {same}/{len(res.files)} match")
-        lines += [f"  {'ok  ' if f.ok else 'FAIL'} {f.path}: {f.status}" for f in res.files]
-    lines.append("verify-wheel: " + ("ok" if res.ok else f"{len(res.problems)} problem(s)"))
-    lines += [f"  - {p}" for p in res.problems]
-    return "\n".join(lines)

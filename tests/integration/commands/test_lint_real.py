@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from vpatch import lock
-from vpatch.commands import lint
+from vpatch.maintain import lint
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from support import git, series_of
 from vpatch import lock, patchset, quilt
-from vpatch.commands import apply, port
+from vpatch.commands import apply
+from vpatch.maintain import port
 
 pytestmark = pytest.mark.integration
 

@@ -13,13 +13,13 @@ import functools
 import pytest
 from support import known
 from vpatch import lock, probes
-from vpatch.doctor import facts, releases
+from vpatch.doctor import behaviour, facts
 from vpatch.sources import files
 
 pytestmark = pytest.mark.integration
 
 PINS = lock.load()
-KNOWN = releases.known_releases(PINS)
+KNOWN = behaviour.known_releases(PINS)
 
 
 @functools.cache

@@ -10,9 +10,9 @@ import zipfile
 import pytest
 from support import pip_install, series_of
 from vpatch import lock
-from vpatch.commands import verify as verify_cmd
+from vpatch.commands import verify_wheel as verify_cmd
 from vpatch.sources import cache
-from vpatch.wheel import overlay, verify
+from vpatch.wheel import overlay
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +42,7 @@ def test_cpu_wheel_overlay_installs_with_pip(tmp_path, default_tree):
             assert installed != official.read(rel_path), rel_path
 
     v = verify_cmd.verify_wheel(res.path, tree=default_tree, pins=lock.load())
-    assert v.ok and v.variant == "cpu" and v.arch is None, verify.format_verify(v)
+    assert v.ok and v.variant == "cpu" and v.arch is None, v.to_text()
     assert not verify_cmd.verify_wheel(
         res.path, arch="sm_100", check_files=False, pins=lock.load()
     ).ok

@@ -33,3 +33,18 @@ def test_the_block_is_the_readmes_commands():
     (block,) = cli.generated_here()
     assert (block.path, block.name) == ("README.md", "commands")
     assert block.text == f"```\n{docs.synopsis(cli.parser())}```"
+
+
+def test_the_lock_and_the_clis_own_parts_reach_the_library(monkeypatch, capsys):
+    from vpatch.maintain import docs as library
+
+    seen = []
+    monkeypatch.setattr(library, "stale", lambda **kw: seen.append(("stale", kw)) or ["a"])
+    monkeypatch.setattr(library, "write", lambda **kw: seen.append(("write", kw)) or ["b"])
+    assert cli.main(["docs", "--check"]) == 5
+    assert capsys.readouterr().out == "stale: a\n"
+    assert cli.main(["docs"]) == 0
+    assert capsys.readouterr().out == "wrote b\n"
+    assert [what for what, _ in seen] == ["stale", "write"]
+    for _, kw in seen:
+        assert kw["pins"].path.name == "VERSIONS.lock" and kw["extra"] == cli.generated_here()

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 from vpatch import cli
-from vpatch.commands import install
+from vpatch.env import install
 
 DIST = SimpleNamespace(name="vllm", version="9.9.0", root=Path("/env/site"))
 
@@ -31,7 +31,7 @@ def test_one_line(monkeypatch, capsys, action, line):
 
 def test_after_an_install_the_line_check_ends_with(monkeypatch, capsys):
     """install's last line is `vpatch check`'s verdict on the environment as
-    it left it (status.Readiness.verdict): one answer, whichever is asked."""
+    it left it (readiness.Readiness.verdict): one answer, whichever is asked."""
     said = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: ready"
     res = result("nothing", verdict=said)
     monkeypatch.setattr(install, "install", lambda py, series, dry_run, say, pins: res)

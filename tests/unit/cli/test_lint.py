@@ -4,8 +4,8 @@ releases (stderr); problems are exit 5."""
 from types import SimpleNamespace
 
 from vpatch import cli
-from vpatch.commands import lint
 from vpatch.errors import PatchError
+from vpatch.maintain import lint
 
 
 def test_problems_are_listed_and_exit_5(monkeypatch, capsys):

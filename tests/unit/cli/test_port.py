@@ -2,8 +2,8 @@
 the command that goes on."""
 
 from vpatch import cli
-from vpatch.commands import port
 from vpatch.errors import PatchError
+from vpatch.maintain import port
 
 NAMES = ["0001-step-1.patch", "0002-step-2.patch"]
 

@@ -1,15 +1,21 @@
 """cli/pr.py: `vpatch pr` prints the draft, the commands that open the pull
-request, and on a conflict the command that goes on, with its options."""
+request, and on a conflict the command that goes on, with its options; and,
+over pr/draft.py (tested in tests/unit/pr/) on the synthetic releases and
+checkouts of support.pr, nothing to send and a conflict then --continue."""
 
 from pathlib import Path
 from types import SimpleNamespace
 
-from vpatch import cli
-from vpatch.commands import pr
-from vpatch.errors import PatchError
+import pytest
+from support import change, git
+from support import pr as world
+from support.pr import FIVE, FIX, FIXED, SIGNOFF, UPSTREAM, checkout, kw
+from vpatch import cli, gitutil
+from vpatch.errors import PatchError, TreeError
+from vpatch.pr import draft as engine
 
 
-def draft(**kw):
+def drafted(**kw):
     base = dict(
         report=lambda: ["  sent  a"],
         conflict=None,
@@ -27,7 +33,7 @@ def draft(**kw):
 
 def test_a_draft_says_where_it_is_and_what_opens_it(monkeypatch, capsys):
     seen = []
-    monkeypatch.setattr(pr, "draft", lambda onto, **kw: seen.append((onto, kw)) or draft())
+    monkeypatch.setattr(engine, "draft", lambda onto, **kw: seen.append((onto, kw)) or drafted())
     assert cli.main(["pr", "--onto", "9.9.0", "--patch", "a", "--patch", "b"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "  sent  a",
@@ -41,11 +47,53 @@ def test_a_draft_says_where_it_is_and_what_opens_it(monkeypatch, capsys):
 
 
 def test_a_conflict_names_the_command_that_goes_on(monkeypatch, capsys):
-    stuck = draft(conflict=SimpleNamespace(patch=SimpleNamespace(name="0001-a.patch")))
+    stuck = drafted(conflict=SimpleNamespace(patch=SimpleNamespace(name="0001-a.patch")))
     stuck.unresolved = ["vllm/x.py"]
-    monkeypatch.setattr(pr, "resume", lambda onto, **kw: stuck)
+    monkeypatch.setattr(engine, "resume", lambda onto, **kw: stuck)
     argv = ["pr", "--onto", "9.9.0", "--out", "o", "--signoff", "A <a@b>", "--continue"]
     assert cli.main(argv) == PatchError.exit_code
     err = capsys.readouterr().err
     assert "0001-a.patch conflicts with vLLM 9.9.0 in vllm/x.py" in err
     assert "`vpatch pr --onto 9.9.0 --out 'o' --signoff 'A <a@b>' --continue`" in err
+
+
+root = world.root  # the fixture (support.pr)
+
+
+def test_nothing_left_says_so_and_exits_0(root, tmp_path, monkeypatch, capsys):
+    co = checkout(tmp_path / "vllm", {**UPSTREAM, "vllm/model.py": FIXED})
+    real = engine.draft
+    monkeypatch.setattr(engine, "draft", lambda onto, **a: real(onto, **{**a, **kw(root)}))
+    assert cli.main(["pr", "--onto", str(co), "--signoff", SIGNOFF]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to send" in out
+    assert out.count("upstream since 9.9.0") == 2 and "upstream (the target has it)" in out
+    assert git(co, "branch", "--format=%(refname:short)").split() == ["main"]
+    assert not Path("pr").exists()
+
+
+def test_conflict_is_left_for_a_person_then_continued(root, tmp_path, monkeypatch, capsys):
+    theirs = change(FIVE, "v30 = 30\n", "v30 = thirty()\n")
+    co = checkout(tmp_path / "vllm", {**UPSTREAM, "vllm/model.py": theirs})
+    real = engine.draft
+    monkeypatch.setattr(engine, "draft", lambda onto, **a: real(onto, **{**a, **kw(root)}))
+    code = cli.main(["pr", "--onto", str(co), "--signoff", SIGNOFF])
+    assert code == PatchError.exit_code
+    out, err = capsys.readouterr()
+    assert f"  conflict  {FIX} (10.0.0)" in out
+    assert len(err.strip().splitlines()) == 1
+    assert f"{FIX} conflicts with" in err and "in vllm/model.py" in err
+    assert "git am --continue" in err and "--continue`" in err
+    assert gitutil.am_in_progress(gitutil.open_repo(co))  # left for a person
+    assert "<<<<<<<" in (co / "vllm/model.py").read_text()
+    assert not Path("pr").exists()
+    with pytest.raises(TreeError, match="git am is still in progress"):
+        engine.resume(str(co), **kw(root))
+    (co / "vllm/model.py").write_text(change(FIVE, "v30 = 30\n", "v30 = fixed(thirty())\n"))
+    git(co, "add", "vllm/model.py")
+    git(co, "am", "--continue")
+    d = engine.resume(str(co), out=tmp_path / "out", **kw(root))
+    assert [c.status for c in d.candidates] == ["left out", "left out", "ported"]
+    assert git(co, "log", "-1", "--format=%s").strip() == d.candidates[2].title
+    assert f"Signed-off-by: {SIGNOFF}" in git(co, "log", "-1", "--format=%B")
+    assert (tmp_path / "out/series/series").read_text().count(".patch") == 1

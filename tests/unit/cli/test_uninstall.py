@@ -4,7 +4,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from vpatch import cli
-from vpatch.commands import install
+from vpatch.env import install
 
 DIST = SimpleNamespace(name="vllm", version="9.9.0", root=Path("/env/site"))
 

@@ -4,7 +4,7 @@ are exit 8 (WheelError)."""
 from pathlib import Path
 
 from vpatch import cli
-from vpatch.commands import verify
+from vpatch.commands import verify_wheel
 from vpatch.errors import WheelError
 from vpatch.wheel.verify import Verified
 
@@ -17,7 +17,7 @@ def test_problems_are_exit_8(monkeypatch, capsys):
         seen.append((w, kw))
         return res
 
-    monkeypatch.setattr(verify, "verify_wheel", fake)
+    monkeypatch.setattr(verify_wheel, "verify_wheel", fake)
     assert cli.main(["verify-wheel", "w.whl", "--tree", "t"]) == WheelError.exit_code == 8
     out, err = capsys.readouterr()
     assert out.startswith("w.whl: vllm 9.9.0 (cpu)\n") and "  - p2\n" in out

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from vpatch import cli
 from vpatch.commands import wheel
+from vpatch.wheel import build
 
 
 def test_the_wheel_choices_are_the_commands_own():
@@ -24,3 +25,10 @@ def test_prints_the_built_wheel(monkeypatch, capsys):
     assert cli.main(["wheel", "9.9.0", "--variant", "cpu"]) == 0
     assert capsys.readouterr().out == "dist/vllm-9.9.0+eagle3-py3-none-any.whl\n"
     assert seen == [("9.9.0", "cpu", "overlay", Path("dist"), False)]
+
+
+def test_prints_the_plan_of_a_dry_run(monkeypatch, capsys):
+    plan = build.BuildPlan("9.9.0", "cuda", "overlay", "in.whl", Path("out.whl"), "s", "v", [])
+    monkeypatch.setattr(wheel, "build", lambda version, **kw: plan)
+    assert cli.main(["wheel", "9.9.0", "--dry-run"]) == 0
+    assert capsys.readouterr().out == plan.to_text() + "\n"

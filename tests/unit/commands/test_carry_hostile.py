@@ -19,7 +19,7 @@ from support import git, next_release
 from vpatch import cli, lock
 from vpatch.commands import carry
 from vpatch.errors import ConfigError, NetworkError, PatchError, TreeError
-from vpatch.maintain import docs, lint, port, release, workfolder
+from vpatch.maintain import docs, lint, pin, port, workfolder
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = carry.DATA
@@ -91,8 +91,8 @@ def stand(project, tmp_path, monkeypatch) -> Stand:
 
     empty = tmp_path / "no-files"
     empty.mkdir()
-    monkeypatch.setattr(carry.new_release, "resolve", resolve)
-    monkeypatch.setattr(carry.new_release, "with_record", lambda a, old=None, say=None: a)
+    monkeypatch.setattr(carry.pin, "resolve", resolve)
+    monkeypatch.setattr(carry.pin, "with_record", lambda a, old=None, say=None: a)
     monkeypatch.setattr(carry.port, "port", ported)
     monkeypatch.setattr(carry.port, "resume", resumed)
     monkeypatch.setattr(
@@ -101,7 +101,7 @@ def stand(project, tmp_path, monkeypatch) -> Stand:
     monkeypatch.setattr(carry.lint, "lint", linted)
     monkeypatch.setattr(carry.docs, "write", lambda *a, **kw: None)
     monkeypatch.setattr(
-        carry.new_release, "tier_view", lambda rel: release.TierView(rel.version, None, None, None)
+        carry.pin, "tier_view", lambda rel: pin.TierView(rel.version, None, None, None)
     )
     return s
 

@@ -39,7 +39,7 @@ def test_overlay_dry_run_plan(tmp_path):
     assert isinstance(plan, build.BuildPlan)
     assert plan.output.name.startswith(f"vllm-{plan.local_version}-cp38-abi3-")
     assert plan.local_version.startswith(f"{WITH_SDIST}+eagle3.")
-    assert "replaces" in build.format_plan(plan)
+    assert "replaces" in plan.to_text()
 
 
 def test_source_build_stops_at_preflight(monkeypatch, tmp_path):
@@ -56,7 +56,7 @@ def test_source_build_stops_at_preflight(monkeypatch, tmp_path):
     assert not (tmp_path / "tree").exists()
     plan = wheel_cmd.build(WITH_SDIST, pins=PINS, mode="source", out=tmp_path / "dist",
                            tree=tmp_path / "tree", dry_run=True)  # fmt: skip
-    text = build.format_plan(plan)
+    text = plan.to_text()
     assert "TORCH_CUDA_ARCH_LIST=10.0" in text and "setup.py bdist_wheel" in text
     assert (
         "--py-limited-api=cp38" in plan.cmd

@@ -105,7 +105,7 @@ def test_what_doctor_takes_as_the_same_is_checked():
     # before EAGLE-3 is upstream the series writes that code: not asked of upstream
     bare = moved.replace("(SupportsEagle3)", "")
     assert facts.SAME[0][0] not in facts.broken({F["deepseek"]: bare})
-    assert "the PP split: releases.pp_indices" in facts.broken(files)
+    assert "the PP split: behaviour.pp_indices" in facts.broken(files)
 
 
 def test_what_no_probe_reads_says_why():

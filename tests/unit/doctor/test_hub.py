@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from support import hub as standin_hub
 from support import pairs as F
 from support.hub import TOKEN, StandIn
 from vpatch.doctor import cached, deadline, hub, weights
@@ -21,14 +22,7 @@ KIMI = "moonshotai/Kimi-K2.5"
 DRAFTER = "acme/kimi-eagle3"
 
 
-@pytest.fixture(autouse=True)
-def no_token(tmp_path, monkeypatch):
-    """No token unless a test gives one (HF_TOKEN; no stored login)."""
-    from huggingface_hub import constants
-
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+no_token = standin_hub.no_token
 
 
 @pytest.fixture(scope="module")
@@ -281,8 +275,13 @@ def test_a_server_that_ignores_range_is_read_no_further(standin, tmp_path, monke
         return got
 
     monkeypatch.setattr(hub, "_range", spy)
+    standin.reset()
     m = hub.resolve(DRAFTER, drafter=True, hub=online(standin, tmp_path))
     assert seen == [hub.FIRST_READ] and "fc.weight" in m.tensors.tensors
+    # the range refused (a 200, closed unread), then the start of a plain GET
+    cdn = [r for _, p, r in standin.log if p.startswith("/cdn/")]
+    assert cdn == [f"bytes=0-{hub.FIRST_READ - 1}", ""]
+    assert standin.served < 64 << 20  # of a 2 GB file: neither answer was read whole
 
 
 # -- offline: the cache only ----------------------------------------------------------

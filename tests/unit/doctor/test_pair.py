@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from support import pairs as F
 from vpatch import lock
-from vpatch.doctor import configs, releases, weights
+from vpatch.doctor import behaviour, configs, weights
 from vpatch.doctor.environment import Readiness, VllmEnv
 from vpatch.doctor.pair import Pair, show_ids
 from vpatch.doctor.serve import from_options
@@ -20,7 +20,7 @@ def pair(tmp_path, version: str, **kw) -> Pair:
     target, drafter = configs.read_target(t), configs.read_drafter(d)
     pins = lock.load()
     rules = pins.rules.at(version)
-    eff = releases.effective(drafter.raw, drafter.format, rules)
+    eff = behaviour.effective(drafter.raw, drafter.format, rules)
     env = VllmEnv("python3", "vllm", version, "/x")
     serve = from_options(str(t), str(d), 8, remote=True)
     return Pair(target, drafter, eff, weights.read(d), rules, env, Readiness(True), serve, {}, pins)
@@ -33,7 +33,7 @@ def test_show_ids():
 def test_default_ids_when_the_drafter_names_none(tmp_path):
     p = pair(tmp_path, "0.32.0", config={IDS_KEY: None})
     ids, source = p.ids()
-    assert ids == list(releases.default_ids(p.n)) and "default" in source
+    assert ids == list(behaviour.default_ids(p.n)) and "default" in source
 
 
 @pytest.mark.parametrize(

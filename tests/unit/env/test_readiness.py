@@ -1,6 +1,9 @@
-"""One answer about readiness (issue 48, W6): `vpatch check`, `vpatch
+"""env/readiness.py: which patches are reported for a release, wheel labels,
+and what the patch set alone says of a release (expected).
+
+One answer about readiness (issue 48, W6): `vpatch check`, `vpatch
 install` and `vpatch doctor` on one environment say the same thing, because
-they call the same function (env.status.readiness) and print the same
+they call the same function (env.readiness.readiness) and print the same
 verdict; `doctor --vllm R --patched` gives it from the patch set alone.
 
 The environment is shaped like vLLM 0.34.0 (support/env.py releases_gone):
@@ -18,10 +21,11 @@ from pathlib import Path
 
 import pytest
 from support import env as fake_env
-from support import known, next_release
+from support import known, make_series, next_release, publish
 from support import pairs as F
-from vpatch import lock
-from vpatch.env import status
+from vpatch import lock, quilt
+from vpatch.env import check, readiness
+from vpatch.env.dist import Dist
 from vpatch.errors import NewerRelease
 
 V1 = f"0002-{fake_env.GONE_V1}"  # its name in the EAGLE-3 series (0.17.1's)
@@ -123,7 +127,7 @@ def test_w6_a_patch_whose_code_upstream_removed_is_gone_and_all_three_say_ready(
     assert "not a pinned release" not in said, said
     # the release given instead of the environment: the same patches, the same answer
     pins = lock.load(w.lock_path)
-    assert status.expected(pins, "0.34.0", True) == patches
+    assert readiness.expected(pins, "0.34.0", True) == patches
     assert w.doctor("--vllm", "0.34.0", "--patched")["vllm"]["eagle3_ready"] is True
 
 
@@ -184,3 +188,84 @@ def test_a_vllm_newer_than_vpatch_knows_is_said_alike_by_all_three(tmp_path):
         assert f"vLLM {newer} is newer than vpatch knows" in line, line
         assert f"`vpatch carry {newer}`" in line, line
     assert fake_env.snapshot(py) == before
+
+
+like_envs = fake_env.like_envs
+
+
+def dist(version: str) -> Dist:
+    return Dist("py", "vllm", version, None, None, "cpython-311")
+
+
+def test_wheel_series_and_hash_normalization():
+    assert readiness.wheel_series(dist("0.17.1+eagle3.1a2b3c4d")) == "1a2b3c4d"
+    assert readiness.wheel_series(dist("0.17.1+cu129.eagle3.1a2b3c4d")) == "1a2b3c4d"
+    assert readiness.wheel_series(dist("0.17.1+cu129")) is None
+    assert readiness.wheel_series(dist("0.17.1")) is None
+    assert readiness.same_hash("1a2b3c4d", "1a2b3c4d" + "0" * 56)
+    # an all-digit chunk loses its leading zeros in PEP 440 normalization
+    assert readiness.same_hash("1234567", "01234567" + "0" * 56)
+    assert not readiness.same_hash("1a2b3c4e", "1a2b3c4d" + "0" * 56)
+
+
+def test_subjects_own_series_first_then_the_newest_patched_then_upstream_fixes(tmp_path):
+    base = {"vllm/a.py": "a\n", "vllm/b.py": "b\n"}
+
+    def s(name, steps):
+        """A series whose patch files are named after their subjects."""
+        (tmp_path / name).mkdir()
+        d = make_series(tmp_path / name, base, steps)
+        names = []
+        for i, (subject, _) in enumerate(steps, 1):
+            slug = quilt.slug_of(subject)
+            (d / f"{i:04d}-step-{i}.patch").rename(d / f"{i:04d}-{slug}.patch")
+            names.append(f"{i:04d}-{slug}.patch")
+        (d / "series").write_text("\n".join(names) + "\n")
+        return d
+
+    old = s("old", [("a: one", {"vllm/a.py": "a1\n"})])
+    new = s("new", [("a: one", {"vllm/a.py": "a1\n"}), ("b: two", {"vllm/b.py": "b2\n"})])
+    fix = s("fix", [("b: layer zero", {"vllm/b.py": "b0\n"})])
+    rel = lambda v, st: lock.Release(v, f"v{v}", "c", st)  # noqa: E731
+    for v, folder in (("1.0.0", old), ("1.1.0", new), ("2.1.0", fix)):
+        publish(tmp_path, v, folder)
+    pins = lock.Lock(
+        {
+            r.version: r
+            for r in [
+                rel("1.0.0", "patched"),
+                rel("1.1.0", "patched"),
+                rel("2.0.0", "upstream"),
+                rel("2.1.0", "upstream"),
+            ]
+        },
+        tmp_path / "L",
+    )
+
+    subs = readiness.subjects(pins, quilt.load(old))
+    assert [(x.name, x.own) for x in subs] == [("0001-a-one", True), ("0002-b-two", False)]
+    subs = readiness.subjects(pins, None)  # a release without a series
+    assert [(x.name, x.own) for x in subs] == [
+        ("0001-a-one", False),
+        ("0002-b-two", False),
+        ("0001-b-layer-zero", False),
+    ]
+    assert readiness.ready({"a": "applied", "b": "upstream"})
+    assert not readiness.ready({"a": "applied", "b": "missing"}) and not readiness.ready({})
+
+
+def test_expected_is_what_check_reports_on_each_release_installed(like_envs):
+    """`vpatch doctor --vllm R [--patched]` takes `vpatch check`'s report of R
+    installed from the patch set alone (readiness.expected): it is the report
+    of R's fake vLLM as released and with its series installed by `vpatch
+    install`, on releases of every kind: a patched one (0.17.1), one whose
+    series fixes what upstream lacks (0.26.0, the EAGLE-3 change upstream
+    there) and one without a series (0.33.0: one fix upstream, one not)."""
+    lock_path, envs = like_envs
+    pins = lock.load(lock_path)
+    seen = set()
+    for (release, patched), py in envs.items():
+        got = check.inspect(py, pins=pins).patches
+        assert readiness.expected(pins, release, patched) == got, (release, patched)
+        seen |= set(got.values())
+    assert seen == {"applied", "upstream", "missing"}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support import text_file
 from vpatch import cli, lock, resources
-from vpatch.doctor import releases as R
+from vpatch.doctor import behaviour, defects
 from vpatch.errors import ConfigError
 from vpatch.maintain import docs
 
@@ -149,7 +149,7 @@ def test_the_title_and_why_say_what_the_data_says():
 def test_the_table_is_the_rules():
     """Each row's releases behave alike and differ from the next row's, and
     the rows cover every pinned release once, in order."""
-    known = R.known_releases(PINS)
+    known = behaviour.known_releases(PINS)
     rows = docs.summary_rows(PINS)
     covered = []
     for row in rows:
@@ -158,7 +158,7 @@ def test_the_table_is_the_rules():
         covered += span
         for v in span:
             r = PINS.rules.at(v)
-            p = v in R.patched_eagle3(PINS)
+            p = v in defects.patched_eagle3(PINS)
             assert tuple(str(f(r, p, PINS)) for _, f in docs.SUMMARY_COLUMNS) == row[1:], v
     assert covered == known
     assert all(a[1:] != b[1:] for a, b in zip(rows, rows[1:], strict=False))
@@ -167,8 +167,8 @@ def test_the_table_is_the_rules():
 
 def test_the_table_can_end_where_a_carry_proposes():
     """A carry regenerates the docs with LAST as it proposes it (`upto`),
-    before releases.py says so."""
-    known = R.known_releases(PINS)
+    before rules.toml says so."""
+    known = behaviour.known_releases(PINS)
     # the longest row (several releases), cut inside it and at its first
     spans = [r[0].partition("-")[::2] for r in docs.summary_rows(PINS)]
     first, last = max(spans, key=lambda s: known.index(s[1] or s[0]) - known.index(s[0]))

@@ -182,10 +182,10 @@ def test_a_failed_preflight_stops_the_build_with_one_line(tmp_path):
     assert plan.shell() == ""  # no command planned
 
 
-def test_format_plan_of_an_overlay():
+def test_the_text_of_an_overlay_plan():
     plan = build.BuildPlan("0.17.1", "cpu", "overlay", "in.whl", Path("dist/out.whl"), Path("s"),
                            "0.17.1+eagle3.1", [])  # fmt: skip
-    text = build.format_plan(plan)
+    text = plan.to_text()
     assert text.splitlines()[0] == "vpatch wheel 0.17.1 --variant cpu --mode overlay (dry run)"
     assert "  replaces  nothing" in text and "preflight" not in text
 

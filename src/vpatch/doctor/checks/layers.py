@@ -10,10 +10,10 @@ import re
 
 from packaging.version import Version
 
-from .. import releases
+from .. import behaviour
 from ..conventions import IDS_KEY, ints, written_ids
+from ..defects import patched_eagle3, patched_layer0
 from ..pair import Pair, show_ids
-from ..releases import patched_eagle3, patched_layer0
 from ..report import Finding
 from .vllm import defect
 
@@ -208,7 +208,7 @@ def check_pipeline_parallel(p: Pair) -> Finding:
     if pp > n:
         return Finding("pipeline_parallel", "error", f"PP {pp} > the target's {n} layers")
     try:
-        start, _ = releases.pp_indices(n, pp - 1, pp, p.environ)
+        start, _ = behaviour.pp_indices(n, pp - 1, pp, p.environ)
     except ValueError as e:
         return Finding("pipeline_parallel", "error", str(e))
     kept, _, _ = p.states()

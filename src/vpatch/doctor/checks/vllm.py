@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..defects import patched_layer0
 from ..pair import Pair
-from ..releases import patched_layer0
 from ..report import Finding
 
 
@@ -30,7 +30,7 @@ def check_vllm(p: Pair) -> Finding:
             "vllm", "error", f"{where}: {p.assumed}; install vLLM {p.pins.rules.first} or later"
         )
     # `vpatch check`'s verdict when it is not ready, in its words: the one
-    # answer check, install and doctor give (env.status.Readiness)
+    # answer check, install and doctor give (env.readiness.Readiness)
     said = p.readiness.said or "`vpatch check` says EAGLE-3 is NOT ready there"
     unready = f"; {said}" if p.ready is False else ""
     if p.assumed:
@@ -100,7 +100,7 @@ def check_target(p: Pair) -> Finding:
 def defect(
     p: Pair, key: str, check: str, what: str, workaround: str, fix: dict[str, Any]
 ) -> Finding:
-    """A defect of the release that a patch of vpatch's series (releases.fix)
+    """A defect of the release that a patch of vpatch's series (defects.fix)
     fixes: info when `vpatch check` reports the patch installed, else an error
     that says whether `vpatch install` would fix it."""
     slug, state = p.fix(key)

@@ -13,9 +13,8 @@ from support import next_release
 from support import pairs as F
 from support.doctor import FORCED, PINS, check, diag, errors, find, reported, sev
 from vpatch import lock, resources
+from vpatch.doctor import behaviour, hub, serve
 from vpatch.doctor import checks as doctor
-from vpatch.doctor import hub, serve
-from vpatch.doctor import releases as R
 from vpatch.doctor.environment import Readiness, VllmEnv
 from vpatch.errors import NewerRelease
 
@@ -153,7 +152,7 @@ def pinned_past_the_rules(tmp: Path) -> lock.Lock:
     with (root / "VERSIONS.lock").open("a") as f:
         f.write(f'\n[releases."{new}"]\ntag = "v{new}"\ncommit = "c"\nstatus = "upstream-fix"\n')
     pins = lock.load(root / "VERSIONS.lock")
-    assert pins.has_series(new) and new not in R.known_releases(pins)
+    assert pins.has_series(new) and new not in behaviour.known_releases(pins)
     return pins
 
 

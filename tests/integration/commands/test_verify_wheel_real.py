@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from support import data_offset, series_of
 from vpatch import lock
-from vpatch.commands import verify as verify_cmd
+from vpatch.commands import verify_wheel as verify_cmd
 from vpatch.sources import cache
-from vpatch.wheel import fatbin, overlay, verify
+from vpatch.wheel import fatbin, overlay
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def test_cuda_wheel_overlay_verifies_for_sm_100(tmp_path, default_tree):
     src = cache.download(DEFAULT.artifact("wheel"))
     res = overlay.overlay(src, series_of(PINS, DEFAULT), tmp_path / "dist")
     v = verify_cmd.verify_wheel(res.path, arch="sm_100", tree=default_tree, pins=lock.load())
-    assert v.ok, verify.format_verify(v)
+    assert v.ok, v.to_text()
     core = {e.module: e for e in v.extensions if e.name.count("/") == 1}
     for mod in fatbin.CORE_EXTENSIONS:
         assert "sm_100" in core[mod].sass, fatbin.format_report([core[mod]])

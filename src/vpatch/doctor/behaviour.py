@@ -1,12 +1,12 @@
 """How a release's vLLM behaves, given its facts (rules.py's Rules, the
-data of rules.toml): which model runner serves a pair, the PP split, the
-default aux ids, how it reads a drafter config (effective()), and which
-patch of vpatch's series fixes each of its defects (DEFECTS, fixes()).
+data of rules.toml): which release an installed vLLM behaves as (place(),
+and newer() past the releases the rules cover), which model runner serves a
+pair, the PP split, the default aux ids, and how it reads a drafter config
+(effective()). Each says which vLLM code it follows; the tier checks them
+against real vLLM (tests/vllm/release/test_doctor_verdicts.py).
 
 `vpatch docs` renders the per-release table into docs/doctor.md
-(maintain/docs.py). The patch that fixes each defect of DEFECTS is the one
-patches.toml gives that `doctor` key (fixes()); which releases carry it, its
-spans.
+(maintain/docs.py).
 
 "dropped": the target returns no state for that id, so the drafter's fc gets
 fewer states than it was built for and the first request fails in fc
@@ -31,52 +31,6 @@ from ..errors import ConfigError, NewerRelease
 from ..rules import Rules
 
 MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
-
-# The defects of RULES that a patch of vpatch's series fixes, by the key that
-# patch's table in patches.toml gives as `doctor`: the table names the patch,
-# its spans the releases that carry it. doctor reads from `vpatch check`'s
-# per-patch report whether the environment's series has the patch installed.
-DEFECTS = (
-    "layer0",  # aux layer 0 crashes (Rules.upstream_eagle3: every release with it)
-    "forced_backend_v1",  # Rules.forced_backend_crash, V1 runner
-    "forced_backend_v2",  # the same on the V2 runner: another file, another patch
-    "draft_positions",  # Rules.draft_positions_short
-    "mla_rope_theta",  # Rules.mla_rope_without_theta
-    "mla_fc_norm",  # Rules.mla_fc_norm (where Rules.fc_norm)
-    "kimi_k2_mla",  # Rules.kimi_k2_drafter_not_mla
-    "final_norm_id",  # not Rules.final_norm_id: id n matches no layer (EAGLE-3 upstream)
-)
-
-
-def fixes(pins: lock.Lock) -> dict[str, str]:
-    """{defect key: the slug of the patch that fixes it}, from patches.toml."""
-    return pins.patchset.fixes()
-
-
-def fix(pins: lock.Lock, key: str) -> str | None:
-    """The slug of the patch that fixes defect `key` (one of DEFECTS); None
-    when the patch set has none."""
-    return fixes(pins).get(key)
-
-
-def carried(pins: lock.Lock, key: str) -> set[str]:
-    """The pinned releases whose series carry the fix of defect `key`."""
-    slug = fix(pins, key)
-    return set(pins.patchset.serving(slug, pins.versions())) if slug else set()
-
-
-# The patched releases' series add EAGLE-3 for DeepSeek/Kimi with their own aux-state
-# rules (id n = final-norm input, out-of-range ids and ids off the last PP rank
-# raise ValueError, layer 0 = the embeddings); later series fix the layer-0 crash.
-def patched_eagle3(pins: lock.Lock) -> set[str]:
-    """Releases where EAGLE-3 for these targets is vpatch's series (status
-    `patched` in VERSIONS.lock)."""
-    return set(pins.versions("patched"))
-
-
-def patched_layer0(pins: lock.Lock) -> set[str]:
-    """Releases with EAGLE-3 upstream whose series carries the layer-0 fix."""
-    return carried(pins, "layer0")
 
 
 @dataclass(frozen=True)

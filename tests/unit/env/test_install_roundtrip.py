@@ -1,6 +1,6 @@
-"""commands/install.py: the adapter `vpatch install` / `uninstall` call,
-over env/install.py (tested in tests/unit/env/test_install.py), on the fake
-vLLM (support.env): what it is given reaches the engine."""
+"""env/install.py's round trip on the fake vLLM (support.env): a dry run,
+an install of another series, an uninstall back to the release's files;
+and the commands without git, through the CLI."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from support import env as fake_env
 from support import make_series
 from support.env import BASE, NEW_MODEL, PATCHED, RELEASE, show
 from vpatch import lock
-from vpatch.commands import install
+from vpatch.env import install
 from vpatch.errors import ConfigError
 
 fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
