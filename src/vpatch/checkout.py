@@ -23,8 +23,6 @@ tree 3-way, and its conflicts, are threeway.py's.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import re
 import shutil
@@ -34,7 +32,7 @@ from pathlib import Path
 
 from . import gitutil, lock, quilt, sources
 from .errors import PatchError, TreeError, VpatchError, disk_error
-from .paths import PARTIAL, empty, make_folder, sweep, write_atomic
+from .paths import PARTIAL, empty, lock_or_refuse, make_folder, sweep, write_atomic
 from .sources import listing
 
 BASE_TAG = "vpatch/base-{}"
@@ -91,14 +89,11 @@ def locked(dest: Path) -> Iterator[None]:
     except OSError as e:
         raise disk_error(e, "cannot open the tree") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise TreeError(
-                    f"another vpatch run is working on {dest}; wait for it to finish"
-                ) from None
-            raise disk_error(e, "cannot lock the tree") from None
+        lock_or_refuse(
+            fd,
+            f"another vpatch run is working on {dest}; wait for it to finish",
+            "cannot lock the tree",
+        )
         yield
     finally:
         os.close(fd)

@@ -15,6 +15,8 @@ the next run that makes one removes those of killed runs."""
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import re
 import shutil
@@ -181,3 +183,15 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def lock_or_refuse(fd: int, busy: str, doing: str) -> None:
+    """An exclusive, non-blocking flock on `fd`: TreeError(`busy`) when another
+    run holds it, a DiskError (`doing`) when the lock itself fails. Never
+    waits, so a second run says so at once instead of hanging behind the first."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise TreeError(busy) from None
+        raise disk_error(e, doing) from None

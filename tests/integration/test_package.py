@@ -6,7 +6,6 @@ carries, and refuses to edit them in site-packages."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tarfile
@@ -14,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support.cli import vpatch
 from support.env import build_env, make_fake_series, snapshot
 from vpatch import lock, quilt
 
@@ -62,11 +62,10 @@ def venv(built, tmp_path_factory) -> Path:
     return where / "bin"
 
 
-def vpatch(bin_: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VPATCH_ROOT", "PYTHONPATH")}
-    return subprocess.run(
-        [str(bin_ / "vpatch"), *args], cwd=cwd, env=env, capture_output=True, text=True
-    )
+def installed(bin_: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The venv's installed `vpatch` script, away from this checkout."""
+    away = {"VPATCH_ROOT": None, "PYTHONPATH": None}
+    return vpatch(*args, program=[str(bin_ / "vpatch")], env=away, cwd=cwd)
 
 
 def test_the_sdist_and_its_wheel_carry_the_data(built):
@@ -85,12 +84,12 @@ def test_the_sdist_and_its_wheel_carry_the_data(built):
 
 
 def test_the_installed_vpatch_works_from_another_folder(venv, tmp_path):
-    r = vpatch(venv, tmp_path, "lock")
+    r = installed(venv, tmp_path, "lock")
     assert r.returncode == 0, r.stderr
     (default,) = [ln.split()[0] for ln in r.stdout.splitlines() if ln.endswith("(default)")]
     assert default == lock.load().default().version, r.stdout
     fixes = lock.load().versions("upstream-fix")[0]  # a series of fixes, layer 0's first
-    r = vpatch(venv, tmp_path, "series", fixes, "--out", "s")
+    r = installed(venv, tmp_path, "series", fixes, "--out", "s")
     assert r.returncode == 0, r.stderr
     # the installed package renders what the source tree's patch set does
     want = lock.load().series(fixes).files_out()
@@ -102,11 +101,13 @@ def test_the_installed_vpatch_works_from_another_folder(venv, tmp_path):
     py = build_env(tmp_path / "fake")
     before = snapshot(py)
     series = make_fake_series(tmp_path / "series-work")
-    r = vpatch(venv, tmp_path, "install", "--python", str(py), "--series", str(series), "--dry-run")
+    r = installed(
+        venv, tmp_path, "install", "--python", str(py), "--series", str(series), "--dry-run"
+    )
     assert r.returncode == 0, r.stderr
     assert "would install series series (2 patches" in r.stdout
     assert snapshot(py) == before
-    r = vpatch(venv, tmp_path, "status", str(tmp_path))
+    r = installed(venv, tmp_path, "status", str(tmp_path))
     assert r.returncode == 6 and "not a vpatch tree" in r.stderr
 
 
@@ -114,7 +115,7 @@ def test_editing_the_patch_set_needs_a_checkout(venv, tmp_path):
     site = next((venv.parent / "lib").glob("python3*/site-packages"))
     data = site / "vpatch" / "data"
     before = {p: p.read_bytes() for p in data.rglob("*") if p.is_file()}
-    r = vpatch(venv, tmp_path, "port", *lock.load().versions()[:-3:-1], "--offline")
+    r = installed(venv, tmp_path, "port", *lock.load().versions()[:-3:-1], "--offline")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "vpatch: error: vpatch port edits the patch set: run it in a vpatch checkout "

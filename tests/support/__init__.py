@@ -7,6 +7,7 @@ server on 127.0.0.1), so the tests check vpatch against them."""
 
 from __future__ import annotations
 
+import ast
 import base64
 import contextlib
 import csv
@@ -164,6 +165,21 @@ BASE = {
     "vllm/config.py": "allow = ['llama']\n",
     "README.md": "tiny\n",
 }
+
+
+def top_level_names(path: Path) -> set[str]:
+    """What a module defines or imports at its top level (read, not run)."""
+    out = set()
+    for n in ast.parse(path.read_text()).body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, ast.Assign):
+            out |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+            out.add(n.target.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
+    return out
 
 
 def change(text: str, old: str, new: str) -> str:

@@ -32,6 +32,8 @@ from packaging.version import Version
 from vpatch import lock, patchset, patchset_write, rules
 from vpatch.sources import cache, index
 
+from support.cli import command, vpatch
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = "src/vpatch/data"
 # what a drill compares: the lock, the patch set and doctor's rules (all
@@ -56,17 +58,10 @@ def copy_project(dest: Path, whole: bool = False) -> Path:
     return dest
 
 
-def vpatch(project: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """`vpatch ARGS` run from the project's own source and data."""
-    full = {**os.environ, **env, "PYTHONPATH": str(project / "src")}
-    full.pop("VPATCH_ROOT", None)
-    return subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", *args],
-        cwd=project,
-        env=full,
-        capture_output=True,
-        text=True,
-    )
+def project_env(project: Path, env: dict[str, str]) -> dict[str, str | None]:
+    """The environment of a vpatch run from the project's own source and
+    data (support.cli.vpatch's, with cwd=project)."""
+    return {**env, "PYTHONPATH": str(project / "src"), "VPATCH_ROOT": None}
 
 
 def rewind(project: Path, release: str) -> None:
@@ -94,7 +89,7 @@ def rewind(project: Path, release: str) -> None:
     tables = re.split(r'(?m)^(?=\[releases\.")', toml.read_text())
     kept_tables = [t for t in tables[1:] if Version(_table_release(t)) <= top]
     toml.write_text(rules.with_newest("".join([tables[0], *kept_tables]), release))
-    r = vpatch(project, "docs", env={})
+    r = vpatch("docs", env=project_env(project, {}), cwd=project)
     assert r.returncode == 0, r.stderr
 
 
@@ -115,7 +110,7 @@ def decide(project: Path, release: str, text: str) -> None:
     into rules.toml, `newest` moved to it, the docs regenerated."""
     path = project / DATA / rules.FILE
     path.write_text(rules.with_newest(path.read_text().rstrip("\n") + "\n\n" + text, release))
-    r = vpatch(project, "docs", env={})
+    r = vpatch("docs", env=project_env(project, {}), cwd=project)
     assert r.returncode == 0, r.stderr
 
 
@@ -155,8 +150,8 @@ def run_lint(project: Path) -> list[str]:
         [str(bin_ / "ruff"), "check", "src", "tests", "benchmarks"],
         [str(bin_ / "ruff"), "format", "--check", "src", "tests", "benchmarks"],
         [str(bin_ / "mypy")],
-        [sys.executable, "-m", "vpatch.cli", "lint"],
-        [sys.executable, "-m", "vpatch.cli", "docs", "--check"],
+        [*command(), "lint"],
+        [*command(), "docs", "--check"],
         tier,
     ]
     env = {**os.environ, "PYTHONPATH": str(project / "src")}

@@ -4,9 +4,9 @@ git by support.make_series). Shared by test_install, test_check and the
 env/ module tests.
 
 `make_env(where)` gives a ready environment (copied from one made per
-session: pip runs once); `run_vpatch(...)` runs the CLI in a child process
-against a fake VERSIONS.lock and patches.toml (the driver below points the
-lock and probe modules at them), so a child can be killed.
+session: pip runs once); `Fake.run(...)` runs the CLI in a child process
+(support.cli.vpatch) against a fake VERSIONS.lock and patches.toml
+(`root_env`: their folder as VPATCH_ROOT), so a child can be killed.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from vpatch import lock, quilt, rules
 
 from support import make_series, make_wheel, minor_after, named_series, publish
+from support.cli import vpatch
 
 RELEASE = "9.9.0"
 UPSTREAM = "10.0.0"  # has everything upstream: no series
@@ -41,6 +43,9 @@ BASE = {
     "README.md": "tiny\n",
 }
 PATCHED = {"vllm/model.py": NEW_MODEL, "vllm/config.py": NEW_CONFIG}
+# what show() prints of the fake vLLM, unpatched and patched
+OLD = "old ['llama']"
+NEW = "new ['llama', 'deepseek']"
 
 PROBES = """
 ["step-1"]
@@ -51,12 +56,6 @@ probe = [{ file = "vllm/config.py", list = "allow", includes = ["deepseek"] }]
 """
 
 SHOW = "import vllm.model, vllm.config; print(vllm.model.behaviour(), vllm.config.allow)"
-
-DRIVER = """
-import sys
-from vpatch import cli
-sys.exit(cli.main(sys.argv[1:]))
-"""
 
 
 def make_fake_series(tmp: Path) -> Path:
@@ -151,16 +150,10 @@ def show(py: Path) -> str:
     return r.stdout.strip()
 
 
-def run_vpatch(
-    *args: str, lock_path: Path, probes_path: Path, env: dict | None = None, timeout=120
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", DRIVER, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "VPATCH_ROOT": str(lock_path.parent), **(env or {})},
-    )
+def root_env(lock_path: Path) -> dict[str, str]:
+    """The environment in which vpatch reads ``lock_path`` (support.cli.vpatch's
+    ``env``): its folder as VPATCH_ROOT."""
+    return {"VPATCH_ROOT": str(lock_path.parent)}
 
 
 # -- fixtures ----------------------------------------------------------------------
@@ -185,15 +178,8 @@ class Fake:
 
     def run(self, *args: str, env: dict | None = None, timeout=120) -> subprocess.CompletedProcess:
         """`vpatch ARGS --python PY` in a child process."""
-        return run_vpatch(
-            *args,
-            "--python",
-            str(self.py),
-            lock_path=self.lock_path,
-            probes_path=self.probes_path,
-            env=env,
-            timeout=timeout,
-        )
+        env = {**root_env(self.lock_path), **(env or {})}
+        return vpatch(*args, "--python", str(self.py), env=env, timeout=timeout)
 
     def pins(self):
         from vpatch import lock
@@ -300,15 +286,38 @@ def releases_like(where: Path) -> Path:
     without a series. Each patch's DEP-3 Applied-Upstream as above. Returns
     its VERSIONS.lock."""
     subjects = list(LIKE_CHANGES)
-    series = {"0.17.1": subjects[:2], "0.26.0": subjects[1:]}
-    since = dict(zip(subjects, ("0.18.0", "0.27.0", minor_after(LIKE[-1])), strict=True))
+    return _data_root(
+        where,
+        LIKE_CHANGES,
+        {"0.17.1": subjects[:2], "0.26.0": subjects[1:]},
+        like_files,
+        dict(zip(subjects, ("0.18.0", "0.27.0", minor_after(LIKE[-1])), strict=True)),
+        LIKE_TABLES,
+        {"0.17.1": "patched", "0.26.0": "upstream-fix", "0.33.0": "upstream"},
+    )
+
+
+def _data_root(
+    where: Path,
+    changes: dict[str, dict[str, str]],
+    series: dict[str, list[str]],
+    files_of: Callable[[str], dict[str, str]],
+    since: dict[str, str],
+    tables: dict[str, str],
+    status: dict[str, str],
+) -> Path:
+    """A vpatch data root: each release's series of `changes` made over
+    files_of(release) and published, each patch's DEP-3 Applied-Upstream
+    `since[subject]`, `tables` added to patches.toml under each slug, the
+    real rules.toml copied, and a VERSIONS.lock of `status` (in its order).
+    Returns the VERSIONS.lock."""
     for release, steps in series.items():
         names = [f"{i:04d}-{quilt.slug_of(s)}.patch" for i, s in enumerate(steps, 1)]
         made = named_series(
             where / f"work-{release}",
             where / f"series-{release}",
-            like_files(release),
-            [(s, LIKE_CHANGES[s]) for s in steps],
+            files_of(release),
+            [(s, changes[s]) for s in steps],
             names,
         )
         for name, s in zip(names, steps, strict=True):
@@ -319,17 +328,16 @@ def releases_like(where: Path) -> Path:
         publish(where, release, made)
     toml = where / "patches" / "patches.toml"
     text = toml.read_text()
-    for slug, keys in LIKE_TABLES.items():
+    for slug, keys in tables.items():
         head = f'["{slug}"]\n'
         text = text.replace(head, head + keys + "\n")
     toml.write_text(text)
-    status = {"0.17.1": "patched", "0.26.0": "upstream-fix", "0.33.0": "upstream"}
     shutil.copyfile(lock.load().rules.path, where / rules.FILE)
     path = where / "VERSIONS.lock"
     path.write_text(
         "".join(
-            f'[releases."{v}"]\ntag = "v{v}"\ncommit = "c{i}"\nstatus = "{status[v]}"\n\n'
-            for i, v in enumerate(LIKE)
+            f'[releases."{v}"]\ntag = "v{v}"\ncommit = "c{i}"\nstatus = "{st}"\n\n'
+            for i, (v, st) in enumerate(status.items())
         )
     )
     return path
@@ -349,9 +357,7 @@ def like_envs(tmp_path_factory) -> tuple[Path, dict[tuple[str, bool], Path]]:
             name = f"{release}-{'patched' if patched else 'released'}"
             py = build_env(where / name, version=release, files=like_files(release))
             if patched:
-                r = run_vpatch(
-                    "install", "--python", str(py), lock_path=lock_path, probes_path=lock_path
-                )
+                r = vpatch("install", "--python", str(py), env=root_env(lock_path), timeout=120)
                 assert r.returncode == 0, r.stderr
             envs[release, patched] = py
     return lock_path, envs
@@ -411,39 +417,17 @@ def releases_gone(where: Path, decided: bool = True) -> Path:
     maintainer records from the release's source), else it says nothing.
     Returns its VERSIONS.lock."""
     subjects = list(GONE_CHANGES)
-    series = {"0.17.1": subjects[:2], "0.34.0": subjects[2:]}
-    # the layer-0 fix: upstream only after every release GONE pins
-    since = dict(zip(subjects, ("0.18.0", "0.21.0", minor_after(GONE[-1])), strict=True))
-    for release, steps in series.items():
-        names = [f"{i:04d}-{quilt.slug_of(s)}.patch" for i, s in enumerate(steps, 1)]
-        made = named_series(
-            where / f"work-{release}",
-            where / f"series-{release}",
-            gone_files("0.17.1") if release == "0.17.1" else gone_files(release),
-            [(s, GONE_CHANGES[s]) for s in steps],
-            names,
-        )
-        for name, s in zip(names, steps, strict=True):
-            f = made / name
-            f.write_text(
-                f.read_text().replace("Applied-Upstream: 0.18.0", f"Applied-Upstream: {since[s]}")
-            )
-        publish(where, release, made)
-    toml = where / "patches" / "patches.toml"
-    text = toml.read_text()
-    for slug, keys in GONE_TABLES.items():
-        if slug == GONE_V1 and decided:
-            keys = 'gone = "0.34.0"\n' + keys
-        head = f'["{slug}"]\n'
-        text = text.replace(head, head + keys + "\n")
-    toml.write_text(text)
-    shutil.copyfile(lock.load().rules.path, where / rules.FILE)
-    status = {"0.17.1": "patched", "0.34.0": "upstream-fix"}
-    path = where / "VERSIONS.lock"
-    path.write_text(
-        "".join(
-            f'[releases."{v}"]\ntag = "v{v}"\ncommit = "c{i}"\nstatus = "{status[v]}"\n\n'
-            for i, v in enumerate(GONE)
-        )
+    tables = {
+        slug: ('gone = "0.34.0"\n' + keys if slug == GONE_V1 and decided else keys)
+        for slug, keys in GONE_TABLES.items()
+    }
+    return _data_root(
+        where,
+        GONE_CHANGES,
+        {"0.17.1": subjects[:2], "0.34.0": subjects[2:]},
+        gone_files,
+        # the layer-0 fix: upstream only after every release GONE pins
+        dict(zip(subjects, ("0.18.0", "0.21.0", minor_after(GONE[-1])), strict=True)),
+        tables,
+        {"0.17.1": "patched", "0.34.0": "upstream-fix"},
     )
-    return path

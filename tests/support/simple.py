@@ -105,12 +105,19 @@ def stand_in() -> Iterator[Stand]:
 def configured(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stand]:
     """A stand-in that pip's configuration names, vpatch's caches of the
     index cleared before and after."""
-    with stand_in() as httpd:
-        monkeypatch.setenv("PIP_INDEX_URL", httpd.url)
+    with stand_in() as httpd, pip_names(monkeypatch, httpd.url):
+        yield httpd
+
+
+@contextmanager
+def pip_names(monkeypatch: pytest.MonkeyPatch, url: str) -> Iterator[None]:
+    """`url` is the index pip's configuration names for the block; vpatch's
+    memoised index lookups cleared on both sides, so none outlives it."""
+    monkeypatch.setenv("PIP_INDEX_URL", url)
+    index.index_url.cache_clear()
+    index.project.cache_clear()
+    try:
+        yield
+    finally:
         index.index_url.cache_clear()
         index.project.cache_clear()
-        try:
-            yield httpd
-        finally:
-            index.index_url.cache_clear()
-            index.project.cache_clear()

@@ -390,18 +390,11 @@ def serve(www: Path) -> Iterator[Index]:
 def serving(www: Path, cache: Path, monkeypatch: Any) -> Iterator[Index]:
     """serve(www) as this process's package index (PIP_INDEX_URL) with an
     empty vpatch cache; vpatch's memoised index lookups cleared both ways."""
-    from vpatch.sources import index
+    from support.simple import pip_names  # imports vpatch, which this module does not need
 
-    with serve(www) as idx:
-        monkeypatch.setenv("PIP_INDEX_URL", idx.url)
-        monkeypatch.setenv("VPATCH_CACHE", str(cache))
-        index.index_url.cache_clear()
-        index.project.cache_clear()
-        try:
-            yield idx
-        finally:
-            index.index_url.cache_clear()
-            index.project.cache_clear()
+    monkeypatch.setenv("VPATCH_CACHE", str(cache))
+    with serve(www) as idx, pip_names(monkeypatch, idx.url):
+        yield idx
 
 
 def closed_port() -> str:
@@ -413,16 +406,6 @@ def closed_port() -> str:
     port = s.getsockname()[1]
     s.close()
     return f"http://127.0.0.1:{port}/simple/"
-
-
-def vpatch(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-    )
 
 
 # -- snapshots ------------------------------------------------------------------------------

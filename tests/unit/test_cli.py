@@ -10,15 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import vpatch
 from vpatch import cli
 from vpatch.errors import DiskError
 from vpatch.maintain import lint
-
-
-def run(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", *args], capture_output=True, text=True, env=env
-    )
 
 
 def test_help_lists_commands(capsys):
@@ -95,7 +90,7 @@ def test_a_callers_git_dir_is_dropped_first(monkeypatch, tmp_path):
     assert seen and "GIT_DIR" not in seen and "GIT_INDEX_FILE" not in seen
 
 
-# -- issue 31: --version, every command's --help, usage errors ---------------------------
+# -- --version, every command's --help, usage errors -----------------------------------------
 
 
 @pytest.mark.parametrize("flag", ["--version", "-V"])
@@ -107,7 +102,7 @@ def test_version_names_the_tool_and_the_patch_set(flag, tmp_path):
 
     from vpatch import lock, resources
 
-    r = run(flag)
+    r = vpatch(flag)
     assert r.returncode == 0 and r.stderr == ""
     out = r.stdout.splitlines()
     pins = lock.load()
@@ -120,10 +115,10 @@ def test_version_names_the_tool_and_the_patch_set(flag, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(resources.root(), data)
     patch = next((data / "patches").glob("*/*.patch"))
-    env = {**os.environ, "VPATCH_ROOT": str(data)}
-    assert run(flag, env=env).stdout == r.stdout.replace(str(resources.root()), str(data))
+    env = {"VPATCH_ROOT": str(data)}
+    assert vpatch(flag, env=env).stdout == r.stdout.replace(str(resources.root()), str(data))
     patch.write_bytes(patch.read_bytes() + b"\n")
-    assert run(flag, env=env).stdout.splitlines()[1] != out[1]
+    assert vpatch(flag, env=env).stdout.splitlines()[1] != out[1]
 
 
 def subcommands() -> dict:
@@ -131,12 +126,12 @@ def subcommands() -> dict:
 
 
 def test_an_unknown_option_points_to_the_commands_help():
-    r = run("apply", "--no-such-option")
+    r = vpatch("apply", "--no-such-option")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "vpatch: error: unrecognized arguments: --no-such-option (see `vpatch apply --help`)"
     ]
-    r = run("--no-such-option", "lock")
+    r = vpatch("--no-such-option", "lock")
     assert r.stderr.strip().endswith("(see `vpatch lock --help`)")
 
 

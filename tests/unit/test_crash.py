@@ -339,7 +339,7 @@ def test_temporary_files_of_gone_processes_are_removed(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:2] + names[3:])
 
 
-# -- issue 31: a folder compared with the release, killed -------------------------------------
+# -- a folder compared with the release, killed ----------------------------------------------
 
 
 def test_a_killed_comparison_of_a_folder_leaves_nothing_behind(env, ref, tmp_path, monkeypatch):

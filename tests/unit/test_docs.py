@@ -22,11 +22,11 @@ vLLM's own test paths (tests/v1/..., tests/models/...) are vLLM's, not ours."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
+from support import top_level_names
 from vpatch import cli, lock
 from vpatch.maintain import docs
 
@@ -162,7 +162,7 @@ def test_anchors_follow_github(tmp_path):
 def test_the_generated_parts_are_fresh():
     """The README's patch table, docs/patches.md and doctor.md's tables are
     what `vpatch docs` makes of patches.toml and RULES, and the README's
-    command list is the parser's (issue 31: it lacked matrix --jobs/--offline,
+    command list is the parser's (it once lacked matrix --jobs/--offline,
     port --work/--keep/--source, lint --offline, verify-wheel --offline);
     `make docs` mends them."""
     assert docs.stale(ROOT, pins=lock.load(), extra=cli.generated_here()) == []
@@ -188,21 +188,6 @@ FILE_SUFFIXES = ("json", "toml", "lock", "md", "py", "txt", "whl", "log", "patch
 # a command line: the start of a code span or of a line in a code block
 # (`make bench-*` is a glob: not a target)
 COMMAND = re.compile(r"^\s*(?:\$ )?(vpatch|make) ([a-z][\w.-]*)(?![\w.*-])", re.M)
-
-
-def top_level_names(path: Path) -> set[str]:
-    """What a module defines or imports at its top level."""
-    out = set()
-    for n in ast.parse(path.read_text()).body:
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
-        elif isinstance(n, ast.Assign):
-            out |= {t.id for t in n.targets if isinstance(t, ast.Name)}
-        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
-            out.add(n.target.id)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
-    return out
 
 
 def module_exists(dotted: str, root: Path = ROOT) -> bool:
@@ -307,3 +292,50 @@ def test_pre_commit_runs_what_make_lint_runs():
     assert lint and all(re.search(rf"^{t}: ", makefile, re.M) for t in lint.group(1).split())
     hooks = re.findall(r"entry: make -s (\S+)", (ROOT / ".pre-commit-config.yaml").read_text())
     assert hooks == lint.group(1).split()
+
+
+# -- the options a `vpatch` command line names are that command's ---------------------
+# A command line in a code span or block, up to the end of its line: every
+# `--flag` on it before a lone `--` (after which comes a serve command's own
+# flags) must be an option of that command's parser. A line ending in `\`
+# goes on to the next one.
+COMMAND_LINE = re.compile(r"^\s*(?:\$ )?vpatch ([a-z][\w-]*)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+FLAG = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
+# a code span may run across a line break (`git am\n --continue`)
+SPAN = re.compile(r"`([^`]+)`")
+
+
+def unknown_flags(text: str, markdown: bool) -> list[str]:
+    """`vpatch CMD --flag` where CMD's parser has no --flag."""
+    commands = cli.parser().commands  # type: ignore[attr-defined]
+    spans = SPAN.findall(FENCE.sub("", text) if markdown else text)
+    blocks = FENCE.findall(text) if markdown else []
+    out = set()
+    for part in [*spans, *blocks]:
+        for m in COMMAND_LINE.finditer(part):
+            name, rest = m.groups()
+            if name not in commands:
+                continue  # unknown_commands names it
+            known = set(commands[name]._option_string_actions)
+            own = re.split(r"\s--(?:\s|$)", rest)[0]
+            out |= {f"vpatch {name} {f}" for f in FLAG.findall(own) if f not in known}
+    return sorted(out)
+
+
+@pytest.mark.parametrize("path", [*DOCS, *SOURCES], ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_option_named_on_a_command_line_exists(path):
+    assert unknown_flags(path.read_text(), path.suffix == ".md") == []
+
+
+def test_an_option_a_command_lacks_is_caught():
+    assert unknown_flags("`vpatch check --python PY --json`", True) == ["vpatch check --json"]
+    assert unknown_flags("```\nvpatch carry NEW \\\n  --write --force\n```", True) == [
+        "vpatch carry --force"
+    ]
+    # a serve command's flags are vLLM's, and prose is not a command line
+    assert unknown_flags("`vpatch doctor --offline -- vllm serve M --tp 8`", True) == []
+    assert unknown_flags("vpatch check --json, said in prose", True) == []
+    # a span across a line break does not shift the spans after it
+    assert unknown_flags("`git am\n  --continue`, `vpatch carry N --resume`", True) == [
+        "vpatch carry --resume"
+    ]

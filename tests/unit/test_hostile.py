@@ -11,6 +11,10 @@ any file created under a path, as a full or read-only disk gives); the
 `sub` ones run `python -m vpatch.cli` to show no traceback reaches stderr.
 """
 
+# Over 600 lines: the corpus (CASES) is one table of hostile cases, data rather
+# than code, with the sandbox and the runner every case shares above it; split,
+# each part would import them from another test module
+
 from __future__ import annotations
 
 import errno
@@ -26,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from support import synthetic as S
+from support.cli import command, environment, vpatch
 from vpatch import cli, gitutil, lock
 from vpatch.sources import index
 
@@ -57,7 +62,7 @@ def world(tmp_path_factory) -> Iterator[World]:
             "PIP_INDEX_URL": good.url,
         }
         tree = base / "tree"
-        r = S.vpatch("apply", "--dest", str(tree), env=env)
+        r = vpatch("apply", "--dest", str(tree), env=env)
         assert r.returncode == 0, r.stderr
         at_base = base / "at-base"
         shutil.copytree(tree, at_base, symlinks=True)
@@ -206,7 +211,7 @@ def env_of(box: Box) -> dict[str, str]:
 
 def run(box: Box, argv: list[str], monkeypatch, capsys, how: str = "inproc", **kw) -> tuple:
     if how == "sub":
-        r = S.vpatch(*argv, env={**os.environ, **env_of(box)}, cwd=box.work)
+        r = vpatch(*argv, env={**os.environ, **env_of(box)}, cwd=box.work)
         return r.returncode, r.stderr
     for k, v in env_of(box).items():
         monkeypatch.setenv(k, v)
@@ -378,7 +383,7 @@ def bad_lock(b: Box) -> None:
 
 
 def my_commit(b: Box) -> None:
-    """A commit of the user's on top of the series (issue 31: unapply dropped it)."""
+    """A commit of the user's on top of the series (unapply once dropped it)."""
     t = b.tree()
     (t / "MYWORK.txt").write_text("my precious work\n")
     S.git(t, "add", "MYWORK.txt")
@@ -386,8 +391,8 @@ def my_commit(b: Box) -> None:
 
 
 def users_folder(b: Box) -> None:
-    """A folder of the user's: notes, an old patch, a series (issue 31:
-    export --into deleted the patch and overwrote the series)."""
+    """A folder of the user's: notes, an old patch, a series (export
+    --into once deleted the patch and overwrote the series)."""
     d = b.dir / "dest"
     d.mkdir()
     (d / "notes.txt").write_text("mine\n")
@@ -673,7 +678,7 @@ CASES = [
         2,
         file_at("f"),
     ),
-    # issue 37: RecursionError and MemoryError were exit 70
+    # RecursionError and MemoryError were once exit 70
     Case(
         "pr-results-nested-deep",
         lambda b: ["pr", "--onto", "9.9.1", "--signoff", "A <a@b.c>", "--results", f"{b.dir}/f"],
@@ -779,7 +784,7 @@ CASES = [
         12,
         lambda b: shutil.copyfile(lock.load().rules.path, b.root / "rules.toml"),
     ),
-    # issue 31: nothing a user owns is lost
+    # nothing a user owns is lost
     Case("unapply-a-commit-of-yours", lambda b: ["unapply", str(tree(b))], 6, my_commit),
     Case(
         "export-into-a-folder-of-yours",
@@ -799,7 +804,7 @@ CASES = [
         6,
         lambda b: (b.seed(S.SDIST), users_folder(b)),
     ),
-    # issue 31: no git on PATH is said in one line, by every command that runs it
+    # no git on PATH is said in one line, by every command that runs it
     *[
         Case(f"{name}-without-git", argv, 9, setup, how="sub", env=no_git)
         for name, (argv, setup) in NEEDS_GIT.items()
@@ -875,7 +880,7 @@ def test_interrupted_fetch_removes_what_it_wrote(box, monkeypatch, capsys) -> No
         assert len(calls) == 3
 
 
-# -- issue 31: what a hostile pass found, one test each ------------------------------------
+# -- what a hostile pass found, one test each ---------------------------------------------
 
 
 def test_commands_that_need_no_git_work_without_it(box) -> None:
@@ -892,9 +897,9 @@ def test_commands_that_need_no_git_work_without_it(box) -> None:
     ]
     for argv in runs:
         shutil.rmtree(box.dir / "s", ignore_errors=True)
-        with_git = S.vpatch(*argv, env=env, cwd=box.work)
+        with_git = vpatch(*argv, env=env, cwd=box.work)
         shutil.rmtree(box.dir / "s", ignore_errors=True)
-        without = S.vpatch(*argv, env={**env, **no_git(box)}, cwd=box.work)
+        without = vpatch(*argv, env={**env, **no_git(box)}, cwd=box.work)
         assert (without.returncode, without.stdout) == (with_git.returncode, with_git.stdout)
         assert "git" not in without.stderr, without.stderr
 
@@ -910,10 +915,10 @@ def test_stdout_closed_early_is_silent(box, argv) -> None:
     os.close(r)  # the reader is gone before vpatch writes
     try:
         p = subprocess.run(
-            [sys.executable, "-m", "vpatch.cli", *argv],
+            [*command(), *argv],
             stdout=w,
             stderr=subprocess.PIPE,
-            env={**os.environ, **env_of(box)},
+            env=environment(env_of(box)),
             cwd=box.work,
             text=True,
         )
@@ -980,8 +985,8 @@ def test_an_interpreter_that_hangs_is_said_to_be_awaited(box, monkeypatch, capsy
     monkeypatch.setattr(dist, "NOTICE", 0.2)
     box.env = {"VPATCH_PYTHON_TIMEOUT": "1"}
     before = S.snapshot(box.dir, skip=("cache",))
-    for command in ("check", "install", "uninstall"):
-        code, err = run(box, [command, "--python", str(py)], monkeypatch, capsys)
+    for name in ("check", "install", "uninstall"):
+        code, err = run(box, [name, "--python", str(py)], monkeypatch, capsys)
         check(box, code, err, 2, before)
         assert err.splitlines()[0].startswith(f"waiting for {py} to say where its vLLM is")
         assert "did not answer within 1s" in err.splitlines()[-1]

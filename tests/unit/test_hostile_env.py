@@ -16,7 +16,6 @@ import select
 import shutil
 import ssl
 import subprocess
-import sys
 import termios
 import threading
 import urllib.request
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from support import synthetic as S
+from support.cli import command, environment, vpatch
 from vpatch.errors import NetworkError
 from vpatch.sources import index
 
@@ -104,12 +104,12 @@ def hostile(base: Path) -> dict[str, str]:
 
 def run(rel: S.Release, base: Path, url: str, extra: dict[str, str]) -> tuple[object, bytes]:
     base.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("GIT_")}
     env.update(VPATCH_ROOT=str(rel.root), VPATCH_CACHE=str(base / "cache"), PIP_INDEX_URL=url)
     env.update(extra)
     tree, dist = base / "tree", base / "dist"
     for argv in (["apply", "--dest", str(tree)], ["wheel", "--out", str(dist)]):
-        r = S.vpatch(*argv, env=env, cwd=base)
+        r = vpatch(*argv, env=env, cwd=base)
         assert r.returncode == 0, r.stderr
     heads = S.git(tree, "rev-parse", "HEAD", "vpatch/base-9.9.0^{commit}")
     (wheel,) = dist.iterdir()
@@ -158,14 +158,14 @@ def test_no_password_prompt_even_when_asked_for(rel, tmp_path):
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Auth)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     remote = f"http://127.0.0.1:{httpd.server_address[1]}/vllm.git"
-    env = {**os.environ, "VPATCH_ROOT": str(rel.root), "VPATCH_CACHE": str(tmp_path / "c")}
+    env = {"VPATCH_ROOT": str(rel.root), "VPATCH_CACHE": str(tmp_path / "c")}
     env.update(GIT_TERMINAL_PROMPT="1", GIT_ASKPASS="", SSH_ASKPASS="", HOME=str(tmp_path))
     argv = ["fetch", "--source", "git", "--remote", remote, "--dest", str(tmp_path / "d")]
     leader, follower = pty.openpty()
     try:
         p = subprocess.Popen(
-            [sys.executable, "-m", "vpatch.cli", *argv],
-            env=env,
+            [*command(), *argv],
+            env=environment(env),
             stdin=follower,
             stdout=follower,
             stderr=follower,

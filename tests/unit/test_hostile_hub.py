@@ -1,4 +1,4 @@
-"""Hostile hubs and hostile names for `vpatch doctor`'s hub reads (issue 37).
+"""Hostile hubs and hostile names for `vpatch doctor`'s hub reads.
 
 `vpatch doctor` runs as a user runs it (a process of its own, HF_HOME and
 HF_ENDPOINT set) against the stand-in hub (tests/support/hub.py), whose
@@ -18,13 +18,14 @@ import re
 import signal
 import struct
 import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import cli
 from support import hub as H
 from support import pairs as F
 from support import synthetic as S
@@ -113,15 +114,15 @@ def box(tmp_path, standin) -> Box:
 
 
 def doctor(standin: StandIn, box: Box, *args: str, env: dict[str, str] | None = None):
-    """`vpatch doctor ARGS` as a user runs it; 60 s is the failure signal."""
+    """`vpatch doctor ARGS` as a user runs it; 60 s is the failure signal.
+    It runs in an empty folder of an empty folder, so that a relative name
+    (`../x`) names nothing that happens to exist beside the checkout."""
     home = {"HF_HOME": str(box.hf), "HF_ENDPOINT": standin.url, "HF_TOKEN": ""}
-    return subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "doctor", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **home, **(env or {})},
-        timeout=60,
-    )
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "cwd").mkdir()
+        return cli.vpatch(
+            "doctor", *args, env={**home, **(env or {})}, cwd=Path(d) / "cwd", timeout=60
+        )
 
 
 def one_line(r: subprocess.CompletedProcess, code: int) -> str:
@@ -259,11 +260,11 @@ def started(standin, box, *args, until: Callable[[], bool]) -> subprocess.Popen:
     """`vpatch doctor ARGS` started, once `until()` holds (30 s at most)."""
     home = {"HF_HOME": str(box.hf), "HF_ENDPOINT": standin.url, "HF_TOKEN": ""}
     p = subprocess.Popen(
-        [sys.executable, "-m", "vpatch.cli", "doctor", *args],
+        [*cli.command(), "doctor", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **home, "VPATCH_HUB_TIMEOUT": "600"},
+        env=cli.environment({**home, "VPATCH_HUB_TIMEOUT": "600"}),
     )
     t0 = time.monotonic()
     while not until():

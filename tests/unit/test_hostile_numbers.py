@@ -1,4 +1,4 @@
-"""Hostile numbers (issue 48, W8 and W9): every whole number vpatch reads from
+"""Hostile numbers: every whole number vpatch reads from
 the command line, a serve command, an environment variable or a config is
 read with a bound (settings.whole). A number too long for int() (5000
 digits), one too large for a float (309 digits, and with a `k` suffix), one
@@ -10,26 +10,23 @@ Each case runs `python -m vpatch.cli` in a child process, as a user runs it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from support import pairs as F
+from support.cli import vpatch
 
 HUGE = "9" * 5000  # over int()'s 4300-digit limit: ValueError
 WIDE = "9" * 309  # under it, over a float's range: inf, then OverflowError
 SPEC = json.dumps({"method": "eagle3", "model": "DRAFTER", "num_speculative_tokens": 3})
 
 
-def vpatch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
-    )
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """No number here is worth asking the hub for: each vpatch runs offline."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 def one_line(r: subprocess.CompletedProcess, code: int = 2) -> str:
@@ -45,7 +42,7 @@ def pair(tmp_path_factory) -> tuple[Path, Path]:
     return F.pair(tmp_path_factory.mktemp("pair"))
 
 
-# -- W8: doctor --vllm RELEASE -------------------------------------------------------
+# -- doctor --vllm RELEASE -------------------------------------------------------
 
 
 @pytest.mark.parametrize("release", [HUGE, f"0.{HUGE}", f"v{HUGE}", f"0.33.0+{HUGE}"])
@@ -55,7 +52,7 @@ def test_w8_a_release_of_5000_digits_is_bad_input(pair, release):
     assert "--vllm" in line and len(line) < 400, line
 
 
-# -- W9: a serve command's numbers ------------------------------------------------
+# -- a serve command's numbers ------------------------------------------------
 
 
 @pytest.mark.parametrize(

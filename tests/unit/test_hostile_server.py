@@ -1,4 +1,4 @@
-"""Hostile servers and bad URLs for `vpatch doctor --server` (issue 47).
+"""Hostile servers and bad URLs for `vpatch doctor --server`.
 
 `vpatch doctor --server URL` runs as a user runs it (a process of its own)
 against the stand-in vLLM server (tests/support/vllm_server.py), whose
@@ -13,14 +13,13 @@ must end well inside it.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from support import cli
 from support import hub as H
 from support import synthetic as S
 from support import vllm_server as V
@@ -59,13 +58,7 @@ def doctor(home: Path, *args: str, env: dict[str, str] | None = None):
     }
     before = files(home)
     t0 = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "doctor", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **sandbox, **(env or {})},
-        timeout=60,
-    )
+    r = cli.vpatch("doctor", *args, env={**sandbox, **(env or {})}, timeout=60)
     r.took = time.monotonic() - t0  # type: ignore[attr-defined]
     assert files(home) == before, "a run wrote in the sandbox"
     return r
@@ -173,15 +166,14 @@ def test_no_drafts_at_all_exits_1(vllm, home):
 def test_a_signal_ends_a_hung_read_at_once(vllm, home, sig):
     """Ctrl-C (or SIGTERM) while a server hangs: 130 at once, nothing written."""
     vllm.hub.answer[V.METRICS] = H.never
-    env = {**os.environ, "HOME": str(home), "TMPDIR": str(home / "tmp")}
-    env["VPATCH_SERVER_TIMEOUT"] = "60"
+    env = {"HOME": str(home), "TMPDIR": str(home / "tmp"), "VPATCH_SERVER_TIMEOUT": "60"}
     before = files(home)
     p = subprocess.Popen(
-        [sys.executable, "-m", "vpatch.cli", "doctor", "--server", vllm.url],
+        [*cli.command(), "doctor", "--server", vllm.url],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=cli.environment(env),
     )
     deadline = time.monotonic() + 20
     while "/metrics" not in vllm.asked and time.monotonic() < deadline:

@@ -3,7 +3,9 @@ the wheel/env/doctor/pr libraries, commands, cli), no import cycles counting
 function-level imports, and gitutil (a package) is the only one that runs git.
 commands/ holds only what orchestrates, each cli module imports only what it
 calls (CALLS), and two modules share a base name only where they are one
-command in parallel places (SHARED)."""
+command in parallel places (SHARED). And of the tests: none edits sys.path
+(the path is pyproject.toml's `pythonpath`, a script's own folder, or a
+subprocess's PYTHONPATH)."""
 
 from __future__ import annotations
 
@@ -108,7 +110,7 @@ def test_commands_do_not_import_each_other():
             assert not others, f"vpatch.{module} imports {others}: move the shared part down"
 
 
-# -- commands: one layer where a command only forwards (issue 46) ----------------------
+# -- commands: one layer where a command only forwards ---------------------------------
 
 # commands/ holds a module only where a command orchestrates libraries (resolves
 # what the user named, calls several in order); where one library function does
@@ -186,7 +188,7 @@ def test_the_cli_imports_only_what_it_calls():
         assert not wrong, f"vpatch.{module} calls {CALLS[module]} and imports {wrong} too"
 
 
-# -- names: one base name, one thing (issue 46) ---------------------------------------
+# -- names: one base name, one thing --------------------------------------------------
 
 # The base names more than one module (or package) has, each one command in
 # parallel places: cli/<name>.py, commands/<name>.py, and the library it calls.
@@ -323,9 +325,130 @@ def test_only_the_cli_loads_the_lock():
     assert not hits, hits
 
 
-LONGEST = 600  # lines: a module past it does more than one job (issue 36)
+LONGEST = 600  # lines: a module past it does more than one job
 
 
 def test_no_module_is_over_600_lines():
     over = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > LONGEST}
     assert not over, f"split these by job: {over}"
+
+
+# -- the tests' path -----------------------------------------------------------
+
+TESTS = PKG.parents[1] / "tests"
+# Mutating sys.path: a method that changes the list in place, or a function
+# that adds to it.
+PATH_EDITS = {"insert", "append", "extend", "remove", "pop", "clear", "addsitedir"}
+# The one module that puts a folder on the path as what it stands in for, not
+# to import a test's module: the V2-runner plugin puts the stand-in Triton
+# backend and the "vllm" dist-info of a vLLM process on that process's path
+# (and its children's PYTHONPATH) when a run asks for the V2 runner, as an
+# installed triton-cpu or vllm distribution would be (see its docstring).
+STANDS_IN_ON_THE_PATH = {"vllm/release/tier_plugins/cpu_v2_runner.py"}
+
+
+def path_edits(path: Path) -> list[int]:
+    """The lines where ``path`` changes sys.path: a mutating call on it, an
+    assignment to it or to an item of it, or site.addsitedir."""
+
+    def is_sys_path(node: ast.AST) -> bool:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr == "path"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
+        )
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        edit = False
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            edit = node.func.attr == "addsitedir" or (
+                node.func.attr in PATH_EDITS and is_sys_path(node.func.value)
+            )
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            edit = any(is_sys_path(t) for t in targets)
+        if edit:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_test_edits_sys_path():
+    """A test module, helper or tier script imports what the configured path
+    holds: editing sys.path makes a bare import work only by path order."""
+    sources = sorted(TESTS.rglob("*.py"))
+    exempt = {TESTS / rel for rel in STANDS_IN_ON_THE_PATH}
+    assert exempt <= set(sources), "STANDS_IN_ON_THE_PATH names a module that is gone"
+    hits = [
+        f"{p.relative_to(TESTS)}:{n}" for p in sources if p not in exempt for n in path_edits(p)
+    ]
+    assert not hits, f"put the folder on the path in pyproject.toml or PYTHONPATH: {hits}"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "sys.path.insert(0, 'x')",
+        "sys.path.append('x')",
+        "sys.path.extend(['x'])",
+        "sys.path[:0] = ['x']",
+        "sys.path += ['x']",
+        "sys.path = ['x']",
+        "site.addsitedir('x')",
+    ],
+)
+def test_each_way_of_editing_the_path_is_seen(tmp_path, edit):
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"import site\nimport sys\n\nif 'x' not in sys.path:\n    {edit}\n")
+    assert path_edits(probe) == [5]
+
+
+# One helper runs the CLI in a child process: support/cli.py (vpatch(), or
+# command() and environment() for other stdio). The tier's program builds
+# and applies with the project's python in modules of its own (vllm_tier),
+# where no test runs.
+RUNS_THE_CLI = {"support/cli.py"}
+SPELLING = '"vpatch' + '.cli"'  # as a child's argv spells the module (not here)
+
+
+def test_one_helper_runs_the_cli():
+    spelled = [
+        str(p.relative_to(TESTS))
+        for p in sorted(TESTS.rglob("*.py"))
+        if "vllm_tier" not in p.parts and SPELLING in p.read_text()
+    ]
+    assert sorted(spelled) == sorted(RUNS_THE_CLI), "run it with support.cli.vpatch"
+
+
+# A test file past LONGEST lines says why at its top: a comment beginning
+# "# Over 600 lines:" before its first import (after the module docstring).
+REASON = "# Over 600 lines:"
+
+
+def over_without_a_reason(path: Path) -> bool:
+    lines = path.read_text().splitlines()
+    top = next((i for i, ln in enumerate(lines) if ln.startswith(("import ", "from "))), 0)
+    return len(lines) > LONGEST and not any(ln.startswith(REASON) for ln in lines[:top])
+
+
+def test_no_test_file_is_over_600_lines_without_a_reason():
+    over = [
+        f"{p.relative_to(TESTS)} ({len(p.read_text().splitlines())})"
+        for p in sorted(TESTS.rglob("*.py"))
+        if over_without_a_reason(p)
+    ]
+    assert not over, f"split these by concern, or say why at the top ({REASON} ...): {over}"
+
+
+def test_a_long_file_without_its_reason_is_seen(tmp_path):
+    body = "x = 1\n" * LONGEST
+    (tmp_path / "short.py").write_text(body)
+    (tmp_path / "long.py").write_text(body + "x = 2\n")
+    (tmp_path / "said.py").write_text(f'"""Doc."""\n\n{REASON} one table.\nimport os\n' + body)
+    (tmp_path / "late.py").write_text(f"import os\n\n{REASON} one table.\n" + body)
+    names = ("short", "long", "said", "late")
+    got = [over_without_a_reason(tmp_path / f"{n}.py") for n in names]
+    assert got == [False, True, False, True]

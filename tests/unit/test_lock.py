@@ -32,7 +32,7 @@ def test_unknown_release_lists_the_pinned(pins):
     ],
 )
 def test_a_release_cut_short_gets_what_it_may_mean(pins, given, hint):
-    """Issue 31: `0.17` got the list of every pin; it gets 0.17.0 or 0.17.1."""
+    """`0.17` got the list of every pin; it gets 0.17.0 or 0.17.1."""
     with pytest.raises(ConfigError) as e:
         pins.get(given)
     assert str(e.value).startswith(f"unknown release {given!r}{hint}; pinned: 9.8.0, 9.9.0")

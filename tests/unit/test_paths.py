@@ -121,7 +121,7 @@ def test_make_folder_says_whether_it_made_it_and_refuses_a_file(tmp_path):
 
 def test_a_killed_runs_temporary_trees_are_removed_by_the_next(tmp_path, monkeypatch):
     """A SIGKILL leaves a port's, lint's or an overlay's tree in TMPDIR (80-150
-    MB each, issue 48): the next run making one removes those whose process
+    MB each): the next run making one removes those whose process
     is gone, and no other."""
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     gone = subprocess.run(

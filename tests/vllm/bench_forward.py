@@ -32,11 +32,11 @@ HERE = Path(__file__).resolve().parent
 
 
 def worker(args) -> int:
-    """Runs inside the venv with one release on PYTHONPATH; prints JSON."""
-    sys.path.insert(0, str(HERE / "release"))
-    import cpu_workarounds
+    """Runs inside the venv with one release on PYTHONPATH (and the inner
+    suite's folder: runtime_env's); prints JSON."""
     import torch
     from helpers import FIXTURES, engine_kwargs, greedy
+    from tier_plugins import cpu_workarounds
     from vllm import LLM
 
     cpu_workarounds.install()  # the CPU paths of the tier's runs, on every release

@@ -14,7 +14,7 @@ drafts), and the tokens/s of speculative vs plain generation (their ratio is
 the figure; the absolute ones are only as quiet as the machine).
 
 Where the tier serves on vLLM's V2 model runner (the runner GPUs serve these
-targets with; release/cpu_v2_runner.py), the same drafter and prompts are
+targets with; release/tier_plugins/cpu_v2_runner.py), the same drafter and prompts are
 served on it too, and its acceptance printed beside the V1 runner's
 (upstream vllm-project/vllm#40551 reports lower EAGLE-3 acceptance on V2).
 
@@ -108,11 +108,11 @@ def _mistaken(drafter: str, name: str, out: Path) -> str:
 
 
 def worker(args) -> int:
-    """Runs inside the venv with one release on PYTHONPATH; prints JSON."""
-    sys.path.insert(0, str(HERE / "release"))
-    import cpu_workarounds
+    """Runs inside the venv with one release on PYTHONPATH (and the inner
+    suite's folder: runtime_env's); prints JSON."""
     import torch
     from helpers import FIXTURES, engine_kwargs, greedy
+    from tier_plugins import cpu_workarounds
 
     cpu_workarounds.install()
     torch.set_num_threads(1)
@@ -182,7 +182,10 @@ def drafter(release: str) -> Path:
     from vllm_tier.log import run
 
     fixtures = models.ensure(release)
-    files = [HERE / "bench_spec_train.py", HERE / "release" / "eagle3_reference.py"]
+    files = [
+        HERE / "bench_spec_train.py",
+        HERE / "release" / "tier_builders" / "eagle3_reference.py",
+    ]
     key = hashlib.sha256(
         b"".join(f.read_bytes() for f in files) + fixtures.name.encode()
     ).hexdigest()[:12]
@@ -197,6 +200,7 @@ def drafter(release: str) -> Path:
                 "PYTHONPYCACHEPREFIX": str(cache.root() / "pycache"),
                 "HF_HUB_OFFLINE": "1",
                 "OMP_NUM_THREADS": "1",  # spin-waiting threads crawl on a shared machine
+                "PYTHONPATH": str(HERE / "release"),  # eagle3_reference
             },
         ),
         "the benchmark's trained EAGLE-3 drafter",

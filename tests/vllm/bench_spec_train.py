@@ -8,7 +8,7 @@ that its next token is learnable). Data: the target's own greedy
 continuations of seeded random prompts (transformers, float32), and its
 layer inputs at the drafter's aux layers captured by forward pre-hooks on
 its decoder layers (id k = input of layer k, 0 = the embedding). The
-drafter (release/eagle3_reference.py's function, float32, autograd) learns
+drafter (release/tier_builders/eagle3_reference.py's function, float32, autograd) learns
 token t+2 from the states at t and the embedding of token t+1, teacher
 forced, and its later draft steps as vLLM runs them (EAGLE-3's test-time
 training): step k's row at t takes step k-1's pre-norm output at t and the
@@ -23,16 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import torch
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "release"))
-
-from eagle3_reference import Eagle3Reference  # noqa: E402
+from tier_builders.eagle3_reference import (
+    Eagle3Reference,  # the inner suite's: on PYTHONPATH (bench_spec.py)
+)
 
 PROMPTS, PROMPT_LEN, CONTINUATION = 8192, 8, 40
 STEPS, BATCH, LR = 1500, 32, 3e-3  # Adam, the rate on a cosine to 0

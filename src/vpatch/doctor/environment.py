@@ -106,13 +106,13 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
     check` reports there (env.readiness.expected_readiness). A release the lock does not
     pin is bad input; so is --patched where vpatch has no series for the
     release (`vpatch install` has nothing to install there: drop --patched)."""
-    if len(release) > settings.WIDTH:  # no release is named so long (W8: 5000 digits)
+    if len(release) > settings.WIDTH:  # no release is named so long (a hostile one: 5000 digits)
         raise ConfigError(
             f"--vllm {settings.shown(release)}: not a release; pinned: {', '.join(pins.versions())}"
         )
     try:
         public = Version(release).public  # X.Y.Z+cu129, as `vllm --version` says it
-    except ValueError:  # InvalidVersion, or int()'s for a part over 4300 digits (W8)
+    except ValueError:  # InvalidVersion, or int()'s for a part over 4300 digits
         public = release
     if too_new := behaviour.newer(pins, public):
         raise too_new

@@ -88,6 +88,10 @@ def init(path: Path) -> git.Repo:
     repo = _pin(git.Repo(path))
     with repo.config_writer() as cfg:
         cfg.set_value("core", "autocrlf", "false")
+        # nor does a person's git (`git am --continue` in a port tree) start
+        # a detached gc, which would delete objects while vpatch removes the tree
+        cfg.set_value("gc", "auto", "0")
+        cfg.set_value("maintenance", "auto", "false")
         # a local identity, so a person can commit in the tree straight away
         if identity(repo) is None:
             cfg.set_value("user", "name", IDENTITY[0])

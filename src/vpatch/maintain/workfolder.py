@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import shutil
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, TreeError, disk_error
-from ..paths import write_atomic
+from ..paths import lock_or_refuse, write_atomic
 from ..sources.cache import sha256_file
 
 MARKER = ".vpatch-carry"
@@ -194,15 +193,12 @@ def claim(path: Path, checkout: Path) -> Iterator[Folder]:
             _rmdirs(path, made)
         raise disk_error(e, f"cannot make {path}") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise TreeError(
-                    f"another vpatch carry is working in {path}; wait for it to finish "
-                    "(nothing was touched)"
-                ) from None
-            raise disk_error(e, f"cannot lock {path}") from None
+        lock_or_refuse(
+            fd,
+            f"another vpatch carry is working in {path}; wait for it to finish "
+            "(nothing was touched)",
+            f"cannot lock {path}",
+        )
         folder = Folder(path, made, marked)
         try:
             yield folder
@@ -263,10 +259,25 @@ def _rmdirs(path: Path, upto: Path) -> None:
 
 
 def _remove(p: Path) -> None:
-    if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p)
-    else:
+    """p gone, whatever else removes entries in it meanwhile (a git a person
+    ran in the port tree may still be packing it): an entry already gone is
+    no error, and a folder that filled again is tried once more."""
+    if not (p.is_dir() and not p.is_symlink()):
         p.unlink(missing_ok=True)
+        return
+
+    def gone_already(func: Any, path: str, exc: Any) -> None:
+        if not isinstance(exc[1], FileNotFoundError):
+            raise exc[1]
+
+    for _ in range(3):
+        try:
+            shutil.rmtree(p, onerror=gone_already)
+            return
+        except OSError as e:
+            if e.errno != errno.ENOTEMPTY:
+                raise
+    shutil.rmtree(p, onerror=gone_already)
 
 
 def _digest(p: Path) -> str | None:

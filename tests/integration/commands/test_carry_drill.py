@@ -25,6 +25,7 @@ import shutil
 
 import pytest
 from support import drill, git
+from support.cli import vpatch
 from vpatch import lock, rules
 from vpatch.commands import apply
 
@@ -60,7 +61,7 @@ def test_the_newest_release_carried_from_the_one_before(tmp_path):
     drill.rewind(project, BEFORE)
     with index_env(NEWEST) as idx:
         env = {"PIP_INDEX_URL": idx.url} if idx else {}
-        r = drill.vpatch(project, "carry", NEWEST, "--write", env=env)
+        r = vpatch("carry", NEWEST, "--write", env=drill.project_env(project, env), cwd=project)
     assert r.returncode == 0, r.stderr
     assert "- clean\n" in r.stdout  # lint
     table = drill.table(expected, NEWEST)
@@ -84,7 +85,7 @@ def test_a_clean_carry_comes_back_to_what_is_committed(tmp_path, frm, to):
     drill.rewind(expected, to)
     project = drill.copy_project(tmp_path / "project", whole=True)
     drill.rewind(project, frm)
-    r = drill.vpatch(project, "carry", to, "--write", env={})
+    r = vpatch("carry", to, "--write", env=drill.project_env(project, {}), cwd=project)
     assert r.returncode == 0, r.stderr
     assert differing(drill.files(project), drill.files(expected)) == []
     assert f"every probed fact is as in {frm}: newest = '{to}'" in r.stdout
@@ -102,7 +103,7 @@ def test_a_conflict_stops_then_continue_reaches_what_is_committed(tmp_path):
     conflicted = "vllm/v1/worker/gpu/spec_decode/eagle/utils.py"
     with index_env(to) as idx:
         env = {"PIP_INDEX_URL": idx.url} if idx else {}
-        r = drill.vpatch(project, "carry", to, "--write", env=env)
+        r = vpatch("carry", to, "--write", env=drill.project_env(project, env), cwd=project)
         assert r.returncode == 5, r.stderr
         assert f"{fix} conflicts with vLLM {to} in {conflicted} (lines " in r.stderr
         assert f"`vpatch carry {to} --continue`" in r.stderr
@@ -117,6 +118,8 @@ def test_a_conflict_stops_then_continue_reaches_what_is_committed(tmp_path):
         shutil.copyfile(committed / conflicted, work / conflicted)
         git(work, "add", conflicted)
         git(work, "am", "--continue")
-        r = drill.vpatch(project, "carry", to, "--continue", "--write", env=env)
+        r = vpatch(
+            "carry", to, "--continue", "--write", env=drill.project_env(project, env), cwd=project
+        )
     assert r.returncode == 0, r.stderr
     assert differing(drill.files(project), drill.files(expected)) == []

@@ -4,12 +4,11 @@ and the CLI's JSON for a few releases."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from packaging.version import Version
 from support import series_of
+from support.cli import vpatch
 from vpatch import lock, quilt
 from vpatch.commands import matrix
 
@@ -67,22 +66,9 @@ def test_old_releases_need_every_patch_new_ones_the_layer_0_fix(real):
 
 
 def test_cli_json_for_a_few_releases():
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "vpatch.cli",
-            "matrix",
-            "--format",
-            "json",
-            "--versions",
-            NEWEST.version,
-            f"v{UPSTREAM_FROM}",  # as the tag spells it
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    # f"v...": as the tag spells it
+    out = vpatch("matrix", "--format", "json", "--versions", NEWEST.version, f"v{UPSTREAM_FROM}")
+    assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert list(data) == ["releases", "series"]
     assert list(data["releases"]) == [NEWEST.version, UPSTREAM_FROM]

@@ -6,11 +6,9 @@ upstream since 0.18.0."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from support import git, series_of
+from support.cli import vpatch
 from vpatch import lock, quilt
 from vpatch.pr import body as pr_body  # a module: pytest would collect tested_results
 from vpatch.pr.candidates import candidates
@@ -30,13 +28,8 @@ def _pr(tmp_path, slug: str) -> tuple[list[str], quilt.Patch]:
     the branch is one commit (signed off, vLLM's title) carrying the same
     change as the patch of ONTO's series."""
     out = tmp_path / "pr"
-    run = subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "pr", "--onto", ONTO, "--patch", slug]
-        + ["--out", str(out), "--signoff", SIGNOFF],
-        cwd=tmp_path,  # nothing lands in the repository
-        capture_output=True,
-        text=True,
-    )
+    args = ["pr", "--onto", ONTO, "--patch", slug, "--out", str(out), "--signoff", SIGNOFF]
+    run = vpatch(*args, cwd=tmp_path)  # nothing lands in the repository
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     fix = next(p for p in series_of(PINS, PINS.get(ONTO)).patches if p.slug == slug)

@@ -1,21 +1,16 @@
 """cli/apply.py: `vpatch apply`'s options reach commands/apply.apply, and
 its one line says what was applied."""
 
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from support.cli import vpatch
 from vpatch import cli, lock
 from vpatch.commands import apply
 
 
 def test_unknown_release_is_one_line_and_exit_2():
-    r = subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "apply", "0.1.0", "--offline"],
-        capture_output=True,
-        text=True,
-    )
+    r = vpatch("apply", "0.1.0", "--offline")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "vpatch: error: unknown release '0.1.0'; pinned: " + r.stderr.split("pinned: ")[1].strip()

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from support import env as fake_env
+from support.cli import vpatch
 from support.env import BASE, NEW_MODEL, PATCHED, RELEASE, UPSTREAM, make_fake, one_error_line
 from vpatch import cli, quilt
 from vpatch.env import check, readiness
@@ -61,7 +62,7 @@ def test_text_report(fake):
     assert r.returncode == 1
     assert r.stdout.splitlines()[0] == f"vllm {RELEASE} at {fake.root}"
     assert "missing  0001-step-1" in r.stdout
-    # the command to run names the environment (issue 37: `--python PY` was left out)
+    # the command to run names the environment (`--python PY` was once left out)
     again = f"run `vpatch install --python {fake.py}`"
     assert f"NOT ready (0001-step-1, 0002-step-2); {again}" in r.stdout
     assert fake.run("install").returncode == 0
@@ -117,13 +118,8 @@ def test_vpatch_wheel_build_counts_as_applied(fake_release, tmp_path):
 
 
 def test_check_without_vllm_is_one_line(fake, tmp_path):
-    r = fake_env.run_vpatch(
-        "check",
-        "--python",
-        str(tmp_path / "nothing"),
-        lock_path=fake.lock_path,
-        probes_path=fake.probes_path,
-    )
+    nothing = str(tmp_path / "nothing")
+    r = vpatch("check", "--python", nothing, env=fake_env.root_env(fake.lock_path), timeout=120)
     assert r.returncode == 2
     assert "no such interpreter" in one_error_line(r)
 

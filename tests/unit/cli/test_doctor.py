@@ -40,8 +40,8 @@ def test_a_doctor_run_reads_each_file_of_the_patch_set_once(tmp_path, monkeypatc
     """VERSIONS.lock, rules.toml, patches.toml and each patch of the environment's series
     are opened once in a whole `vpatch doctor` run (the CLI loads them and
     passes them down): a part that loads the lock again, parses patches.toml
-    again for its probes or renders a series twice shows here. Before issue
-    36: 20 opens, VERSIONS.lock 6 times, each patch twice."""
+    again for its probes or renders a series twice shows here. Before a review
+    fixed it: 20 opens, VERSIONS.lock 6 times, each patch twice."""
     import builtins
     import io
     from collections import Counter

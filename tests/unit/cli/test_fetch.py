@@ -1,23 +1,16 @@
 """cli/fetch.py: `vpatch fetch` passes its options to commands/apply.fetch
 and prints where the source went."""
 
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
+from support.cli import vpatch
 from vpatch import cli, lock
 from vpatch.commands import apply
 
 
 def test_offline_with_empty_cache(tmp_path):
-    env = {**os.environ, "VPATCH_CACHE": str(tmp_path)}
-    r = subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "fetch", lock.load().default().version, "--offline"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    env = {"VPATCH_CACHE": str(tmp_path)}
+    r = vpatch("fetch", lock.load().default().version, "--offline", env=env)
     assert r.returncode == 3 and "--offline" in r.stderr
 
 

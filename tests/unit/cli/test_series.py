@@ -16,7 +16,7 @@ def test_the_default_releases_series(tmp_path, capsys):
 
 def test_an_empty_out_is_refused_not_the_current_folder(tmp_path, monkeypatch, capsys):
     """`vpatch series --out ''` wrote the series into the current folder
-    (Path('') is '.'; issue 37). Now: exit 2, one line, nothing written."""
+    (Path('') is '.'). Now: exit 2, one line, nothing written."""
     import pytest
 
     monkeypatch.chdir(tmp_path)

@@ -1,20 +1,15 @@
 """cli/status.py: `vpatch status` lists each patch of a tree."""
 
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from support.cli import vpatch
 from vpatch import cli
 from vpatch.commands import apply
 
 
 def test_status_of_a_plain_folder(tmp_path):
-    r = subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "status", str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
+    r = vpatch("status", str(tmp_path))
     assert r.returncode == 6 and "not a vpatch tree" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 

@@ -320,7 +320,7 @@ def test_a_foreign_folder_that_cannot_be_checked_is_still_refused(synthetic, tmp
     assert sorted(p.name for p in x.iterdir()) == ["notes.txt"]
 
 
-# -- issue 31: unapply keeps what is yours; status finds make's tree ----------------------
+# -- unapply keeps what is yours; status finds make's tree -------------------------------
 
 
 def test_unapply_refuses_a_commit_of_yours_and_names_it(patched_tree, good_series, pins, capsys):
@@ -448,7 +448,7 @@ def test_a_new_tree_is_one_pipeline(synthetic, tmp_path):
     """`vpatch apply` into a new folder: resolve the source, materialize it,
     commit the baseline, apply the series, each stage one call, and each
     patch file read once (no reread for its date: git am gets Patch.date).
-    Issue 36 measured this trace before: 27 returns to a module of FLOW it
+    A review measured this trace before: 27 returns to a module of FLOW it
     had left (checkout and gitutil taking turns per step, sources.resolve
     three times); the straight pipeline makes 9. The bound is half."""
     import builtins

@@ -136,7 +136,7 @@ def test_a_pinned_release_an_installed_vpatch_and_a_port_in_progress_are_refused
 
 
 def test_a_probe_whose_verdict_changed_is_named(tmp_path):
-    """Every patch's probe, ported or not, on FROM and TO (issue 48, W6): a
+    """Every patch's probe, ported or not, on FROM and TO: a
     patch whose code went away in TO, one TO now has."""
     c = probes.Check
     checks = {

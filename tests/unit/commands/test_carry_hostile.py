@@ -1,4 +1,4 @@
-"""`vpatch carry` under hostile use (issue 48): what it may delete, what an
+"""`vpatch carry` under hostile use: what it may delete, what an
 interrupted port counts as, what `--write` may overwrite, and the spellings
 and folders it is handed. Each case runs `vpatch.cli.main` on a scratch
 checkout (the real patch set, doctor's rules.toml and the docs, copied,
@@ -121,7 +121,7 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-# -- W1: --work is carry's own folder, or refused before anything is touched -----
+# -- --work is carry's own folder, or refused before anything is touched -----
 
 
 @pytest.mark.parametrize(
@@ -152,7 +152,7 @@ def test_w1_an_empty_folder_becomes_carrys_own_and_a_marked_one_is_reused(projec
     assert code == 0, err
 
 
-# -- W2, W10: TO is a release, refused before it becomes a path ------------------
+# -- TO is a release, refused before it becomes a path ------------------
 
 
 def test_w2_a_to_that_is_a_path_is_refused_before_any_folder_is_made(project, stand, capsys):
@@ -212,7 +212,7 @@ def test_pr_onto_a_5000_character_release_is_bad_input(project, capsys):
     assert snapshot(project) == before
 
 
-# -- W7: a rerun never deletes the last proposal ----------------------------------
+# -- a rerun never deletes the last proposal ----------------------------------
 
 
 def test_w7_a_rerun_of_a_pinned_release_keeps_the_last_proposal(project, stand, capsys):
@@ -279,7 +279,7 @@ def test_a_failed_rerun_keeps_the_last_proposal(project, stand, capsys):
     assert sorted(p.name for p in work.iterdir()) == [workfolder.MARKER, "previous"]
 
 
-# -- W3: --continue only from a conflict the carry stopped at ---------------------
+# -- --continue only from a conflict the carry stopped at ---------------------
 
 
 def conflict_then(stand: Stand, project: Path) -> None:
@@ -369,7 +369,7 @@ def test_continue_refuses_a_port_tree_that_is_not_the_one_it_stopped_at(project,
     assert code == TreeError.exit_code, err
 
 
-# -- W4: --write writes only what it proposed, on the checkout it copied -----------
+# -- --write writes only what it proposed, on the checkout it copied -----------
 
 
 def add_a_variant(project: Path) -> None:

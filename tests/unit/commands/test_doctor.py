@@ -7,9 +7,7 @@ one line, never a traceback). The checks themselves: tests/unit/doctor/."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from dataclasses import replace
 
@@ -17,6 +15,7 @@ import pytest
 from support import env as fake_env
 from support import next_release
 from support import pairs as F
+from support.cli import vpatch
 from vpatch import lock, rules
 from vpatch.commands import doctor as D
 from vpatch.doctor import hub
@@ -24,15 +23,6 @@ from vpatch.doctor.environment import Readiness, find_vllm, from_release
 from vpatch.errors import ConfigError, NewerRelease
 
 like_envs = fake_env.like_envs
-
-
-def vpatch(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "doctor", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +47,7 @@ def test_cli_ok_json_exit_0(tmp_path, upstream_env):
     t, d = F.pair(tmp_path)
     py, env = upstream_env
     r = vpatch(
+        "doctor",
         "--target",
         str(t),
         "--drafter",
@@ -78,6 +69,7 @@ def test_cli_broken_pair_exit_1(tmp_path, upstream_env):
     t, d = F.pair(tmp_path, drop=("d2t",))
     py, env = upstream_env
     r = vpatch(
+        "doctor",
         "--target",
         str(t),
         "--drafter",
@@ -114,7 +106,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, phrase):
     it = iter(args)
     base.update(dict(zip(it, it, strict=True)))
     flat = [x for kv in base.items() for x in kv]
-    r = vpatch(*flat, env={"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
+    r = vpatch("doctor", *flat, env={"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("vpatch: error: ") and phrase in lines[0], lines
@@ -123,7 +115,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, phrase):
 def test_cli_bad_config_json(tmp_path):
     t, d = F.pair(tmp_path)
     (d / "config.json").write_text("{not json")
-    r = vpatch("--target", str(t), "--drafter", str(d), "--python", sys.executable)
+    r = vpatch("doctor", "--target", str(t), "--drafter", str(d), "--python", sys.executable)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not valid JSON" in r.stderr
 
 
@@ -138,6 +130,7 @@ def test_cli_offline_hub_ids_from_the_local_cache(tmp_path, upstream_env):
         (snap.parents[1] / "refs" / "main").write_text("abc123")
     py, env = upstream_env
     r = vpatch(
+        "doctor",
         "--target",
         "moonshotai/Kimi-K2.5",
         "--drafter",
@@ -166,6 +159,7 @@ def test_cli_serve_command_after_the_double_dash(tmp_path, upstream_env):
     py, env = upstream_env
     spec = json.dumps({"method": "eagle3", "model": str(d), "num_speculative_tokens": 3})
     r = vpatch(
+        "doctor",
         "--python",
         py,
         "--format",
@@ -213,7 +207,7 @@ def test_cli_serve_command_after_the_double_dash(tmp_path, upstream_env):
     ],
 )
 def test_cli_bad_serve_command_is_one_line_exit_2(tmp_path, words, phrase):
-    r = vpatch(*words, env={"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
+    r = vpatch("doctor", *words, env={"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("vpatch: error: ") and phrase in lines[0], lines
@@ -296,7 +290,16 @@ def test_json_names_the_vllm_judged_and_the_rules_applied(tmp_path, upstream_env
     py = fake_env.build_env(tmp_path / "venv", version="0.25.1")
     t, d = F.pair(tmp_path, target="deepseek_v3")
     r = vpatch(
-        "--target", str(t), "--drafter", str(d), "--python", str(py), "--format", "json", env=env
+        "doctor",
+        "--target",
+        str(t),
+        "--drafter",
+        str(d),
+        "--python",
+        str(py),
+        "--format",
+        "json",
+        env=env,
     )
     assert r.returncode in (0, 1), r.stderr + r.stdout
     judged = json.loads(r.stdout)["vllm"]
@@ -321,7 +324,7 @@ def _verdict(r, env) -> tuple:
 def test_a_release_given_gives_the_verdict_of_it_installed(tmp_path, like_envs):
     """`--vllm R` gives the findings doctor gives with R installed as released,
     `--vllm R --patched` those with its series installed by `vpatch install`
-    (issue 37: where `python3` had no vLLM, a laptop preflight ended NOT ok
+    (where `python3` had no vLLM, a laptop preflight once ended NOT ok
     for a good pair). Over real release names (their rules apply) and a
     patch set shaped like the real one (support/env.py releases_like): a
     patched release, an upstream-fix one, one without a series; pairs whose
@@ -357,7 +360,7 @@ def test_a_release_given_gives_the_verdict_of_it_installed(tmp_path, like_envs):
 
 
 def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
-    """The laptop preflight (issue 37): no vLLM anywhere (`--python` is not
+    """The laptop preflight: no vLLM anywhere (`--python` is not
     given, and the python3 on PATH has none: PATH holds only a python
     without vLLM), the release and its series named instead. A good pair on
     0.17.1 with vpatch's series: ok, exit 0; without it: vLLM refuses
@@ -368,12 +371,12 @@ def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
     (bin_ / "python3").symlink_to(sys.executable)  # vpatch's own: no vLLM
     env = {"PATH": str(bin_)}
     pair = ["--target", str(t), "--drafter", str(d), "--tensor-parallel-size", "8"]
-    r = vpatch(*pair, env=env)
+    r = vpatch("doctor", *pair, env=env)
     assert r.returncode == 1 and "--vllm RELEASE" in r.stdout, r.stdout  # says how
-    r = vpatch(*pair, "--vllm", "0.17.1", "--patched", env=env)
+    r = vpatch("doctor", *pair, "--vllm", "0.17.1", "--patched", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "vllm     vLLM 0.17.1 (--vllm 0.17.1 --patched, no environment read)" in r.stdout
-    r = vpatch(*pair, "--vllm", "0.17.1+cu129", "--format", "json", env=env)
+    r = vpatch("doctor", *pair, "--vllm", "0.17.1+cu129", "--format", "json", env=env)
     assert r.returncode == 1, r.stdout + r.stderr
     judged = json.loads(r.stdout)["vllm"]
     assert judged["given"] == "--vllm 0.17.1" and judged["python"] is None, judged
@@ -398,7 +401,7 @@ def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
 )
 def test_cli_a_release_given_badly(tmp_path, args, phrase):
     t, d = F.pair(tmp_path)
-    r = vpatch("--target", str(t), "--drafter", str(d), *args)
+    r = vpatch("doctor", "--target", str(t), "--drafter", str(d), *args)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("vpatch: error: ") and phrase in lines[0], lines
@@ -409,7 +412,7 @@ def test_cli_a_release_newer_than_vpatch_knows(tmp_path):
     refused, and what to run."""
     t, d = F.pair(tmp_path)
     newer = next_release(lock.load())
-    r = vpatch("--target", str(t), "--drafter", str(d), "--vllm", newer)
+    r = vpatch("doctor", "--target", str(t), "--drafter", str(d), "--vllm", newer)
     assert r.returncode == NewerRelease.exit_code == 12, r.stderr
     (line,) = r.stderr.strip().splitlines()
     newest = lock.load().rules.newest

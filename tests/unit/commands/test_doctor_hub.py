@@ -8,13 +8,11 @@ and the command line as a user runs it: HF_ENDPOINT, HF_TOKEN, HF_HUB_CACHE,
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 from support import env as fake_env
 from support import pairs as F
+from support.cli import vpatch
 from support.hub import TOKEN, StandIn
 from vpatch import lock
 from vpatch.commands import doctor as D
@@ -121,15 +119,6 @@ def test_a_10_gb_drafter_costs_under_1_mb(tmp_path, py):
 # -- the command line, as a user runs it ---------------------------------------------
 
 
-def vpatch(*args, env):
-    return subprocess.run(
-        [sys.executable, "-m", "vpatch.cli", "doctor", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HF_TOKEN": "", **env},
-    )
-
-
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory):
     """A gated Kimi-K2.5 with two commits (main, and the tag v1 before it),
@@ -147,13 +136,14 @@ def gated(tmp_path_factory):
 
 
 def test_cli_from_the_hub_with_hf_variables(gated, py, tmp_path):
-    env = {"HF_ENDPOINT": gated.url, "HF_HUB_CACHE": str(tmp_path / "hf")}
+    # no token of the machine: the gated repo refuses until one is given
+    env = {"HF_ENDPOINT": gated.url, "HF_HUB_CACHE": str(tmp_path / "hf"), "HF_TOKEN": ""}
     args = ["--target", "moonshotai/Kimi-K2.5@v1", "--drafter", "acme/drafter@good"]
     args += ["--python", py, "--format", "json"]
-    r = vpatch(*args, env=env)
+    r = vpatch("doctor", *args, env=env)
     assert r.returncode == 2 and "gated" in r.stderr and "hf auth login" in r.stderr
     assert r.stderr.count("\n") == 1
-    r = vpatch(*args, env={**env, "HF_TOKEN": TOKEN})
+    r = vpatch("doctor", *args, env={**env, "HF_TOKEN": TOKEN})
     assert r.returncode == 0, r.stderr + r.stdout
     out = json.loads(r.stdout)
     v1 = gated.repos["moonshotai/Kimi-K2.5"].refs["v1"]
@@ -166,7 +156,7 @@ def test_cli_from_the_hub_with_hf_variables(gated, py, tmp_path):
     spec = json.dumps({"method": "eagle3", "model": "acme/drafter", "num_speculative_tokens": 3})
     words = ["--", "vllm", "serve", "moonshotai/Kimi-K2.5", "--trust-remote-code", "-tp", "8"]
     words += ["--speculative-config", spec]
-    r = vpatch("--python", py, "--format", "json", *words, env={**env, "HF_TOKEN": TOKEN})
+    r = vpatch("doctor", "--python", py, "--format", "json", *words, env={**env, "HF_TOKEN": TOKEN})
     assert r.returncode == 1, r.stderr
     assert "aux_layers" in {
         f["check"] for f in json.loads(r.stdout)["findings"] if f["severity"] == "error"
@@ -174,9 +164,9 @@ def test_cli_from_the_hub_with_hf_variables(gated, py, tmp_path):
     # offline, what the first runs put in the cache is enough: configs and
     # tokenizer configs whole, and the drafter's headers doctor read and kept
     # (it advised downloading the whole weights): the same verdict
-    online = vpatch(*args, env={**env, "HF_TOKEN": TOKEN})
+    online = vpatch("doctor", *args, env={**env, "HF_TOKEN": TOKEN})
     off = [*args, "--offline"]
-    r = vpatch(*off, env={**env, "HF_ENDPOINT": "http://127.0.0.1:9"})
+    r = vpatch("doctor", *off, env={**env, "HF_ENDPOINT": "http://127.0.0.1:9"})
     assert r.returncode == 0, r.stderr
     out, was = json.loads(r.stdout), json.loads(online.stdout)
     assert out["findings"] == was["findings"] and out["serve"] == was["serve"]

@@ -105,7 +105,7 @@ def test_a_persons_commit_is_exported_and_round_trips(patched_tree, tmp_path, pi
 
 
 def test_a_folder_of_the_users_is_refused_and_left_as_it_was(patched_tree, tmp_path, pins):
-    """Issue 31: into a folder holding notes.txt, 0009-old.patch and a
+    """Into a folder holding notes.txt, 0009-old.patch and a
     series of the user's, export deleted 0009-old.patch and overwrote the
     series; it must refuse, as `vpatch series --out` does (TreeError, 6)."""
     out = tmp_path / "out"

@@ -114,7 +114,9 @@ def test_a_file_is_not_a_model(tmp_path):
         ("a--b/c", "not a hub id"),  # the hub's own rules: no -- or ..
     ],
 )
-def test_not_a_model(tmp_path, ref, phrase):
+def test_not_a_model(tmp_path, monkeypatch, ref, phrase):
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")  # `../x` then names nothing that exists
     with pytest.raises(ConfigError, match=phrase):
         hub.resolve(ref, hub=hub.Hub(cache_dir=tmp_path, offline=True))
 

@@ -50,7 +50,7 @@ def test_text_counts_and_ends_with_the_command():
 @pytest.mark.parametrize(
     ("severities", "verdict"),
     [
-        (("error",), "NOT ok: 1 error, 0 warnings"),  # was "1 errors" (issue 31)
+        (("error",), "NOT ok: 1 error, 0 warnings"),  # was "1 errors"
         (("warning", "warning"), "ok: 0 errors, 2 warnings"),
         (("info",), "ok: 0 errors, 0 warnings"),
     ],

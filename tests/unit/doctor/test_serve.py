@@ -216,7 +216,7 @@ def test_from_options():
     ],
 )
 def test_a_setting_given_twice_is_named_with_both(flags, repeated, tp):
-    """Issue 31: vLLM's parser keeps the last value; doctor kept it too, and
+    """vLLM's parser keeps the last value; doctor kept it too, and
     said nothing of the first."""
     s = parse(f"vllm serve M {flags} --speculative-config '{SPEC}'")
     assert s.repeated == repeated and s.tensor_parallel_size == tp
@@ -254,7 +254,7 @@ def test_revisions_are_vllms_flags():
 @pytest.mark.parametrize("value", ["a b", "x'y", "", "$HOME", "1;echo hi"])
 def test_an_assignment_prints_as_the_shell_reads_one(tmp_path, value):
     """`VAR='a b' vllm serve ...`: the printed command pastes into a shell as
-    an assignment (issue 48: it printed `'VAR=a b' vllm serve`, which a
+    an assignment (it once printed `'VAR=a b' vllm serve`, which a
     shell runs as a program named `VAR=a b`), and reads back the same."""
     s = S.parse(["env", f"VLLM_FOO={value}", "vllm", "serve", "M", "--speculative-config", SPEC])
     out = s.command()

@@ -32,8 +32,8 @@ def test_inspect_rolls_back_an_interrupted_install_first(fake):
 
 def test_a_newer_series_names_the_install_that_updates_it(fake, tmp_path):
     """A series installed from --series that is not this vpatch's: the note
-    says to update, with the command for this environment (`--python PY`,
-    issue 37: it said `vpatch install`, which reads python3 on PATH)."""
+    says to update, with the command for this environment (`--python PY`:
+    it once said `vpatch install`, which reads python3 on PATH)."""
     import shutil
 
     older = tmp_path / "older"

@@ -114,7 +114,7 @@ def test_an_interpreter_that_does_not_answer(tmp_path, monkeypatch):
 def test_a_grandchild_of_an_interpreter_that_does_not_answer(tmp_path, monkeypatch, then):
     """`(sleep 600 &)` in a wrapper: the subshell exits at once, so the sleep
     is an orphan, reparented away from the interpreter, and a walk down from
-    it never finds it (issue 37: it survived the timeout). It carries the
+    it never finds it (it once survived the timeout). It carries the
     run's mark in its environment and is stopped with the rest; also when
     the wrapper itself ended and only the orphan holds its pipes."""
     pid = tmp_path / "grandchild"

@@ -7,14 +7,12 @@ from __future__ import annotations
 import pytest
 from support import env as fake_env
 from support import make_series
-from support.env import BASE, NEW_MODEL, PATCHED, RELEASE, show
+from support.env import BASE, NEW_MODEL, OLD, PATCHED, RELEASE, show
 from vpatch import lock
 from vpatch.env import install
 from vpatch.errors import ConfigError
 
 fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
-
-OLD = "old ['llama']"
 
 
 def test_install_dry_run_then_install_then_uninstall(fake, monkeypatch, tmp_path):

@@ -1,7 +1,7 @@
 """env/readiness.py: which patches are reported for a release, wheel labels,
 and what the patch set alone says of a release (expected).
 
-One answer about readiness (issue 48, W6): `vpatch check`, `vpatch
+One answer about readiness: `vpatch check`, `vpatch
 install` and `vpatch doctor` on one environment say the same thing, because
 they call the same function (env.readiness.readiness) and print the same
 verdict; `doctor --vllm R --patched` gives it from the patch set alone.
@@ -23,6 +23,7 @@ import pytest
 from support import env as fake_env
 from support import known, make_series, next_release, publish
 from support import pairs as F
+from support.cli import vpatch
 from vpatch import lock, quilt
 from vpatch.env import check, readiness
 from vpatch.env.dist import Dist
@@ -45,9 +46,8 @@ class World:
         self.target, self.drafter = F.pair(where / "pair")
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
-        return fake_env.run_vpatch(
-            *args, lock_path=self.lock_path, probes_path=self.lock_path, env={"HF_HUB_OFFLINE": "1"}
-        )
+        env = {**fake_env.root_env(self.lock_path), "HF_HUB_OFFLINE": "1"}
+        return vpatch(*args, env=env, timeout=120)
 
     def check(self) -> tuple[int, str, dict[str, str]]:
         """(exit code, the verdict line, the patches) of `vpatch check`."""
@@ -180,9 +180,7 @@ def test_a_vllm_newer_than_vpatch_knows_is_said_alike_by_all_three(tmp_path):
         ("install", "--python", str(py)),
         ("doctor", "--python", str(py), "--target", str(t), "--drafter", str(d)),
     ):
-        r = fake_env.run_vpatch(
-            *args, lock_path=pins.path, probes_path=pins.path, env={"HF_HUB_OFFLINE": "1"}
-        )
+        r = vpatch(*args, env={**fake_env.root_env(pins.path), "HF_HUB_OFFLINE": "1"}, timeout=120)
         assert r.returncode == NewerRelease.exit_code, (args, r.stdout, r.stderr)
         (line,) = r.stderr.strip().splitlines()[-1:]
         assert f"vLLM {newer} is newer than vpatch knows" in line, line

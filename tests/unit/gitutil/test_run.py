@@ -4,6 +4,7 @@ on PATH is one PreflightError, and every GitPython error is a GitError."""
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import os
 import subprocess
@@ -247,3 +248,39 @@ def test_no_git_on_path_is_a_preflight_error_naming_it(tmp_path):
         [sys.executable, "-c", NO_GIT_RUN, str(tmp_path)], capture_output=True, text=True, env=env
     )
     assert r.stdout.splitlines()[0].startswith("open the git on PATH does not run (")
+
+
+def test_no_automatic_gc_runs_in_our_trees(tmp_path):
+    """A commit never starts `git gc --auto`: detached, it deletes loose
+    objects while vpatch removes the tree (a carry's port tree, thousands of
+    files, failed to tidy that way). The repo's own config asks for gc at
+    the first loose object, in the foreground, so a gc would show here."""
+    # gc --auto counts loose objects in objects/17/ only: put three there
+    in_17 = [t for t in (f"{i}\n" for i in range(5000)) if _blob_id(t).startswith("17")][:3]
+    write_tree(tmp_path, {f"f{i}.txt": t for i, t in enumerate(in_17)})
+    repo = gitutil.init(tmp_path)
+    git(tmp_path, "config", "gc.auto", "1")
+    git(tmp_path, "config", "gc.autoDetach", "false")
+    git(tmp_path, "config", "maintenance.auto", "true")
+    gitutil.commit_all(repo, "base")
+    (tmp_path / "f0.txt").write_text("changed\n")
+    gitutil.commit_all(repo, "again")
+    packs = list((tmp_path / ".git" / "objects" / "pack").glob("*.pack"))
+    assert not packs and len(list((tmp_path / ".git" / "objects" / "17").iterdir())) == 3
+
+
+def _blob_id(text: str) -> str:
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_a_persons_git_in_our_trees_starts_no_gc(tmp_path):
+    """A person's own git in a tree vpatch made (`git am --continue` in the
+    port tree) reads the tree's config: no gc there either. 30 loose objects
+    in objects/17 are past git's default threshold (6700 / 256)."""
+    in_17 = [t for t in (f"{i}\n" for i in range(20000)) if _blob_id(t).startswith("17")][:30]
+    write_tree(tmp_path, {f"f{i}.txt": t for i, t in enumerate(in_17)})
+    gitutil.init(tmp_path)
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "-c", "gc.autoDetach=false", "commit", "-qm", "a person's")
+    assert not list((tmp_path / ".git" / "objects" / "pack").glob("*.pack"))

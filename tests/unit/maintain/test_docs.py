@@ -85,6 +85,7 @@ def test_check_names_the_stale_parts_and_write_mends_only_them(tmp_path):
         "README.md (title)",
         "README.md (why)",
         "README.md (patch table)",
+        "README.md (layout)",
         "docs/patches.md",
         "docs/doctor.md (defects table)",
         "docs/doctor.md (releases table)",
@@ -95,7 +96,8 @@ def test_check_names_the_stale_parts_and_write_mends_only_them(tmp_path):
     readme = (root / "README.md").read_text()
     assert readme.startswith("# x\n<!-- vpatch docs: title -->\n# vpatch — EAGLE-3")
     assert "<!-- vpatch docs: patch table -->\n| patch |" in readme
-    assert readme.endswith("<!-- vpatch docs: end of patch table -->\nkept\n")
+    assert "<!-- vpatch docs: end of patch table -->\nkept\n" in readme
+    assert readme.endswith("<!-- vpatch docs: end of layout -->\nkept\n")
     assert "\nold\n" not in (root / "docs" / "doctor.md").read_text()
 
 
@@ -144,6 +146,30 @@ def test_the_title_and_why_say_what_the_data_says():
     why = " ".join(docs.why(PINS).split())
     assert f"every release of {fixed[0]}–{fixed[-1]} crashes" in why
     assert f"vLLM {PINS.versions('patched')[0]}–{PINS.versions('patched')[-1]}." in why
+
+
+def test_the_layout_is_the_packages_docstrings_and_modules(tmp_path):
+    """Each subpackage: its docstring up to the first colon or full stop, its
+    modules and subpackages; then the top-level modules. A subpackage without
+    a docstring is refused: the README would say nothing of it."""
+    text_file(tmp_path / "lib" / "__init__.py", '"""The library: what it does. More."""\n')
+    text_file(tmp_path / "lib" / "b.py", "")
+    text_file(tmp_path / "lib" / "a.py", "")
+    text_file(tmp_path / "lib" / "sub" / "__init__.py", '"""Sub."""\n')
+    text_file(tmp_path / "core.py", "")
+    text_file(tmp_path / "__main__.py", "")
+    assert docs.layout(tmp_path).splitlines()[2:] == [
+        "| `src/vpatch/lib/` | The library | a · b · sub/ |",
+        "| `src/vpatch/*.py` | the core and the trees | core |",
+    ]
+    text_file(tmp_path / "bare" / "__init__.py", "")
+    with pytest.raises(ConfigError, match="bare/__init__.py has no docstring"):
+        docs.layout(tmp_path)
+    # the real package: every subpackage has its row
+    real = docs.layout()
+    for d in docs.PACKAGE.iterdir():
+        if (d / "__init__.py").is_file():
+            assert f"| `src/vpatch/{d.name}/` |" in real
 
 
 def test_the_table_is_the_rules():

@@ -214,7 +214,7 @@ def test_relative_work_and_into_are_the_callers(root, tmp_path, monkeypatch):
 
 
 def test_an_interrupted_port_is_not_a_resolved_one(root):
-    """SIGKILL after the first patch (issue 48, W3): the second patch has no
+    """SIGKILL after the first patch (an interrupted port): the second patch has no
     commit, and TO lacks it (its probe fails there); resume counted it
     `dropped`, and with every patch so counted, TO needed no series."""
     out = root.parent / "out"  # a plain folder: the patch set stays as it was

@@ -88,7 +88,7 @@ def test_body_without_tests_or_a_release_to_run_claims_nothing():
 def test_results_whose_text_would_break_out_of_its_line_are_refused(tmp_path, name):
     """PR_BODY.md quotes each test name inside one line (`- \\`name\\``): a name
     with a line break injected a heading (or a ticked checklist item) of its
-    own (issue 37). A results file with one, in a test name or in `when`,
+    own. A results file with one, in a test name or in `when`,
     is not the tier's: refused, one line, exit 2 from the CLI."""
     good = {"passed": ["t"], "failed": []}
     for where in ("failed", "when"):

@@ -53,7 +53,7 @@ def test_onto_release_sends_only_what_upstream_lacks(root, tmp_path):
     assert any("gh pr create --repo vllm-project/vllm" in c for c in d.commands)
     assert any(f"--body-file {out / 'PR_BODY.md'}" in c for c in d.commands)
     # the tree is the release archive, not vLLM's history: nothing is pushed
-    # from it (issue 37: it printed `git -C <tree> push` after saying so)
+    # from it (it once printed `git -C <tree> push` after saying so)
     assert not any(c.startswith(f"git -C {tree}") for c in d.commands)
     assert d.commands[1:4] == [
         f"git -C VLLM switch -c {d.branch} origin/main",

@@ -125,8 +125,8 @@ def test_commit_of_a_wheel_only_release_and_broken_archives(tmp_path, monkeypatc
 
 def test_a_damaged_cached_sdist_is_said_in_one_line(fake_index, pins, tmp_path, monkeypatch):
     """A release looked up on the index (a carry's TO) reads its commit from
-    the cached sdist: a damaged one is replaced, and said (issue 48: it
-    was replaced silently)."""
+    the cached sdist: a damaged one is replaced, and said (it
+    was once replaced silently)."""
     good = _sdist(tmp_path / "good.tgz", "10.1.0", "1f2e3d4")
     sha = cache.sha256_file(good)
     listed = _files("vllm")

@@ -47,8 +47,8 @@ CONTRACT = os.environ.get("VPATCH_CUDA_CONTRACT", "")
 # 0.31.0+ stop an engine that has numba imported (cpu_kernel_scan.py). And
 # what vLLM's CPU runner lacks to serve EAGLE-3, stood in for
 # (cpu_spec_decode.py) on the releases stand_ins.py names.
-pytest_plugins = ["inspect_in_process", "cpu_workarounds"] + (
-    ["cuda_contract"] if CONTRACT == "1" else []
+pytest_plugins = ["tier_plugins.inspect_in_process", "tier_plugins.cpu_workarounds"] + (
+    ["tier_plugins.cuda_contract"] if CONTRACT == "1" else []
 )
 MODES = ("cpu", "cuda") if CONTRACT not in ("0", "1") else ()
 
@@ -59,6 +59,7 @@ SERVED = [
     "test_served_spec_decode.py",
     "test_doctor_served_layers.py",
     "test_served_mla_drafters.py",
+    "test_doctor_on_a_server.py",
 ]
 collect_ignore = [] if os.environ.get("VPATCH_VLLM_SERVED") else SERVED
 # A series cut short: a process of its own per cut, on that cut's install
@@ -95,7 +96,7 @@ def pytest_configure(config):
             returncode=4,
         )
     if MODES:
-        import cuda_contract
+        from tier_plugins import cuda_contract
 
         cuda_contract.install(on=False)
 
@@ -114,7 +115,7 @@ def pytest_generate_tests(metafunc):
 def kernels(request):
     """The kernel mode of this test: "cuda" runs it under the CUDA contract.
     Autouse, so that a parametrized mode is always set up around the test."""
-    import cuda_contract
+    from tier_plugins import cuda_contract
 
     mode = getattr(request, "param", None)
     if mode is None:  # not parametrized: the session's mode
@@ -153,7 +154,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def _undeclared_unpatched_failure():
-    release = ".".join(map(str, vllm_release()))
+    release = vllm_release()
     pytest.fail(
         f"this patch-effect test names no unpatched failure for vLLM {release}: "
         "give its marker one from unpatched.py whose span covers the release",

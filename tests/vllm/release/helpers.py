@@ -8,6 +8,9 @@ import re
 from contextlib import contextmanager
 from pathlib import Path
 
+from packaging.version import Version
+from tier_plugins.versions import Span, version
+
 # ------------------------------------------------------------------ settings
 
 FIXTURES = Path(os.environ.get("VPATCH_VLLM_FIXTURES", ""))
@@ -20,7 +23,7 @@ MAX_MODEL_LEN = 256
 # run in a worker process, out of the tests' reach (apply_model, hooks, the
 # CPU workarounds). The same in-process executor named by its import path is
 # not "uni", so the platform leaves it alone.
-UNI_BECOMES_MP = ((0, 20, 0), (0, 22, 1))
+UNI_BECOMES_MP = Span("0.20.0", "0.22.1")
 UNIPROC = "vllm.v1.executor.uniproc_executor.UniProcExecutor"
 
 
@@ -33,7 +36,7 @@ def engine_kwargs(**kw) -> dict:
         max_num_batched_tokens=MAX_MODEL_LEN,
         seed=0,
     )
-    if UNI_BECOMES_MP[0] <= vllm_release() <= UNI_BECOMES_MP[1]:
+    if UNI_BECOMES_MP.covers(vllm_release()):
         base["distributed_executor_backend"] = UNIPROC
     base.update(kw)
     if not base["enforce_eager"]:
@@ -58,11 +61,12 @@ def engine_args(model: str, **kw):
     return EngineArgs(model=model, **engine_kwargs(**kw))
 
 
-def vllm_release() -> tuple[int, ...]:
-    """The running vLLM's release, (major, minor, patch)."""
+def vllm_release() -> Version:
+    """The running vLLM's release (tier_plugins.versions: its build label
+    dropped)."""
     import vllm
 
-    return tuple(int(x) for x in re.findall(r"\d+", vllm.__version__)[:3])
+    return version(vllm.__version__)
 
 
 # What releases say when SpeculativeConfig refuses eagle3 for a target
@@ -412,7 +416,7 @@ def served_kwargs(compiled: bool, target: str = "deepseek_v3", tp: int = 1) -> d
 def set_contract_in_worker(worker, on: bool) -> None:
     """collective_rpc: the CUDA contract on or off in an engine's worker (a
     tensor-parallel rank in a process of its own)."""
-    import cuda_contract
+    from tier_plugins import cuda_contract
 
     cuda_contract.switch(on)
 

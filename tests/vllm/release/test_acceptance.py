@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-import acceptance
 import torch
+from tier_builders import acceptance
 
 
 class _Drafter:

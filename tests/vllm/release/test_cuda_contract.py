@@ -7,10 +7,10 @@ the contract silently out of the model's path."""
 
 from __future__ import annotations
 
-import cuda_contract
 import pytest
 import torch
 from helpers import PROMPTS, greedy
+from tier_plugins import cuda_contract
 
 pytestmark = pytest.mark.kernels
 

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from doctor_pairs import severity, verdict
-from mla_drafters import (
+from test_mla_drafter_layer import attention_arguments, draft_hf_config, rotary
+from tier_builders.doctor_pairs import severity, verdict
+from tier_builders.mla_drafters import (
     KIMI_ROPE_THETA,
     draft_model_config,
     flag,
     kimi_mla_drafter_config,
     write_drafter,
 )
-from test_mla_drafter_layer import attention_arguments, draft_hf_config, rotary
 
 # MLA EAGLE-3 drafters exist from 0.18.0 (not on 0.15-0.17: releases.inner_select)
 pytestmark = pytest.mark.mla_drafter

@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from doctor_pairs import VARIANTS, make, severity, verdict_serve
 from helpers import FIXTURES
+from tier_builders.doctor_pairs import VARIANTS, make, severity, verdict_serve
 
 pytestmark = pytest.mark.one_install
 HERE = Path(__file__).resolve().parent
@@ -115,7 +115,7 @@ def shapes(tmp_path_factory) -> dict[str, Path]:
 def loaded(shapes) -> dict[str, dict]:
     """What vLLM does with each shape without trust_remote_code
     (remote_code.py, in a process of its own)."""
-    cmd = [sys.executable, str(HERE / "remote_code.py"), *map(str, shapes.values())]
+    cmd = [sys.executable, "-m", "tier_builders.remote_code", *map(str, shapes.values())]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])

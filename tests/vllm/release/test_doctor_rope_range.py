@@ -7,10 +7,11 @@ positions (the public Kimi MLA drafters: 4096 x 32 = 131072 under Kimi-K2.5's
 262144), its max_position_embeddings left at the fixture's, which covers
 max_model_len. What this vLLM does with it: the drafter it builds (get_model
 with the draft model config, as the proposer does) caches cos/sin for the
-YaRN range alone; its proposer (EagleProposer, which every release builds for
-EAGLE-3) clamps the positions it hands the drafter only at the target's
-max_model_len; and the first position past the range indexes past the cache
-(IndexError in the native rotary here; on CUDA a device error, or a wrong
+YaRN range alone; its proposer (EagleProposer, which every release with a
+V1 runner builds for EAGLE-3; else the V2 speculator) clamps the positions it
+hands the drafter only at the target's max_model_len; and the first
+position past the range indexes past the cache (IndexError in the native
+rotary here; on CUDA a device error, or a wrong
 rotation where the kernel does not check). doctor must warn exactly when the
 served max_model_len passes the range, and name the position. The same on
 both installs: the series' draft_positions patch raises the drafter's
@@ -21,11 +22,12 @@ from __future__ import annotations
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import pytest
 import torch
-from doctor_pairs import severity, verdict_serve
 from helpers import MAX_MODEL_LEN, eagle3_engine_config
+from tier_builders.doctor_pairs import severity, verdict_serve
 
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
 SPAN = 64  # 16 x 4
@@ -44,16 +46,27 @@ def yarn_drafter(paths, tmp_path_factory) -> str:
 
 def built(config):
     """The drafter's rotary embedding as vLLM builds it, and the bound its
-    proposer clamps the drafter's positions at."""
+    proposer clamps the drafter's positions at (where the release has no V1
+    proposer: the V2 speculator's ``max_model_len``, which its
+    decode kernel clamps positions at, ``spec_decode/speculator.py`` and
+    ``target_dependent_ar/speculator.py``)."""
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader import get_model
-    from vllm.v1.spec_decode.eagle import EagleProposer
 
     draft = config.speculative_config.draft_model_config
     with set_current_vllm_config(config):
         drafter = get_model(vllm_config=config, model_config=draft)
-        proposer = EagleProposer(config, torch.device("cpu"))
-    return drafter.model.layers[0].self_attn, proposer.max_model_len
+        try:
+            from vllm.v1.spec_decode.eagle import EagleProposer
+        except ModuleNotFoundError:  # the V2 speculator's property, on this config
+            from vllm.utils.import_utils import resolve_obj_by_qualname
+
+            spec = config.speculative_config.speculator_config.speculator_class
+            speculator = resolve_obj_by_qualname(spec)
+            bound = speculator.max_model_len.fget(SimpleNamespace(vllm_config=config))
+        else:
+            bound = EagleProposer(config, torch.device("cpu")).max_model_len
+    return drafter.model.layers[0].self_attn, bound
 
 
 @pytest.mark.parametrize("max_len", [SPAN, MAX_MODEL_LEN])

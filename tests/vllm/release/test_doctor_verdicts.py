@@ -19,7 +19,8 @@ import re
 
 import pytest
 import torch
-from doctor_pairs import (
+from helpers import FIXTURES, direct_forward
+from tier_builders.doctor_pairs import (
     DRAFT_VOCAB,
     VARIANTS,
     environment,
@@ -34,7 +35,7 @@ from doctor_pairs import (
     verdict,
     verdict_serve,
 )
-from helpers import FIXTURES, direct_forward
+from tier_plugins import cpu_v2_runner
 
 REFUSED = re.compile(r"(?i)eagle3 is only supported")
 TARGET = FIXTURES / "deepseek_v3"
@@ -191,7 +192,7 @@ def test_nested_ids_are_read_only_where_doctor_says(variants, model, vllm_config
     """Ids written only in eagle_config: the model runner doctor names for this
     release and target ignores them (and on 0.22.0+ the V1 runner would read
     them, which doctor's message says)."""
-    from doctor_pairs import runner_ids
+    from tier_builders.doctor_pairs import runner_ids
     from vpatch.doctor import behaviour
 
     r = release_rules
@@ -200,12 +201,15 @@ def test_nested_ids_are_read_only_where_doctor_says(variants, model, vllm_config
         return
     cfg = speculative_engine_config(TARGET, variants["nested_only"])
     sc = cfg.speculative_config
-    v1 = runner_ids("v1", sc, model)
-    assert v1 == ((3, 4, 6) if r.v1_reads_nested_ids else behaviour.default_ids(N))
+    if "v1" in r.runners:  # 0.34.0 has no V1 runner to read them
+        v1 = runner_ids("v1", sc, model)
+        assert v1 == ((3, 4, 6) if r.v1_reads_nested_ids else behaviour.default_ids(N))
     if _runner(r) == "v2":
         # 0.29+: nothing but Triton/platform keeps this pair off the V2 runner,
-        # which takes the default layers
-        assert cfg._get_v2_model_runner_unsupported_features() == []
+        # which takes the default layers (0.34.0: the only runner, its check
+        # renamed _get_model_runner_unsupported_features)
+        unsupported = getattr(cfg, "_get_v2_model_runner_unsupported_features", None)
+        assert (unsupported or cfg._get_model_runner_unsupported_features)() == []
         assert runner_ids("v2", sc, model) == behaviour.default_ids(N)
     else:
         # before 0.29 the V2 runner is not the default for DeepseekV3ForCausalLM
@@ -328,8 +332,8 @@ def test_max_model_len_from_the_serve_command(tmp_path, model, max_len):
     --max-model-len (default: the target's) as vLLM does, and says the
     drafter's positions fall short exactly when the release's drafter rotary
     cache is shorter than the engine's max_model_len."""
-    from doctor_pairs import POSITIONS_SHORT
     from helpers import engine_args
+    from tier_builders.doctor_pairs import POSITIONS_SHORT
 
     drafter = make(FIXTURES, tmp_path / "positions_short", POSITIONS_SHORT)
     words = ["vllm", "serve", str(TARGET)]
@@ -353,8 +357,9 @@ def test_max_model_len_from_the_serve_command(tmp_path, model, max_len):
 def test_runner_variable_in_the_serve_command(variants, model, release_rules):
     """VLLM_USE_V2_MODEL_RUNNER=0 before the command: doctor takes the V1
     runner's ids (eagle_config's from 0.22.0), which is what that runner asks
-    the target for."""
-    from doctor_pairs import runner_ids
+    the target for; a release without it (0.34.0, which refuses to start
+    so: test_runner_variable_verdict_matches_vllm) names its V2 runner's."""
+    from tier_builders.doctor_pairs import runner_ids
 
     drafter = variants["nested_only"]
     words = ["VLLM_USE_V2_MODEL_RUNNER=0", "vllm", "serve", str(TARGET)]
@@ -362,11 +367,44 @@ def test_runner_variable_in_the_serve_command(variants, model, release_rules):
     if _refused_by_both(report, drafter):
         return
     sc = speculative_engine_config(TARGET, drafter).speculative_config
-    v1 = runner_ids("v1", sc, model)
+    v1 = runner_ids("v1" if "v1" in release_rules.runners else "v2", sc, model)
     fed = next(f.message for f in report.findings if f.check == "aux_layers")
     assert f"layers [{', '.join(map(str, v1))}]" in fed, fed
     want = "warning" if tuple(v1) == VARIANTS["nested_only"].trained else "error"
     assert severity(report, "trained_layers") == want, report.to_text()
+
+
+# VLLM_USE_V2_MODEL_RUNNER values a user writes before the command: where
+# the release has no V1 runner (0.34.0; the tier's runs of it say so,
+# cpu_v2_runner.only_v2) each of them, elsewhere 0, which picks V1 (1 picks
+# V2, which vLLM's CPU platform builds only with the tier's stand-in: the V2
+# runs, test_doctor_served_layers.py)
+RUNNER_VALUES = ["0", "true", "1"] if cpu_v2_runner.only_v2() else ["0"]
+
+
+@pytest.mark.parametrize("value", RUNNER_VALUES)
+def test_runner_variable_verdict_matches_vllm(value, variants, monkeypatch):
+    """`VLLM_USE_V2_MODEL_RUNNER=<value> vllm serve ...`: doctor's model_runner
+    finding is an error, quoting vLLM's refusal, exactly when this vLLM
+    refuses to start with it: vLLM reads the variable in
+    EngineArgs.create_engine_config, the first step of an engine's start
+    (0.34.0: platforms/interface.py Platform.validate_environ, its only
+    reader), so the engine config is built here, not an engine."""
+    from helpers import engine_args
+
+    words = [f"VLLM_USE_V2_MODEL_RUNNER={value}", "vllm", "serve", str(TARGET)]
+    report = verdict_serve(*words, "--speculative-config", _spec(variants["good"]))
+    said = next(f for f in report.findings if f.check == "model_runner")
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", value)
+    try:
+        engine_args(str(TARGET)).create_engine_config()
+        refused = None
+    except ValueError as e:
+        refused = f"{type(e).__name__}: {e}"
+    if said.severity == "error":
+        assert refused is not None and refused in said.message, (refused, said.message)
+    else:
+        assert refused is None, (refused, said.message)
 
 
 def test_flags_doctor_does_not_read_are_named(variants):
@@ -399,7 +437,7 @@ def _given() -> tuple[tuple[str, ...], str]:
 
 def test_a_release_given_agrees_with_it_installed(variants, tmp_path):
     """`vpatch doctor --vllm R` on the unpatched install, `--vllm R --patched`
-    on the patched one, no environment read (the laptop preflight, issue 37):
+    on the patched one, no environment read (the laptop preflight):
     for every drafter variant, and the serve command with --max-model-len
     above and within the drafter's positions, the same verdict as doctor
     gives with this vLLM installed (`--python`): ok, the printed command,
@@ -407,7 +445,7 @@ def test_a_release_given_agrees_with_it_installed(variants, tmp_path):
     its python aside)."""
     import sys
 
-    from doctor_pairs import POSITIONS_SHORT
+    from tier_builders.doctor_pairs import POSITIONS_SHORT
 
     given, named = _given()
     env, _ = environment()

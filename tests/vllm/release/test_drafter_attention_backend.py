@@ -32,6 +32,7 @@ import pytest
 import torch
 import unpatched
 from helpers import eagle3_engine_config, vllm_release
+from tier_plugins.versions import version
 
 FORCED = "FLASHINFER_MLA"
 
@@ -118,7 +119,7 @@ V2_DRAFT = [
     pytest.param(
         "TRITON_ATTN",
         marks=[pytest.mark.patch_effect(unpatched.V2_DRAFTER_FORCED_BACKEND)]
-        if vllm_release() < (0, 30, 0)
+        if vllm_release() < version("0.30.0")
         else [],
         id="explicit",
     ),
@@ -148,7 +149,7 @@ def test_doctor_forced_backend_verdict_matches_vllm(llm, paths, monkeypatch):
     command: the tier runs its target without MLA, a user's B200 does not."""
     import json
 
-    from doctor_pairs import verdict_serve
+    from tier_builders.doctor_pairs import verdict_serve
 
     spec = {"method": "eagle3", "model": paths["eagle3"], "num_speculative_tokens": 3}
     report = verdict_serve(

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 import pytest
 import unpatched
-from mla_drafters import draft_model_config, flag, kimi_mla_drafter_config, write_drafter
+from tier_builders.mla_drafters import (
+    draft_model_config,
+    flag,
+    kimi_mla_drafter_config,
+    write_drafter,
+)
 
 
 # the fix's marker: it runs where MLA EAGLE-3 drafters exist (0.18+, the

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 import unpatched
-from mla_drafters import (
+from tier_builders.mla_drafters import (
     KIMI_ROPE_THETA,
     draft_model_config,
     kimi_mla_drafter_config,

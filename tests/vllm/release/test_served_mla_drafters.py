@@ -28,9 +28,9 @@ import json
 import os
 
 import pytest
-from doctor_pairs import severity, verdict_serve
 from helpers import engine_kwargs, greedy, in_process, spec_counters
-from mla_drafters import MLA_KERNEL, write_mla_drafter, write_mla_target
+from tier_builders.doctor_pairs import severity, verdict_serve
+from tier_builders.mla_drafters import MLA_KERNEL, write_mla_drafter, write_mla_target
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("VLLM_MLA_DISABLE") != "0", reason="needs MLA on (VLLM_MLA_DISABLE=0)"
@@ -45,7 +45,10 @@ def _engine_facts(worker) -> dict:
     the draft model config vLLM made of it."""
     from vllm.model_executor.layers.attention.mla_attention import MLAAttention
 
-    drafter = worker.model_runner.drafter
+    runner = worker.model_runner
+    # the V1 runner's proposer, or the V2 runner's speculator (the only one
+    # where V1 is gone): each holds the drafter as .model
+    drafter = runner.speculator if hasattr(runner, "speculator") else runner.drafter
     draft = drafter.vllm_config.speculative_config.draft_model_config
     backends = sorted(
         {m.attn_backend.get_name() for m in drafter.model.modules() if isinstance(m, MLAAttention)}

@@ -67,6 +67,10 @@ the served engine). The compiled run has no [cuda]: vLLM calls its compiled
 graph without Dynamo's guards, so the contract cannot be switched per call.
 """
 
+# Over 600 lines: the served tests run in a process of their own (conftest.py's
+# SERVED, the checks' served modes name this file); split, each part would need
+# its own process and registration
+
 from __future__ import annotations
 
 import json
@@ -75,13 +79,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import acceptance
-import cpu_spec_decode
-import cpu_v2_runner
 import pytest
 import torch
 import unpatched
-from eagle3_reference import Eagle3Reference
 from helpers import (
     NUM_SPECULATIVE_TOKENS,
     SAMPLED_PROMPT,
@@ -101,6 +101,9 @@ from helpers import (
     set_contract_in_worker,
     spec_counters,
 )
+from tier_builders import acceptance
+from tier_builders.eagle3_reference import Eagle3Reference
+from tier_plugins import cpu_spec_decode, cpu_v2_runner
 
 MODE = served_mode()
 COMPILED = MODE == "compiled"
@@ -133,7 +136,8 @@ if COMPILED:
 def _plain(target: str, out: Path, aux: list[int]) -> dict:
     """The plain engine's run (plain_generate.py): its greedy tokens, the
     aux states it hooked (``states``), its sampled requests' tokens."""
-    cmd = [sys.executable, str(HERE / "plain_generate.py"), "--target", target, "--out", str(out)]
+    cmd = [sys.executable, "-m", "tier_builders.plain_generate", "--target", target]
+    cmd += ["--out", str(out)]
     cmd += ["--aux", ",".join(map(str, aux))] + (["--sampled"] if SAMPLED else [])
     proc = subprocess.run(
         cmd,
@@ -141,10 +145,10 @@ def _plain(target: str, out: Path, aux: list[int]) -> dict:
         text=True,
         timeout=1500,
         # eager all through, in a compiled run too (see runenv.runtime_env);
-        # on the V1 runner in a V2 run too: the target's tokens are the
-        # runner's to keep, not to make, and V1 runs no kernel by the
-        # interpreter there (the V2 runner runs all of its)
-        env={**cpu_v2_runner.v1_env(dict(os.environ)), "TORCHDYNAMO_DISABLE": "1"},
+        # on the V1 runner in a V2 run too where the release has one: the
+        # target's tokens are the runner's to keep, not to make, and V1 runs
+        # no kernel by the interpreter there (the V2 runner runs all of its)
+        env={**cpu_v2_runner.plain_env(dict(os.environ)), "TORCHDYNAMO_DISABLE": "1"},
     )
     assert proc.returncode == 0, (
         f"the plain engine failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -249,7 +253,7 @@ def _contract_writes(llm) -> list[int]:
 
 
 def _contract_stats(worker) -> int:
-    import cuda_contract
+    from tier_plugins import cuda_contract
 
     return cuda_contract.STATS["fused_add_rms_norm"]
 

@@ -25,25 +25,24 @@ import re
 from dataclasses import dataclass
 
 import pytest
+from packaging.version import Version
+from tier_plugins.versions import Span, version
 from vpatch import lock
 
 
 @dataclass(frozen=True)
-class Span:
-    first: str
-    last: str
+class Failure:
+    """What the unpatched releases of ``span`` fail with."""
+
+    span: Span
     raises: type[BaseException]
     match: str  # a regex searched in str(exception)
 
-    def covers(self, release: tuple[int, ...]) -> bool:
-        return _v(self.first) <= release <= _v(self.last)
+    def covers(self, release: str | Version) -> bool:
+        return self.span.covers(release)
 
     def describe(self) -> str:
         return f"{self.raises.__name__} matching {self.match!r}"
-
-
-def _v(release: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in release.split("."))
 
 
 _PINS = lock.load()
@@ -63,24 +62,24 @@ def fixed_by(
     *,
     since: str | None = None,
     before: str | None = None,
-) -> tuple[Span, ...]:
+) -> tuple[Failure, ...]:
     """The failure on every release whose series carries `slug`, or on the
     part of them from `since` / before `before` (a message that changed
     inside the span)."""
     got = serving(slug)
     if since:
-        got = [v for v in got if _v(v) >= _v(since)]
+        got = [v for v in got if version(v) >= version(since)]
     if before:
-        got = [v for v in got if _v(v) < _v(before)]
+        got = [v for v in got if version(v) < version(before)]
     assert got, f"{slug}: nothing of its span left ({since=}, {before=})"
-    return (Span(got[0], got[-1], raises, match),)
+    return (Failure(Span(got[0], got[-1]), raises, match),)
 
 
-def span_of(failure: tuple[Span, ...], release: tuple[int, ...]) -> Span | None:
+def span_of(failure: tuple[Failure, ...], release: str | Version) -> Failure | None:
     return next((s for s in failure if s.covers(release)), None)
 
 
-def xfail(failure: tuple[Span, ...], release: tuple[int, ...]) -> pytest.MarkDecorator | None:
+def xfail(failure: tuple[Failure, ...], release: str | Version) -> pytest.MarkDecorator | None:
     """The strict xfail of ``failure`` on ``release``, or None if no span
     covers it."""
     span = span_of(failure, release)
@@ -132,7 +131,7 @@ NO_EAGLE3_INTERFACE = fixed_by(
 )
 
 
-def _refused(model_type: str = r"'[^']*'") -> tuple[Span, ...]:
+def _refused(model_type: str = r"'[^']*'") -> tuple[Failure, ...]:
     """SpeculativeConfig refuses eagle3 for a target of text model_type
     ``model_type`` (a regex; pydantic's ValidationError, a ValueError):
     0.15.0-0.16.0 say "Eagle3", 0.17.x the method's name (read from the
@@ -169,6 +168,15 @@ LAYER0_PLUS_NONE_IN_A_RANK = fixed_by(
     LAYER0,
     RuntimeError,
     r"Worker failed with error 'unsupported operand type\(s\) for \+: 'Tensor' and 'NoneType''",
+)
+# the same, stopping vLLM's OpenAI server before it serves (its engine's
+# error, read from the server's log: test_doctor_on_a_server.py; 0.26.0 in
+# the profile run, 0.34.0 at the first request)
+LAYER0_PLUS_NONE_SERVER = fixed_by(
+    LAYER0,
+    RuntimeError,
+    r"the server stopped (before|while) it served: .*"
+    r"unsupported operand type\(s\) for \+: 'Tensor' and 'NoneType'",
 )
 # aux layers with layer 0: no interface where the series carries EAGLE-3,
 # None + tensor where upstream has it

@@ -1,7 +1,7 @@
 """The environment of the patched-vLLM tier, one module per job.
 
     releases  which releases the tier runs, their venv, series and inner selection
-              (where vLLM's CPU runner needs stand-ins: release/stand_ins.py)
+              (where vLLM's CPU runner needs stand-ins: release/tier_plugins/stand_ins.py)
     checks    the checks, one definition each (releases, builds, runs, verdict),
               registered once: what plan, prepare, session and verdicts read
     plan      which checks run on which releases
@@ -11,6 +11,8 @@
     models    the tiny model fixtures (tests/vllm/fixtures.py, run in a venv)
     upstream  vLLM's own tests from a release's sdist
     runenv    the environment variables of one inner run
+    serving   what vLLM's OpenAI server needs beyond a release's venv (one run over
+              another release's ops lacks its own sdist's requirements)
     runner    one inner pytest run and its junit report; comparing two runs; slots
     session   a program run's inner runs, started on a pool as their builds end
     prepare   what each check needs built; building it all at once
@@ -27,21 +29,18 @@ vpatch's own (vpatch.sources, vpatch.lock, vpatch.quilt).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+# Where this package is found, nothing here edits sys.path: tests/vllm is the
+# folder of the tier's scripts (tier.py, mutants.py) and on the project's
+# pytest path (pyproject.toml's `pythonpath`); vpatch is the project venv's
+# (installed editable). The tier imports from the inner suite's folder only
+# what the inner plugins share with it and what imports nothing but the
+# standard library (release/tier_plugins/stand_ins.py: where the stand-ins act), through
+# the folder's name (`from release import stand_ins`), as the inner side
+# imports it by its own (tests/unit/test_tier.py holds both to that).
 TIER = Path(__file__).resolve().parent.parent  # tests/vllm
 REPO = TIER.parent.parent
-
-try:  # the project's .venv has vpatch installed (editable); a bare checkout has it here
-    import vpatch  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(REPO / "src"))
-# The inner suite's folder, last: the tier imports from it only what the inner
-# plugins share with it and what imports nothing but the standard library
-# (release/stand_ins.py: where the stand-ins act), as any module is imported
-# (tests/unit/test_tier.py holds both to that).
-sys.path.append(str(TIER / "release"))
 
 
 class TierError(Exception):

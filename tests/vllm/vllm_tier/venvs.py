@@ -140,6 +140,13 @@ def preload(release: str) -> list[str]:
     return [tcmalloc, str(iomp)]
 
 
+def install_into(py: Path | str, target: Path, pins: list[str]) -> None:
+    """`pins` (exact, resolved already) installed by `py`'s pip into the
+    folder `target`, without their dependencies or bytecode: a folder a
+    run puts on its path, the venv itself untouched."""
+    run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", target, *pins])
+
+
 def overlay(release: str) -> Path | None:
     """``overlays/<release>``: the packages the release needs in other versions
     than its venv has (None for a release that defines its venv)."""
@@ -169,21 +176,7 @@ def overlay(release: str) -> Path | None:
             )
         (out / "installed.txt").write_text("".join(f"{n}=={v}\n" for n, v in wanted))
         if wanted:
-            pins = [f"{n}=={v}" for n, v in wanted]
-            run(
-                [
-                    py,
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    "--no-deps",
-                    "--no-compile",
-                    "--target",
-                    out,
-                    *pins,
-                ]
-            )
+            install_into(py, out, [f"{n}=={v}" for n, v in wanted])
 
     return cache.built(
         cache.root() / "overlays" / release,

@@ -51,14 +51,7 @@ def test_forced_attention_backend_flag_forms(tmp_path, flags):
 
 
 def test_forced_attention_backend_from_the_environment(tmp_path):
-    t, d = F.pair(tmp_path)
-    spec = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3}
-    words = ["VLLM_ATTENTION_BACKEND=FLASHMLA", "vllm", "serve", str(t), "--trust-remote-code"]
-    s = serve.parse([*words, "--speculative-config", json.dumps(spec)])
-    env = VllmEnv("python3", "vllm", "0.32.0", "/x")
-    r = doctor.diagnose(
-        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
-    )
+    r = prefixed(tmp_path, "VLLM_ATTENTION_BACKEND=FLASHMLA", "0.32.0", {})
     assert "VLLM_ATTENTION_BACKEND" in find(r, "attention_backend").message
     assert sev(r, "attention_backend") == "error" and "VLLM_ATTENTION_BACKEND" not in r.serve
 
@@ -146,15 +139,21 @@ def test_the_v1_runner_variable_where_v1_is_gone(tmp_path, version, environ, wor
 
 def test_the_v1_runner_variable_in_the_command_is_dropped(tmp_path):
     known("0.34.0")
+    r = prefixed(tmp_path, "VLLM_USE_V2_MODEL_RUNNER=0", "0.34.0", None)
+    assert sev(r, "model_runner") == "error" and "VLLM_USE_V2_MODEL_RUNNER" not in r.serve
+
+
+def prefixed(tmp_path, assignment, version, environ):
+    """The report for `ASSIGNMENT vllm serve TARGET` with an eagle3 drafter,
+    on `version`, the server's environment `environ` (None: not read)."""
     t, d = F.pair(tmp_path)
     spec = {"method": "eagle3", "model": str(d), "num_speculative_tokens": 3}
-    words = ["VLLM_USE_V2_MODEL_RUNNER=0", "vllm", "serve", str(t), "--trust-remote-code"]
+    words = [assignment, "vllm", "serve", str(t), "--trust-remote-code"]
     s = serve.parse([*words, "--speculative-config", json.dumps(spec)])
-    env = VllmEnv("python3", "vllm", "0.34.0", "/x")
-    r = doctor.diagnose(
-        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, None, pins=PINS
+    env = VllmEnv("python3", "vllm", version, "/x")
+    return doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, environ, pins=PINS
     )
-    assert sev(r, "model_runner") == "error" and "VLLM_USE_V2_MODEL_RUNNER" not in r.serve
 
 
 def test_uninterpreted_flags_are_said_and_kept(tmp_path):

@@ -158,7 +158,7 @@ def pinned_past_the_rules(tmp: Path) -> lock.Lock:
 
 def test_a_release_pinned_past_doctors_rules_is_named_as_pinned(tmp_path):
     """After `carry --write`, doctor called the release "not a pinned release"
-    and sent the user to the series before it (issue 48): the lock pins it,
+    and sent the user to the series before it: the lock pins it,
     and doctor's rules stop before it; doctor says that, and refuses to
     guess (exit 12) rather than judge it by the release before."""
     pins = pinned_past_the_rules(tmp_path)

@@ -3,7 +3,7 @@ cpu_kernel_scan), its stand-ins for what vLLM's CPU runner lacks to serve
 EAGLE-3 (cpu_spec_decode) and for what keeps vLLM's V2 model runner off CPU
 (cpu_v2_runner, in the V2 runs only), one plugin each (its docstring says what, where
 and why), as one pytest plugin: the inner suite's conftest and the runs of
-vLLM's own tests load it (``-p cpu_workarounds``); a process of ours that
+vLLM's own tests load it (``-p tier_plugins.cpu_workarounds``); a process of ours that
 makes an engine outside pytest calls ``install()``; the processes vLLM
 starts itself (a tensor-parallel engine's ranks: vLLM's CPU platform spawns
 them, so nothing of the parent's is patched there) load it as a vLLM general
@@ -18,14 +18,14 @@ import os
 
 # first: in a V2 run it puts the stand-in Triton backend on the path, which
 # must happen before anything imports triton (cpu_v2_runner's docstring)
-import cpu_v2_runner  # noqa: F401
+from . import cpu_v2_runner  # noqa: F401
 
 PLUGINS = ("cpu_rotary", "cpu_moe", "cpu_kernel_scan", "cpu_spec_decode", "cpu_v2_runner")
-pytest_plugins = list(PLUGINS)
+pytest_plugins = [f"{__package__}.{name}" for name in PLUGINS]
 
 
 def install() -> None:
-    for name in PLUGINS:
+    for name in pytest_plugins:
         importlib.import_module(name).install()
 
 
@@ -36,7 +36,7 @@ def vllm_plugin() -> None:
     install()
     contract = os.environ.get("VPATCH_CUDA_CONTRACT", "")
     if contract != "0":
-        import cuda_contract
+        from . import cuda_contract
 
         if not cuda_contract.installed():  # the test process's own is its session's
             cuda_contract.install(on=contract == "1")

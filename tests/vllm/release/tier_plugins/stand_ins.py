@@ -18,8 +18,9 @@ never the path under test.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from .versions import Span
 
 # the stand-ins, by what they stand in for (cpu_spec_decode.install)
 ASSERT = "assert"  # CPUModelRunner.__init__'s assert
@@ -44,11 +45,15 @@ class StandIn:
     # kernel of cpu_spec_decode.KERNEL_MODULES
     kernels: tuple[str, ...] | None = ()
 
+    @property
+    def releases(self) -> Span:
+        return Span(self.first, self.last)
+
     def covers(self, release: str) -> bool:
-        return version(self.first) <= version(release) <= version(self.last)
+        return self.releases.covers(release)
 
     def span(self) -> str:
-        return self.first if self.first == self.last else f"{self.first}-{self.last}"
+        return str(self.releases)
 
 
 STAND_INS = (
@@ -179,11 +184,6 @@ STAND_INS = (
         kernels=("expand_kernel",),
     ),
 )
-
-
-def version(release: str) -> tuple[int, ...]:
-    """``0.17.1`` (or vLLM's ``0.17.1+cpu``) as (0, 17, 1), to compare."""
-    return tuple(int(x) for x in re.findall(r"\d+", release)[:3])
 
 
 def acting(release: str) -> list[StandIn]:

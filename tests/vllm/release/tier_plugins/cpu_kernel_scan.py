@@ -26,6 +26,8 @@ import functools
 import sys
 from types import ModuleType
 
+from . import hooks
+
 _installed: list[str] = []
 
 
@@ -82,9 +84,4 @@ def installed() -> list[str]:
     return list(_installed)
 
 
-def pytest_configure(config):
-    install()
-
-
-def pytest_report_header(config):
-    return [f"CPU kernel scan: {'; '.join(_installed)}"] if _installed else None
+pytest_configure, pytest_report_header = hooks.pytest_hooks("CPU kernel scan", install, installed)

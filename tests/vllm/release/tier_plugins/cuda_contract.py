@@ -22,7 +22,7 @@ Emulated (see docs/tier.md for the audit behind it):
 
 Use it
 
-* with any pytest run, vLLM's own tests included: ``-p cuda_contract`` with
+* with any pytest run, vLLM's own tests included: ``-p tier_plugins.cuda_contract`` with
   this folder on ``PYTHONPATH``, or ``VPATCH_CUDA_CONTRACT=1`` in the tier's
   inner suite: the whole session runs under the contract
   (``VPATCH_CUDA_CONTRACT=0`` turns a ``-p`` load off again);

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+from support.cli import vpatch
+
 REPO = Path(__file__).resolve().parents[3]
-if str(REPO / "src") not in sys.path:
-    sys.path.insert(0, str(REPO / "src"))
 
 DRAFT_VOCAB = 128  # < the target's 256: the drafter needs d2t
 
@@ -233,18 +233,17 @@ def _speculators(cfg: dict) -> dict:
 # ------------------------------------------------------------------ doctor's side
 
 
-def vpatch(*args: str) -> subprocess.CompletedProcess:
-    """The project's vpatch CLI, as a user runs it (`VPATCH_PYTHON`: the
-    python the tier runs under, which has vpatch and its dependencies; this
-    venv has neither unidiff nor GitPython). It inherits this process's
-    environment, PYTHONPATH included, so `--python sys.executable` sees the
-    vLLM under test."""
+def vpatch_python() -> str:
+    """The python the project's vpatch CLI runs under here, as a user runs
+    it (support.cli.vpatch's `python`): `VPATCH_PYTHON`, the python the tier
+    runs under, which has vpatch and its dependencies; this venv has neither
+    unidiff nor GitPython. The CLI inherits this process's environment,
+    PYTHONPATH included, so `--python sys.executable` sees the vLLM under
+    test."""
     py = os.environ.get("VPATCH_PYTHON")
     if not py:
         raise RuntimeError("VPATCH_PYTHON is not set: run through the tier (tests/vllm/tier.py)")
-    return subprocess.run(
-        [py, "-m", "vpatch.cli", *args], capture_output=True, text=True, timeout=600
-    )
+    return py
 
 
 def _json(proc: subprocess.CompletedProcess, ok_codes: tuple[int, ...]) -> dict:
@@ -255,7 +254,18 @@ def _json(proc: subprocess.CompletedProcess, ok_codes: tuple[int, ...]) -> dict:
 
 @functools.cache
 def _check() -> dict:
-    return _json(vpatch("check", "--python", sys.executable, "--format", "json"), (0, 1))
+    return _json(
+        vpatch(
+            "check",
+            "--python",
+            sys.executable,
+            "--format",
+            "json",
+            python=vpatch_python(),
+            timeout=600,
+        ),
+        (0, 1),
+    )
 
 
 def environment():
@@ -299,13 +309,15 @@ def verdict(target: Path, drafter: Path, pp: int = 1, given: tuple[str, ...] = (
     args = ["doctor", "--target", str(target), "--drafter", str(drafter)]
     args += list(given) or ["--python", sys.executable]
     args += ["--pipeline-parallel-size", str(pp), "--format", "json"]
-    return _report(_json(vpatch(*args), (0, 1)))
+    return _report(_json(vpatch(*args, python=vpatch_python(), timeout=600), (0, 1)))
 
 
 def verdict_serve(*command: str, given: tuple[str, ...] = ()) -> Report:
     """`vpatch doctor -- <command>` with this process's vLLM (or `given`)."""
     args = ["doctor", *(given or ("--python", sys.executable)), "--format", "json"]
-    return _report(_json(vpatch(*args, "--", *command), (0, 1)))
+    return _report(
+        _json(vpatch(*args, "--", *command, python=vpatch_python(), timeout=600), (0, 1))
+    )
 
 
 def said(report: Report, where: str, python: str) -> tuple:
@@ -388,10 +400,21 @@ def runner_ids(runner: str, sc, model) -> tuple[int, ...]:
 
 
 def load(cfg, model):
+    """The drafter loaded against ``model`` as the release loads it: its V1
+    proposer (``EagleProposer.load_model``), or where the release has none
+    (0.34.0 removed it with the V1 runner) the V2 runner's
+    ``load_eagle_model``. Either way an object whose ``model`` is the
+    drafter."""
     import torch
     from vllm.config import set_current_vllm_config
-    from vllm.v1.spec_decode.eagle import EagleProposer
 
+    try:
+        from vllm.v1.spec_decode.eagle import EagleProposer
+    except ModuleNotFoundError:  # no V1 proposer
+        from vllm.v1.worker.gpu.spec_decode.eagle.utils import load_eagle_model
+
+        with set_current_vllm_config(cfg):
+            return SimpleNamespace(model=load_eagle_model(model, cfg))
     with set_current_vllm_config(cfg):
         proposer = EagleProposer(cfg, torch.device("cpu"))
         proposer.load_model(model)

@@ -1,5 +1,5 @@
 """A pytest plugin for the tier's runs, vLLM's own tests included
-(``-p inspect_in_process`` with this folder on PYTHONPATH): vLLM's model
+(``-p tier_plugins.inspect_in_process`` with this folder on PYTHONPATH): vLLM's model
 registry inspects model classes in this process instead of a fresh one.
 
 vLLM inspects a model class (multimodal? pipeline parallel? ...) in a new

@@ -3,7 +3,7 @@ in a process of its own (the inner suite's process has loaded Kimi-K2 with
 trust_remote_code=True, and transformers remembers classes it registered).
 Runs in a tier run's environment (release/ on PYTHONPATH)::
 
-    python remote_code.py DIR [DIR ...]     # prints JSON
+    python -m tier_builders.remote_code DIR [DIR ...]     # prints JSON
 
 For each model folder, with trust_remote_code=False: its config
 (transformers_utils.config.get_config, then the ModelConfig the engine makes
@@ -47,7 +47,7 @@ def probe(folder: str) -> dict[str, object]:
 
 
 def main(argv: list[str]) -> int:
-    import cpu_workarounds
+    from tier_plugins import cpu_workarounds
 
     cpu_workarounds.install()  # the CPU paths of every tier process
     print(json.dumps({folder: probe(folder) for folder in argv}))

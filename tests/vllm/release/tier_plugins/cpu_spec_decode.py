@@ -70,9 +70,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import cpu_v2_runner
-import stand_ins
-from stand_ins import ASSERT, HOST_TRITON, LOAD_MODEL, STREAMS
+from . import cpu_v2_runner, hooks, stand_ins
+from .stand_ins import ASSERT, HOST_TRITON, LOAD_MODEL, STREAMS
 
 KERNEL_MODULES = (
     "vllm.v1.spec_decode.utils",
@@ -530,14 +529,6 @@ def interpreted_seconds() -> float:
     return sum(_seconds.values())
 
 
-def pytest_configure(config: Any) -> None:
-    install()
-
-
-def pytest_report_header(config: Any) -> list[str] | None:
-    return [f"CPU spec decode: {'; '.join(_installed)}"] if _installed else None
-
-
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     # what the interpreter cost this process (the choice over torch ports was
     # made on this figure)
@@ -546,3 +537,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"CPU spec decode: {sum(_launches.values())} interpreted kernel launches, "
             f"{interpreted_seconds():.2f}s ({dict(_launches)})"
         )
+
+
+pytest_configure, pytest_report_header = hooks.pytest_hooks("CPU spec decode", install, installed)

@@ -4,7 +4,7 @@ with, eager and compiled alike. Runs in a tier run's environment (release/ on
 PYTHONPATH), with Dynamo off (TORCHDYNAMO_DISABLE=1, as every eager tier
 run)::
 
-    python plain_generate.py --target DIR --out tokens.json [--aux 0,4,7] [--sampled]
+    python -m tier_builders.plain_generate --target DIR --out tokens.json [--aux 0,4,7] [--sampled]
 
 writes to ``tokens.json`` each served prompt's token ids and greedy tokens
 (SERVED_REFERENCE_TOKENS of them: the acceptance predictions need the tokens
@@ -60,7 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sampled", action="store_true", help="the sampled requests too")
     args = ap.parse_args(argv)
 
-    import cpu_workarounds
     from helpers import (
         SAMPLED_PROMPT,
         SAMPLED_REQUESTS,
@@ -71,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         served_prompts,
         served_target,
     )
+    from tier_plugins import cpu_workarounds
 
     cpu_workarounds.install()  # the same CPU paths as the served engine's process
     from vllm import LLM

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import functools
 
+from . import hooks
+
 _installed: list[str] = []
 
 
@@ -57,9 +59,4 @@ def installed() -> list[str]:
     return list(_installed)
 
 
-def pytest_configure(config):
-    install()
-
-
-def pytest_report_header(config):
-    return [f"CPU rotary: {'; '.join(_installed)}"] if _installed else None
+pytest_configure, pytest_report_header = hooks.pytest_hooks("CPU rotary", install, installed)

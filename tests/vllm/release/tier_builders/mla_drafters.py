@@ -129,8 +129,9 @@ def write_mla_target(out: Path) -> Path:
     """The tiny DeepSeek-V3 with MLA_KERNEL attention (its other weights and
     its tokenizer are the fixture's; attention drawn anew, seed 3)."""
     import torch
-    from doctor_pairs import save
     from safetensors.torch import load_file
+
+    from .doctor_pairs import save
 
     src = FIXTURES / "deepseek_v3"
     cfg = {**target_config(), **MLA_KERNEL}
@@ -153,7 +154,8 @@ def write_mla_drafter(out: Path, **overrides) -> Path:
     over 3 target states, its own norm and lm_head, no embed_tokens (vLLM
     shares the target's), no d2t (draft vocab = vocab)."""
     import torch
-    from doctor_pairs import save
+
+    from .doctor_pairs import save
 
     cfg = kimi_mla_drafter_config(**{**MLA_KERNEL, **overrides})
     hidden, inter, vocab = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
