@@ -24,6 +24,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from .errors import TreeError, UnsafePathError, disk_error
 
@@ -59,13 +60,32 @@ def inside(root: Path, path: Path) -> bool:
     return True
 
 
+def remove(p: Path) -> None:
+    """p gone, whatever else removes entries in it meanwhile (a git a person
+    ran in a tree may still be packing it): an entry already gone is no
+    error, and a folder that filled again is tried once more."""
+    if not (p.is_dir() and not p.is_symlink()):
+        p.unlink(missing_ok=True)
+        return
+
+    def gone_already(func: Any, path: str, exc: Any) -> None:
+        if not isinstance(exc[1], FileNotFoundError):
+            raise exc[1]
+
+    for _ in range(3):
+        try:
+            shutil.rmtree(p, onerror=gone_already)
+            return
+        except OSError as e:
+            if e.errno != errno.ENOTEMPTY:
+                raise
+    shutil.rmtree(p, onerror=gone_already)
+
+
 def empty(folder: Path) -> None:
     """Remove everything inside folder, keeping the folder itself."""
     for p in folder.iterdir():
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
+        remove(p)
 
 
 def make_folder(dest: Path, what: str) -> bool:

@@ -140,3 +140,38 @@ def test_a_killed_runs_temporary_trees_are_removed_by_the_next(tmp_path, monkeyp
         assert not (tmp_path / f"{prefix}{dead}-abc").exists()
         assert (tmp_path / f"{prefix}{me}-live").exists()
     assert (tmp_path / "vpatch-port-notmine").exists()
+
+
+def _raced_git_tree(tmp_path, monkeypatch):
+    """A port tree whose loose objects another process (a git a person ran
+    there, packing) deletes as they are removed: each unlink finds its
+    entry already gone."""
+    port = tmp_path / "port"
+    for d in ("be", "17"):
+        (port / ".git" / "objects" / d).mkdir(parents=True)
+        (port / ".git" / "objects" / d / ("0" * 38)).write_text("x")
+    real = os.unlink
+
+    def raced(path, *args, **kw):
+        real(path, *args, **kw)
+        if str(path).startswith("0"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+
+    monkeypatch.setattr(os, "unlink", raced)
+    return port
+
+
+def test_a_tree_is_removed_while_something_else_removes_in_it(tmp_path, monkeypatch):
+    """An entry already gone is no error (the carry drill failed once with
+    "cannot tidy ...: be: no such file or folder")."""
+    port = _raced_git_tree(tmp_path, monkeypatch)
+    paths.remove(port)
+    assert not port.exists()
+
+
+def test_a_tree_is_emptied_while_something_else_removes_in_it(tmp_path, monkeypatch):
+    """empty (a checkout tree cleared for a new release) takes the same
+    care, and keeps the folder."""
+    port = _raced_git_tree(tmp_path, monkeypatch)
+    empty(port)
+    assert port.is_dir() and not any(port.iterdir())

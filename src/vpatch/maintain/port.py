@@ -48,7 +48,7 @@ from .. import (
     threeway,
 )
 from ..errors import PatchError, TreeError
-from ..paths import scratch
+from ..paths import empty, scratch
 from ..sources.cache import Say, quiet
 from ..sources.refresh import resolve
 
@@ -148,8 +148,7 @@ def _remove(work: Path, created: bool) -> None:
     if created:
         shutil.rmtree(work, ignore_errors=True)
     else:
-        for p in work.iterdir():
-            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        empty(work)
 
 
 def _commit_release(

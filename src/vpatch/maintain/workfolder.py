@@ -20,17 +20,15 @@ nobody else's.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, TreeError, disk_error
-from ..paths import lock_or_refuse, write_atomic
+from ..paths import lock_or_refuse, remove, write_atomic
 from ..sources.cache import sha256_file
 
 MARKER = ".vpatch-carry"
@@ -80,7 +78,7 @@ class Folder:
         try:
             moved = (self.path / "report.md").is_file()
             if moved:
-                _remove(self.previous)
+                remove(self.previous)
                 self.previous.mkdir()
                 for name in PROPOSAL:
                     if (self.path / name).exists():
@@ -110,14 +108,14 @@ class Folder:
 
     def _clear(self) -> None:
         for name in (STATE, COPIED, PORT, *PROPOSAL[1:]):
-            _remove(self.path / name)
+            remove(self.path / name)
 
     def finished(self) -> None:
         """A run that ended (a proposal, or --continue's): the port tree and
         the records go; report.md, proposed.diff, proposed/ stay."""
         try:
             for name in (STATE, PORT):
-                _remove(self.path / name)
+                remove(self.path / name)
         except OSError as e:
             raise disk_error(e, f"cannot tidy {self.path}") from None
 
@@ -256,28 +254,6 @@ def _rmdirs(path: Path, upto: Path) -> None:
             return
         if p == upto:
             return
-
-
-def _remove(p: Path) -> None:
-    """p gone, whatever else removes entries in it meanwhile (a git a person
-    ran in the port tree may still be packing it): an entry already gone is
-    no error, and a folder that filled again is tried once more."""
-    if not (p.is_dir() and not p.is_symlink()):
-        p.unlink(missing_ok=True)
-        return
-
-    def gone_already(func: Any, path: str, exc: Any) -> None:
-        if not isinstance(exc[1], FileNotFoundError):
-            raise exc[1]
-
-    for _ in range(3):
-        try:
-            shutil.rmtree(p, onerror=gone_already)
-            return
-        except OSError as e:
-            if e.errno != errno.ENOTEMPTY:
-                raise
-    shutil.rmtree(p, onerror=gone_already)
 
 
 def _digest(p: Path) -> str | None:

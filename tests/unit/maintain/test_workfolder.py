@@ -6,7 +6,6 @@ tests/unit/commands/test_carry_hostile.py."""
 from __future__ import annotations
 
 import fcntl
-import os
 from pathlib import Path
 
 import pytest
@@ -165,24 +164,3 @@ def test_a_carry_from_inside_another_checkout_is_refused(checkout, tmp_path):
         wf.refuse_other_checkout(checkout, DATA, other / "sub")
     wf.refuse_other_checkout(checkout, DATA, checkout / "build")
     wf.refuse_other_checkout(checkout, DATA, tmp_path)  # in no checkout: its own folders
-
-
-def test_a_port_tree_is_removed_while_something_else_removes_in_it(tmp_path, monkeypatch):
-    """A git a person ran in the port tree (`git am --continue`) may still be
-    packing it, deleting loose objects, while the carry tidies: an entry
-    already gone is no error (the drill failed once with "cannot tidy ...:
-    be: no such file or folder")."""
-    port = tmp_path / "port"
-    for d in ("be", "17"):
-        (port / ".git" / "objects" / d).mkdir(parents=True)
-        (port / ".git" / "objects" / d / ("0" * 38)).write_text("x")
-    real = os.unlink
-
-    def raced(path, *args, **kw):
-        real(path, *args, **kw)
-        if str(path).startswith("0"):
-            raise FileNotFoundError(2, "No such file or directory", str(path))
-
-    monkeypatch.setattr(os, "unlink", raced)
-    wf._remove(port)
-    assert not port.exists()
