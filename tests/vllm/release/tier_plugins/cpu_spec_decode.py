@@ -64,7 +64,6 @@ import importlib
 import inspect
 import sys
 import textwrap
-import time
 import types
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -101,8 +100,7 @@ ASSERT_TEXT = "spec decode is not supported"
 STREAM_METHODS = ("_copy_draft_token_ids_to_cpu", "_copy_valid_sampled_token_count")
 
 _installed: list[str] = []
-_launches: Counter[str] = Counter()
-_seconds: Counter[str] = Counter()
+_launched = hooks.Launches("CPU spec decode")
 _ports: Counter[str] = Counter()  # vLLM's CPU ports' calls (count_cpu_ports)
 # kernel name: (the release's raw function, the interpreted kernel)
 _kernels: dict[str, tuple[Callable[..., Any], _Interpreted]] = {}
@@ -281,12 +279,8 @@ class _Interpreted:
         launch = self.fn[grid]
 
         def run(*args: Any, **kwargs: Any) -> Any:
-            _launches[self.name] += 1
-            start = time.perf_counter()
-            try:
+            with _launched.timed(self.name):
                 return launch(*args, **kwargs)
-            finally:
-                _seconds[self.name] += time.perf_counter() - start
 
         return run
 
@@ -504,7 +498,7 @@ def launches() -> dict[str, int]:
     launched in this process (a V2 run: the V2 runner's, cpu_v2_runner)."""
     if cpu_v2_runner.wanted():
         return cpu_v2_runner.launches()
-    return dict(_launches + _ports)
+    return dict(_launched.counts + _ports)
 
 
 def greedy_kernels() -> list[str]:
@@ -524,19 +518,5 @@ def accept_kernels(sampled: bool) -> list[str]:
     return list(RANDOM_PATH if sampled else ACCEPT_PATH)
 
 
-def interpreted_seconds() -> float:
-    """The wall time spent in interpreted kernels in this process."""
-    return sum(_seconds.values())
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    # what the interpreter cost this process (the choice over torch ports was
-    # made on this figure)
-    if _launches:
-        terminalreporter.write_line(
-            f"CPU spec decode: {sum(_launches.values())} interpreted kernel launches, "
-            f"{interpreted_seconds():.2f}s ({dict(_launches)})"
-        )
-
-
+pytest_terminal_summary = _launched.pytest_terminal_summary
 pytest_configure, pytest_report_header = hooks.pytest_hooks("CPU spec decode", install, installed)

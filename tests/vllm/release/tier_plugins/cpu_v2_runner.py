@@ -76,8 +76,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +116,7 @@ VLLM_DIST_SPAN = Span("0.23.0", "0.31.0")
 
 _installed: list[str] = []
 _vllm_dist_made: list[str] = []  # the vllm dist-infos _vllm_dist made
-_launches: Counter[str] = Counter()
-_seconds: Counter[str] = Counter()
+_launched = hooks.Launches("CPU V2 runner")
 
 
 # Set by the tier (vllm_tier.runenv.ONLY_V2_ENV) in every run of a release
@@ -271,13 +268,10 @@ def _count_launches() -> None:
     run = InterpretedFunction.run
 
     def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
+        if not self.fn.__module__.startswith(RUNNER_MODULES):
             return run(self, *args, **kwargs)
-        finally:
-            if self.fn.__module__.startswith(RUNNER_MODULES):
-                _launches[_name(self.fn)] += 1
-                _seconds[_name(self.fn)] += time.perf_counter() - start
+        with _launched.timed(_name(self.fn)):
+            return run(self, *args, **kwargs)
 
     InterpretedFunction.run = counted  # type: ignore[method-assign]
 
@@ -358,19 +352,10 @@ def accept_kernels(sampled: bool) -> list[str]:
 
 def launches() -> dict[str, int]:
     """How often each of the V2 runner's kernels was launched in this process."""
-    return dict(_launches)
+    return dict(_launched.counts)
 
 
-def interpreted_seconds() -> float:
-    return sum(_seconds.values())
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _launches:
-        terminalreporter.write_line(
-            f"CPU V2 runner: {sum(_launches.values())} interpreted kernel launches, "
-            f"{interpreted_seconds():.2f}s ({dict(_launches)})"
-        )
+pytest_terminal_summary = _launched.pytest_terminal_summary
 
 
 if wanted():  # before anything of the run imports triton (see the docstring)
