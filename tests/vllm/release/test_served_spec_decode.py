@@ -576,6 +576,7 @@ if SAMPLED:
         acceptance.ALPHA (0.001)."""
         before = spec_counters(served)
         launched = _rank_launches(served)
+        interpreted = cpu_spec_decode.interpreted()  # TP 1: the rank is this process
         outs = served.generate(
             [SAMPLED_PROMPT] * SAMPLED_REQUESTS,
             [sampled(SAMPLED_REQUESTS + i) for i in range(SAMPLED_REQUESTS)],
@@ -591,6 +592,13 @@ if SAMPLED:
         assert kinds, "no random rejection kernel known"
         idle = _idle(kinds, launched[0], ran[0])
         assert not idle, f"the sampled generate launched no {idle} (counts {ran[0]})"
+        # where vLLM's CPU port is stood in for, the stand-in ran, not the port
+        stood = cpu_spec_decode.sampled_stand_ins()
+        port = _idle(stood, interpreted, cpu_spec_decode.interpreted())
+        assert not port, (
+            f"the sampled generate ran vLLM's CPU port of {port}, not the tier's stand-in "
+            f"(interpreted: {cpu_spec_decode.interpreted()})"
+        )
         spec = [list(o.outputs[0].token_ids) for o in outs]
         tests = acceptance.same_distribution(spec, plain()["sampled"], manifest["accept_next"])
         alpha = acceptance.level(len(tests))

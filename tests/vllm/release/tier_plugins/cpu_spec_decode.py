@@ -337,14 +337,25 @@ def _interpret_module(module: types.ModuleType) -> dict[str, tuple[Callable[...,
     return out
 
 
-def _cpu_stand_in(name: str) -> object | None:
-    """vLLM's own CPU stand-in for kernel ``name`` (0.20.0+), if any."""
-    cpu_tl = sys.modules.get("vllm.utils.cpu_triton_utils")
-    return getattr(cpu_tl, name, None) if cpu_tl is not None else None
-
-
 def _replaces(held: object, name: str, raw: Callable[..., Any]) -> bool:
-    return held is raw or (held is not None and held is _cpu_stand_in(name))
+    """Whether ``held`` is kernel ``name``: the raw kernel, or what vLLM's CPU
+    runner put in its place. That is, 0.20.0-0.30.0, the runner's wrapper of
+    its CPU port (``cpu_triton_utils.<name>``, a ``_FuncWrapper``) and,
+    0.31.0+, the platform's override routing launches to the port
+    (``register_triton_kernel_overrides``: ``triton_utils/dispatcher.py``'s
+    ``KernelOverride``, whose ``func`` is ``cpu_triton_utils._<name>_impl``),
+    which replaces the kernel before the runner is built."""
+    if held is None:
+        return False
+    if held is raw:
+        return True
+    cpu_tl = sys.modules.get("vllm.utils.cpu_triton_utils")
+    if cpu_tl is None:
+        return False
+    port = getattr(cpu_tl, f"_{name}_impl", None)
+    return held is getattr(cpu_tl, name, None) or (
+        port is not None and getattr(held, "func", None) is port
+    )
 
 
 def _swap_kernels() -> None:
@@ -499,6 +510,21 @@ def launches() -> dict[str, int]:
     if cpu_v2_runner.wanted():
         return cpu_v2_runner.launches()
     return dict(_launched.counts + _ports)
+
+
+def interpreted() -> dict[str, int]:
+    """How often each kernel ran by the interpreter in this process (not
+    vLLM's CPU port of it, which launches() counts under the same name)."""
+    return dict(_launched.counts)
+
+
+def sampled_stand_ins() -> list[str]:
+    """The kernels a sampled generate must run interpreted, in place of
+    vLLM's CPU port (stand_ins.SAMPLED; a V2 run: none, its runner never
+    calls the port)."""
+    if cpu_v2_runner.wanted():
+        return []
+    return stand_ins.sampled_kernels(release())
 
 
 def greedy_kernels() -> list[str]:

@@ -202,6 +202,12 @@ def serving(release: str) -> list[StandIn]:
     return [s for s in acting(release) if s.kind != SAMPLED]
 
 
+def sampled_kernels(release: str) -> list[str]:
+    """The kernels only sampled requests need that ``release`` runs by
+    Triton's interpreter in place of vLLM's CPU port (SAMPLED)."""
+    return [k for s in acting(release) if s.kind == SAMPLED for k in s.kernels or ()]
+
+
 def kernels(release: str) -> tuple[str, ...] | None:
     """The kernels ``release`` runs by Triton's interpreter: () for none,
     None for every kernel of cpu_spec_decode.KERNEL_MODULES."""
