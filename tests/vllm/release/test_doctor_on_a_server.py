@@ -63,7 +63,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-import torch
 import unpatched
 from helpers import (
     MAX_MODEL_LEN,
@@ -75,10 +74,9 @@ from helpers import (
     SERVED_PROMPTS,
 )
 from support.cli import vpatch
-from tier_builders import acceptance
+from tier_builders import acceptance, plain_generate
 from tier_builders.doctor_pairs import vpatch_python
 from tier_builders.eagle3_reference import Eagle3Reference
-from tier_plugins import cpu_v2_runner
 from vpatch.doctor import postflight
 from vpatch.errors import NetworkError
 
@@ -306,17 +304,8 @@ def plain(tmp_path_factory, manifest):
     def run() -> dict:
         if not made:
             out = tmp_path_factory.mktemp("plain") / "tokens.json"
-            cmd = [sys.executable, "-m", "tier_builders.plain_generate", "--out", str(out)]
-            cmd += ["--target", str(Path(os.environ["VPATCH_VLLM_FIXTURES"]) / TARGET)]
-            cmd += ["--aux", ",".join(map(str, manifest["eagle3_layer0_ids"]))]
-            env = {**cpu_v2_runner.plain_env(dict(os.environ)), "TORCHDYNAMO_DISABLE": "1"}
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env=env)
-            assert proc.returncode == 0, (
-                f"the plain engine failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-            )
-            got = json.loads(out.read_text())
-            got["states"] = torch.load(out.with_suffix(".pt"))
-            made.append(got)
+            target = str(Path(os.environ["VPATCH_VLLM_FIXTURES"]) / TARGET)
+            made.append(plain_generate.in_child(target, out, manifest["eagle3_layer0_ids"]))
         return made[0]
 
     return run
@@ -326,12 +315,7 @@ def _predicted(plain: dict, drafter: Path) -> dict[str, float]:
     """The counters the reference predicts for REQUESTS batches of the served
     prompts served with ``drafter``."""
     ref = Eagle3Reference(drafter, Path(os.environ["VPATCH_VLLM_FIXTURES"]) / TARGET)
-    steps = [
-        acceptance.predict(ref, p, t, aux, NUM_SPECULATIVE_TOKENS, SERVED_MAX_TOKENS)
-        for p, t, aux in zip(
-            plain["prompt_token_ids"], plain["tokens"], plain["states"], strict=True
-        )
-    ]
+    steps = acceptance.predict_all(ref, plain, NUM_SPECULATIVE_TOKENS, SERVED_MAX_TOKENS)
     return {k: REQUESTS * v for k, v in acceptance.counters(steps, NUM_SPECULATIVE_TOKENS).items()}
 
 

@@ -73,10 +73,6 @@ graph without Dynamo's guards, so the contract cannot be switched per call.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -101,7 +97,7 @@ from helpers import (
     set_contract_in_worker,
     spec_counters,
 )
-from tier_builders import acceptance
+from tier_builders import acceptance, plain_generate
 from tier_builders.eagle3_reference import Eagle3Reference
 from tier_plugins import cpu_spec_decode, cpu_v2_runner
 
@@ -133,31 +129,6 @@ if COMPILED:
     pytestmark.append(pytest.mark.compiled)
 
 
-def _plain(target: str, out: Path, aux: list[int]) -> dict:
-    """The plain engine's run (plain_generate.py): its greedy tokens, the
-    aux states it hooked (``states``), its sampled requests' tokens."""
-    cmd = [sys.executable, "-m", "tier_builders.plain_generate", "--target", target]
-    cmd += ["--out", str(out)]
-    cmd += ["--aux", ",".join(map(str, aux))] + (["--sampled"] if SAMPLED else [])
-    proc = subprocess.run(
-        cmd,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        # eager all through, in a compiled run too (see runenv.runtime_env);
-        # on the V1 runner in a V2 run too where the release has one: the
-        # target's tokens are the runner's to keep, not to make, and V1 runs
-        # no kernel by the interpreter there (the V2 runner runs all of its)
-        env={**cpu_v2_runner.plain_env(dict(os.environ)), "TORCHDYNAMO_DISABLE": "1"},
-    )
-    assert proc.returncode == 0, (
-        f"the plain engine failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    )
-    got = json.loads(out.read_text())
-    got["states"] = torch.load(out.with_suffix(".pt"))
-    return got
-
-
 @pytest.fixture(scope="module")
 def plain(paths, manifest, tmp_path_factory):
     """The plain engine's run, made on first use by an engine in a child
@@ -169,7 +140,8 @@ def plain(paths, manifest, tmp_path_factory):
     def run() -> dict:
         if not made:
             out = tmp_path_factory.mktemp("plain") / "tokens.json"
-            made.append(_plain(paths[FIXTURE], out, manifest["eagle3_layer0_ids"]))
+            aux = manifest["eagle3_layer0_ids"]
+            made.append(plain_generate.in_child(paths[FIXTURE], out, aux, SAMPLED))
         return made[0]
 
     return run
@@ -191,14 +163,7 @@ def predicted(plain, paths):
         if not made:
             run = plain()
             ref = Eagle3Reference(Path(paths[SERVED_DRAFTER]), Path(paths[FIXTURE]))
-            made.append(
-                [
-                    acceptance.predict(ref, p, t, aux, NUM_SPECULATIVE_TOKENS, SERVED_MAX_TOKENS)
-                    for p, t, aux in zip(
-                        run["prompt_token_ids"], run["tokens"], run["states"], strict=True
-                    )
-                ]
-            )
+            made.append(acceptance.predict_all(ref, run, NUM_SPECULATIVE_TOKENS, SERVED_MAX_TOKENS))
         return made[0]
 
     return steps

@@ -52,6 +52,15 @@ def predict(ref, prompt: list[int], tokens: list[int], aux: torch.Tensor, k: int
     return out
 
 
+def predict_all(ref, run: dict, k: int, max_tokens: int) -> list[Steps]:
+    """The steps of every request of a plain engine's ``run``
+    (plain_generate.py's output: prompts, greedy tokens and aux states)."""
+    return [
+        predict(ref, p, t, aux, k, max_tokens)
+        for p, t, aux in zip(run["prompt_token_ids"], run["tokens"], run["states"], strict=True)
+    ]
+
+
 # vLLM's counter of accepted tokens by draft position: a vector, which
 # helpers.spec_counters names PER_POS[i]
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"

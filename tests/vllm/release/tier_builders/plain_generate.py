@@ -52,6 +52,37 @@ class _AuxStates:
             h.remove()
 
 
+def in_child(target: str, out: Path, aux: list[int], sampled: bool = False) -> dict:
+    """This module run in a process of its own, in this run's environment:
+    its output (``states``: the aux states it hooked, loaded)."""
+    import os
+    import subprocess
+
+    import torch
+    from tier_plugins import cpu_v2_runner
+
+    cmd = [sys.executable, "-m", "tier_builders.plain_generate", "--target", target]
+    cmd += ["--out", str(out), "--aux", ",".join(map(str, aux))]
+    cmd += ["--sampled"] if sampled else []
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        # eager all through, in a compiled run too (see runenv.runtime_env);
+        # on the V1 runner in a V2 run too where the release has one: the
+        # target's tokens are the runner's to keep, not to make, and V1 runs
+        # no kernel by the interpreter there (the V2 runner runs all of its)
+        env={**cpu_v2_runner.plain_env(dict(os.environ)), "TORCHDYNAMO_DISABLE": "1"},
+    )
+    assert proc.returncode == 0, (
+        f"the plain engine failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    got = json.loads(out.read_text())
+    got["states"] = torch.load(out.with_suffix(".pt"))
+    return got
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", required=True)
