@@ -63,7 +63,7 @@ def inside(root: Path, path: Path) -> bool:
 def remove(p: Path) -> None:
     """p gone, whatever else removes entries in it meanwhile (a git a person
     ran in a tree may still be packing it): an entry already gone is no
-    error, and a folder that filled again is tried once more."""
+    error, and a folder that filled again is tried again (four tries in all)."""
     if not (p.is_dir() and not p.is_symlink()):
         p.unlink(missing_ok=True)
         return
@@ -72,14 +72,13 @@ def remove(p: Path) -> None:
         if not isinstance(exc[1], FileNotFoundError):
             raise exc[1]
 
-    for _ in range(3):
+    for tries_left in reversed(range(4)):
         try:
             shutil.rmtree(p, onerror=gone_already)
             return
         except OSError as e:
-            if e.errno != errno.ENOTEMPTY:
+            if e.errno != errno.ENOTEMPTY or not tries_left:
                 raise
-    shutil.rmtree(p, onerror=gone_already)
 
 
 def empty(folder: Path) -> None:
