@@ -1,10 +1,12 @@
 """CONTRIBUTING.md's "Add a tier check" says what the registration API of
-tests/vllm/vllm_tier/checks.py is; this holds it to that file, so the two
+the tier is: tests/vllm/vllm_tier/registry.py (what a check is, `@check`,
+`CHECKS`) and the checks, a module per theme in tests/vllm/vllm_tier/checks/
+(served.py: `Served`, `Mode`). This holds it to those files, so the two
 cannot drift apart (they had: the example's `applies` compared a typed
 release, its `defaults` was not the check's):
 
-- its Python example is a check defined in checks.py, the same code (its
-  docstring may be cut short with `...`);
+- its Python example is a check defined in a module of checks/, the same
+  code (its docstring may be cut short with `...`);
 - each call it names, `name(args)` or `obj.name(args)` in a code span, is a
   function, method or dataclass of the tier with those parameters, in that
   order, with those defaults;
@@ -31,6 +33,8 @@ from support import top_level_names
 ROOT = Path(__file__).resolve().parents[2]
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 TIER = ROOT / "tests" / "vllm" / "vllm_tier"
+# the checks, a module per theme (and the one that imports them)
+THEMES = TIER / "checks"
 # what the section's calls name: `res` is a Results, `runner.` the runner module
 OWNERS = {"res": ("results.py", "Results"), "runner": ("runner.py", None)}
 
@@ -52,6 +56,15 @@ def tree(name: str) -> ast.Module:
 
 def classes(mod: ast.Module) -> dict[str, ast.ClassDef]:
     return {n.name: n for n in mod.body if isinstance(n, ast.ClassDef)}
+
+
+def defined_checks() -> dict[str, ast.ClassDef]:
+    """The classes of the theme modules (checks/*.py)."""
+    return {
+        name: node
+        for path in sorted(THEMES.glob("*.py"))
+        for name, node in classes(ast.parse(path.read_text())).items()
+    }
 
 
 def signature(node: ast.AST) -> str:
@@ -87,7 +100,8 @@ def signature(node: ast.AST) -> str:
 
 def definition(owner: str | None, name: str) -> ast.AST | None:
     """What `owner.name` (or `name`) names in the tier: a method of a check
-    class, a function or dataclass of checks.py, or of OWNERS."""
+    class (`Check`, `Served`), a function or dataclass of registry.py or of
+    checks/served.py, or of OWNERS."""
     if owner is not None:
         if owner not in OWNERS:
             return None
@@ -95,24 +109,25 @@ def definition(owner: str | None, name: str) -> ast.AST | None:
         mod = tree(module)
         scope = classes(mod)[cls].body if cls else mod.body
     else:
-        mod = tree("checks.py")
-        scope = [*mod.body, *classes(mod)["Check"].body, *classes(mod)["Served"].body]
+        registry, served = tree("registry.py"), tree("checks/served.py")
+        scope = [*registry.body, *classes(registry)["Check"].body]
+        scope += [*served.body, *classes(served)["Served"].body]
     found = [n for n in scope if getattr(n, "name", None) == name]
     return found[0] if found else None
 
 
 def drift(text: str) -> list[str]:
-    """Where the "Add a tier check" section of `text` and checks.py disagree."""
+    """Where the "Add a tier check" section of `text` and the tier disagree."""
     part = section(text, "Add a tier check")
     out = []
-    # the example: a check of checks.py, the same code
-    real = classes(tree("checks.py"))
+    # the example: a check of a theme module, the same code
+    real = defined_checks()
     examples = [c for b in PYTHON.findall(part) for c in classes(ast.parse(b)).values()]
     if not examples:
         out.append("no Python example of a check")
     for ex in examples:
         if ex.name not in real:
-            out.append(f"example {ex.name}: no such check in checks.py")
+            out.append(f"example {ex.name}: no such check in checks/")
             continue
         mine, theirs = ast.get_docstring(ex) or "", ast.get_docstring(real[ex.name]) or ""
         if not theirs.startswith(mine.split("...")[0].rstrip()):
@@ -134,7 +149,7 @@ def drift(text: str) -> list[str]:
         if said != real_sig and not _prefix(said, real_sig):
             out.append(f"`{span}`: the tier has `{name}({real_sig})`")
     # each part the table lists is Check's
-    check = classes(tree("checks.py"))["Check"]
+    check = classes(tree("registry.py"))["Check"]
     attrs = {n.name for n in check.body if isinstance(n, ast.FunctionDef)} | {
         n.target.id
         for n in check.body

@@ -1,15 +1,19 @@
 """The tier program's shape (tests/vllm, project python; nothing here runs
-vLLM): a check is one definition (vllm_tier.checks), named nowhere else,
-and plan, prepare, session, verdicts and the outer tests hold no check of
-their own; a new check is one more definition; where the stand-ins act is
-stated once (release/tier_plugins/stand_ins.py), in a module both sides import as any
-module is imported, which imports nothing but the standard library; no tier
-module is loaded by its file path; the tier's generated tables are fresh."""
+vLLM): a check is one definition in the module of its theme
+(vllm_tier/checks/), named nowhere else, registered in the order one place
+imports the themes (vllm_tier/checks/__init__.py); the registry
+(vllm_tier/registry.py), plan, prepare, session, verdicts and the outer
+tests hold no check of their own; a new check is one more definition; where
+the stand-ins act is stated once (release/tier_plugins/stand_ins.py), in a
+module both sides import as any module is imported, which imports nothing
+but the standard library; no tier module is loaded by its file path; the
+tier's generated tables are fresh."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -19,8 +23,9 @@ import pytest
 from release.tier_plugins import stand_ins
 from release.tier_plugins.versions import Span, version
 from support.cli import environment
-from vllm_tier import checks, docs, models, plan, prepare, releases, runner, verdicts
-from vllm_tier.checks import CHECKS, Check, Verdict, check, run
+from vllm_tier import docs, models, plan, prepare, releases, runner, verdicts
+from vllm_tier.checks import CHECKS, served
+from vllm_tier.registry import Check, Verdict, check, run
 from vllm_tier.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,7 +176,8 @@ def test_the_default_served_releases_meet_each_unpatched_refusal():
 
 # -- the checks: one definition each ------------------------------------------
 
-CHECKS_PY = TIER / "vllm_tier" / "checks.py"
+# the checks, one module per theme, and the one place that imports them
+THEMES = TIER / "vllm_tier" / "checks"
 # the modules that read the registry (and the program around them)
 READERS = ("plan", "prepare", "session", "verdicts", "results")
 
@@ -184,27 +190,83 @@ def constants(path: Path) -> list[tuple[int, str]]:
     ]
 
 
+def definition(c: Check) -> tuple[Path, range]:
+    """The file of a check's class and the lines of its definition."""
+    path = Path(inspect.getfile(type(c)))
+    tree = ast.parse(path.read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == type(c).__name__)
+    return path, range(node.lineno, (node.end_lineno or node.lineno) + 1)
+
+
 def test_a_check_is_named_in_its_definition_only():
-    """Its name is one string in the code: its definition's ``name``."""
-    where: dict[str, list[str]] = {name: [] for name in CHECKS}
+    """Its name is one string in the code: its definition's ``name``, in
+    the module of its theme."""
+    where: dict[str, list[tuple[Path, int]]] = {name: [] for name in CHECKS}
     for path in sources(TIER):
         for line, value in constants(path):
             for name in CHECKS:
                 if value in (name, f"test_{name}"):
-                    where[name].append(f"{path.relative_to(ROOT)}:{line}")
+                    where[name].append((path, line))
     for name, found in where.items():
-        assert len(found) == 1 and found[0].startswith(str(CHECKS_PY.relative_to(ROOT))), (
-            f"{name} is named in {found}: the registry (vllm_tier.checks.CHECKS) says it once"
+        path, lines = definition(CHECKS[name])
+        assert path.parent == THEMES and len(found) == 1 and found[0][0] == path, (
+            f"{name} is named in {found}: its definition in vllm_tier/checks/ says it once"
         )
+        assert found[0][1] in lines, f"{name} is named outside its class in {path.name}"
+
+
+def themes() -> list[str]:
+    """The theme modules checks/__init__.py imports, in its order."""
+    tree = ast.parse((THEMES / "__init__.py").read_text())
+    return [
+        a.name
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module is None
+        for a in n.names
+    ]
+
+
+def registered_in(path: Path) -> list[str]:
+    """The classes ``path`` registers (``@check`` on them), in its order."""
+    return [
+        n.name
+        for n in ast.parse(path.read_text()).body
+        if isinstance(n, ast.ClassDef)
+        and any(isinstance(d, ast.Name) and d.id == "check" for d in n.decorator_list)
+    ]
+
+
+def test_the_checks_are_registered_in_one_place_in_its_order():
+    """checks/__init__.py imports every theme module, and CHECKS (the order
+    of the plan, the builds and runs, the report) is their checks in the
+    order of its imports, each module's in the order of its definitions: a
+    theme imports only the themes before it, and no other tier module
+    registers a check."""
+    order = themes()
+    assert sorted(order) == sorted(p.stem for p in THEMES.glob("*.py") if p.stem != "__init__")
+    want = [cls for t in order for cls in registered_in(THEMES / f"{t}.py")]
+    assert [type(c).__name__ for c in CHECKS.values()] == want
+    for i, theme in enumerate(order):
+        tree = ast.parse((THEMES / f"{theme}.py").read_text())
+        uses = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1}
+        uses |= {
+            a.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module is None
+            for a in n.names
+        }
+        assert uses & set(order) <= set(order[:i]), f"{theme} imports a theme after it"
+    elsewhere = [str(p.relative_to(ROOT)) for p in sources(TIER) if p.parent != THEMES]
+    assert not [p for p in elsewhere if registered_in(ROOT / p)], "a check outside checks/"
 
 
 def test_the_readers_hold_no_check_of_their_own():
     """plan, prepare, session, verdicts, results, the program and the outer
-    tests reach a check only through the registry: none names a check's
-    class."""
+    tests reach a check only through the registry, and the registry and the
+    place that fills it hold none: none names a check's class."""
     classes = {type(c).__name__ for c in CHECKS.values()}
-    paths = [TIER / "vllm_tier" / f"{m}.py" for m in READERS]
-    paths += [TIER / "tier.py", TIER / "test_releases.py"]
+    paths = [TIER / "vllm_tier" / f"{m}.py" for m in (*READERS, "registry")]
+    paths += [TIER / "tier.py", TIER / "test_releases.py", THEMES / "__init__.py"]
     for path in paths:
         tree = ast.parse(path.read_text())
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
@@ -220,7 +282,7 @@ def test_each_check_defines_every_part(name):
         assert getattr(type(c), part) is not getattr(Check, part), f"{name} has no {part}"
     assert c.summary, name
     assert isinstance(c.why_none(["0.17.1"]), str) and c.why_none(["0.17.1"])
-    if isinstance(c, checks.Served):
+    if isinstance(c, served.Served):
         assert c.modes and set(c.defaults()) <= set(releases.default()), name
 
 
@@ -228,7 +290,7 @@ def test_one_check_is_quoted_and_served_modes_are_unique():
     """`vpatch pr` quotes one check's runs; mutants.py names a served run by
     its mode."""
     assert sum(c.quoted for c in CHECKS.values()) == 1
-    modes = [m for c in checks.served() for m in c.modes]
+    modes = [m for c in served.registered() for m in c.modes]
     assert len(modes) == len(set(modes)), modes
 
 
@@ -365,15 +427,15 @@ def test_the_default_set_serves_the_newest_venv_on_v2_instead_of_v1():
     same_venv = [r for r in default if releases.venv_of(r) == releases.venv_of(newest)]
     assert len(same_venv) > 1, same_venv  # what the rule is about
     for release in same_venv:
-        served = {c.name for c in checks.served() if release in c.releases(default)}
-        assert served == ({"served_on_the_v2_runner"} if release == newest else set()), release
+        got = {c.name for c in served.registered() if release in c.releases(default)}
+        assert got == ({"served_on_the_v2_runner"} if release == newest else set()), release
     # with VLLM= a release runs every served check it can: all of them where
     # it has the V1 runner, the V2 runner's alone where it has no other
     for release in same_venv:
-        want = {c.name for c in checks.served()}
+        want = {c.name for c in served.registered()}
         if not releases.has_v1_runner(release):
             want = {"served_on_the_v2_runner"}
-        assert {c.name for c in checks.served() if c.releases([release])} == want, release
+        assert {c.name for c in served.registered() if c.releases([release])} == want, release
 
 
 def test_the_default_set_runs_what_the_newest_proves_once():
@@ -428,8 +490,8 @@ def test_a_release_without_the_v1_runner_runs_every_run_on_v2(monkeypatch):
         env = runenv.runtime_env(Path("/target"), release=release)
         got = {k: env.get(k) for k in runenv.ONLY_V2_ENV}
         assert (got == runenv.ONLY_V2_ENV) == (release in only_v2), release
-        mode = checks.CHECKS["served_on_the_v2_runner"].modes["v2-eager"].env
-        assert ("VLLM_USE_V2_MODEL_RUNNER" in checks.env_on(release, mode)) == (
+        mode = CHECKS["served_on_the_v2_runner"].modes["v2-eager"].env
+        assert ("VLLM_USE_V2_MODEL_RUNNER" in served.env_on(release, mode)) == (
             release not in only_v2
         )
 

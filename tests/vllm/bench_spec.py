@@ -215,14 +215,15 @@ def one(
     mistake: str | None = None,
     v2: bool = False,
 ) -> dict:
-    from vllm_tier import checks, models, targets, venvs
+    from vllm_tier import models, targets, venvs
+    from vllm_tier.checks.served import V2_ENV
     from vllm_tier.runenv import runtime_env
 
     target = targets.patched(release)
     fixtures = models.ensure(release)
     renv = runtime_env(target, fixtures, release, threads=1, compiled=mode == "compiled")
     if v2:  # the V2 model runner, as the tier's V2 runs serve it
-        renv.update(checks.V2_ENV)
+        renv.update(V2_ENV)
     cmd = [str(venvs.ensure(release)), str(Path(__file__).resolve()), "--worker"]
     cmd += ["--mode", mode, "--generates", str(args.generates), "--tokens", str(args.tokens)]
     if drafter_dir is not None:

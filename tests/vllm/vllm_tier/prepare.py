@@ -26,7 +26,7 @@ JOBS = 2
 
 def build(check: str, release: str) -> Any:
     """Make what ``check`` needs for ``release`` (its definition's build);
-    what its runs use (checks.Job.made)."""
+    what its runs use (registry.Job.made)."""
     return CHECKS[check].build(release)
 
 

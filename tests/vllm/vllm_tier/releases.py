@@ -107,7 +107,7 @@ CUT_SHORT: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 
 # The compiled served test costs a compile per process (65-110 s): it runs on
 # 0.32.0 and 0.34.0, what B200s run compiled (in the default set on 0.34.0,
-# the newest: checks.py).
+# the newest: checks/served.py).
 SERVED_COMPILED = ("0.32.0", "0.34.0")
 
 
@@ -231,6 +231,11 @@ def default() -> tuple[str, ...]:
         out.update(rest[-1:])
     out.update(runnable()[-1:])
     return tuple(v for v in runnable() if v in out)
+
+
+def default_selected(selected: list[str]) -> bool:
+    """The default set is selected (VLLM unset, or naming exactly it)."""
+    return list(selected) == list(default())
 
 
 def selected(env_value: str | None = None) -> list[str]:

@@ -12,7 +12,7 @@ tests (test_releases.py, through verdicts.py) and by ``vpatch pr --results``.
 
 ``releases`` is the shape ``vpatch pr`` reads (src/vpatch/pr/body.py), from
 the runs of the check whose runs are each release's main runs (``quoted``,
-checks.Check.quoted); a patch-effect test that failed unpatched as it
+registry.Check.quoted); a patch-effect test that failed unpatched as it
 declares counts as failed. (Files written before 2026-12-03 also hold
 ``upstream_roots``, which nothing reads now.)"""
 

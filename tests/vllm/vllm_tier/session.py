@@ -15,7 +15,8 @@ from typing import Any
 from vpatch.errors import VpatchError
 
 from . import TierError, models, prepare, runner
-from .checks import CHECKS, Job, Run
+from .checks import CHECKS
+from .registry import Job, Run
 from .results import Results
 
 

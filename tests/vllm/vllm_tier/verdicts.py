@@ -7,7 +7,8 @@ prints. How a check's verdict is made is its definition's
 from __future__ import annotations
 
 from . import TierError
-from .checks import CHECKS, Verdict
+from .checks import CHECKS
+from .registry import Verdict
 from .results import Results
 
 

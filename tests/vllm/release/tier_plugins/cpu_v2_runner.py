@@ -321,7 +321,7 @@ def install() -> list[str]:
     if not triton.knobs.runtime.interpret:
         raise RuntimeError(
             "cpu_v2_runner: TRITON_INTERPRET=1 must be set before triton is imported "
-            "(the tier's V2 runs set it: vllm_tier/checks.py, V2_ENV)"
+            "(the tier's V2 runs set it: vllm_tier/checks/served.py, V2_ENV)"
         )
     cpu = backends.get("cpu")
     if cpu is None or cpu.driver.__module__ != "cpu_triton_interpreter.driver":
