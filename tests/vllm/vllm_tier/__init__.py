@@ -22,8 +22,9 @@
     verdicts  each check's verdict on a release, from the results
     cache     the tier's folder in vpatch's cache and build-once-per-key folders
     log       progress, subprocesses (killed with the program), file locks
+    docs      the tier's generated tables in the docs (tier.py docs)
 
-The program is tests/vllm/tier.py (run, report, prepare). Everything runs
+The program is tests/vllm/tier.py (run, report, prepare, docs). Everything runs
 under the project's python (the one with vpatch installed); the inner suite
 (tests/vllm/release) runs in a tier venv. Downloads, the lock and series are
 vpatch's own (vpatch.sources, vpatch.lock, vpatch.quilt).
@@ -37,10 +38,12 @@ from pathlib import Path
 # folder of the tier's scripts (tier.py, mutants.py) and on the project's
 # pytest path (pyproject.toml's `pythonpath`); vpatch is the project venv's
 # (installed editable). The tier imports from the inner suite's folder only
-# what the inner plugins share with it and what imports nothing but the
-# standard library (release/tier_plugins/stand_ins.py: where the stand-ins act), through
-# the folder's name (`from release import stand_ins`), as the inner side
-# imports it by its own (tests/unit/test_tier.py holds both to that).
+# what the inner plugins share with it and what imports only the standard
+# library and packaging (release/tier_plugins/stand_ins.py: where the
+# stand-ins act, and versions.py), through the folder's name
+# (`from release.tier_plugins import stand_ins`), where the inner plugins
+# import it relatively (`from . import stand_ins`; tests/unit/test_tier.py
+# holds both to that).
 TIER = Path(__file__).resolve().parent.parent  # tests/vllm
 REPO = TIER.parent.parent
 

@@ -14,7 +14,10 @@ vllm_plugin``).
     cuda_contract       the CUDA kernels' in-place writes, on CPU
     inspect_in_process  vLLM's model registry inspects in this process
     stand_ins           where the stand-ins act, release by release (also
-                        read by the tier program: standard library only)
+                        read by the tier program: it imports only the
+                        standard library and versions)
+    versions            a release and a span of releases as one type each
+                        (the standard library and packaging only)
     hooks               the pytest hooks every plugin above shares
 
 The inner suite's folder (tests/vllm/release) is on the path of every

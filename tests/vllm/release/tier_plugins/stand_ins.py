@@ -6,8 +6,9 @@ in a tier venv) acts on a release as these say, and the tier program
 (vllm_tier.releases, project python) derives from them where vLLM's CPU
 runner serves EAGLE-3 by itself, where the runs need ``TRITON_INTERPRET=1``,
 and the tables of docs/tier.md and docs/cpu-bugs.md (``tier.py docs``). So
-this module imports nothing but the standard library (tests/unit/test_tier.py
-holds it to that).
+this module imports only the standard library and versions.py, which adds
+packaging (vLLM and vpatch both require it, so every python of the tier has
+it; tests/unit/test_tier.py holds both to that).
 
 Measured 2026-12-01 on 0.20.0, 0.23.0 and 0.30.0, the spans read from the
 sdists; served through the stand-ins (2026-12-02, patched installs, all four
