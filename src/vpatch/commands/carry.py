@@ -161,16 +161,14 @@ def _new(
     assert out.checkout is not None
     try:
         _copy(out, out.checkout, pins, folder)
-        proposed = pins.reread(out.proposed / DATA / "VERSIONS.lock")
+        proposed = pins.other(out.proposed / DATA / "VERSIONS.lock")
         say(f"pinning vLLM {out.to_version} from the package index")
         out.pinned = pin.pin(proposed, out.to_version, say)
-        lock.save(proposed.with_release(out.pinned))
-        proposed = proposed.reread()
-        ported = _port(out, proposed, source, False, say)
-        if ported is None:
+        proposed.put(out.pinned)
+        if not _port(out, proposed, source, False, say):
             _record_stop(out, folder)
             return _finish(out, folder, None, write, extra)
-        done = _finish(out, folder, ported, write, extra, say)
+        done = _finish(out, folder, proposed, write, extra, say)
     except BaseException:
         folder.abandon()
         raise
@@ -236,21 +234,20 @@ def _continue(
     path = out.proposed / DATA / "VERSIONS.lock"
     if not path.is_file():
         raise TreeError(f"{out.work} holds no copy of the checkout; start anew: remove it")
-    proposed = pins.reread(path)
+    proposed = pins.other(path)
     out.pinned = proposed.get(to)
     say(f"going on from {stop.patch}'s conflict in {out.port_work}")
     ported = _port(out, proposed, "auto", True, say)
-    done = _finish(out, folder, ported, write, extra, say)
+    done = _finish(out, folder, proposed if ported else None, write, extra, say)
     folder.finished()
     return done
 
 
-def _port(
-    out: Carried, proposed: lock.Lock, source: str, resume: bool, say: Say
-) -> lock.Lock | None:
-    """Port FROM's series into the proposed patch set: the proposed lock
-    after it, or None when it stopped on a conflict. The port's tree is
-    kept (the carry removes it when it is done, keeps it on a conflict)."""
+def _port(out: Carried, proposed: lock.Lock, source: str, resume: bool, say: Say) -> bool:
+    """Port FROM's series into the proposed patch set and lock, which
+    `proposed` then holds (port records through it): False when it stopped
+    on a conflict. The port's tree is kept (the carry removes it when it is
+    done, keeps it on a conflict)."""
     try:
         if resume:
             r = port.resume(
@@ -269,13 +266,13 @@ def _port(
             )
     except port.NothingToPort:
         out.status = {p.name: "dropped" for p in _series(proposed, out.from_version)}
-        return proposed.reread()
+        return True
     out.status, out.variants = dict(r.status), dict(r.variants)
     if r.conflict:
         out.conflict = r.conflict
         out.hunks = {f: threeway.hunks(out.port_work / f) for f in r.unresolved}
-        return None
-    return proposed.reread()
+        return False
+    return True
 
 
 def _series(pins: lock.Lock, version: str) -> list[Any]:
