@@ -4,7 +4,8 @@ person who reviews it.
 
 The work folder (build/carry-TO) holds `proposed/`, a copy of the
 checkout's files a carry may change (VERSIONS.lock and patches/, doctor's
-the docs with generated parts), laid out as in the checkout;
+rules.toml, the docs with generated parts, the tier's too), laid out as in
+the checkout;
 the carry changes only that copy, in order:
 
 1. pin TO (maintain/pin.py: artifacts, sha256, RECORD hashes, commit);
@@ -15,7 +16,8 @@ the carry changes only that copy, in order:
    move rules.toml's `newest` to TO; a changed one is the table a person
    adds (the report gives it), and `newest` stays;
 4. lint the proposed patch set (maintain/lint.py), regenerate its docs
-   (maintain/docs.py);
+   (maintain/docs.py), the tier's tables included (the checkout's
+   tests/vllm/tier.py, run on the copy: src never imports tests/);
 5. write report.md and proposed.diff beside it; with `write`, copy the
    proposed files into the checkout.
 
@@ -53,7 +55,7 @@ from ..maintain import docs, lint, pin, port, reading, workfolder
 from ..paths import write_atomic
 from ..sources.cache import Say, quiet
 
-DATA = "src/vpatch/data"
+DATA = resources.DATA
 RULES_TOML = f"{DATA}/{rules.FILE}"
 
 
@@ -178,9 +180,10 @@ def _new(
 
 def _copy(out: Carried, root: Path, pins: lock.Lock, folder: workfolder.Folder) -> None:
     """The checkout's files a carry may change, copied, with their sha256."""
+    tier = docs.tier_paths(root)  # before anything is made: a checkout without its tier
     try:
         shutil.copytree(root / DATA, out.proposed / DATA)
-        for rel in docs.paths(pins):
+        for rel in [*docs.paths(pins), *tier]:
             (out.proposed / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / rel, out.proposed / rel)
     except OSError as e:
@@ -299,6 +302,7 @@ def _finish(
         say("lint: the proposed patch set")
         out.problems = [str(p) for p in lint.lint(proposed, say=say).problems]
         docs.write(out.proposed, pins=proposed, extra=extra, last=out.last)
+        docs.write_tier(root, out.proposed)  # its tables follow the lock and rules too
         out.tier = pin.tier_view(rel)
         _write_diff(out, root, proposed)
         if write and not out.problems:
@@ -419,7 +423,11 @@ def decisions(out: Carried) -> list[str]:
 
 
 def next_commands(out: Carried) -> list[str]:
-    """What a person runs next, in order."""
+    """What a person runs next, in order: the carry into the checkout, the
+    decisions, then `make docs` (the tables that restate them: doctor's
+    releases table up to `newest`, the patch tables, the tier's), lint and
+    the tests. The drill follows them to the letter
+    (tests/integration/commands/test_carry_drill.py)."""
     to, more = out.to_version, again(out)
     if out.conflict:
         return [
@@ -433,13 +441,6 @@ def next_commands(out: Carried) -> list[str]:
             f"the checkout changed since the carry copied it ({_some(out.unwritten)}): nothing "
             f"was written; carry again from it as it is now: `vpatch carry {to}{more} --write`"
         )
-    if not out.facts.settled:
-        steps.append(
-            f"decide what ## A person decides lists, in {RULES_TOML} (its newest last) and "
-            "the probes"
-        )
-    if out.upstream_now or out.probe_changes:
-        steps.append("the patches and probes ## A person decides lists")
     if out.problems:
         steps.append(
             "fix what lint found (## lint above) in the checkout; nothing can be written "
@@ -447,6 +448,15 @@ def next_commands(out: Carried) -> list[str]:
         )
     elif not out.written and not out.unwritten:
         steps.append(f"review {out.diff}, then `vpatch carry {to}{more} --write`")
+    decide = []
+    if not out.facts.settled:
+        decide.append(
+            f"decide what ## A person decides lists, in {RULES_TOML} (its newest last) and "
+            "the probes"
+        )
+    if out.upstream_now or out.probe_changes:
+        decide.append("the patches and probes ## A person decides lists")
+    steps += decide + ["make docs"] * bool(decide)
     steps += ["make lint", "make test"]
     if out.tier and out.tier.cpu_wheel:
         steps.append(f"make test-vllm VLLM={to}")
