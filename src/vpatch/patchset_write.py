@@ -129,7 +129,7 @@ def record(
     if gone:
         raise PatchError(
             f"the tree of vLLM {version} has {', '.join(gone)}, whose code patches.toml says "
-            f"upstream removed by then (its `gone`): drop it from the tree, or correct `gone`"
+            "upstream removed by then (its `gone`): drop it from the tree, or correct `gone`"
         )
     spans: dict[str, list[tuple[str, str]]] = {
         s: [(v.first, v.last) for v in ps.variants.get(s, [])] for s in slugs

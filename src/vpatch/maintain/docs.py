@@ -466,7 +466,7 @@ def paths(pins: lock.Lock) -> list[str]:
 # -- the tier's tables: the checkout's own program writes them ---------------------
 
 TIER = "tests/vllm/tier.py"  # the tier's program, in a checkout
-TIER_TIMEOUT = 120  # seconds; it takes one on this machine
+TIER_TIMEOUT = 120  # seconds; it takes about one (measured 2026-12-07)
 
 
 def _tier(checkout: Path, *args: str) -> str:
