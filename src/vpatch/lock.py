@@ -162,11 +162,20 @@ class Lock:
             h.update(f"{f.relative_to(self.root).as_posix()}\0{len(data)}\0".encode() + data)
         return h.hexdigest()
 
-    def reread(self, path: Path | None = None) -> Lock:
-        """The lock its file holds now, or the one at `path`: for a command
-        that writes a lock of its own (a carry's proposed copy) and reads
-        its own writes back. The CLI's lock is still loaded once."""
-        return load(path or self.path)
+    def other(self, path: Path) -> Lock:
+        """The lock at `path`, another file than this one's (a carry's
+        proposed copy): a command reads it through the lock it was handed,
+        never lock.load() (test_layers). What a lock writes of itself it
+        holds already (put(); its patch set, patchset_write.record), so
+        nothing reads its own file again."""
+        return load(path)
+
+    def put(self, release: Release) -> None:
+        """`release` pinned, or its entry replaced, in the file (saved
+        atomically) and in this object alike: the lock never disagrees
+        with what it wrote."""
+        save(self.with_release(release))
+        self.releases[release.version] = release
 
     def with_release(self, release: Release) -> Lock:
         releases = dict(self.releases)

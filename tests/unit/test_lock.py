@@ -131,19 +131,23 @@ def test_the_real_lock():
         assert [p.name[:4] for p in series.patches] == numbers
 
 
-def test_reread_is_the_file_now_or_another_lock(tmp_path):
-    """A command that writes a lock of its own (a carry's proposed copy)
-    reads its writes back with reread(), never lock.load() (test_layers)."""
+def test_put_writes_the_file_and_the_object_alike_and_other_reads_another_lock(tmp_path):
+    """A command that pins or re-statuses a release (carry, port) puts it:
+    the lock it holds is then what its file says, and nothing reads the
+    file again; a lock of its own elsewhere (a carry's proposed copy) it
+    reads through other(), never lock.load() (test_layers)."""
     first = tmp_path / "a" / "VERSIONS.lock"
     first.parent.mkdir()
     first.write_text('[releases."1.0"]\ntag = "v1.0"\ncommit = "c"\nstatus = "upstream"\n')
     pins = lock.load(first)
-    lock.save(pins.with_release(lock.Release("2.0", "v2.0", "d", "upstream")))
-    assert pins.versions() == ["1.0"] and pins.reread().versions() == ["1.0", "2.0"]
+    pins.put(lock.Release("2.0", "v2.0", "d", "upstream"))
+    pins.put(lock.Release("1.0", "v1.0", "c", "upstream-fix"))  # an entry replaced
+    assert pins.versions() == ["1.0", "2.0"] and pins.get("1.0").status == "upstream-fix"
+    assert pins.releases == lock.load(first).releases
     other = tmp_path / "b" / "VERSIONS.lock"
     other.parent.mkdir()
     other.write_text('[releases."3.0"]\ntag = "v3.0"\ncommit = "e"\nstatus = "upstream"\n')
-    assert pins.reread(other).versions() == ["3.0"] and pins.reread(other).path == other
+    assert pins.other(other).versions() == ["3.0"] and pins.other(other).path == other
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ person who reviews it.
 
 The work folder (build/carry-TO) holds `proposed/`, a copy of the
 checkout's files a carry may change (VERSIONS.lock and patches/, doctor's
-the docs with generated parts), laid out as in the checkout;
+rules.toml, the docs with generated parts, the tier's too), laid out as in
+the checkout;
 the carry changes only that copy, in order:
 
 1. pin TO (maintain/pin.py: artifacts, sha256, RECORD hashes, commit);
@@ -15,7 +16,8 @@ the carry changes only that copy, in order:
    move rules.toml's `newest` to TO; a changed one is the table a person
    adds (the report gives it), and `newest` stays;
 4. lint the proposed patch set (maintain/lint.py), regenerate its docs
-   (maintain/docs.py);
+   (maintain/docs.py), the tier's tables included (the checkout's
+   tests/vllm/tier.py, run on the copy: src never imports tests/);
 5. write report.md and proposed.diff beside it; with `write`, copy the
    proposed files into the checkout.
 
@@ -53,7 +55,7 @@ from ..maintain import docs, lint, pin, port, reading, workfolder
 from ..paths import write_atomic
 from ..sources.cache import Say, quiet
 
-DATA = "src/vpatch/data"
+DATA = resources.DATA
 RULES_TOML = f"{DATA}/{rules.FILE}"
 
 
@@ -161,16 +163,14 @@ def _new(
     assert out.checkout is not None
     try:
         _copy(out, out.checkout, pins, folder)
-        proposed = pins.reread(out.proposed / DATA / "VERSIONS.lock")
+        proposed = pins.other(out.proposed / DATA / "VERSIONS.lock")
         say(f"pinning vLLM {out.to_version} from the package index")
         out.pinned = pin.pin(proposed, out.to_version, say)
-        lock.save(proposed.with_release(out.pinned))
-        proposed = proposed.reread()
-        ported = _port(out, proposed, source, False, say)
-        if ported is None:
+        proposed.put(out.pinned)
+        if not _port(out, proposed, source, False, say):
             _record_stop(out, folder)
             return _finish(out, folder, None, write, extra)
-        done = _finish(out, folder, ported, write, extra, say)
+        done = _finish(out, folder, proposed, write, extra, say)
     except BaseException:
         folder.abandon()
         raise
@@ -180,9 +180,10 @@ def _new(
 
 def _copy(out: Carried, root: Path, pins: lock.Lock, folder: workfolder.Folder) -> None:
     """The checkout's files a carry may change, copied, with their sha256."""
+    tier = docs.tier_paths(root)  # before anything is made: a checkout without its tier
     try:
         shutil.copytree(root / DATA, out.proposed / DATA)
-        for rel in docs.paths(pins):
+        for rel in [*docs.paths(pins), *tier]:
             (out.proposed / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / rel, out.proposed / rel)
     except OSError as e:
@@ -236,21 +237,20 @@ def _continue(
     path = out.proposed / DATA / "VERSIONS.lock"
     if not path.is_file():
         raise TreeError(f"{out.work} holds no copy of the checkout; start anew: remove it")
-    proposed = pins.reread(path)
+    proposed = pins.other(path)
     out.pinned = proposed.get(to)
     say(f"going on from {stop.patch}'s conflict in {out.port_work}")
     ported = _port(out, proposed, "auto", True, say)
-    done = _finish(out, folder, ported, write, extra, say)
+    done = _finish(out, folder, proposed if ported else None, write, extra, say)
     folder.finished()
     return done
 
 
-def _port(
-    out: Carried, proposed: lock.Lock, source: str, resume: bool, say: Say
-) -> lock.Lock | None:
-    """Port FROM's series into the proposed patch set: the proposed lock
-    after it, or None when it stopped on a conflict. The port's tree is
-    kept (the carry removes it when it is done, keeps it on a conflict)."""
+def _port(out: Carried, proposed: lock.Lock, source: str, resume: bool, say: Say) -> bool:
+    """Port FROM's series into the proposed patch set and lock, which
+    `proposed` then holds (port records through it): False when it stopped
+    on a conflict. The port's tree is kept (the carry removes it when it is
+    done, keeps it on a conflict)."""
     try:
         if resume:
             r = port.resume(
@@ -269,13 +269,13 @@ def _port(
             )
     except port.NothingToPort:
         out.status = {p.name: "dropped" for p in _series(proposed, out.from_version)}
-        return proposed.reread()
+        return True
     out.status, out.variants = dict(r.status), dict(r.variants)
     if r.conflict:
         out.conflict = r.conflict
         out.hunks = {f: threeway.hunks(out.port_work / f) for f in r.unresolved}
-        return None
-    return proposed.reread()
+        return False
+    return True
 
 
 def _series(pins: lock.Lock, version: str) -> list[Any]:
@@ -302,6 +302,7 @@ def _finish(
         say("lint: the proposed patch set")
         out.problems = [str(p) for p in lint.lint(proposed, say=say).problems]
         docs.write(out.proposed, pins=proposed, extra=extra, last=out.last)
+        docs.write_tier(root, out.proposed)  # its tables follow the lock and rules too
         out.tier = pin.tier_view(rel)
         _write_diff(out, root, proposed)
         if write and not out.problems:
@@ -422,7 +423,11 @@ def decisions(out: Carried) -> list[str]:
 
 
 def next_commands(out: Carried) -> list[str]:
-    """What a person runs next, in order."""
+    """What a person runs next, in order: the carry into the checkout, the
+    decisions, then `make docs` (the tables that restate them: doctor's
+    releases table up to `newest`, the patch tables, the tier's), lint and
+    the tests. The drill follows them to the letter
+    (tests/integration/commands/test_carry_drill.py)."""
     to, more = out.to_version, again(out)
     if out.conflict:
         return [
@@ -436,13 +441,6 @@ def next_commands(out: Carried) -> list[str]:
             f"the checkout changed since the carry copied it ({_some(out.unwritten)}): nothing "
             f"was written; carry again from it as it is now: `vpatch carry {to}{more} --write`"
         )
-    if not out.facts.settled:
-        steps.append(
-            f"decide what ## A person decides lists, in {RULES_TOML} (its newest last) and "
-            "the probes"
-        )
-    if out.upstream_now or out.probe_changes:
-        steps.append("the patches and probes ## A person decides lists")
     if out.problems:
         steps.append(
             "fix what lint found (## lint above) in the checkout; nothing can be written "
@@ -450,6 +448,15 @@ def next_commands(out: Carried) -> list[str]:
         )
     elif not out.written and not out.unwritten:
         steps.append(f"review {out.diff}, then `vpatch carry {to}{more} --write`")
+    decide = []
+    if not out.facts.settled:
+        decide.append(
+            f"decide what ## A person decides lists, in {RULES_TOML} (its newest last) and "
+            "the probes"
+        )
+    if out.upstream_now or out.probe_changes:
+        decide.append("the patches and probes ## A person decides lists")
+    steps += decide + ["make docs"] * bool(decide)
     steps += ["make lint", "make test"]
     if out.tier and out.tier.cpu_wheel:
         steps.append(f"make test-vllm VLLM={to}")

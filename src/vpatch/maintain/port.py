@@ -39,7 +39,6 @@ from .. import (
     checkout,
     gitutil,
     lock,
-    patchset,
     patchset_write,
     probes,
     quilt,
@@ -252,10 +251,12 @@ def _finish(
         ).done
         report.into = pins.patchset.dir
         # the release's status is what its series makes it (PatchSet.status):
-        # patched when it carries part of EAGLE-3 itself, else upstream-fix
-        status = patchset.load(pins.patches_toml).status(dst.version)
+        # patched when it carries part of EAGLE-3 itself, else upstream-fix;
+        # `pins` holds what record() and put() wrote, so the caller's lock is
+        # the files' as they are now
+        status = pins.patchset.status(dst.version)
         if status != dst.status:
-            lock.save(pins.with_release(replace(dst, status=status)))
+            pins.put(replace(dst, status=status))
     if not keep:
         shutil.rmtree(report.work, ignore_errors=True)
     return report

