@@ -45,14 +45,15 @@ def a_path(value: str) -> str:
     return value
 
 
-def count(least: int = 1, most: int = settings.MOST) -> Callable[[str], int]:
+def count(least: int = 1, most: int = settings.MOST, decimal: bool = False) -> Callable[[str], int]:
     """An argparse type: a whole number from `least` to `most`, read by
-    settings.whole (the one bounded parser) and refused as argparse refuses
-    a value: one line naming the option, exit 2."""
+    settings.whole (the one bounded parser; `decimal`: ASCII digits only, a
+    vpatch option's own, where one of vLLM's flags reads as int() does) and
+    refused as argparse refuses a value: one line naming the option, exit 2."""
 
     def whole(value: str) -> int:
         try:
-            return settings.whole(value, "", least, most)
+            return settings.whole(value, "", least, most, decimal=decimal)
         except ConfigError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
