@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .. import settings
+from .. import settings, untrusted
 from ..errors import ConfigError, VpatchError
 
 DEFAULT = 60.0  # seconds: a pair's dozen requests take 1-2 s on a laptop
@@ -422,8 +422,9 @@ def _checked(stream: Any, b: Budget, job: str, said: tuple[str, int]) -> Any:
 
 
 def _shown(url: Any) -> str:
-    """A URL as a message shows it: no query (a CDN's signature)."""
-    return str(url).split("?", 1)[0]
+    """A URL as a message shows it: no query (a CDN's signature), no user
+    or password (HF_ENDPOINT's)."""
+    return untrusted.url(str(url).split("?", 1)[0])
 
 
 _installed = threading.Lock()

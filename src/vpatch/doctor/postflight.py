@@ -45,7 +45,7 @@ from .. import lock
 from . import behaviour
 from .environment import Readiness
 from .metrics import Counters
-from .report import SEVERITIES, Finding, Report
+from .report import Finding, Report, lines
 from .serve import Serve
 from .server import Watch
 
@@ -428,22 +428,10 @@ class Postflight:
         }
 
     def to_text(self) -> str:
-        out = list(self.preflight.header) if self.preflight else []
+        head = list(self.preflight.header) if self.preflight else []
         for w in self.watches:
-            out += _server_lines(w)
-        out.append("")
-        width = max(len(f.check) for f in self.findings) if self.findings else 0
-        out += [f"  {f.severity:8} {f.check:{width}}  {f.message}" for f in self.findings]
-        n = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
-        verdict = "ok" if self.ok else "NOT ok"
-        out += ["", f"{verdict}: {_count(n['error'], 'error')}, {_count(n['warning'], 'warning')}"]
-        if self.preflight:
-            out += ["", self.preflight.serve]
-        return "\n".join(out)
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}{'s' * (n != 1)}"
+            head += _server_lines(w)
+        return lines(head, self.findings, [self.preflight.serve] if self.preflight else [])
 
 
 def _server_lines(w: Watch) -> list[str]:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import jsontext, settings
+from .. import jsontext, settings, untrusted
 from ..errors import ConfigError, NetworkError, VpatchError
 from ..sources import index
 from . import deadline
@@ -136,7 +136,7 @@ def base(url: str) -> str:
     kept; a trailing /v1, an OpenAI client's base URL, dropped: vLLM's
     /version and /metrics are beside /v1, not in it). Only http and https,
     no user or password, query or fragment: bad input, exit 2."""
-    shown = settings.shown(url, 80)
+    shown = settings.shown(untrusted.url(url), 80)
     try:
         u = urllib.parse.urlsplit(url.strip())
         host, port = u.hostname, u.port  # port: ValueError when out of range or no number
@@ -234,7 +234,7 @@ def _get(url: str, path: str) -> bytes:
     )
     left = b.left() if b else limit()
     try:
-        resp = index.opener(follow=False).open(req, timeout=max(left, 0.001))
+        resp = index.opener(follow=False, auth=False).open(req, timeout=max(left, 0.001))
     except urllib.error.HTTPError as e:
         location = e.headers.get("Location", "") if e.headers else ""
         e.close()
@@ -275,7 +275,7 @@ def _get(url: str, path: str) -> bytes:
 def _refused(url: str, path: str, code: int, location: str) -> VpatchError:
     full = url + path
     if 300 <= code < 400:
-        where = f" to {settings.shown(location, 120)}" if location else ""
+        where = f" to {settings.shown(untrusted.url(location), 120)}" if location else ""
         return ConfigError(
             f"{full}: answered {code}, a redirect{where}; doctor follows none (vLLM answers "
             "this path itself): give the server's own address"

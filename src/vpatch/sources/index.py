@@ -13,6 +13,15 @@ named by SSL_CERT_FILE / SSL_CERT_DIR is honoured: it adds trust, it does
 not remove the check. Trust in what is downloaded comes from the lock's
 sha256 in any case.
 
+The index is asked as pip asks it (pip's MultiDomainBasicAuth): HTTP basic
+auth with the user and password of the URL (`https://user:TOKEN@host/simple`
+or `https://TOKEN@host/simple`), taken out of the URL before the request
+(urllib would read `user:TOKEN@host` as the host name); a URL without them
+on the index's host (a PEP 691 file URL) gets the index URL's; else those
+netrc gives the host ($NETRC, else ~/.netrc). Credentials go to the host
+they are for only: a redirect elsewhere does not carry them. No message
+shows one (untrusted.url).
+
 A project page is read within VPATCH_INDEX_TIMEOUT seconds (default 60) in
 all, not per read: an index that accepts and never answers, or trickles a
 byte a minute, ends in a one-line NetworkError, so a scheduled `vpatch
@@ -21,8 +30,10 @@ releases` cannot hang its job.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
+import netrc
 import os
 import ssl
 import subprocess
@@ -37,7 +48,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from .. import settings
+from .. import settings, untrusted
 from ..errors import NetworkError
 
 ACCEPT = "application/vnd.pypi.simple.v1+json"
@@ -52,18 +63,82 @@ HTTP_ERRORS = (OSError, http.client.HTTPException, ValueError)
 
 
 @cache
-def opener(follow: bool = True) -> urllib.request.OpenerDirector:
+def opener(follow: bool = True, auth: bool = True) -> urllib.request.OpenerDirector:
     """urllib with the environment's proxies and certificate checks that
-    cannot be turned off (see the module docstring). `follow` false: a
-    redirect is not followed, it is an HTTPError with its 3xx status and
-    Location (`vpatch doctor --server` reads only the server it was given)."""
+    cannot be turned off (see the module docstring), and `auth`: the
+    index's credentials, as pip sends them (_Credentials). `follow` false:
+    a redirect is not followed, it is an HTTPError with its 3xx status and
+    Location (`vpatch doctor --server` reads only the server it was given,
+    with no credential of the index's)."""
     ctx = ssl.create_default_context()
     ctx.check_hostname = True
     ctx.verify_mode = ssl.CERT_REQUIRED
     handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=ctx)]
     if not follow:
         handlers.append(_Unfollowed())
+    if auth:
+        handlers.append(_Credentials())
     return urllib.request.build_opener(*handlers)
+
+
+class _Credentials(urllib.request.BaseHandler):
+    """Basic auth as pip sends it (the module docstring), before urllib
+    reads the host of the URL: the user and password of the URL, taken out
+    of it; else the index URL's, for a request to the index's host; else
+    netrc's for the host. Sent with the request (pip does not wait for a
+    401 either), as a header no redirect carries: a redirected request asks
+    here again, for its own host."""
+
+    handler_order = 400  # before AbstractHTTPHandler's (500) sets Host from the URL
+
+    def http_request(self, req: urllib.request.Request) -> urllib.request.Request:
+        url = urllib.parse.urlsplit(req.full_url)
+        given = _userinfo(url.netloc)
+        if given is not None:
+            req.full_url = urllib.parse.urlunsplit(
+                url._replace(netloc=url.netloc.rpartition("@")[2])
+            )
+        found = given or _of_index(url.netloc) or _of_netrc(url.hostname or "")
+        if found is not None and not req.has_header("Authorization"):
+            token = base64.b64encode(f"{found[0]}:{found[1]}".encode()).decode()
+            req.add_unredirected_header("Authorization", f"Basic {token}")
+        return req
+
+    https_request = http_request
+
+
+def _userinfo(netloc: str) -> tuple[str, str] | None:
+    """(user, password) of `user:password@host` or `user@host`, unquoted as
+    pip does; None without an @."""
+    if "@" not in netloc:
+        return None
+    user, _, password = netloc.rpartition("@")[0].partition(":")
+    return urllib.parse.unquote(user), urllib.parse.unquote(password)
+
+
+def _of_index(netloc: str) -> tuple[str, str] | None:
+    """The index URL's credentials, for a URL on its host and port."""
+    own = urllib.parse.urlsplit(index_url()).netloc
+    if "@" not in own or own.rpartition("@")[2].lower() != netloc.lower():
+        return None
+    return _userinfo(own)
+
+
+def _of_netrc(host: str) -> tuple[str, str] | None:
+    """netrc's login and password for `host` ($NETRC, else ~/.netrc), as
+    requests reads it for pip: the account when there is no login; an
+    unreadable or malformed file gives none."""
+    path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
+    if not host or not os.path.isfile(path):
+        return None
+    try:
+        found = netrc.netrc(path).authenticators(host)
+    except (netrc.NetrcParseError, OSError, UnicodeDecodeError):
+        return None
+    if not found:
+        return None
+    login, account, password = found
+    return (login or account or ""), (password or "")
 
 
 class _Unfollowed(urllib.request.HTTPRedirectHandler):
@@ -75,16 +150,18 @@ class _Unfollowed(urllib.request.HTTPRedirectHandler):
 
 def open_url(req: str | urllib.request.Request, what: str, timeout: float = 120) -> Any:
     """The response to a request, or NetworkError naming `what` failed."""
+    what = untrusted.text(what)
     try:
         return opener().open(req, timeout=timeout)
     except urllib.error.HTTPError as e:
         e.close()
-        raise NetworkError(f"{what}: the server answered {e.code} {e.reason}") from None
+        said = untrusted.text(f"{e.code} {e.reason}")  # the reason is the server's words
+        raise NetworkError(f"{what}: the server answered {said}") from None
     except HTTP_ERRORS as e:
         reason = getattr(e, "reason", None) or e
         if isinstance(reason, TimeoutError):  # "timed out": say how long was waited
             reason = f"no answer within {timeout:g}s"
-        raise NetworkError(f"{what}: {reason}") from None
+        raise NetworkError(f"{what}: {untrusted.text(str(reason))}") from None
 
 
 @dataclass(frozen=True)
@@ -133,14 +210,14 @@ def project(name: str) -> dict[str, Any]:
     limit = settings.seconds(TIMEOUT, TIMEOUT_DEFAULT)
     deadline = time.monotonic() + limit
     req = urllib.request.Request(url, headers={"Accept": ACCEPT})
-    resp = open_url(req, f"cannot reach the package index at {url}", timeout=limit)
+    resp = open_url(req, f"cannot reach the package index at {untrusted.url(url)}", timeout=limit)
     try:
         with resp:
             ctype = resp.headers.get("Content-Type", "")
             if "json" not in ctype:
                 raise NetworkError(
-                    f"the index at {index_url()} does not speak the JSON API (PEP 691); "
-                    "point PIP_INDEX_URL at one that does"
+                    f"the index at {untrusted.url(index_url())} does not speak the JSON API "
+                    "(PEP 691); point PIP_INDEX_URL at one that does"
                 )
             body = _read_by(resp, deadline)
         if body is None:
