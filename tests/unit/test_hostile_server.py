@@ -238,3 +238,26 @@ def test_a_redirect_is_shown_without_its_credentials(vllm, home):
     line = one_line(doctor(home, "--server", vllm.url), 2)
     assert "a redirect to 'http://***@evil.invalid/version?token=***&x=1'" in line, line
     assert "hunter2" not in line and "abc123" not in line
+
+
+# -- a short read is a broken read ---------------------------------------------------------
+
+WHOLE = {
+    V.VERSION: ("/version", json.dumps({"version": V.NEWEST}).encode()),
+    V.MODELS: ("/v1/models", json.dumps({"object": "list", "data": [V.card(V.MODEL)]}).encode()),
+    V.METRICS: ("/metrics", V.page(V.NEWEST)),
+}
+
+
+@pytest.mark.parametrize("how", ["content-length", "chunked"])
+@pytest.mark.parametrize("path", list(WHOLE), ids=[p for p, _ in WHOLE.values()])
+def test_an_answer_cut_short_is_exit_3(vllm, home, path, how):
+    """A server that declares Content-Length N, sends N - 2 bytes and
+    closes: /metrics was read as whole (`... 501` read as `50`, the
+    position-0 warning gone, exit 0), a /version was "not a vLLM OpenAI
+    server" (exit 2). A chunked answer without its last chunk, the same.
+    Now either is the answer broken off: exit 3, try again."""
+    name, data = WHOLE[path]
+    vllm.hub.answer[path] = V.cut_short(data) if how == "content-length" else V.chunks_cut(data)
+    line = one_line(doctor(home, "--server", vllm.url), 3)
+    assert f"{vllm.url}{name}: the answer broke off" in line and "try again" in line, line

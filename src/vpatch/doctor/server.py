@@ -268,6 +268,11 @@ def _get(url: str, path: str) -> bytes:
             if n > most:
                 raise _huge(full, most)
             chunks.append(chunk)
+        if (declared := index.cut_short(resp, n)) is not None:
+            raise NetworkError(
+                f"{full}: the answer broke off ({n} of the {declared} bytes it declared came); "
+                "try again"
+            )
         deadline.asked(said, resp.status, True)
     return b"".join(chunks)
 

@@ -23,9 +23,11 @@ they are for only: a redirect elsewhere does not carry them. No message
 shows one (untrusted.url).
 
 A project page is read within VPATCH_INDEX_TIMEOUT seconds (default 60) in
-all, not per read: an index that accepts and never answers, or trickles a
-byte a minute, ends in a one-line NetworkError, so a scheduled `vpatch
-releases` cannot hang its job.
+all, not per read, and no further than MOST_PAGE bytes: an index that
+accepts and never answers, trickles a byte a minute or sends a page of
+400 MB ends in a one-line NetworkError, so a scheduled `vpatch releases`
+cannot hang its job or fill its memory. A page that stops short of its
+Content-Length broke off: a NetworkError too, never a page read as whole.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ from ..errors import NetworkError
 ACCEPT = "application/vnd.pypi.simple.v1+json"
 TIMEOUT = "VPATCH_INDEX_TIMEOUT"  # seconds a project page may take, in all
 TIMEOUT_DEFAULT = 60.0
+# the most bytes of a project page read: vLLM's is about 130 KB (312 files, 2026)
+MOST_PAGE = 16 << 20
 _CHUNK = 1 << 16
 
 
@@ -219,7 +223,7 @@ def project(name: str) -> dict[str, Any]:
                     f"the index at {untrusted.url(index_url())} does not speak the JSON API "
                     "(PEP 691); point PIP_INDEX_URL at one that does"
                 )
-            body = _read_by(resp, deadline)
+            body = _read_by(resp, deadline, name)
         if body is None:
             raise TimeoutError
         page = json.loads(body)
@@ -228,7 +232,10 @@ def project(name: str) -> dict[str, Any]:
             f"the package index's page for {name!r} was not read within {limit:g}s ({TIMEOUT})"
         ) from None
     except (OSError, http.client.HTTPException) as e:  # the answer broke off
-        raise NetworkError(f"cannot read the package index's page for {name!r}: {e}") from None
+        why = untrusted.text(str(e) or type(e).__name__)
+        raise NetworkError(
+            f"the package index's page for {name!r} broke off ({why}); try again"
+        ) from None
     except (ValueError, RecursionError) as e:  # not JSON, not UTF-8, nested too deep to read
         why = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
         raise NetworkError(f"the package index answered broken JSON for {name!r}: {why}") from None
@@ -237,15 +244,47 @@ def project(name: str) -> dict[str, Any]:
     return page
 
 
-def _read_by(resp: Any, deadline: float) -> bytes | None:
+def cut_short(resp: Any, got: int) -> int | None:
+    """The Content-Length an answer declared when only `got` bytes of its
+    body came, else None. http.client's read1 and read(n) end a body that
+    stops short of its Content-Length as if it were whole (a chunked body
+    cut short raises IncompleteRead): the caller says it broke off."""
+    declared = (resp.headers.get("Content-Length") or "").strip()
+    if declared.isascii() and declared.isdigit() and got < int(declared):
+        return int(declared)
+    return None
+
+
+def _read_by(resp: Any, deadline: float, name: str) -> bytes | None:
     """The body, or None when it is not all in by `deadline` (time.monotonic):
-    read1 returns what one read brings, so a trickle is seen to pass it."""
-    chunks = []
+    read1 returns what one read brings, so a trickle is seen to pass it. A
+    body over MOST_PAGE bytes, or one that stops short of its
+    Content-Length, is a NetworkError."""
+    length = (resp.headers.get("Content-Length") or "").strip()
+    if length.isascii() and length.isdigit() and int(length) > MOST_PAGE:
+        raise _huge(name)
+    chunks, got = [], 0
     while chunk := resp.read1(_CHUNK):
         chunks.append(chunk)
+        got += len(chunk)
+        if got > MOST_PAGE:
+            raise _huge(name)
         if time.monotonic() > deadline:
             return None
+    if (declared := cut_short(resp, got)) is not None:
+        raise NetworkError(
+            f"the package index's page for {name!r} broke off ({got} of the {declared} bytes "
+            "it declared came); try again"
+        )
     return b"".join(chunks)
+
+
+def _huge(name: str) -> NetworkError:
+    size = f"{MOST_PAGE >> 20} MiB" if MOST_PAGE >= 1 << 20 else f"{MOST_PAGE >> 10} KiB"
+    return NetworkError(
+        f"the package index's page for {name!r} is over {size}, more than a project page is "
+        "(vLLM's is about 130 KB): not read; is PIP_INDEX_URL a package index?"
+    )
 
 
 def files(name: str) -> dict[str, IndexFile]:
@@ -254,11 +293,17 @@ def files(name: str) -> dict[str, IndexFile]:
     try:
         for f in project(name).get("files", []):
             sha = f.get("hashes", {}).get("sha256", "")
-            url = urllib.parse.urljoin(page, f["url"])  # PEP 691 allows relative URLs
+            filename, link = f["filename"], f["url"]
+            if not all(isinstance(x, str) for x in (filename, link, sha)):
+                raise TypeError(f"filename, url and sha256 are text, not {settings.shown(f, 80)}")
+            url = urllib.parse.urljoin(page, link)  # PEP 691 allows relative URLs
             size, yanked = int(f.get("size") or 0), bool(f.get("yanked", False))
-            out[f["filename"]] = IndexFile(f["filename"], url, sha, size, yanked)
+            out[filename] = IndexFile(filename, url, sha, size, yanked)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise NetworkError(f"the package index lists a malformed file for {name!r}: {e}") from None
+        why = untrusted.text(str(e))
+        raise NetworkError(
+            f"the package index lists a malformed file for {name!r}: {why}"
+        ) from None
     return out
 
 

@@ -98,8 +98,16 @@ def test_json_when_up_to_date(stand, capsys):
         ((200, "text/html", b"<html></html>"), "does not speak the JSON API"),
         ((200, "application/vnd.pypi.simple.v1+json", b'{"files": ['), "broken JSON"),
         ((200, "application/vnd.pypi.simple.v1+json", b'{"files": [{}]}'), "malformed file"),
+        (
+            (200, "application/vnd.pypi.simple.v1+json", b'{"files": [{"filename": 5}]}'),
+            "the package index lists a malformed file",
+        ),
+        (
+            (200, "application/vnd.pypi.simple.v1+json", b'{"files": [{"filename": null}]}'),
+            "the package index lists a malformed file",
+        ),
     ],
-    ids=["error", "html", "broken-json", "malformed-file"],
+    ids=["error", "html", "broken-json", "malformed-file", "int-filename", "null-filename"],
 )
 def test_an_index_that_fails_is_one_line_exit_3(stand, capsys, answer, said):
     stand.answer = answer
