@@ -261,3 +261,19 @@ def test_an_answer_cut_short_is_exit_3(vllm, home, path, how):
     vllm.hub.answer[path] = V.cut_short(data) if how == "content-length" else V.chunks_cut(data)
     line = one_line(doctor(home, "--server", vllm.url), 3)
     assert f"{vllm.url}{name}: the answer broke off" in line and "try again" in line, line
+
+
+# -- the so-so cases --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["abc", "0.26", "dev"])
+def test_a_version_that_names_no_release_is_said_so(vllm, home, version):
+    """vLLM answers `dev` when built without its version (vllm/version.py);
+    `abc` and `0.26` name no release either. Alone, the server is judged
+    and the series finding says the release is unknown and why."""
+    vllm.version = version
+    r = doctor(home, "--server", vllm.url)
+    assert r.returncode == 0, r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if " series " in ln]
+    assert f"the server's /version is '{version}', which names no vLLM release" in line, line
+    assert "older than" not in r.stdout
