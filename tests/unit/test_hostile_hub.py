@@ -396,7 +396,24 @@ def test_a_malformed_header_is_exit_2(standin, box, case):
     assert "model.safetensors at commit" in line and "tensor 'fc.weight'" in line, line
 
 
-# -- 7. no credential or control character shown ---------
+# -- 7. only the requests doctor makes; no credential or control character shown ---------
+
+
+def test_huggingface_hubs_own_request_is_not_made(standin, box):
+    """huggingface_hub fetches its agent registry (GET /api/agent-harnesses,
+    on the endpoint, from the User-Agent it builds for each request; once
+    per read thread that builds one first, so twice) and writes it into
+    HF_HOME; a deadline could name that request as the one awaited. Doctor
+    makes the requests its checks read and no other."""
+    r = doctor(standin, box, *pair())
+    assert r.returncode in (0, 1) and "vpatch: error" not in r.stderr, r.stderr  # a verdict
+    assert "/api/agent-harnesses" not in [p for _, p, _ in standin.log], standin.log
+    assert not list(box.hf.glob(".agent_harnesses*"))
+    standin.reset()
+    standin.answer[r"^/"] = H.never  # nothing answers: the first request of ours is awaited
+    line = one_line(doctor(standin, box, *pair(), env={"VPATCH_HUB_TIMEOUT": "2"}), 2)
+    assert "no answer to GET" in line and "/api/models/ok/" in line, line
+    assert "agent-harnesses" not in line and all("harness" not in p for _, p, _ in standin.log)
 
 
 def test_hf_endpoint_credentials_are_not_printed(standin, box):

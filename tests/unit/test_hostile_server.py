@@ -266,6 +266,13 @@ def test_an_answer_cut_short_is_exit_3(vllm, home, path, how):
 # -- the so-so cases --------------------------------------------------------------------------
 
 
+def test_a_server_named_twice_is_read_once(vllm, home):
+    r = doctor(home, "--server", vllm.url, vllm.url + "/", vllm.url + "/v1")
+    assert r.returncode == 0, r.stderr
+    assert vllm.asked == ["/version", "/v1/models", "/metrics"]
+    assert r.stdout.count(f"server   {vllm.url}:") == 1
+
+
 @pytest.mark.parametrize("version", ["abc", "0.26", "dev"])
 def test_a_version_that_names_no_release_is_said_so(vllm, home, version):
     """vLLM answers `dev` when built without its version (vllm/version.py);

@@ -171,7 +171,7 @@ def watch(
     of `seconds` (None: limit()), on daemon threads the main thread leaves
     at the deadline or on Ctrl-C (deadline.Reads). The first server's error
     comes first."""
-    bases = [base(u) for u in urls]
+    bases = list(dict.fromkeys(base(u) for u in urls))  # a server named twice is read once
     if not bases:
         raise ConfigError("--server: give the URL of at least one server")
     with deadline.Reads(limit() if seconds is None else seconds, say, SERVER) as reads:
