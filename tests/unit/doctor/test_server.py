@@ -231,3 +231,17 @@ def test_a_server_read_sends_no_credential_of_the_index(vllm, monkeypatch, tmp_p
     with pip_names(monkeypatch, vllm.url.replace("http://", "http://user:s3cret@") + "/simple"):
         server.read(vllm.url, seconds=10)
     assert seen == [None]
+
+
+def test_no_message_shows_a_credential(vllm):
+    """The refusal of a URL with a user or password, and a redirect's
+    Location, said the credential in them (the library's message, before
+    the CLI's line hides it too)."""
+    with pytest.raises(ConfigError) as e:
+        server.base("http://user:s3cret@h:8000/?token=t0ken")
+    assert "s3cret" not in str(e.value) and "t0ken" not in str(e.value)
+    assert "'http://***@h:8000/?token=***'" in str(e.value)
+    vllm.hub.answer[V.VERSION] = V.redirect("http://u:s3cret@elsewhere/?sig=abc&x=1")
+    with pytest.raises(ConfigError) as e:
+        server.read(vllm.url, seconds=10)
+    assert "a redirect to 'http://***@elsewhere/?sig=***&x=1'" in str(e.value), e.value
