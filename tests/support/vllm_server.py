@@ -239,3 +239,30 @@ def status(code: int, body: bytes = b"", ctype: str = "text/html") -> H.Answer:
         h._send(code, body, {"Content-Type": ctype})
 
     return answer
+
+
+def cut_short(data: bytes, missing: int = 2, ctype: str = TEXT) -> H.Answer:
+    """Raw bytes on the socket: a 200 that declares Content-Length len(data)
+    and sends all but its last `missing` bytes, then closes the connection
+    (a server or proxy that died midway)."""
+
+    def answer(h: H._Handler, path: str) -> None:
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {len(data)}\r\n\r\n"
+        h.wfile.write(head.encode() + data[: len(data) - missing])
+        h.wfile.flush()
+        h.close_connection = True
+
+    return answer
+
+
+def chunks_cut(data: bytes, ctype: str = TEXT) -> H.Answer:
+    """Raw bytes on the socket: a chunked 200 that sends `data` as one chunk
+    and closes without the last, empty chunk that ends a chunked body."""
+
+    def answer(h: H._Handler, path: str) -> None:
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        h.wfile.write(head.encode() + b"%x\r\n" % len(data) + data + b"\r\n")
+        h.wfile.flush()
+        h.close_connection = True
+
+    return answer

@@ -26,6 +26,7 @@ LAYERS = (
             "jsontext",
             "httprange",
             "settings",
+            "untrusted",
             "record",
             "rules",
             "lock",
@@ -120,8 +121,9 @@ ORCHESTRATING = {"apply", "carry", "doctor", "export", "matrix", "verify_wheel",
 # What each cli module calls: its command module, or the one library module that
 # does the whole job. Beside it a cli module imports cli/ siblings and the core
 # modules that do no work (CLI_CORE: the lock it loads, the errors it raises, the
-# bounds options read), and nothing else: no library helper, and no formatter,
-# since a result says itself (to_text, to_json, to_markdown, report).
+# bounds options read, the escaping of what it prints), and nothing else: no library
+# helper, and no formatter, since a result says itself (to_text, to_json,
+# to_markdown, report).
 CALLS = {
     "cli": {"gitutil", "maintain.docs"},  # scrub_environ; the docs' Block, a type
     "cli.options": set(),
@@ -146,7 +148,7 @@ CALLS = {
     "cli.verify_wheel": {"commands.verify_wheel"},
     "cli.wheel": {"commands.wheel"},
 }
-CLI_CORE = {"lock", "errors", "settings"}
+CLI_CORE = {"lock", "errors", "settings", "untrusted"}
 
 
 def test_commands_holds_only_what_orchestrates():

@@ -4,7 +4,9 @@ its help, exit codes, example and options) and an execute part (`execute`:
 call its command module, or the one library function that does the whole
 job, and print what it returns). The options several commands
 take are defined once, in cli/options.py. Errors are caught once, in
-main(): one line `vpatch: error: ...` and the error's exit code (errors.py).
+main(): one line `vpatch: error: ...` and the error's exit code (errors.py),
+its text through untrusted.text (a message may quote what a server sent, or
+a URL with a credential in it).
 
 Each execute imports what it calls when it runs (as pip loads its
 commands): `vpatch install` in an image should not pay for the wheel code,
@@ -25,7 +27,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import gitutil
+from .. import gitutil, untrusted
 from ..errors import VpatchError, disk_error
 from . import (
     apply,
@@ -175,15 +177,15 @@ def _guarded(run: Callable[[], int]) -> int:
     """run(), every failure said in one line with its exit code."""
     try:
         return run()
-    except VpatchError as e:
-        return _fail(str(e), e.exit_code)
+    except VpatchError as e:  # one line by contract: a newline in it is a server's, shown
+        return _fail(untrusted.text(str(e)), e.exit_code)
     except KeyboardInterrupt:
         return _fail("interrupted; nothing was left half done", INTERRUPTED)
     except BrokenPipeError:
         raise  # main's: stdout went away
     except OSError as e:  # a file-system error no command converted itself
         err = disk_error(e)
-        return _fail(str(err), err.exit_code)
+        return _fail(untrusted.text(str(err)), err.exit_code)
     except Exception as e:  # a bug: still one line, the traceback on request
         if os.environ.get("VPATCH_DEBUG"):
             traceback.print_exc()
@@ -194,5 +196,8 @@ def _guarded(run: Callable[[], int]) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"vpatch: error: {cut(message)}", file=sys.stderr)
+    """The one error line: the message's first line (a bug's may have more),
+    escaped (untrusted.text: no control character reaches the terminal, no
+    credential of a URL is shown)."""
+    print(f"vpatch: error: {untrusted.text(cut(message))}", file=sys.stderr)
     return code

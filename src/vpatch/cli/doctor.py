@@ -68,7 +68,7 @@ def add_parser(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--interval",
-        type=count(1, 86400),
+        type=count(1, 86400, decimal=True),
         metavar="N",
         help="with --server: read the servers twice, N seconds apart, and judge that window too",
     )

@@ -23,7 +23,10 @@ def add_parser(sub: Subparsers) -> None:
     )
     output(p, "md", "json")
     p.add_argument(
-        "--jobs", type=count(), metavar="N", help="worker processes (default: one per core)"
+        "--jobs",
+        type=count(decimal=True),
+        metavar="N",
+        help="worker processes (default: one per core)",
     )
     offline(p)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeAlias
 
-from .. import lock, settings
+from .. import lock, settings, untrusted
 from ..errors import ConfigError, VpatchError
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -26,7 +26,8 @@ Execute = Callable[[argparse.Namespace, "Parser"], int]
 
 
 def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    """Progress on stderr, escaped as every line vpatch prints (untrusted.text)."""
+    print(untrusted.text(msg), file=sys.stderr, flush=True)
 
 
 PATHS = ("DIR", "FILE", "WHEEL", "PATH")  # metavars of path arguments
@@ -45,14 +46,15 @@ def a_path(value: str) -> str:
     return value
 
 
-def count(least: int = 1, most: int = settings.MOST) -> Callable[[str], int]:
+def count(least: int = 1, most: int = settings.MOST, decimal: bool = False) -> Callable[[str], int]:
     """An argparse type: a whole number from `least` to `most`, read by
-    settings.whole (the one bounded parser) and refused as argparse refuses
-    a value: one line naming the option, exit 2."""
+    settings.whole (the one bounded parser; `decimal`: ASCII digits only, a
+    vpatch option's own, where one of vLLM's flags reads as int() does) and
+    refused as argparse refuses a value: one line naming the option, exit 2."""
 
     def whole(value: str) -> int:
         try:
-            return settings.whole(value, "", least, most)
+            return settings.whole(value, "", least, most, decimal=decimal)
         except ConfigError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -72,7 +74,8 @@ class Parser(argparse.ArgumentParser):
         return super().add_argument(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        print(f"vpatch: error: {cut(message)} (see `{self.prog} --help`)", file=sys.stderr)
+        said = untrusted.text(cut(message))
+        print(f"vpatch: error: {said} (see `{self.prog} --help`)", file=sys.stderr)
         sys.exit(ConfigError.exit_code)
 
 

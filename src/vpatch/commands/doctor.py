@@ -190,8 +190,11 @@ def running(
                 f"the servers run vLLM {' and '.join(versions)}: a deployment is one release; "
                 "tie it to the servers of one"
             )
+        named = postflight.release_named(versions[0]) is not None
         stated = _environment(req, versions[0], ready, say, pins) or (
-            VllmEnv("PY", "vllm", versions[0], given="the server's /version"),
+            VllmEnv("PY", "vllm", versions[0], given="the server's /version")
+            if named
+            else VllmEnv("PY", given=f"the server's /version {settings.shown(versions[0])}"),
             UNKNOWN,
         )
         pre = preflight(req, ready, where, say, pins=pins, stated=stated)
@@ -232,7 +235,8 @@ def _environment(
         readiness = ready(env) if ready else by_check(env, pins)
     else:
         return None
-    if env.version is None or _public(env.version) != _public(version):
+    named = postflight.release_named(version) is not None  # else the user names it
+    if env.version is None or (named and _public(env.version) != _public(version)):
         said = f"--vllm {req.vllm}" if req.vllm is not None else f"--python {req.python}"
         raise ConfigError(
             f"{said} is vLLM {env.version}, the server runs vLLM {version}: give the server's"

@@ -17,7 +17,9 @@ DEFAULT), that holds whatever the server does:
     doctor sets (`_install`): a read that must stop (the deadline passed, or
     Ctrl-C) makes no request and takes no byte more, and a request waits no
     longer than the time left; an answer's X-Repo-Commit must be a commit
-    id before huggingface_hub makes a folder of it;
+    id before huggingface_hub makes a folder of it; a request
+    huggingface_hub makes of its own (UNASKED: its agent registry) is not
+    sent;
   * SIGTERM during the reads is a Ctrl-C: exit 130, the cache as it was
     (huggingface_hub's blobs/*.incomplete were left behind);
   * huggingface_hub's log is silenced while the reads run (a dozen retry
@@ -41,12 +43,20 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .. import settings
+from .. import settings, untrusted
 from ..errors import ConfigError, VpatchError
 
 DEFAULT = 60.0  # seconds: a pair's dozen requests take 1-2 s on a laptop
 NOTICE = 3.0  # seconds of hub reads before `say` tells what is awaited
 GRACE = 1.0  # seconds a stopped read gets to take back what it made itself
+SHOWN = 3  # reads the notice names; it counts the rest
+# Requests huggingface_hub makes of its own, which doctor's reads refuse:
+# 2.x builds the User-Agent of each request with its agent registry, fetched
+# from the endpoint (utils/_detect_agent.py: once a day, cached in HF_HOME,
+# by each read thread that gets there first: the target's and the drafter's
+# both). Sent, it was a request doctor does not need, a file written in
+# HF_HOME, and the request a deadline could name as the one awaited.
+UNASKED = ("/api/agent-harnesses",)
 VARIABLE = "VPATCH_HUB_TIMEOUT"
 COMMIT = re.compile(r"^[0-9a-f]{40}$")  # a commit id, as the hub gives it
 
@@ -323,7 +333,9 @@ class Reads:
 
     def _awaited(self) -> str:
         running = [j.name for j in self.jobs if j.bounded and not j.done.is_set()]
-        doing = "; ".join(f"{n}: {self.budget.doing(n)}" for n in running)
+        doing = "; ".join(f"{n}: {self.budget.doing(n)}" for n in running[:SHOWN])
+        if len(running) > SHOWN:  # a fleet of a thousand servers: one line still
+            doing += f"; and {len(running) - SHOWN} more"
         k = self.budget.kind
         return (
             f"waiting for {k.what} ({doing}); gives up {self.budget.seconds:g}s after it "
@@ -369,11 +381,19 @@ def each(fn: Callable[[T], R], items: Sequence[T], workers: int = 8) -> list[R]:
 # -- huggingface_hub's session, its log, the signals ------------------------------------
 
 
+class Unasked(ConfigError):
+    """A request huggingface_hub makes of its own that doctor's reads do not
+    need (UNASKED): refused before it is sent. huggingface_hub makes it
+    best-effort and takes any failure of it as "none" (so does doctor)."""
+
+
 def _on_request(request: Any) -> None:
     b = current()
     if b is None:
         return
     b.check()
+    if str(request.url.path).endswith(UNASKED):
+        raise Unasked(f"{_shown(request.url)}: not a request doctor makes")
     b.asked[getattr(_here, "job", "")] = (f"{request.method} {_shown(request.url)}", None, False)
     left = max(b.left(), 0.001)
     given = request.extensions.get("timeout") or {}
@@ -422,8 +442,9 @@ def _checked(stream: Any, b: Budget, job: str, said: tuple[str, int]) -> Any:
 
 
 def _shown(url: Any) -> str:
-    """A URL as a message shows it: no query (a CDN's signature)."""
-    return str(url).split("?", 1)[0]
+    """A URL as a message shows it: no query (a CDN's signature), no user
+    or password (HF_ENDPOINT's)."""
+    return untrusted.url(str(url).split("?", 1)[0])
 
 
 _installed = threading.Lock()

@@ -5,12 +5,21 @@ as a JSON-ready dict.
 Severities: `error` = vLLM will crash (at config time, at weight load, or at
 the first request) or run with silently broken drafts; `warning` = likely
 wrong, or not checkable; `info` = what vLLM will do. `ok` is false exactly
-when there is an error."""
+when there is an error.
+
+`lines()` is the one text form of doctor's reports (the preflight's
+Report, the post-flight's Postflight): each line passes through
+untrusted.text, since a line may hold what a hub or a server sent (a file
+name of a listing, a /version, a model name): its control characters are
+shown escaped. The JSON form keeps every value as read."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from .. import untrusted
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -53,19 +62,22 @@ class Report:
         }
 
     def to_text(self) -> str:
-        out = list(self.header) + [""]
-        width = max(len(f.check) for f in self.findings)
-        for f in self.findings:
-            out.append(f"  {f.severity:8} {f.check:{width}}  {f.message}")
-        n = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
-        verdict = "ok" if self.ok else "NOT ok"
-        out += [
-            "",
-            f"{verdict}: {_count(n['error'], 'error')}, {_count(n['warning'], 'warning')}",
-            "",
-            self.serve,
-        ]
-        return "\n".join(out)
+        return lines(self.header, self.findings, [self.serve])
+
+
+def lines(head: Sequence[str], findings: Sequence[Finding], tail: Sequence[str] = ()) -> str:
+    """A report as text: `head`, the findings, the verdict, then `tail`
+    (the serve command), a blank line between them; every line escaped
+    (untrusted.text)."""
+    width = max((len(f.check) for f in findings), default=0)
+    n = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
+    verdict = "ok" if not n["error"] else "NOT ok"
+    out = [*head, ""]
+    out += [f"  {f.severity:8} {f.check:{width}}  {f.message}" for f in findings]
+    out += ["", f"{verdict}: {_count(n['error'], 'error')}, {_count(n['warning'], 'warning')}"]
+    for t in tail:
+        out += ["", t]
+    return "\n".join(untrusted.text(line) for line in out)
 
 
 def _count(n: int, what: str) -> str:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import jsontext, settings
+from .. import jsontext, settings, untrusted
 from ..errors import ConfigError, NetworkError, VpatchError
 from ..sources import index
 from . import deadline
@@ -136,7 +136,7 @@ def base(url: str) -> str:
     kept; a trailing /v1, an OpenAI client's base URL, dropped: vLLM's
     /version and /metrics are beside /v1, not in it). Only http and https,
     no user or password, query or fragment: bad input, exit 2."""
-    shown = settings.shown(url, 80)
+    shown = settings.shown(untrusted.url(url), 80)
     try:
         u = urllib.parse.urlsplit(url.strip())
         host, port = u.hostname, u.port  # port: ValueError when out of range or no number
@@ -171,7 +171,7 @@ def watch(
     of `seconds` (None: limit()), on daemon threads the main thread leaves
     at the deadline or on Ctrl-C (deadline.Reads). The first server's error
     comes first."""
-    bases = [base(u) for u in urls]
+    bases = list(dict.fromkeys(base(u) for u in urls))  # a server named twice is read once
     if not bases:
         raise ConfigError("--server: give the URL of at least one server")
     with deadline.Reads(limit() if seconds is None else seconds, say, SERVER) as reads:
@@ -234,7 +234,7 @@ def _get(url: str, path: str) -> bytes:
     )
     left = b.left() if b else limit()
     try:
-        resp = index.opener(follow=False).open(req, timeout=max(left, 0.001))
+        resp = index.opener(follow=False, auth=False).open(req, timeout=max(left, 0.001))
     except urllib.error.HTTPError as e:
         location = e.headers.get("Location", "") if e.headers else ""
         e.close()
@@ -268,6 +268,11 @@ def _get(url: str, path: str) -> bytes:
             if n > most:
                 raise _huge(full, most)
             chunks.append(chunk)
+        if (declared := index.cut_short(resp, n)) is not None:
+            raise NetworkError(
+                f"{full}: the answer broke off ({n} of the {declared} bytes it declared came); "
+                "try again"
+            )
         deadline.asked(said, resp.status, True)
     return b"".join(chunks)
 
@@ -275,7 +280,7 @@ def _get(url: str, path: str) -> bytes:
 def _refused(url: str, path: str, code: int, location: str) -> VpatchError:
     full = url + path
     if 300 <= code < 400:
-        where = f" to {settings.shown(location, 120)}" if location else ""
+        where = f" to {settings.shown(untrusted.url(location), 120)}" if location else ""
         return ConfigError(
             f"{full}: answered {code}, a redirect{where}; doctor follows none (vLLM answers "
             "this path itself): give the server's own address"

@@ -22,6 +22,7 @@ import contextlib
 import http.client
 import io
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
@@ -36,7 +37,8 @@ MERGE_GAP = 1 << 20  # fetch a gap this small rather than make another request
 class RangeFile(io.RawIOBase):
     def __init__(self, url: str, size: int):
         self.url = url
-        self.name = url.rsplit("/", 1)[-1]
+        # the file's name as messages say it: no query (a signed URL's signature)
+        self.name = urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1]
         if size <= 0:
             raise RangeUnsupported(f"{self.name}: the index gives no size to read ranges of")
         self.size = size

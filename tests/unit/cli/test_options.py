@@ -82,3 +82,25 @@ def test_a_path_argument_refuses_an_empty_value():
     with pytest.raises(SystemExit) as e:
         cli.parser().parse_args(["apply", "--dest", ""])
     assert e.value.code == 2
+
+
+def test_say_shows_what_it_is_given_escaped(capsys):
+    """Progress names what a server or hub sent (a request's URL, a model):
+    escaped, with no credential, as every line vpatch prints."""
+    from vpatch.cli.options import say
+
+    say("waiting for GET http://u:pw@h/m\x1b]0;t\x07")
+    assert capsys.readouterr().err == "waiting for GET http://***@h/m\\x1b]0;t\\x07\n"
+
+
+def test_interval_takes_ascii_digits_only(capsys):
+    """`--interval 1_0` was 10 and `' 1'` 1 (int()'s reading): refused now."""
+    from vpatch import cli
+
+    for bad in ("1_0", " 1", "+1", "１"):
+        with pytest.raises(SystemExit) as e:
+            cli.parser().parse_args(["doctor", "--server", "http://h:1", "--interval", bad])
+        assert e.value.code == 2
+        assert "--interval" in capsys.readouterr().err
+    args = cli.parser().parse_args(["doctor", "--server", "http://h:1", "--interval", "10"])
+    assert args.interval == 10

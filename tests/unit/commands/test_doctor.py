@@ -468,6 +468,31 @@ def test_a_server_tied_to_its_deployment(tmp_path, vllm):
     assert vllm.asked == ["/version", "/v1/models", "/metrics"]
 
 
+@pytest.mark.parametrize("version", ["abc", "0.26", "dev"])
+def test_a_server_whose_version_names_no_release_tied(tmp_path, vllm, version):
+    """Tied to a deployment, a /version of `abc` said "vLLM abc is older
+    than <the first release>". Now the vllm finding says the /version names
+    no release and what the preflight was checked against; --vllm R names
+    the release (not "another release than the server's")."""
+    t, d = F.pair(tmp_path)
+    vllm.version = version
+    default = lock.load().default().version
+    req = D.Request(target=str(t), drafter=str(d), servers=(vllm.url,), tensor_parallel_size=8)
+    r = D.doctor(req, pins=lock.load())
+    text = r.to_text()
+    said = next(f for f in r.findings if f.check == "vllm")
+    assert said.severity == "warning", said
+    assert said.message.startswith(
+        f"the server's /version '{version}' names no vLLM release (vLLM's are X.Y.Z; one built "
+        "without its version file answers 'dev': vllm/version.py); checked against vLLM "
+        f"{default} (vpatch's default release): give the release it runs"
+    ), said.message
+    assert f"vllm     unknown (the server's /version '{version}') -> rules of {default}" in text
+    assert "older than" not in text
+    r = D.doctor(replace(req, vllm=default), pins=lock.load())
+    assert f"vLLM {default} (--vllm" in next(f for f in r.findings if f.check == "vllm").message
+
+
 def test_a_servers_environment_is_the_servers_release(tmp_path, py, vllm):
     """--python PY (or --vllm R) with --server: `vpatch check` on it says
     whether the series is installed; another release than the server's is

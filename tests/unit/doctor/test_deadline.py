@@ -224,3 +224,18 @@ def test_the_clock_stands_still_in_a_pause():
     time.sleep(0.35)
     with pytest.raises(deadline.Expired):
         b.check()
+
+
+def test_the_notice_of_many_reads_is_one_short_line(monkeypatch):
+    """`--server` with 1000 URLs that hang: the notice on stderr was one line
+    of 80 KB. It names the first reads awaited and counts the rest."""
+    monkeypatch.setattr(deadline, "NOTICE", 0.05)
+    said: list[str] = []
+    with pytest.raises(Late), deadline.Reads(0.3, said.append, OTHER) as reads:
+        jobs = [reads.start(f"http://h:{i}", STUCK.wait, 30) for i in range(1, 1001)]
+        reads.budget.begin()  # the clock from here: starting 1000 threads takes a while
+        reads.result(jobs[0])
+    (line,) = said
+    assert line.startswith("waiting for the server (http://h:1: no request made yet; http://h:2")
+    assert "; and 997 more); gives up 0.3s after it started" in line, line[:400]
+    assert len(line) < 300, line[:400]

@@ -163,9 +163,9 @@ def test_target_from_the_hub_lands_in_the_cache(standin, tmp_path):
     assert m.path == snap and (snap / "tokenizer_config.json").is_file()
     assert (snap.parents[1] / "refs" / "main").read_text() == commit  # as vLLM's download
     assert f"at commit {commit} from {standin.url}" in m.source()
-    # what went over the wire: the listing, then HEAD + GET of each file (and,
-    # once a day, huggingface_hub's own fetch of its agent registry)
-    asked = [(a, p) for a, p, _ in standin.log if p != "/api/agent-harnesses"]
+    # what went over the wire: the listing, then HEAD + GET of each file, and
+    # nothing else (huggingface_hub's own fetch of its agent registry is not sent)
+    asked = [(a, p) for a, p, _ in standin.log]
     assert asked == [
         ("GET", f"/api/models/{KIMI}"),
         ("HEAD", f"/{KIMI}/resolve/main/config.json"),

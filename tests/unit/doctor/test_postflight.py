@@ -107,6 +107,32 @@ def test_position_0_far_below_a_working_pair(p0, flagged):
         assert "decay" not in severities(found)  # position 0 is the finding
 
 
+IMPOSSIBLE = {
+    # the issue's three: an acceptance rate of 333.3; per position 0.1 -> 0.9 -> 1000;
+    # more drafts than draft tokens; and position 0 accepted in more drafts than there are
+    "rate over 1": (Counters(300, 3, 1000, (100, 100, 100)), "1000 accepted of 3 draft tokens"),
+    "rising": (
+        Counters(1000, 3000, 1000, (100, 900, 1000000)),
+        "position 1 accepted in 900 drafts, position 0 in 100",
+    ),
+    "drafts over tokens": (Counters(500, 100, 60, (30, 20, 10)), "500 drafts of 100 draft tokens"),
+    "position 0 over drafts": (Counters(200, 600, 400, (300, 80, 20)), "300 drafts of 200"),
+}
+
+
+@pytest.mark.parametrize("case", IMPOSSIBLE)
+def test_impossible_counters_are_said_and_not_judged(case):
+    """Counts vLLM cannot give (it counts them together,
+    SpecDecodingStats.observe_draft) were judged without comment: a verdict
+    built on them. Now one finding says they are inconsistent, and none is
+    built on them."""
+    c, why = IMPOSSIBLE[case]
+    found = P.judge(watch(replace(c, generated=5000, finished=8, running=0)))
+    assert [(f.check, f.severity) for f in found] == [("counters", "warning")], found
+    assert why in found[0].message, found[0].message
+    assert "doctor judges nothing on them" in found[0].message
+
+
 def preflight(*findings: Finding) -> Report:
     runner = Finding(
         "model_runner", "info", "vLLM R serves the pair on its V1 runner (the default)"

@@ -211,3 +211,37 @@ def test_the_docs_state_the_limits():
         f"(`/v1/models`) or {most['/metrics'] >> 20} MiB (`/metrics`"
     )
     assert said in section
+
+
+def test_a_server_read_sends_no_credential_of_the_index(vllm, monkeypatch, tmp_path):
+    """netrc and the index's credentials are the index's (sources/index.py):
+    doctor's reads of a vLLM server, on the same host, send none of them."""
+    from support.simple import pip_names
+
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login user password s3cret\n")
+    monkeypatch.setenv("NETRC", str(netrc))
+    seen = []
+
+    def version(h, p):
+        seen.append(h.headers.get("Authorization"))
+        h._send(200, b'{"version": "%s"}' % V.NEWEST.encode(), {"Content-Type": "application/json"})
+
+    vllm.hub.answer[V.VERSION] = version
+    with pip_names(monkeypatch, vllm.url.replace("http://", "http://user:s3cret@") + "/simple"):
+        server.read(vllm.url, seconds=10)
+    assert seen == [None]
+
+
+def test_no_message_shows_a_credential(vllm):
+    """The refusal of a URL with a user or password, and a redirect's
+    Location, said the credential in them (the library's message, before
+    the CLI's line hides it too)."""
+    with pytest.raises(ConfigError) as e:
+        server.base("http://user:s3cret@h:8000/?token=t0ken")
+    assert "s3cret" not in str(e.value) and "t0ken" not in str(e.value)
+    assert "'http://***@h:8000/?token=***'" in str(e.value)
+    vllm.hub.answer[V.VERSION] = V.redirect("http://u:s3cret@elsewhere/?sig=abc&x=1")
+    with pytest.raises(ConfigError) as e:
+        server.read(vllm.url, seconds=10)
+    assert "a redirect to 'http://***@elsewhere/?sig=***&x=1'" in str(e.value), e.value

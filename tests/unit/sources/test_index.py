@@ -4,11 +4,13 @@ configuration, against a local server standing in for the index."""
 import http.server
 import json
 import re
+import subprocess
+import sys
 import time
 
 import pytest
 from support import serve
-from support.simple import configured
+from support.simple import basic, configured, pip_names
 from vpatch.errors import ConfigError, NetworkError
 from vpatch.sources import index
 
@@ -89,8 +91,21 @@ def test_files_and_versions_of_a_project(simple):
         (index.ACCEPT, b"{not json", "broken JSON"),
         (index.ACCEPT, b"[1, 2]", "not a PEP 691 project page"),
         (index.ACCEPT, json.dumps({"files": [{"url": "x"}]}).encode(), "malformed file"),
+        (index.ACCEPT, json.dumps({"files": [{"filename": 5, "url": "x"}]}).encode(), "malformed"),
+        (index.ACCEPT, json.dumps({"files": [{"filename": None, "url": "x"}]}).encode(), "malf"),
+        (index.ACCEPT, json.dumps({"files": [{"filename": "a.whl", "url": 5}]}).encode(), "malf"),
+        (index.ACCEPT, json.dumps({"files": ["a.whl"]}).encode(), "malformed file"),
     ],
-    ids=["html", "broken", "not-a-page", "malformed-file"],
+    ids=[
+        "html",
+        "broken",
+        "not-a-page",
+        "malformed-file",
+        "int-name",
+        "null-name",
+        "int-url",
+        "str",
+    ],
 )
 def test_answers_that_are_not_an_index_page(simple, ctype, body, message):
     Index.pages["vllm"] = (ctype, body)
@@ -172,3 +187,166 @@ def test_an_opener_that_follows_no_redirect():
         with index.opener().open(s.url + "/from", timeout=10) as r:
             assert r.read() == b"here"
     assert index.opener(follow=False) is index.opener(follow=False)  # built once
+
+
+def test_a_file_named_by_no_string_is_a_malformed_page(stand):
+    """`vpatch releases` exited 70 on an entry whose filename was 5 or null
+    (version_of called .endswith on it); a missing filename was already
+    "the package index lists a malformed file", exit 3. Now both are."""
+    from vpatch.sources import releases
+
+    for name in (5, None):
+        stand.files["vllm"] = [{"filename": name, "url": "/files/x", "hashes": {}}]
+        index.project.cache_clear()
+        with pytest.raises(NetworkError, match="the package index lists a malformed file"):
+            releases.released("vllm")
+
+
+# -- credentials: as pip sends them, and never printed -----------------------------------
+
+SECRET = "s3cr3t-TOKEN"
+
+
+def with_credentials(url: str, user: str = "user", password: str = SECRET) -> str:
+    return url.replace("http://", f"http://{user}:{password}@", 1)
+
+
+@pytest.fixture
+def private(stand, monkeypatch, tmp_path):
+    """The stand-in asking for basic auth (user:SECRET); no netrc but the test's."""
+    stand.add("vllm", "vllm-1.0.tar.gz")
+    stand.auth = f"user:{SECRET}"
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    return stand
+
+
+def pip_versions(url: str) -> subprocess.CompletedProcess[str]:
+    """pip's own answer to the index at `url` (no configuration but it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--isolated", "index", "versions", "vllm"]
+        + ["--index-url", url, "--no-input"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_private_index_with_credentials_in_its_url(private, monkeypatch):
+    """PIP_INDEX_URL=http://user:TOKEN@host/simple: urllib took
+    `user:TOKEN@host` for the host name ("Name or service not known", exit
+    3, TOKEN in the line). pip gets through with that URL; vpatch now does
+    too, with the URL's user and password as basic auth, as pip sends them."""
+    url = with_credentials(private.url)
+    assert pip_versions(url).returncode == 0, pip_versions(url).stderr
+    with pip_names(monkeypatch, url):
+        assert list(index.files("vllm")) == ["vllm-1.0.tar.gz"]
+    assert private.authorization[-1] == basic(f"user:{SECRET}")
+    # a token as the user, no password (`https://TOKEN@host`): pip sends "TOKEN:"
+    private.auth = f"{SECRET}:"
+    with pip_names(monkeypatch, private.url.replace("http://", f"http://{SECRET}@")):
+        assert list(index.files("vllm")) == ["vllm-1.0.tar.gz"]
+
+
+def test_the_index_credentials_go_to_its_host_only(private, monkeypatch):
+    """A file on the index's host (a PEP 691 URL without credentials) gets
+    them, as pip gives them; a redirect to another host does not carry them."""
+    from support import hub as H
+
+    with pip_names(monkeypatch, with_credentials(private.url)):
+        with index.opener().open(private.url + "vllm/", timeout=10) as r:
+            assert r.status == 200
+        other = H.StandIn()
+        seen: list[str | None] = []
+
+        def record(h, path):
+            seen.append(h.headers.get("Authorization"))
+            h._send(200, b"{}", {"Content-Type": index.ACCEPT})
+
+        other.answer["^/elsewhere$"] = record
+        with other.running():
+            private.answer = None
+            private.auth = None
+            redirect = H.StandIn()
+            redirect.answer["^/"] = lambda h, p: h._send(
+                302, b"", {"Location": other.url + "/elsewhere"}
+            )
+            with redirect.running():
+                host = redirect.url.removeprefix("http://")
+                monkeypatch.setenv("PIP_INDEX_URL", f"http://user:{SECRET}@{host}/simple")
+                index.index_url.cache_clear()
+                with index.opener().open(f"{redirect.url}/simple/vllm/", timeout=10) as r:
+                    assert r.status == 200
+        assert seen == [None]
+
+
+def test_netrc_names_the_credentials_of_the_index_host(private, monkeypatch, tmp_path):
+    """~/.netrc (or $NETRC), as pip reads it through requests: the login and
+    password of the machine that is the index's host."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text(f"machine 127.0.0.1\n  login user\n  password {SECRET}\n")
+    monkeypatch.setenv("NETRC", str(netrc))
+    assert pip_versions(private.url).returncode == 0
+    with pip_names(monkeypatch, private.url):
+        assert list(index.files("vllm")) == ["vllm-1.0.tar.gz"]
+    netrc.write_text(f"machine elsewhere.invalid login user password {SECRET}\n")
+    index.project.cache_clear()
+    with pip_names(monkeypatch, private.url), pytest.raises(NetworkError, match="answered 401"):
+        index.files("vllm")
+
+
+@pytest.mark.parametrize("wrong", ["user:wrong-password", f"user:{SECRET}x"])
+def test_a_refused_credential_is_not_printed(private, monkeypatch, wrong):
+    user, password = wrong.split(":")
+    url = with_credentials(private.url, user, password)
+    with pip_names(monkeypatch, url), pytest.raises(NetworkError) as e:
+        index.files("vllm")
+    said = str(e.value)
+    assert "the server answered 401" in said and password not in said and "***@127.0.0.1" in said
+
+
+def test_an_unreachable_index_with_credentials_is_said_without_them(monkeypatch):
+    from support import synthetic as S
+
+    url = with_credentials(S.closed_port())
+    with pip_names(monkeypatch, url), pytest.raises(NetworkError) as e:
+        index.files("vllm")
+    assert SECRET not in str(e.value) and "Connection refused" in str(e.value), e.value
+
+
+# -- a page read whole, and no larger than a page is --------------------------------------
+
+
+def test_a_page_cut_short_broke_off(monkeypatch):
+    """Content-Length N, N - 2 bytes, the connection closed: the page broke
+    off (exit 3), not "broken JSON"."""
+    from support import hub as H
+    from support import vllm_server as V
+
+    page = json.dumps(PAGE).encode()
+    s = H.StandIn()
+    s.answer["^/simple/vllm/$"] = V.cut_short(page, ctype=index.ACCEPT)
+    broke = r"page for 'vllm' broke off \(\d+ of the \d+ bytes"
+    with (
+        s.running(),
+        pip_names(monkeypatch, s.url + "/simple"),
+        pytest.raises(NetworkError, match=broke),
+    ):
+        index.files("vllm")
+
+
+@pytest.mark.parametrize("unsized", [False, True])
+def test_a_page_over_the_most_is_refused(stand, monkeypatch, unsized):
+    """A 400 MB page took 847 MB of memory. A page is read no further than
+    MOST_PAGE bytes (vLLM's is about 130 KB): said, refused before the body
+    is read; unsaid, refused once that many bytes came."""
+    monkeypatch.setattr(index, "MOST_PAGE", 1 << 16)
+    stand.add("vllm", *(f"vllm-1.{i}.tar.gz" for i in range(2000)))
+    stand.unsized = unsized
+    with pytest.raises(NetworkError, match="the package index's page for 'vllm' is over 64 KiB"):
+        index.files("vllm")
+
+
+def test_a_timeout_too_large_says_so(stand, monkeypatch):
+    monkeypatch.setenv(index.TIMEOUT, "9" * 400)
+    with pytest.raises(ConfigError, match="VPATCH_INDEX_TIMEOUT=.*: too large: at most 86400"):
+        index.project("vllm")

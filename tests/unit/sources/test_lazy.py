@@ -80,3 +80,14 @@ def test_short_answers_and_unreachable_servers_are_network_errors(remote, range_
         lazy.RangeFile(range_server[1] + "missing.bin", 100).read(10)
     with pytest.raises(NetworkError, match="HEAD request for x.bin failed: .*refused"):
         lazy.RangeFile("http://127.0.0.1:9/x.bin", 100).read(10)
+
+
+def test_a_signed_urls_signature_is_not_in_its_name():
+    """A PEP 691 file URL may be a CDN's signed one: messages name the file
+    by its path, never with the query that signs it."""
+    url = "https://cdn.invalid/f/vllm-1.0.whl?X-Amz-Signature=s3cr3t&X-Amz-Credential=c"
+    f = lazy.RangeFile(url, 10)
+    assert f.name == "vllm-1.0.whl"
+    with pytest.raises(RangeUnsupported) as e:
+        lazy.RangeFile(url, 0)
+    assert "s3cr3t" not in str(e.value)

@@ -116,6 +116,13 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
     return pins.rules.at(rel), assumed, bool(env.version) and place is None
 
 
+def _where(env: VllmEnv) -> str:
+    """The vLLM judged, as the report's header names it."""
+    if env.version:
+        return env.where
+    return f"unknown ({env.given})" if env.given else f"none ({env.python})"
+
+
 def diagnose(
     target: hub.Model,
     drafter: hub.Model,
@@ -160,8 +167,7 @@ def diagnose(
         f"target   {target.ref}: {t.describe()}",
         f"drafter  {drafter.ref}: {'speculators' if d.speculators else 'vLLM'} format, "
         f"{eff.arch or 'no known class'}",
-        f"vllm     {env.where if env.version else f'none ({env.python})'} -> rules of "
-        f"{rules.release}",
+        f"vllm     {_where(env)} -> rules of {rules.release}",
     ]
     head += [f"read     {m.source()}" for m in (target, drafter) if m.hub]
     read = [m.to_json() for m in (target, drafter)]

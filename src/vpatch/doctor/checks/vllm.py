@@ -15,6 +15,14 @@ from ..report import Finding
 
 def check_vllm(p: Pair) -> Finding:
     env, t = p.env, p.target
+    if env.version is None and env.given:  # a server whose /version names no release
+        return Finding(
+            "vllm",
+            "warning",
+            f"{env.given} names no vLLM release (vLLM's are X.Y.Z; one built without its "
+            "version file answers 'dev': vllm/version.py); "
+            f"{p.assumed}: give the release it runs, --vllm RELEASE [--patched] or --python PY",
+        )
     if env.version is None:
         return Finding(
             "vllm",
