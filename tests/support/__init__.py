@@ -72,7 +72,8 @@ def known(release: str, pins: lock.Lock | None = None) -> str:
     pins = pins or lock.load()
     if release in pins.releases and pins.rules.covers(release):
         return release
-    why = f"vLLM {release} is not pinned with doctor's rules in this copy"
+    # a support.releases.Missing says which release was asked for
+    why = getattr(release, "why", f"vLLM {release} is not pinned with doctor's rules in this copy")
     if os.environ.get(REWOUND):
         import pytest
 
