@@ -56,8 +56,6 @@ MEASURED = "a measured figure, named with the release it was measured on"
 EXAMPLE = "the command's help example (tests/unit/cli/test_options.py parses it)"
 
 DELIBERATE: dict[str, str] = {
-    "benchmarks/bench_carry.py": MEASURED + " (docs/measurements.md)",
-    "benchmarks/bench_doctor_hub.py": MEASURED + " (docs/measurements.md)",
     "src/vpatch/cli/apply.py": EXAMPLE,
     "src/vpatch/cli/carry.py": EXAMPLE,
     "src/vpatch/cli/export.py": EXAMPLE,
