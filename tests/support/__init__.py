@@ -51,11 +51,19 @@ def git(cwd: Path, *args: str) -> str:
     return out.stdout
 
 
+# The made-up releases of the fixtures: a wheel's version (make_wheel's, and
+# 9.9.x wherever a made-up tree, wheel or report names one) and the upstream
+# release of a made-up series (DEP3's 10.0.0, which tests/conftest.py's `pins`
+# pins beside 9.8.0 and 9.9.0). They are no vLLM release: nothing in vpatch's
+# data applies to them, and tests/unit/test_release_literals.py does not count
+# them.
+FAKE = "9.9.1"
+
 DEP3 = """
 Description: {subject}
 Origin: vendor
 Forwarded: not-needed
-Applied-Upstream: 0.18.0
+Applied-Upstream: 10.0.0
 Last-Update: 2026-11-29
 """
 
@@ -358,7 +366,7 @@ Rows = list[list[str]]
 def make_wheel(
     where: Path,
     project: str = "vllm",
-    version: str = "0.17.1",
+    version: str = FAKE,
     files: dict[str, bytes] | None = None,
     data_files: dict[str, bytes] | None = None,
     tag: str = WHEEL_TAG,
