@@ -51,11 +51,19 @@ def git(cwd: Path, *args: str) -> str:
     return out.stdout
 
 
+# The made-up releases of the fixtures: a wheel's version (make_wheel's, and
+# 9.9.x wherever a made-up tree, wheel or report names one) and the upstream
+# release of a made-up series (DEP3's 10.0.0, which tests/conftest.py's `pins`
+# pins beside 9.8.0 and 9.9.0). They are no vLLM release: nothing in vpatch's
+# data applies to them, and tests/unit/test_release_literals.py does not count
+# them.
+FAKE = "9.9.1"
+
 DEP3 = """
 Description: {subject}
 Origin: vendor
 Forwarded: not-needed
-Applied-Upstream: 0.18.0
+Applied-Upstream: 10.0.0
 Last-Update: 2026-11-29
 """
 
@@ -72,7 +80,8 @@ def known(release: str, pins: lock.Lock | None = None) -> str:
     pins = pins or lock.load()
     if release in pins.releases and pins.rules.covers(release):
         return release
-    why = f"vLLM {release} is not pinned with doctor's rules in this copy"
+    # a support.releases.Missing says which release was asked for
+    why = getattr(release, "why", f"vLLM {release} is not pinned with doctor's rules in this copy")
     if os.environ.get(REWOUND):
         import pytest
 
@@ -357,7 +366,7 @@ Rows = list[list[str]]
 def make_wheel(
     where: Path,
     project: str = "vllm",
-    version: str = "0.17.1",
+    version: str = FAKE,
     files: dict[str, bytes] | None = None,
     data_files: dict[str, bytes] | None = None,
     tag: str = WHEEL_TAG,

@@ -993,7 +993,7 @@ def test_an_interpreter_that_hangs_is_said_to_be_awaited(box, monkeypatch, capsy
 
 
 def test_the_makefile_hands_every_variable_as_one_word(tmp_path) -> None:
-    """`make apply VLLM='0.17.1; echo INJECTED'` ran the echo. Every recipe
+    """`make apply VLLM='X.Y.Z; echo INJECTED'` ran the echo. Every recipe
     line, with every variable set to a value that would end the command,
     still gives that value as one word (make -n prints what it would run);
     and a real run hands it to vpatch as it is."""
@@ -1001,7 +1001,7 @@ def test_the_makefile_hands_every_variable_as_one_word(tmp_path) -> None:
     import subprocess
 
     root = Path(__file__).resolve().parents[2]
-    poison = "0.17.1'; echo INJECTED; '"
+    poison = "9.9.1'; echo INJECTED; '"
     text = (root / "Makefile").read_text()
     targets = text.split(".PHONY:", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ").split()
     assert "apply" in targets and "clean" in targets

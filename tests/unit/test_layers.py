@@ -1,11 +1,13 @@
 """The package's shape: imports point one way (core, git, sources, checkout,
 the wheel/env/doctor/pr libraries, commands, cli), no import cycles counting
 function-level imports, and gitutil (a package) is the only one that runs git.
-commands/ holds only what orchestrates, each cli module imports only what it
-calls (CALLS), and two modules share a base name only where they are one
-command in parallel places (SHARED). And of the tests: none edits sys.path
-(the path is pyproject.toml's `pythonpath`, a script's own folder, or a
-subprocess's PYTHONPATH)."""
+Each cli module is a command of the registry (cli.COMMANDS) and imports only
+what it calls (CALLS, the one list kept by hand: it is a decision); commands/
+holds only what orchestrates, each module called by a cli module; and two
+modules share a base name only where they are one command in parallel
+places. And of the tests and the benchmarks: none edits sys.path (the path
+is pyproject.toml's `pythonpath`, a script's own folder, or a subprocess's
+PYTHONPATH)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from vpatch import cli as vpatch_cli
 
 PKG = Path(__file__).resolve().parents[2] / "src" / "vpatch"
 # lowest first; a module may import modules of its own layer or below
@@ -115,8 +118,12 @@ def test_commands_do_not_import_each_other():
 
 # commands/ holds a module only where a command orchestrates libraries (resolves
 # what the user named, calls several in order); where one library function does
-# the whole job, the cli module's execute calls it, as auditwheel's main_<cmd>.py do
-ORCHESTRATING = {"apply", "carry", "doctor", "export", "matrix", "verify_wheel", "wheel"}
+# the whole job, the cli module's execute calls it, as auditwheel's main_<cmd>.py do.
+# Which modules those are is the folder's: each must orchestrate (no function of
+# it only forwards) and be what a cli module calls (CALLS).
+ORCHESTRATING = {m.split(".")[1] for m in MODULES if m.startswith("commands.")}
+# The commands, from the registry `vpatch --help` lists (cli/__init__.py)
+COMMANDS = {f"cli.{m.__name__.rsplit('.', 1)[1]}" for m in vpatch_cli.COMMANDS}
 
 # What each cli module calls: its command module, or the one library module that
 # does the whole job. Beside it a cli module imports cli/ siblings and the core
@@ -151,9 +158,18 @@ CALLS = {
 CLI_CORE = {"lock", "errors", "settings", "untrusted"}
 
 
-def test_commands_holds_only_what_orchestrates():
-    found = {m.split(".")[1] for m in MODULES if m.startswith("commands.")}
-    assert found == ORCHESTRATING, "a command that only forwards is its cli module's call"
+def test_each_command_module_is_what_a_cli_module_calls():
+    called = {c for calls in CALLS.values() for c in calls}
+    orphans = sorted(f"commands.{m}" for m in ORCHESTRATING if f"commands.{m}" not in called)
+    assert not orphans, f"no cli module calls {orphans}: list the call in CALLS, or remove it"
+
+
+def test_each_cli_module_is_a_registered_command():
+    """Every cli module but the package's own parts (cli/__init__.py, its
+    options and __main__) is a command of cli.COMMANDS, and each command
+    is one of them."""
+    ours = {m for m in MODULES if m.split(".")[0] == "cli"} - {"cli", "cli.options", "cli.__main__"}
+    assert ours == COMMANDS, "register a command in cli.COMMANDS, in `vpatch --help`'s order"
 
 
 def forwards(fn: ast.FunctionDef) -> bool:
@@ -182,7 +198,9 @@ def test_no_command_only_forwards(module):
 
 def test_the_cli_imports_only_what_it_calls():
     ours = sorted(m for m in MODULES if m.split(".")[0] == "cli" and m != "cli.__main__")
-    assert set(ours) == set(CALLS), "list what a new cli module calls in CALLS"
+    assert set(ours) == set(CALLS) == COMMANDS | {"cli", "cli.options"}, (
+        "list what a new cli module calls in CALLS"
+    )
     for module in ours:
         allowed = CLI_CORE | CALLS[module]
         allowed |= {".".join(m.split(".")[:i]) for m in CALLS[module] for i in range(1, 3)}
@@ -192,26 +210,9 @@ def test_the_cli_imports_only_what_it_calls():
 
 # -- names: one base name, one thing --------------------------------------------------
 
-# The base names more than one module (or package) has, each one command in
-# parallel places: cli/<name>.py, commands/<name>.py, and the library it calls.
-# Any other two modules with one name mean two things: name them for what they are.
-SHARED = {
-    "apply": {"cli.apply", "commands.apply"},
-    "carry": {"cli.carry", "commands.carry"},
-    "check": {"cli.check", "env.check"},
-    "docs": {"cli.docs", "maintain.docs"},
-    "doctor": {"cli.doctor", "commands.doctor", "doctor"},
-    "export": {"cli.export", "commands.export"},
-    "install": {"cli.install", "env.install"},
-    "lint": {"cli.lint", "maintain.lint"},
-    "lock": {"cli.lock", "lock"},
-    "matrix": {"cli.matrix", "commands.matrix"},
-    "port": {"cli.port", "maintain.port"},
-    "pr": {"cli.pr", "pr"},
-    "releases": {"cli.releases", "sources.releases"},
-    "verify_wheel": {"cli.verify_wheel", "commands.verify_wheel"},
-    "wheel": {"cli.wheel", "commands.wheel", "wheel"},
-}
+# A base name more than one module (or package) has is one command in parallel
+# places: cli/<name>.py, commands/<name>.py, and the library it calls. Any other
+# two modules with one name mean two things: name them for what they are.
 
 
 def base_names() -> dict[str, set[str]]:
@@ -223,8 +224,12 @@ def base_names() -> dict[str, set[str]]:
     return {name: ms for name, ms in out.items() if len(ms) > 1}
 
 
-def test_a_base_name_is_one_thing():
-    assert base_names() == SHARED, "two modules, one name: name them for what they are"
+SHARED = base_names()
+
+
+def test_names_are_shared_at_all():
+    """The check below has names to hold (the commands share theirs today)."""
+    assert {"cli.apply", "commands.apply"} <= SHARED.get("apply", set()), SHARED
 
 
 @pytest.mark.parametrize("name", sorted(SHARED))
@@ -233,7 +238,9 @@ def test_a_shared_name_is_one_command_in_parallel_places(name):
     commands/<name>.py or what that or the cli module imports (a package:
     a module of it)."""
     cli, command = f"cli.{name}", f"commands.{name}"
-    assert cli in SHARED[name], f"{sorted(SHARED[name])} is no command's"
+    assert cli in SHARED[name], (
+        f"{sorted(SHARED[name])} share a name and are no command's: name them for what they are"
+    )
     called = imports(cli) | (imports(command) if command in MODULES else set())
     for m in SHARED[name] - {cli, command}:
         assert any(c == m or c.startswith(f"{m}.") for c in called), f"{cli} does not call {m}"
@@ -335,9 +342,10 @@ def test_no_module_is_over_600_lines():
     assert not over, f"split these by job: {over}"
 
 
-# -- the tests' path -----------------------------------------------------------
+# -- the tests' and the benchmarks' path -----------------------------------------------
 
 TESTS = PKG.parents[1] / "tests"
+BENCHMARKS = PKG.parents[1] / "benchmarks"  # modules of their package (benchmarks/__init__.py)
 # Mutating sys.path: a method that changes the list in place, or a function
 # that adds to it.
 PATH_EDITS = {"insert", "append", "extend", "remove", "pop", "clear", "addsitedir"}
@@ -378,14 +386,19 @@ def path_edits(path: Path) -> list[int]:
     return lines
 
 
-def test_no_test_edits_sys_path():
-    """A test module, helper or tier script imports what the configured path
-    holds: editing sys.path makes a bare import work only by path order."""
-    sources = sorted(TESTS.rglob("*.py"))
+def test_no_test_or_benchmark_edits_sys_path():
+    """A test module, helper, tier script or benchmark imports what the
+    configured path holds: editing sys.path makes a bare import work only by
+    path order."""
+    sources = sorted([*TESTS.rglob("*.py"), *BENCHMARKS.rglob("*.py")])
+    assert any(p.is_relative_to(BENCHMARKS) for p in sources), "the benchmarks are gone"
     exempt = {TESTS / rel for rel in STANDS_IN_ON_THE_PATH}
     assert exempt <= set(sources), "STANDS_IN_ON_THE_PATH names a module that is gone"
     hits = [
-        f"{p.relative_to(TESTS)}:{n}" for p in sources if p not in exempt for n in path_edits(p)
+        f"{p.relative_to(PKG.parents[1])}:{n}"
+        for p in sources
+        if p not in exempt
+        for n in path_edits(p)
     ]
     assert not hits, f"put the folder on the path in pyproject.toml or PYTHONPATH: {hits}"
 

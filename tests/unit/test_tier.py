@@ -16,6 +16,7 @@ import ast
 import importlib
 import inspect
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,8 @@ from vllm_tier.session import Session
 ROOT = Path(__file__).resolve().parents[2]
 TIER = ROOT / "tests" / "vllm"
 INNER = TIER / "release"
+# two releases the tier runs by default, for made-up plans and runs
+FIRST, LAST = releases.default()[0], releases.default()[-1]
 # What the tier side (project python) may import from the inner suite's
 # folder (as `release.<module>`, tests/vllm on its path): modules that run on
 # vLLM's python too and import only the stdlib, packaging (which vLLM and
@@ -158,7 +161,7 @@ def test_the_stand_ins_decide_what_the_tier_derives():
 
 def test_the_default_served_releases_meet_each_unpatched_refusal():
     """The stood-in releases served by default are there to meet each text
-    of the unpatched refusal (0.15-0.17): each text is met. unpatched.py is
+    of the unpatched refusal (the patched releases'): each text is met. unpatched.py is
     the inner suite's, imported as the inner runs import it (their folder on
     PYTHONPATH; it needs pytest, packaging and vpatch only)."""
     code = (
@@ -282,7 +285,7 @@ def test_each_check_defines_every_part(name):
     for part in ("why_none", "runs", "verdict"):
         assert getattr(type(c), part) is not getattr(Check, part), f"{name} has no {part}"
     assert c.summary, name
-    assert isinstance(c.why_none(["0.17.1"]), str) and c.why_none(["0.17.1"])
+    assert isinstance(c.why_none([FIRST]), str) and c.why_none([FIRST])
     if isinstance(c, served.Served):
         assert c.modes and set(c.defaults()) <= set(releases.default()), name
 
@@ -317,10 +320,10 @@ def test_a_new_check_is_one_definition(tmp_path, monkeypatch):
         name = "tried_here"
 
         def applies(self, release):
-            return release == "0.17.1"
+            return release == FIRST
 
         def why_none(self, selected):
-            return "not 0.17.1"
+            return f"not {FIRST}"
 
         def build(self, release):
             calls.append(("build", release))
@@ -341,17 +344,17 @@ def test_a_new_check_is_one_definition(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "run_inner", fake_run)
     monkeypatch.setattr(models, "ensure", lambda release: tmp_path / "fixtures")
     try:
-        selected = ["0.17.1", "0.32.0"]
+        selected = [FIRST, LAST]
         planned = plan.plan(selected)
-        assert "tried_here" in planned["0.17.1"] and "tried_here" not in planned["0.32.0"]
-        assert plan.why_none("tried_here", ["0.32.0"]) == "not 0.17.1"
-        session = Session(tmp_path, selected, {"0.17.1": ["tried_here"]})
-        session.start("tried_here", "0.17.1", prepare.build("tried_here", "0.17.1"))
+        assert "tried_here" in planned[FIRST] and "tried_here" not in planned[LAST]
+        assert plan.why_none("tried_here", [LAST]) == f"not {FIRST}"
+        session = Session(tmp_path, selected, {FIRST: ["tried_here"]})
+        session.start("tried_here", FIRST, prepare.build("tried_here", FIRST))
         session.finish()
         made = str(tmp_path / "made")
-        assert sorted(calls) == [("build", "0.17.1"), *(("run", "0.17.1", v, made) for v in "pu")]
+        assert sorted(calls) == [("build", FIRST), *(("run", FIRST, v, made) for v in "pu")]
         report = verdicts.report(session.results())
-        assert "tried 0.17.1 p: OK" in report
+        assert f"tried {FIRST} p: OK" in report
         outer = _outer_tests()
         assert outer["test_tried_here"].__doc__ == "An outer test's docstring."
     finally:
@@ -382,7 +385,9 @@ def test_a_stale_table_is_caught(tmp_path):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text((ROOT / rel).read_text())
     cpu_bugs = tmp_path / "docs" / "cpu-bugs.md"
-    cpu_bugs.write_text(cpu_bugs.read_text().replace("| 0.21.0 |", "| 0.21.0-0.22.1 |"))
+    # the serving table's first row of a span, cut to its first release
+    cut = re.sub(r"^\| ([\d.]+)-[\d.]+ \|", r"| \1 |", cpu_bugs.read_text(), count=1, flags=re.M)
+    cpu_bugs.write_text(cut)
     got = [label for _, _, changed in docs.generated(tmp_path).values() for label in changed]
     assert got == ["docs/cpu-bugs.md (serving)"]
 
@@ -397,18 +402,16 @@ def test_the_results_file_is_what_vpatch_pr_reads(tmp_path):
     runs = {}
     for variant, outcome in (("unpatched", "xfailed"), ("patched", "passed")):
         case = runner.Case("t::a", outcome)
-        got = runner.InnerRun(
-            "0.17.1", variant, 0, 1.0, tmp_path / "j", tmp_path / "l", {"a": case}
-        )
-        runs[quoted, "0.17.1", variant] = got
+        got = runner.InnerRun(FIRST, variant, 0, 1.0, tmp_path / "j", tmp_path / "l", {"a": case})
+        runs[quoted, FIRST, variant] = got
     other = runner.Case("t::b", "failed")
-    runs["other", "0.17.1", "eager-patched"] = runner.InnerRun(
-        "0.17.1", "patched", 1, 1.0, tmp_path / "j", tmp_path / "l", {"b": other}
+    runs["other", FIRST, "eager-patched"] = runner.InnerRun(
+        FIRST, "patched", 1, 1.0, tmp_path / "j", tmp_path / "l", {"b": other}
     )
-    res = Results(["0.17.1"], {"0.17.1": [quoted]}, runs, when="now", quoted=quoted)
+    res = Results([FIRST], {FIRST: [quoted]}, runs, when="now", quoted=quoted)
     res.save(tmp_path / "results.json")
     assert load_results(tmp_path / "results.json") == {
-        "0.17.1": {
+        FIRST: {
             "unpatched": {"passed": [], "failed": ["t::a"]},
             "patched": {"passed": ["t::a"], "failed": []},
             "when": "now",
@@ -421,8 +424,8 @@ def test_the_results_file_is_what_vpatch_pr_reads(tmp_path):
 def test_the_default_set_serves_the_newest_venv_on_v2_instead_of_v1():
     """A V2 served run replaces the V1 ones (CI's budget): the newest
     default release's served checks are V2's only, and the other default
-    releases of its venv (0.32.0, whose ops 0.34.0 runs over) are served on
-    neither runner: V1 is served on the older pins."""
+    releases of its venv (the release whose ops the newest runs over) are
+    served on neither runner: V1 is served on the older pins."""
     default = list(releases.default())
     newest = default[-1]
     same_venv = [r for r in default if releases.venv_of(r) == releases.venv_of(newest)]
@@ -440,8 +443,9 @@ def test_the_default_set_serves_the_newest_venv_on_v2_instead_of_v1():
 
 
 def test_the_default_set_runs_what_the_newest_proves_once():
-    """Paid for by what 0.34.0 makes redundant (CI's budget): the series'
-    own tests once per series (0.32.0's files are 0.34.0's), the MLA
+    """Paid for by what the newest makes redundant (CI's budget): the series'
+    own tests once per series (an older release whose series' files are the
+    newest's), the MLA
     drafters served on the newest release, and doctor's served layers on V2
     not on the other default releases of the newest's venv; with VLLM=
     each runs wherever it applies."""
@@ -499,7 +503,7 @@ def test_a_release_without_the_v1_runner_runs_every_run_on_v2(monkeypatch):
 
 def _run(variant: str, cases: list[runner.Case]) -> runner.InnerRun:
     return runner.InnerRun(
-        "0.17.1", variant, 0, 1.0, Path("junit.xml"), Path("log"), {c.id: c for c in cases}
+        FIRST, variant, 0, 1.0, Path("junit.xml"), Path("log"), {c.id: c for c in cases}
     )
 
 

@@ -99,9 +99,11 @@ BACKEND_V2 = "spec-decode-v2-the-drafter-selects-its-own-attention-backend"
 FINAL_NORM = "deepseek-v2-collect-the-eagle-3-aux-state-before-the-final-norm"
 EMBEDDINGS = "eagle-find-the-embeddings-of-a-bare-language-model"
 
-# The newest release, which has the V2 runner alone (its series is 0.32.0's
-# patch files: the mutants of the fixes that series carries run there)
-V2_ONLY = "0.34.0"
+# The newest release the tier runs by default, which has the V2 runner alone (its
+# series is an older release's patch files: the mutants of the fixes that series
+# carries run there)
+V2_ONLY = releases.default()[-1]
+assert not releases.has_v1_runner(V2_ONLY), f"{V2_ONLY} has the V1 runner: pick V2_ONLY anew"
 
 # In the 0.17.1 series (HOOKS), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).

@@ -45,7 +45,7 @@ def test_a_patch_set_without_a_fix_carries_it_nowhere(tmp_path):
     (tmp_path / "patches").mkdir()
     (tmp_path / "patches/patches.toml").write_text("")
     (tmp_path / "VERSIONS.lock").write_text(
-        '[releases."0.25.0"]\ntag = "v0.25.0"\ncommit = "b"\nstatus = "upstream"\n'
+        '[releases."9.9.1"]\ntag = "v9.9.1"\ncommit = "b"\nstatus = "upstream"\n'
     )
     pins = lock.load(tmp_path / "VERSIONS.lock")
     assert defects.fixes(pins) == {} and defects.fix(pins, "layer0") is None

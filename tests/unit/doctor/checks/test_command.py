@@ -9,28 +9,55 @@ import pytest
 from support import known
 from support import pairs as F
 from support.doctor import FORCED, NO_ENV, PINS, check, find, reported, sev
+from support.releases import (
+    first_where,
+    last_where,
+    newest,
+    newest_patched,
+    serving,
+    v1_gone,
+    v2_by_default,
+)
 from vpatch.doctor import checks as doctor
 from vpatch.doctor import hub, serve
 from vpatch.doctor.environment import Readiness, VllmEnv
+
+V2_DEFAULT = last_where(v2_by_default)  # V1 still selectable (VLLM_USE_V2_MODEL_RUNNER=0)
+V1_GONE = first_where(v1_gone)
+NEWEST = newest()
+
+
+def v1_crashes(r):
+    """the V1 runner serves by default and crashes on a forced backend"""
+    return "v1" in r.forced_backend_crash and "*" not in r.v2_default
+
+
+def none_crashes(r):
+    """the runner that serves by default takes a forced backend"""
+    return not r.forced_backend_crash
+
+
+def v2_crashes(r):
+    """the V2 runner serves by default and crashes on a forced backend"""
+    return "v2" in r.forced_backend_crash and "*" in r.v2_default
 
 
 @pytest.mark.parametrize(
     "version,fmt,environ,broken",
     [
-        ("0.17.1", "vllm", NO_ENV, True),  # V1 runner up to 0.20.2
-        ("0.20.2", "vllm", NO_ENV, True),
-        ("0.21.0", "vllm", NO_ENV, False),
-        ("0.28.0", "vllm", NO_ENV, False),
-        ("0.29.0", "vllm", NO_ENV, True),  # V2 runner from 0.29.0
-        ("0.32.0", "vllm", NO_ENV, True),
-        ("0.32.0", "vllm", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),
-        ("0.32.0", "mla", NO_ENV, False),  # an MLA drafter takes the MLA backend
-        ("0.34.0", "vllm", NO_ENV, True),  # V2 the only runner: no V1 to escape to
-        ("0.34.0", "vllm", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, True),
+        (first_where(v1_crashes), "vllm", NO_ENV, True),
+        (last_where(v1_crashes), "vllm", NO_ENV, True),
+        (first_where(none_crashes), "vllm", NO_ENV, False),
+        (last_where(none_crashes), "vllm", NO_ENV, False),
+        (first_where(v2_crashes), "vllm", NO_ENV, True),
+        (V2_DEFAULT, "vllm", NO_ENV, True),
+        (V2_DEFAULT, "vllm", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),
+        (V2_DEFAULT, "mla", NO_ENV, False),  # an MLA drafter takes the MLA backend
+        (V1_GONE, "vllm", NO_ENV, True),  # V2 the only runner: no V1 to escape to
+        (V1_GONE, "vllm", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, True),
     ],
 )
 def test_forced_attention_backend(tmp_path, version, fmt, environ, broken):
-    known(version)
     r = check(tmp_path, version, fmt=fmt, command=FORCED, environ=environ)
     assert (sev(r, "attention_backend") == "error") == broken, r.to_text()
     assert ("--attention-backend" in r.serve) != broken  # the printed command drops it
@@ -41,7 +68,7 @@ def test_forced_attention_backend(tmp_path, version, fmt, environ, broken):
     [["--attention-config.backend=FLASHMLA"], ["--attention-config", '{"backend": "FLASHMLA"}']],
 )
 def test_forced_attention_backend_flag_forms(tmp_path, flags):
-    r = check(tmp_path, "0.32.0", command=flags)
+    r = check(tmp_path, V2_DEFAULT, command=flags)
     assert (
         sev(r, "attention_backend") == "error"
         and "FLASHMLA" in r.serve.split("--spec")[0]
@@ -51,21 +78,25 @@ def test_forced_attention_backend_flag_forms(tmp_path, flags):
 
 
 def test_forced_attention_backend_from_the_environment(tmp_path):
-    r = prefixed(tmp_path, "VLLM_ATTENTION_BACKEND=FLASHMLA", "0.32.0", {})
+    r = prefixed(tmp_path, "VLLM_ATTENTION_BACKEND=FLASHMLA", V2_DEFAULT, {})
     assert "VLLM_ATTENTION_BACKEND" in find(r, "attention_backend").message
     assert sev(r, "attention_backend") == "error" and "VLLM_ATTENTION_BACKEND" not in r.serve
+
+
+SHORT = last_where(lambda r: r.draft_positions_short)  # the drafter keeps its own positions
+assert SHORT in serving("draft_positions")  # ... and the series fixes it there
 
 
 @pytest.mark.parametrize(
     "version,max_len,broken",
     [
-        ("0.26.0", None, True),  # vLLM's default: the target's 262144 > the drafter's 131072
-        ("0.26.0", "200k", True),
-        ("0.26.0", "128K", False),  # 131072
-        ("0.26.0", "131072", False),
-        ("0.17.1", None, True),
-        ("0.27.0", None, False),  # positions cover max_model_len from 0.27.0
-        ("0.32.0", "auto", False),
+        (SHORT, None, True),  # vLLM's default: the target's 262144 > the drafter's 131072
+        (SHORT, "200k", True),
+        (SHORT, "128K", False),  # 131072
+        (SHORT, "131072", False),
+        (newest_patched(), None, True),
+        (first_where(lambda r: not r.draft_positions_short), None, False),  # positions cover it
+        (NEWEST, "auto", False),
     ],
 )
 def test_max_model_len_above_the_drafters_positions(tmp_path, version, max_len, broken):
@@ -88,19 +119,26 @@ def test_max_model_len_above_the_drafters_positions(tmp_path, version, max_len, 
 SHORT_YARN = {"fmt": "torchspec_mla", "config": {"max_position_embeddings": 131072}}
 
 
+def caps(r):
+    """the V2 runner lowers max_model_len to a drafter's positions"""
+    return "v2" in r.draft_caps_max_model_len
+
+
+CAPS = first_where(lambda r: caps(r) and "v1" in r.runners)
+
+
 @pytest.mark.parametrize(
     "version,environ,lowered",
     [
-        ("0.32.0", NO_ENV, False),  # no _limit_max_model_len_to_draft yet
-        ("0.33.0", NO_ENV, True),  # V2 (the default) lowers it
-        ("0.33.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),  # V1 does not
-        ("0.34.0", NO_ENV, True),  # the only runner
+        (last_where(lambda r: not caps(r)), NO_ENV, False),  # no _limit_max_model_len_to_draft
+        (CAPS, NO_ENV, True),  # V2 (the default) lowers it
+        (CAPS, {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),  # V1 does not
+        (V1_GONE, NO_ENV, True),  # the only runner
     ],
 )
 def test_a_drafter_that_does_not_share_positions_lowers_max_model_len(
     tmp_path, version, environ, lowered
 ):
-    known(version)
     r = check(tmp_path, version, environ=environ, **SHORT_YARN)
     f = find(r, "max_model_len")
     assert ("lowers the served max_model_len to 131072" in f.message) == lowered, f.message
@@ -111,24 +149,22 @@ def test_a_drafter_that_does_not_share_positions_lowers_max_model_len(
 
 def test_a_drafter_whose_rope_only_sizes_its_cache_keeps_max_model_len(tmp_path):
     """SpecForge's Kimi drafter: rope_scaling null, a cache-only RoPE type:
-    vLLM raises its positions instead (0.27.0 on)."""
-    known("0.34.0")
-    f = find(check(tmp_path, "0.34.0", fmt="specforge_kimi"), "max_model_len")
+    vLLM raises its positions instead (where draft_positions_short is false)."""
+    f = find(check(tmp_path, known(V1_GONE), fmt="specforge_kimi"), "max_model_len")
     assert f.severity == "info" and "builds the drafter's positions" in f.message
 
 
 @pytest.mark.parametrize(
     "version,environ,words,severity",
     [
-        ("0.33.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, [], "info"),  # selects V1
-        ("0.34.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, ["env", "-u"], "error"),
-        ("0.34.0", {"VLLM_USE_V2_MODEL_RUNNER": "true"}, ["env", "-u"], "error"),
-        ("0.34.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, [], "info"),
-        ("0.34.0", NO_ENV, [], "info"),
+        (V2_DEFAULT, {"VLLM_USE_V2_MODEL_RUNNER": "0"}, [], "info"),  # selects V1
+        (V1_GONE, {"VLLM_USE_V2_MODEL_RUNNER": "0"}, ["env", "-u"], "error"),
+        (V1_GONE, {"VLLM_USE_V2_MODEL_RUNNER": "true"}, ["env", "-u"], "error"),
+        (V1_GONE, {"VLLM_USE_V2_MODEL_RUNNER": "1"}, [], "info"),
+        (V1_GONE, NO_ENV, [], "info"),
     ],
 )
 def test_the_v1_runner_variable_where_v1_is_gone(tmp_path, version, environ, words, severity):
-    known(version)
     r = check(tmp_path, version, environ=environ, max_len="8192")
     f = find(r, "model_runner")
     assert f.severity == severity, f.message
@@ -138,8 +174,7 @@ def test_the_v1_runner_variable_where_v1_is_gone(tmp_path, version, environ, wor
 
 
 def test_the_v1_runner_variable_in_the_command_is_dropped(tmp_path):
-    known("0.34.0")
-    r = prefixed(tmp_path, "VLLM_USE_V2_MODEL_RUNNER=0", "0.34.0", None)
+    r = prefixed(tmp_path, "VLLM_USE_V2_MODEL_RUNNER=0", known(V1_GONE), None)
     assert sev(r, "model_runner") == "error" and "VLLM_USE_V2_MODEL_RUNNER" not in r.serve
 
 
@@ -158,7 +193,7 @@ def prefixed(tmp_path, assignment, version, environ):
 
 def test_uninterpreted_flags_are_said_and_kept(tmp_path):
     r = check(
-        tmp_path, "0.32.0", command=["--gpu-memory-utilization", "0.9", "--enable-prefix-caching"]
+        tmp_path, NEWEST, command=["--gpu-memory-utilization", "0.9", "--enable-prefix-caching"]
     )
     f = find(r, "serve_flags")
     assert f.severity == "warning" and "--gpu-memory-utilization" in f.message
@@ -170,7 +205,7 @@ def test_uninterpreted_flags_are_said_and_kept(tmp_path):
 
 
 def test_a_flag_given_twice_is_a_warning_naming_both(tmp_path):
-    r = check(tmp_path, "0.32.0", tp=2, command=["--tensor-parallel-size", "4"])
+    r = check(tmp_path, NEWEST, tp=2, command=["--tensor-parallel-size", "4"])
     f = find(r, "serve_flags")
     assert f.severity == "warning", r.to_text()
     assert "given twice, vLLM takes the last" in f.message
@@ -226,7 +261,7 @@ def speculative_config(tmp_path, spec):
             json.dumps(full),
         ]
     )
-    env = VllmEnv("python3", "vllm", "0.32.0", "/x")
+    env = VllmEnv("python3", "vllm", NEWEST, "/x")
     r = doctor.diagnose(
         hub.resolve(str(t)), hub.resolve(str(d)), env, Readiness(True), s, {}, pins=PINS
     )

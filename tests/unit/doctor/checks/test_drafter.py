@@ -5,20 +5,26 @@ release where vLLM's behaviour differs."""
 from __future__ import annotations
 
 import pytest
+from support import known
 from support import pairs as F
 from support.doctor import check, errors, find, reported, sev, span
+from support.releases import edge, first_where, last_where, newest, serving, v1_by_default
+
+NEWEST = newest()
+MLA_BEFORE, MLA_SINCE = edge(lambda r: "Eagle3DeepseekV2ForCausalLM" in r.archs)
+NBF = edge(lambda r: r.norm_before_fc)
+FCN = edge(lambda r: r.fc_norm)
 
 
-def test_mla_drafter_needs_0_18(tmp_path):
-    assert (
-        sev(check(tmp_path / "a", "0.17.1", target="kimi_k2", fmt="mla"), "architecture") == "error"
-    )
-    r = check(tmp_path / "b", "0.18.0", target="kimi_k2", fmt="mla")
+def test_mla_drafter_needs_its_class_upstream(tmp_path):
+    r = check(tmp_path / "a", known(MLA_BEFORE), target="kimi_k2", fmt="mla")
+    assert sev(r, "architecture") == "error"
+    r = check(tmp_path / "b", known(MLA_SINCE), target="kimi_k2", fmt="mla")
     assert r.ok and "Eagle3DeepseekV2ForCausalLM" in find(r, "architecture").message
 
 
 def test_drafter_declaring_deepseek_v3_becomes_an_mtp_head(tmp_path):
-    r = check(tmp_path, "0.32.0", fmt="mla", config={"model_type": "deepseek_v3"})
+    r = check(tmp_path, NEWEST, fmt="mla", config={"model_type": "deepseek_v3"})
     assert {"drafter_format", "architecture"} <= errors(r)
     assert "deepseek_v2" in find(r, "drafter_format").message
 
@@ -40,10 +46,10 @@ def test_norm_before_residual_defaults(tmp_path):
 @pytest.mark.parametrize(
     "key,version,ok",
     [
-        ("norm_before_fc", "0.17.1", False),
-        ("norm_before_fc", "0.18.0", True),
-        ("fc_norm", "0.21.0", False),
-        ("fc_norm", "0.22.0", True),
+        ("norm_before_fc", NBF[0], False),
+        ("norm_before_fc", NBF[1], True),
+        ("fc_norm", FCN[0], False),
+        ("fc_norm", FCN[1], True),
     ],
 )
 def test_norms_an_old_release_ignores(tmp_path, key, version, ok):
@@ -51,36 +57,44 @@ def test_norms_an_old_release_ignores(tmp_path, key, version, ok):
     assert r.ok == ok and (ok or "ignores" in find(r, "norms").message)
 
 
-@pytest.mark.parametrize("version,ok", [("0.18.0", False), ("0.19.0", True), ("0.24.0", True)])
-def test_speculators_norm_before_fc_copied_from_0_19(tmp_path, version, ok):
+BY_TYPE_BEFORE, BY_TYPE = edge(lambda r: r.speculators_arch_by_type)
+COPIES = edge(lambda r: "norm_before_fc" in r.speculators_copies)
+
+
+@pytest.mark.parametrize(
+    "version,ok",
+    [
+        (COPIES[0], False),
+        (COPIES[1], True),
+        (BY_TYPE, True),
+    ],
+)
+def test_speculators_norm_before_fc_copied_where_the_release_copies_it(tmp_path, version, ok):
     r = check(tmp_path, version, fmt="speculators", config={"norm_before_fc": True})
     assert r.ok == ok, r.to_text()
 
 
-def test_speculators_mla_layer_refused_from_0_24(tmp_path):
+def test_speculators_mla_layer_refused_where_the_arch_goes_by_type(tmp_path):
     layer = {**F.LLAMA_LAYER, "model_type": "deepseek_v3", "vocab_size": F.KIMI_VOCAB}
-    r = check(
-        tmp_path / "a", "0.24.0", fmt="speculators", config={"transformer_layer_config": layer}
-    )
+    config = {"transformer_layer_config": layer}
+    r = check(tmp_path / "a", known(BY_TYPE), fmt="speculators", config=config)
     assert (
         "drafter_format" in errors(r)
         and "Unsupported model_type" in find(r, "drafter_format").message
     )
-    r = check(
-        tmp_path / "b", "0.23.0", fmt="speculators", config={"transformer_layer_config": layer}
-    )
+    r = check(tmp_path / "b", known(BY_TYPE_BEFORE), fmt="speculators", config=config)
     assert "Eagle3LlamaForCausalLM" in find(r, "architecture").message
 
 
-def test_speculators_structure_validated_on_0_15(tmp_path):
+def test_speculators_structure_validated_where_the_release_validates_it(tmp_path):
     spec = {"proposal_methods": [], "verifier": {}}
-    r = check(tmp_path / "a", "0.15.1", fmt="speculators", config={"speculators_config": spec})
+    config = {"speculators_config": spec}
+    validated, unchecked = edge(lambda r: not r.speculators_validated)
+    r = check(tmp_path / "a", known(validated), fmt="speculators", config=config)
     assert (
         "drafter_format" in errors(r) and "Invalid speculators" in find(r, "drafter_format").message
     )
-    assert check(
-        tmp_path / "b", "0.16.0", fmt="speculators", config={"speculators_config": spec}
-    ).ok
+    assert check(tmp_path / "b", known(unchecked), fmt="speculators", config=config).ok
 
 
 def test_speculators_type_with_a_model_type_is_not_speculators(tmp_path):
@@ -100,7 +114,7 @@ ROPE_FIRST, ROPE_LAST, ROPE_FIXED = span("mla_rope_theta")
         (ROPE_FIRST, None, True),
         (ROPE_LAST, None, True),
         (ROPE_FIXED, None, False),
-        ("0.26.0", "yarn", False),
+        (ROPE_LAST, "yarn", False),
     ],
 )
 def test_mla_drafter_without_rope_scaling(tmp_path, version, rope, broken):
@@ -120,14 +134,18 @@ def test_mla_drafter_without_rope_scaling(tmp_path, version, rope, broken):
         assert sev(r, "rope") == "info"
 
 
+# the Llama drafter reads fc_norm; the MLA drafter ignores it (the series fixes it)
+MLA_IGNORES = serving("mla_fc_norm")
+
+
 @pytest.mark.parametrize(
     "version,fmt,broken",
     [
-        ("0.22.0", "mla", True),
-        ("0.22.1", "mla", True),
-        ("0.23.0", "mla", False),
-        ("0.22.0", "vllm", False),  # the Llama drafter reads fc_norm from 0.22.0
-        ("0.21.0", "vllm", True),  # ... and ignores it before
+        (MLA_IGNORES[0], "mla", True),
+        (MLA_IGNORES[-1], "mla", True),
+        (first_where(lambda r: r.mla_fc_norm), "mla", False),
+        (FCN[1], "vllm", False),  # the Llama drafter reads fc_norm from here
+        (FCN[0], "vllm", True),  # ... and ignores it before
     ],
 )
 def test_fc_norm(tmp_path, version, fmt, broken):
@@ -145,7 +163,10 @@ def test_fc_norm(tmp_path, version, fmt, broken):
         assert sev(r, "norms") == "info"
 
 
-@pytest.mark.parametrize("version", ["0.18.0", "0.26.0", "0.32.0"])
+KIMI_NOT_MLA = first_where(lambda r: r.kimi_k2_drafter_not_mla)
+
+
+@pytest.mark.parametrize("version", [KIMI_NOT_MLA, last_where(v1_by_default), NEWEST])
 def test_torchspec_kimi_mla_drafter(tmp_path, version):
     """TorchSpec's Kimi MLA drafter: model_type kimi_k2, YaRN, draft vocab =
     vocab, no d2t: vLLM does not take it for MLA."""
@@ -165,7 +186,9 @@ def test_torchspec_kimi_mla_drafter(tmp_path, version):
 KIMI_YARN_32 = {**F.YARN, "factor": 32.0}  # 4096 x 32 = 131072, as the issue's drafters
 
 
-@pytest.mark.parametrize("version", ["0.18.0", "0.26.0", "0.27.0", "0.32.0"])
+@pytest.mark.parametrize(
+    "version", [KIMI_NOT_MLA, *edge(lambda r: not r.draft_positions_short), NEWEST]
+)
 def test_yarn_drafter_shorter_than_max_model_len_warns(tmp_path, version):
     r = check(
         tmp_path,
@@ -192,7 +215,7 @@ def test_yarn_drafter_shorter_than_max_model_len_warns(tmp_path, version):
 )
 def test_yarn_range_within_max_model_len(tmp_path, max_len, rope, severity):
     r = check(
-        tmp_path, "0.32.0", target="kimi_k25", fmt="torchspec_mla", max_len=max_len,
+        tmp_path, NEWEST, target="kimi_k25", fmt="torchspec_mla", max_len=max_len,
         config={"rope_scaling": rope},
     )  # fmt: skip
     assert sev(r, "rope_range") == severity, r.to_text()

@@ -131,7 +131,11 @@ class UpstreamTestsOnPatchedTree(Check):
         return releases.has_eagle3_series(release)
 
     def why_none(self, selected: list[str]) -> str:
-        return "vLLM's registry tests run only for releases whose series adds EAGLE-3 (0.15-0.17)"
+        patched = releases.pins().versions("patched")
+        return (
+            "vLLM's registry tests run only for releases whose series adds EAGLE-3 "
+            f"({patched[0]}-{patched[-1]})"
+        )
 
     def build(self, release: str) -> Path | None:
         """vLLM's own tests (None: no sdist in the lock, and no run)."""
