@@ -452,7 +452,7 @@ def test_the_default_set_runs_what_the_newest_proves_once():
     every = [r for r in default if own.applies(r)]
     assert len(every) > len(hashes)  # what the rule is about
     assert own.releases(every[:1]) == every[:1]
-    mla = CHECKS["doctor_mla_drafters_served"]
+    mla = CHECKS["served_mla_drafters"]
     assert mla.releases(default) == [r for r in default if mla.applies(r)][-1:]
     layers = CHECKS["doctor_names_the_served_layers"]
     newest = default[-1]
