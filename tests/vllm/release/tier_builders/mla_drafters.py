@@ -68,6 +68,51 @@ def kimi_mla_drafter_config(**overrides) -> dict:
     return cfg
 
 
+def kimi_k2_llama_drafter_config(**overrides) -> dict:
+    """A Llama EAGLE-3 drafter of Kimi-K2 declaring ``model_type: kimi_k2``,
+    shaped as SpecForge publishes it (sgl-project/SpecForge
+    configs/kimi-k2-eagle3.json: ``LlamaForCausalLMEagle3``, Llama attention
+    fields and no MLA ones, ids only in ``eagle_config``, a draft vocab
+    through d2t, ``rope_scaling: null``), sized for the tiny target (its
+    hidden size and vocab; ids in its 8 layers where Kimi-K2's are
+    [2, 30, 58] of 61)."""
+    t = target_config()
+    cfg = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "eagle_config": {
+            "eagle_aux_hidden_state_layer_ids": [2, 4, 6],
+            "use_aux_hidden_state": True,
+        },
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": t["bos_token_id"],
+        "eos_token_id": t["eos_token_id"],
+        "head_dim": 32,
+        "hidden_act": "silu",
+        "hidden_size": t["hidden_size"],
+        "initializer_range": 0.02,
+        "intermediate_size": t["intermediate_size"],
+        "max_position_embeddings": 131072,
+        "max_window_layers": 48,
+        "model_type": "kimi_k2",
+        "num_attention_heads": 2,
+        "num_hidden_layers": 1,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": t["vocab_size"],
+        "draft_vocab_size": t["vocab_size"] // 2,
+    }
+    cfg.update(overrides)
+    return cfg
+
+
 def write_drafter(out: Path, cfg: dict) -> str:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg, indent=1) + "\n")
