@@ -456,7 +456,7 @@ def test_the_default_set_runs_what_the_newest_proves_once():
     every = [r for r in default if own.applies(r)]
     assert len(every) > len(hashes)  # what the rule is about
     assert own.releases(every[:1]) == every[:1]
-    mla = CHECKS["doctor_mla_drafters_served"]
+    mla = CHECKS["served_mla_drafters"]
     assert mla.releases(default) == [r for r in default if mla.applies(r)][-1:]
     layers = CHECKS["doctor_names_the_served_layers"]
     newest = default[-1]
@@ -541,3 +541,32 @@ def test_a_one_install_test_is_skipped_unpatched_and_passes_patched():
         lines, bad = runner.compare(_run("unpatched", [case(u)]), _run("patched", [case(p)]))
         assert (not bad) == ok, (u, p, bad)
         assert "one-install" in lines[0]
+
+
+def test_the_served_mla_verdict_holds_the_counts_equal_across_runs():
+    """served_mla_drafters: every test passed on both installs and the
+    accepted counts are the same in every run (use_mla aside); one count
+    off, or a failed test, is a problem."""
+    from vllm_tier.results import Results
+
+    check = CHECKS["served_mla_drafters"]
+    counts = "44 of 150 draft tokens in 50 drafts, per position [25, 13, 6]"
+
+    def results(patched_kimi: str, outcome: str = "passed") -> Results:
+        runs = {}
+        for variant in ("unpatched", "patched"):
+            cases = []
+            for name in ("deepseek_v2", "kimi_k2"):
+                got = patched_kimi if (variant, name) == ("patched", "kimi_k2") else counts
+                props = {"runner": "V2", "use_mla": str(name != "kimi_k2"), "acceptance": got}
+                o = outcome if (variant, name) == ("patched", "kimi_k2") else "passed"
+                cases.append(runner.Case(f"t::test[{name}]", o, props=props))
+            runs[check.name, "0.34.0", variant] = _run(variant, cases)
+        return Results(["0.34.0"], {"0.34.0": [check.name]}, runs, when="now", quoted="")
+
+    good = check.verdict(results(counts), "0.34.0")
+    assert good.bad == [] and any("kimi_k2: V2, use_mla False, 44 of 150" in r for r in good.lines)
+    off = check.verdict(results(counts.replace("44", "43")), "0.34.0")
+    assert [b for b in off.bad if "counts differ" in b], off.bad
+    failed = check.verdict(results(counts, "failed"), "0.34.0")
+    assert failed.bad and not [b for b in failed.bad if "counts differ" in b], failed.bad

@@ -364,9 +364,21 @@ MUTANTS = (
         "mla-detect-wrong-entry",
         V2_ONLY,
         MLA_DETECT,
-        '+                    "kimi_k2",\n',
-        '+                    "kimi_k25",\n',
-        "the eagle branch lists Kimi-K2.5's model_type, not the kimi_k2 the MLA drafters say",
+        '+            if self.hf_text_config.model.model_type == "kimi_k2":\n',
+        '+            if self.hf_text_config.model.model_type == "kimi_k25":\n',
+        "the eagle branch singles out Kimi-K2.5's model_type, not the kimi_k2 the MLA drafters say",
+        (MLA_CONFIG,),
+    ),
+    # the rule of upstream's PR (kimi_k2 listed among the eagle branch's
+    # families): Llama drafters saying kimi_k2 have kimi_k2's default
+    # kv_lora_rank, and are called MLA
+    Mutant(
+        "mla-detect-by-model-type",
+        V2_ONLY,
+        MLA_DETECT,
+        "+                return any(arch in mla_drafters for arch in architectures) and (\n",
+        "+                return (\n",
+        "a kimi_k2 drafter is MLA by its model_type and kv_lora_rank alone, whatever its class",
         (MLA_CONFIG,),
     ),
     Mutant(

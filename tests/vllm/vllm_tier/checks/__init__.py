@@ -9,7 +9,8 @@ the builds' and runs' and the report's (tests/unit/test_tier.py holds it).
                   and install) and the served releases of the default set
     engines       an inner file of its own that starts its engines and says
                   what each install must do: every test passes (the series
-                  cut short, doctor against the engine's layers and MLA)
+                  cut short, doctor against the engine's layers, MLA
+                  drafters served)
     other_series  series other than the selected releases' own: a fix none of
                   them carries, and two series broken on purpose that the
                   tests must catch
