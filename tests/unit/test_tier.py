@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from release.tier_plugins import stand_ins
 from release.tier_plugins.versions import Span, version
+from support import releases as support_releases
 from support.cli import environment
 from vllm_tier import docs, models, plan, prepare, releases, runner, verdicts
 from vllm_tier.checks import CHECKS, served
@@ -550,6 +551,7 @@ def test_the_served_mla_verdict_holds_the_counts_equal_across_runs():
     from vllm_tier.results import Results
 
     check = CHECKS["served_mla_drafters"]
+    release = support_releases.newest()  # any release: the verdict reads only the runs
     counts = "44 of 150 draft tokens in 50 drafts, per position [25, 13, 6]"
 
     def results(patched_kimi: str, outcome: str = "passed") -> Results:
@@ -561,12 +563,12 @@ def test_the_served_mla_verdict_holds_the_counts_equal_across_runs():
                 props = {"runner": "V2", "use_mla": str(name != "kimi_k2"), "acceptance": got}
                 o = outcome if (variant, name) == ("patched", "kimi_k2") else "passed"
                 cases.append(runner.Case(f"t::test[{name}]", o, props=props))
-            runs[check.name, "0.34.0", variant] = _run(variant, cases)
-        return Results(["0.34.0"], {"0.34.0": [check.name]}, runs, when="now", quoted="")
+            runs[check.name, release, variant] = _run(variant, cases)
+        return Results([release], {release: [check.name]}, runs, when="now", quoted="")
 
-    good = check.verdict(results(counts), "0.34.0")
+    good = check.verdict(results(counts), release)
     assert good.bad == [] and any("kimi_k2: V2, use_mla False, 44 of 150" in r for r in good.lines)
-    off = check.verdict(results(counts.replace("44", "43")), "0.34.0")
+    off = check.verdict(results(counts.replace("44", "43")), release)
     assert [b for b in off.bad if "counts differ" in b], off.bad
-    failed = check.verdict(results(counts, "failed"), "0.34.0")
+    failed = check.verdict(results(counts, "failed"), release)
     assert failed.bad and not [b for b in failed.bad if "counts differ" in b], failed.bad
