@@ -42,7 +42,7 @@ LAYERS = (
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
     ("checkout", ("checkout", "threeway", "patchfiles")),
-    ("libraries", ("wheel", "env", "doctor", "pr", "maintain")),
+    ("libraries", ("releasefacts", "wheel", "env", "doctor", "pr", "maintain")),
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__")),
 )
