@@ -1,6 +1,6 @@
 """The package's shape: imports point one way (core, git, sources, checkout,
-the wheel/env/doctor/pr libraries, commands, cli), no import cycles counting
-function-level imports, and gitutil (a package) is the only one that runs git.
+the libraries, commands, cli), no import cycles counting function-level
+imports, and gitutil (a package) is the only one that runs git.
 Each cli module is a command of the registry (cli.COMMANDS) and imports only
 what it calls (CALLS, the one list kept by hand: it is a decision); commands/
 holds only what orchestrates, each module called by a cli module; and two
@@ -42,7 +42,7 @@ LAYERS = (
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
     ("checkout", ("checkout", "threeway", "patchfiles")),
-    ("libraries", ("releasefacts", "wheel", "env", "doctor", "pr", "maintain")),
+    ("libraries", ("releasefacts", "wheel", "env", "doctor", "postflight", "pr", "maintain")),
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__")),
 )
