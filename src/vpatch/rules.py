@@ -10,7 +10,7 @@ Nothing else names a release: the Rules fields below say what each fact
 means and where vLLM has it; their values live only in the data.
 
 Each fact is re-read from every pinned release's source by
-doctor/facts.py (tests/integration/doctor/test_releases_real.py), and
+releasefacts/facts.py (tests/integration/doctor/test_releases_real.py), and
 `vpatch carry` reads a new release's before anyone writes them.
 """
 
@@ -28,6 +28,10 @@ from packaging.version import InvalidVersion, Version
 from .errors import ConfigError, disk_error
 
 FILE = "rules.toml"  # beside VERSIONS.lock
+# models/deepseek_eagle3.py: the EAGLE-3 drafter classes with MLA layers, as
+# the registry names them (Eagle3DeepseekV3ForCausalLM is an alias of V2's);
+# which of them a release registers is its `archs`.
+MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A stand-in vLLM OpenAI server for `vpatch doctor --server`: support/hub.py's
 StandIn (an HTTP server on 127.0.0.1, an ephemeral port) answering the three
-paths doctor reads as vLLM answers them (doctor/server.py's docstring cites
+paths doctor reads as vLLM answers them (postflight/server.py's docstring cites
 vLLM's source):
 
   GET /version     {"version": RELEASE}
@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from packaging.version import Version
-from vpatch.doctor.metrics import Counters
+from vpatch.postflight.metrics import Counters
 
 from support import hub as H
 

@@ -24,7 +24,7 @@ from support import cli
 from support import hub as H
 from support import synthetic as S
 from support import vllm_server as V
-from vpatch.doctor.metrics import Counters
+from vpatch.postflight.metrics import Counters
 
 DEADLINE = "2"  # VPATCH_SERVER_TIMEOUT for a case: a hang ends in 2 s
 LONGEST = 20.0  # seconds a case may take at most (start-up included)

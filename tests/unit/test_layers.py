@@ -1,17 +1,18 @@
 """The package's shape: imports point one way (core, git, sources, checkout,
-the wheel/env/doctor/pr libraries, commands, cli), no import cycles counting
-function-level imports, and gitutil (a package) is the only one that runs git.
+the libraries, commands, cli), no import cycles counting function-level
+imports, and gitutil (a package) is the only one that runs git.
 Each cli module is a command of the registry (cli.COMMANDS) and imports only
 what it calls (CALLS, the one list kept by hand: it is a decision); commands/
 holds only what orchestrates, each module called by a cli module; and two
 modules share a base name only where they are one command in parallel
-places. And of the tests and the benchmarks: none edits sys.path (the path
-is pyproject.toml's `pythonpath`, a script's own folder, or a subprocess's
-PYTHONPATH)."""
+places; each package's docstring names every module it holds. And of the
+tests and the benchmarks: none edits sys.path (the path is pyproject.toml's
+`pythonpath`, a script's own folder, or a subprocess's PYTHONPATH)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ LAYERS = (
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
     ("checkout", ("checkout", "threeway", "patchfiles")),
-    ("libraries", ("wheel", "env", "doctor", "pr", "maintain")),
+    ("libraries", ("releasefacts", "wheel", "env", "doctor", "postflight", "pr", "maintain")),
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__")),
 )
@@ -340,6 +341,55 @@ LONGEST = 600  # lines: a module past it does more than one job
 def test_no_module_is_over_600_lines():
     over = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > LONGEST}
     assert not over, f"split these by job: {over}"
+
+
+# -- what a package says it holds -------------------------------------------------
+
+
+def named(doc: str, name: str) -> bool:
+    """Whether a docstring names a module or subpackage: its name as a word
+    of its own (`server`, `server.py`, `checks/`), not part of a longer name
+    (`port` is not named by `export` or `vpatch.port`)."""
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", doc) is not None
+
+
+def unnamed(package: Path, registered: frozenset[str] = frozenset()) -> list[str]:
+    """The modules and subpackages of `package` its docstring does not name,
+    but for those its `__init__` registers."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    held = [p.stem for p in package.glob("*.py") if not p.stem.startswith("__")]
+    held += [p.name for p in package.iterdir() if (p / "__init__.py").is_file()]
+    return [name for name in sorted(held) if name not in registered and not named(doc, name)]
+
+
+# A package whose __init__ lists its modules in a registry, which names them there
+# (cli.COMMANDS, in `vpatch --help`'s order): its docstring says what they are.
+REGISTERED = {"cli": frozenset(c.split(".")[1] for c in COMMANDS)}
+
+
+def test_each_package_names_what_it_holds():
+    """Each package's docstring says what it holds: every module and
+    subpackage in it is named there (or in its registry), so that a module
+    added or moved is said where a reader of the package looks first. The
+    top-level modules are LAYERS' (a module in no layer fails
+    test_imports_point_down)."""
+    packages = sorted(p.parent for p in PKG.rglob("__init__.py") if p.parent != PKG)
+    missing = [
+        f"{p.relative_to(PKG)}/{name}"
+        for p in packages
+        for name in unnamed(p, REGISTERED.get(p.relative_to(PKG).as_posix(), frozenset()))
+    ]
+    assert not missing, f"name these in their package's __init__.py docstring: {missing}"
+
+
+def test_a_package_that_does_not_name_a_module_is_seen(tmp_path):
+    (tmp_path / "__init__.py").write_text('"""port (3-way), the verify-wheel\nlint."""\n')
+    for name in ("port", "lint", "verify", "export"):
+        (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "__init__.py").write_text("")
+    assert unnamed(tmp_path) == ["checks", "export", "verify"]
+    assert unnamed(tmp_path, frozenset({"export"})) == ["checks", "verify"]
 
 
 # -- the tests' and the benchmarks' path -----------------------------------------------

@@ -91,11 +91,11 @@ DELIBERATE: dict[str, str] = {
         )
     },  # fmt: skip
     "src/vpatch/doctor/checks/layers.py::MEASURED_ON": MEASURED + " (cited in findings)",
-    "src/vpatch/doctor/metrics.py::__doc__": CITED + " (the metrics vLLM exposes)",
-    "src/vpatch/doctor/postflight.py::__doc__": CITED + " (the counters' meaning)",
-    "src/vpatch/doctor/server.py::__doc__": CITED + " (vLLM's endpoints)",
     "src/vpatch/doctor/serve.py::max_len": CITED + " (vLLM's argparse code)",
     "src/vpatch/doctor/serve.py::_positional": CITED + " (vLLM's argparse code)",
+    "src/vpatch/postflight/judge.py::__doc__": CITED + " (the counters' meaning)",
+    "src/vpatch/postflight/metrics.py::__doc__": CITED + " (the metrics vLLM exposes)",
+    "src/vpatch/postflight/server.py::__doc__": CITED + " (vLLM's endpoints)",
     "src/vpatch/sources/extract.py::SPOOL": MEASURED + " (an sdist's size)",
     "src/vpatch/sources/extract.py::extract_sdist": MEASURED + " (an sdist's read time)",
     "src/vpatch/wheel/fatbin.py::__doc__": CITED

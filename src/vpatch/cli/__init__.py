@@ -8,6 +8,10 @@ main(): one line `vpatch: error: ...` and the error's exit code (errors.py),
 its text through untrusted.text (a message may quote what a server sent, or
 a URL with a credential in it).
 
+The modules: options, and one a command, named as the command is
+(verify_wheel: `vpatch verify-wheel`) and registered in COMMANDS below,
+which names them.
+
 Each execute imports what it calls when it runs (as pip loads its
 commands): `vpatch install` in an image should not pay for the wheel code,
 the matrix or GitPython. It loads VERSIONS.lock (and, through it, the patch

@@ -63,7 +63,7 @@ def add_parser(sub: Subparsers) -> None:
         help="the post-flight: read these running vLLM servers (http://HOST:PORT: /version, "
         "/v1/models, /metrics) and judge their speculative decoding; with a serve command or "
         "--target/--drafter, the preflight of that deployment on their release too. The reads "
-        # doctor/server.py's VARIABLE and DEFAULT (test_doctor holds them equal)
+        # postflight/server.py's VARIABLE and DEFAULT (test_doctor holds them equal)
         "end within VPATCH_SERVER_TIMEOUT seconds (default 30)",
     )
     p.add_argument(

@@ -12,7 +12,7 @@ the carry changes only that copy, in order:
 2. port FROM's series to it (maintain/port.py, 3-way: clean / merged /
    conflict / dropped by the patch probes), which extends spans or writes
    variants of TO's own, and sets TO's status as its series makes it;
-3. read doctor's facts on TO's source (doctor/facts.py): unchanged facts
+3. read doctor's facts on TO's source (releasefacts/facts.py): unchanged facts
    move rules.toml's `newest` to TO; a changed one is the table a person
    adds (the report gives it), and `newest` stays;
 4. lint the proposed patch set (maintain/lint.py), regenerate its docs
@@ -49,10 +49,10 @@ from typing import Any
 
 from .. import gitutil, lock, quilt, resources, rules, threeway
 from ..checkout import BASE_TAG
-from ..doctor import facts
 from ..errors import ConfigError, PatchError, TreeError, disk_error
 from ..maintain import docs, lint, pin, port, reading, workfolder
 from ..paths import write_atomic
+from ..releasefacts import facts
 from ..sources.cache import Say, quiet
 
 DATA = resources.DATA
@@ -380,6 +380,7 @@ def _copy_back(root: Path, changed: dict[str, bytes | None]) -> list[str]:
 
 
 TESTED = "tests/integration/doctor/test_releases_real.py"
+PROBED = "src/vpatch/releasefacts/facts.py"  # the facts' probes
 
 
 def decisions(out: Carried) -> list[str]:
@@ -396,13 +397,13 @@ def decisions(out: Carried) -> list[str]:
     for k, u in f.unreadable.items():
         said.append(
             f"`{k}` cannot be read from {to} (its code is gone; in {frm}: {u.before!r}): read "
-            f"{to}'s source, set `{k}` in {table}, and teach its probe (src/vpatch/doctor/"
-            f"facts.py, PROBES[{k!r}]) where the code went or what stands in for it (a gate); "
+            f"{to}'s source, set `{k}` in {table}, and teach its probe ({PROBED}, "
+            f"PROBES[{k!r}]) where the code went or what stands in for it (a gate); "
             f"checked by {TESTED}, which carries each pinned release from the one before"
         )
     for w in f.broken:
         said.append(
-            f"no longer holds in {to}: {w} (src/vpatch/doctor/facts.py SAME and the code it "
+            f"no longer holds in {to}: {w} ({PROBED} SAME and the code it "
             f"names); checked by {TESTED}"
         )
     if not f.settled:

@@ -28,9 +28,7 @@ from packaging.version import Version
 
 from .. import lock, settings
 from ..errors import ConfigError, NewerRelease
-from ..rules import Rules
-
-MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+from ..rules import MLA, Rules
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ DEFAULT), that holds whatever the server does:
     warnings came before the error line): the one line says what failed.
 
 `vpatch doctor --server` reads a running vLLM with the same machinery under
-a Kind of its own (doctor/server.py: its variable, its words, a
+a Kind of its own (postflight/server.py: its variable, its words, a
 NetworkError when the time is up); `Budget.pause` stops its clock while
 `--interval` waits between two reads.
 """

@@ -42,7 +42,7 @@ from .. import lock, patchset, resources, settings
 from ..doctor import behaviour, defects
 from ..errors import ConfigError, disk_error
 from ..paths import write_atomic
-from ..rules import Rules
+from ..rules import MLA, Rules
 
 PATCHES_MD = "docs/patches.md"
 
@@ -331,7 +331,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
         "kimi_k2 MLA drafter",
         lambda r, p, pins: "not MLA"
         if r.kimi_k2_drafter_not_mla
-        else ("no MLA drafters" if not behaviour.MLA & r.archs else "ok"),
+        else ("no MLA drafters" if not MLA & r.archs else "ok"),
     ),
 )
 SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))

@@ -1,7 +1,7 @@
 """What a release the lock does not cover yet says of itself, against the
 release before it (what a carry reports, and a person decides on):
 
-- doctor's facts (doctor/facts.py): each as its probe reads TO, changed
+- doctor's facts (releasefacts/facts.py): each as its probe reads TO, changed
   where rules.toml says otherwise; unreadable where an anchor FROM has is
   gone from TO (anchors.moved says where it went, if a search of TO's
   vllm/ finds it), with no value read; what doctor takes as the same in
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import lock, probes
-from ..doctor import anchors, facts
+from ..releasefacts import anchors, facts
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 

@@ -1,7 +1,7 @@
 """doctor's per-release facts (src/vpatch/data/rules.toml) re-read from every
 pinned release's own source (its sdist, or the wheel's Python files where
 vLLM published wheels only, from the cache): the table must say what the code does, release
-by release. Each fact is read by its probe (vpatch/doctor/facts.py, which a
+by release. Each fact is read by its probe (vpatch/releasefacts/facts.py, which a
 carry runs on a new release); the tests below check what doctor takes as the
 same in every release, and that each release, carried from the pinned one
 before it, would have had every fact read (no anchor its probes need gone)."""
@@ -13,7 +13,8 @@ import functools
 import pytest
 from support.releases import having
 from vpatch import lock, probes
-from vpatch.doctor import behaviour, facts
+from vpatch.doctor import behaviour
+from vpatch.releasefacts import facts
 from vpatch.sources import files
 
 pytestmark = pytest.mark.integration

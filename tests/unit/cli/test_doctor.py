@@ -112,7 +112,7 @@ def test_the_server_options_become_the_request(monkeypatch, capsys):
 
 def test_the_help_states_the_server_deadline_and_exit_3():
     from vpatch.cli import parser
-    from vpatch.doctor import server
+    from vpatch.postflight import server
 
     text = parser()._subparsers._group_actions[0].choices["doctor"].format_help()
     flat = " ".join(text.split())
@@ -133,7 +133,7 @@ def test_a_server_end_to_end(vllm, capsys):
     exit 0 (a warning: whether the series is installed cannot be told); no
     drafts while it decodes: exit 1; JSON."""
     from support import vllm_server as V
-    from vpatch.doctor.server import Counters
+    from vpatch.postflight.server import Counters
 
     assert cli.main(["doctor", "--server", vllm.url]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -12,9 +12,9 @@ from support import next_release
 from support.releases import before, newest
 from vpatch import lock, probes, resources
 from vpatch.commands import carry
-from vpatch.doctor import anchors
 from vpatch.errors import ConfigError, TreeError
 from vpatch.maintain import pin, reading
+from vpatch.releasefacts import anchors
 
 PINS = lock.load()
 # the newest release carried from the one before, as its real pin says
@@ -103,6 +103,14 @@ def test_an_unreadable_fact_proposes_no_value_and_says_where_its_code_went(tmp_p
     assert "PROBES['v2_default']" in decided
     assert "set `v2_default = " not in text and "table to add" not in text  # no value proposed
     assert "every probed fact is as in" not in text
+
+
+def test_the_files_a_decision_names_are_there():
+    """A decision names the file to edit and the test that checks it: each
+    is a file of this repository (a module moved leaves no stale path)."""
+    root = Path(carry.__file__).resolve().parents[3]
+    for named in (carry.RULES_TOML, carry.PROBED, carry.TESTED):
+        assert (root / named).is_file(), named
 
 
 def test_a_conflict_says_where_and_how_to_go_on(tmp_path):

@@ -472,7 +472,7 @@ def test_a_server_tied_to_its_deployment(tmp_path, vllm):
     release (its readiness unknown: the server says its release only), the
     server against the deployment, its figures; the preflight first."""
     from support import vllm_server as V
-    from vpatch.doctor.postflight import Postflight
+    from vpatch.postflight.judge import Postflight
 
     t, d = F.pair(tmp_path)
     vllm.cards = [V.card(V.MODEL, str(t))]

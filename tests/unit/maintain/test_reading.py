@@ -10,8 +10,8 @@ import pytest
 from support import write_tree
 from support.facts import every_anchor, path_of, stub, without
 from vpatch import lock
-from vpatch.doctor import anchors, facts
 from vpatch.maintain import reading
+from vpatch.releasefacts import anchors, facts
 
 PINS = lock.load()
 FROM, TO = PINS.versions()[-2:]

@@ -1,4 +1,4 @@
-"""doctor/postflight.py: the figures of a server's counters and what doctor
+"""postflight/judge.py: the figures of a server's counters and what doctor
 flags in them, each with its reason; the series of the server's release;
 the server against the deployment tied to it; the report, text and JSON."""
 
@@ -11,11 +11,11 @@ import pytest
 from support import next_release
 from support import vllm_server as V
 from vpatch import lock
-from vpatch.doctor import postflight as P
 from vpatch.doctor.environment import UNKNOWN, Readiness
 from vpatch.doctor.report import Finding, Report
 from vpatch.doctor.serve import from_options
-from vpatch.doctor.server import Card, Counters, Reading, Watch
+from vpatch.postflight import judge as P
+from vpatch.postflight.server import Card, Counters, Reading, Watch
 
 M = V.MODEL
 REL = V.NEWEST  # the server's release, where it does not matter
@@ -323,7 +323,7 @@ def test_the_report(pins):
 
 def test_the_docs_state_the_thresholds():
     """docs/doctor.md's --server section states the figures the code holds
-    (stated once in postflight.py; the docs follow it)."""
+    (stated once in judge.py; the docs follow it)."""
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[3] / "docs" / "doctor.md").read_text()

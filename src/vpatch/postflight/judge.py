@@ -45,11 +45,11 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from .. import lock, settings
-from . import behaviour
-from .environment import Readiness
+from ..doctor import behaviour
+from ..doctor.environment import Readiness
+from ..doctor.report import Finding, Report, lines
+from ..doctor.serve import Serve
 from .metrics import Counters
-from .report import Finding, Report, lines
-from .serve import Serve
 from .server import Watch
 
 # -- the thresholds, each once --------------------------------------------------------

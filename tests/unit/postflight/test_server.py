@@ -1,4 +1,4 @@
-"""doctor/server.py: a running vLLM read (its URL, the three requests, their
+"""postflight/server.py: a running vLLM read (its URL, the three requests, their
 limits), against the stand-in of tests/support/vllm_server.py on 127.0.0.1.
 Its metrics page, parsed: test_metrics.py. Hostile servers end to end, as a
 user runs doctor: tests/unit/test_hostile_server.py."""
@@ -10,9 +10,9 @@ import time
 import pytest
 from support import hub as H
 from support import vllm_server as V
-from vpatch.doctor import server
-from vpatch.doctor.metrics import Counters
 from vpatch.errors import ConfigError, NetworkError
+from vpatch.postflight import server
+from vpatch.postflight.metrics import Counters
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ proposes no value for them (moved() says where the scope went, if a search
 of TO finds it). Where a person learned how to read a release without the
 code (the V1 model runner's removal), the probe asks a gate fact first
 (`runners`), and asks for the removed code only where the gate says it is
-there. Every field of Rules has its probe (tests/unit/doctor/test_facts.py);
+there. Every field of Rules has its probe (tests/unit/releasefacts/test_facts.py);
 NOT_PROBED names what doctor states that no probe can read."""
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import probes
-from ..rules import Rules
+from ..rules import MLA, Rules
 from .anchors import Anchor, Source, parse
-from .behaviour import MLA
 
 FILES = {
     "eagle_cfg": "vllm/transformers_utils/configs/eagle.py",

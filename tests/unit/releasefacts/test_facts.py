@@ -1,4 +1,4 @@
-"""doctor/facts.py: each Rules field has its probe, and the probes read
+"""releasefacts/facts.py: each Rules field has its probe, and the probes read
 the shapes vLLM writes them in (snippets cut from real releases; every
 pinned release: tests/integration/doctor/test_releases_real.py)."""
 
@@ -10,7 +10,7 @@ import pytest
 from support.facts import every_anchor, path_of, stub, without
 from support.releases import first_where
 from vpatch import lock
-from vpatch.doctor import anchors, facts
+from vpatch.releasefacts import anchors, facts
 
 F = facts.FILES
 

@@ -16,7 +16,7 @@ alike; names and labels unchanged between them):
     (entrypoints/serve/instrumentator/metrics.py), read into counters per
     model name and engine by metrics.py, which names what it reads.
 
-The reads have the limits of doctor's hub reads (deadline.py): every read
+The reads have the limits of doctor's hub reads (doctor/deadline.py): every read
 of a run ends within one deadline, VPATCH_SERVER_TIMEOUT seconds (DEFAULT),
 whatever the server does (accept and never answer, trickle a byte a
 second), and a NetworkError (exit 3) says what was awaited; its clock
@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import jsontext, settings, untrusted
+from ..doctor import deadline
 from ..errors import ConfigError, NetworkError, VpatchError
 from ..sources import index
-from . import deadline
 from .metrics import Counters, parse
 
 DEFAULT = 30.0  # seconds for a run's reads: a healthy server answers each in milliseconds
