@@ -138,6 +138,22 @@ def snapshot(py: Path) -> dict[str, bytes]:
     }
 
 
+def exact(py: Path) -> dict[str, tuple]:
+    """Every file of site-packages with its bytes, mode and mtime, and every
+    folder with its mode: what "exactly as it was" compares (a timestamp
+    .pyc checks its source's mtime)."""
+    root = site_packages(py)
+    out: dict[str, tuple] = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        rel = p.relative_to(root).as_posix()
+        if p.is_dir() and not p.is_symlink():
+            out[rel + "/"] = (st.st_mode & 0o7777,)
+        elif p.is_file() and not p.is_symlink():
+            out[rel] = (p.read_bytes(), st.st_mode & 0o7777, st.st_mtime_ns)
+    return out
+
+
 def digest(snap: dict[str, bytes]) -> str:
     h = hashlib.sha256()
     for k, v in sorted(snap.items()):
