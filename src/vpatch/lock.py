@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -35,11 +36,18 @@ VLLM_REMOTE = "https://github.com/vllm-project/vllm.git"
 # upstream-fix: EAGLE-3 upstream, with our fixes of what upstream lacks on top
 STATUSES = ("patched", "upstream", "upstream-fix")
 # A release as vLLM numbers them (its sdist's and tag's spelling): X.Y.Z, or
-# X.Y.Z.postN; a name a command looks up on the index becomes a folder
-# (build/carry-TO), a lock key and the sdist's top folder, so it is this
-# spelling or nothing, and short
-RELEASE = re.compile(r"^\d{1,4}\.\d{1,4}\.\d{1,4}(\.post\d{1,4})?$")
+# X.Y.Z.postN, in ASCII digits without leading zeros (`\d` would take any
+# script's digits, which nothing downstream parses); a name a command looks
+# up on the index becomes a folder (build/carry-TO), a lock key and the
+# sdist's top folder, so it is this spelling or nothing, and short. Matched
+# whole (fullmatch: `$` would take a trailing newline).
+_PART = r"(?:0|[1-9][0-9]{0,3})"
+RELEASE = re.compile(rf"{_PART}\.{_PART}\.{_PART}(?:\.post{_PART})?")
 RELEASE_LIMIT = 32
+# a local version label (`+cu129`, `+cu129.eagle3.1a2b3c4d`): a build of a
+# release, as `vllm --version` says it
+LABEL_LIMIT = 64
+_LABEL = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*", re.IGNORECASE | re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -138,10 +146,18 @@ class Lock:
         v = version.removeprefix("v")
         if v in self.releases:
             return self.releases[v]
+        raise self.unknown(version)
+
+    def unknown(self, version: str) -> ConfigError:
+        """The refusal of a release the lock does not pin, naming the pins
+        it may mean (X.Y: X.Y.0 or X.Y.1; another spelling of a pin)."""
+        v = version.removeprefix("v")
         near = [p for p in self.versions() if p.startswith(f"{v}.")]  # X.Y: X.Y.0, X.Y.1
+        if not near and _meant(version) in self.releases:  # another spelling of a pin
+            near = [str(_meant(version))]
         hint = f" (did you mean {', '.join(near[:-1])} or {near[-1]}?)" if len(near) > 1 else ""
         hint = f" (did you mean {near[0]}?)" if len(near) == 1 else hint
-        raise ConfigError(
+        return ConfigError(
             f"unknown release {settings.shown(version)}{hint}; pinned: {', '.join(self.versions())}"
         )
 
@@ -183,31 +199,60 @@ class Lock:
         return Lock(releases, self.path)
 
 
-def release_name(text: str) -> str:
-    """A release given by a person (TO, `--onto`) as vLLM spells it, a leading
-    `v` (the tag) dropped: `X.Y.Z`. Any other spelling is refused, naming
-    the one meant when there is one (`X.Y`, `X.Y.Z.0`, ` X.Y.Z`, `VX.Y.Z`:
-    X.Y.Z): the index finds X.Y.Z's files for all of them, and the name
-    would not match those files' own."""
+def is_release(text: str) -> bool:
+    """Whether `text` is a release as vLLM spells it, the one spelling
+    release_name takes without its leading `v`: what `vpatch releases`
+    proposes to carry."""
+    return RELEASE.fullmatch(text) is not None
+
+
+def release_name(text: str, *, build: bool = False) -> str:
+    """The one parser of a release given by a person (TO, `--onto`,
+    `--versions`, `--vllm`, a command's RELEASE), a leading `v` (the tag)
+    dropped: `X.Y.Z` or `X.Y.Z.postN` (a post release is one vLLM numbers
+    and ships), ASCII digits, no leading zeros. `build`: a local label
+    (`X.Y.Z+cu129`, as `vllm --version` says it) names a build of X.Y.Z
+    and is dropped; elsewhere it is refused, as an epoch (`1!X.Y.Z`), a
+    pre-release and every other spelling are, naming the release meant
+    when there is one (`X.Y`, `X.Y.Z.0`, ` X.Y.Z`, `VX.Y.Z`, `0X.Y.Z`,
+    another script's digits: X.Y.Z): the index finds X.Y.Z's files for
+    several of them, and the name would not match those files' own."""
     name = text[1:] if text.startswith("v") else text
-    if RELEASE.match(name):
+    if build:
+        head, plus, label = name.partition("+")
+        if plus and len(label) <= LABEL_LIMIT and _LABEL.fullmatch(label):
+            name = head
+    if RELEASE.fullmatch(name):
         return name
-    hint = ""
-    if len(text) <= RELEASE_LIMIT:
-        try:
-            v = Version(text)
-        except InvalidVersion:
-            v = None
-        if v is not None and not (v.is_prerelease or v.is_devrelease or v.local or v.epoch):
-            nums = list(v.release)
-            while len(nums) > 3 and nums[-1] == 0:
-                nums.pop()  # X.Y.Z.0: the same release
-            if len(nums) <= 3:
-                meant = ".".join(map(str, (nums + [0, 0])[:3]))
-                meant += f".post{v.post}" if v.post is not None else ""
-                hint = f" (did you mean {meant}?)"
+    meant = _meant(text)
+    hint = f" (did you mean {meant}?)" if meant else ""
     shown = text if len(text) <= RELEASE_LIMIT else f"{text[:RELEASE_LIMIT]}…"
     raise ConfigError(f"{shown!r} is not a release: vLLM numbers them X.Y.Z{hint}")
+
+
+def _meant(text: str) -> str | None:
+    """The release a refused spelling means, when one is plain: a release
+    of PEP 440 (no epoch, pre- or dev release; a local label dropped)
+    whose parts, written as vLLM writes them, make X.Y.Z[.postN]."""
+    if len(text) > RELEASE_LIMIT:
+        return None
+    ascii_text = "".join(
+        str(unicodedata.decimal(c)) if not c.isascii() and c.isdecimal() else c for c in text
+    )
+    try:
+        v = Version(ascii_text)
+    except InvalidVersion:
+        return None
+    if v.is_prerelease or v.is_devrelease or v.epoch:
+        return None
+    nums = list(v.release)
+    while len(nums) > 3 and nums[-1] == 0:
+        nums.pop()  # X.Y.Z.0: the same release
+    if len(nums) > 3:
+        return None
+    meant = ".".join(map(str, (nums + [0, 0])[:3]))
+    meant += f".post{v.post}" if v.post is not None else ""
+    return meant if RELEASE.fullmatch(meant) else None
 
 
 def load(path: Path | None = None) -> Lock:

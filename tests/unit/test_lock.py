@@ -181,3 +181,53 @@ def test_a_long_name_is_refused_in_a_short_line():
     with pytest.raises(ConfigError) as e:
         lock.release_name("9" * 5000)
     assert len(str(e.value)) < 100
+
+
+# -- one release parser (issue 52: Unicode digits, leading zeros, one rule) ----
+
+
+@pytest.mark.parametrize(
+    ("given", "hint"),
+    [
+        ("９.９.１", " (did you mean 9.9.1?)"),  # fullwidth digits: \d took them
+        ("٩.٩.١", " (did you mean 9.9.1?)"),  # Arabic-Indic
+        ("9.1０.1", " (did you mean 9.10.1?)"),  # one such digit after an ASCII one
+        ("9.9.01", " (did you mean 9.9.1?)"),  # leading zeros: the index's 9.9.1
+        ("09.9.1", " (did you mean 9.9.1?)"),
+        ("9.09.1", " (did you mean 9.9.1?)"),
+        ("0.6.1.post01", " (did you mean 0.6.1.post1?)"),
+        ("9.9.1\n", " (did you mean 9.9.1?)"),  # `$` took a trailing newline
+        ("1!9.9.1", ""),  # an epoch: vLLM has none, and 1!X sorts after every X
+        ("9.9.1+cu129", " (did you mean 9.9.1?)"),  # a local label: a build, not a release
+    ],
+)
+def test_one_parser_takes_ascii_digits_without_leading_zeros(given, hint):
+    with pytest.raises(ConfigError) as e:
+        lock.release_name(given)
+    assert str(e.value) == f"{given!r} is not a release: vLLM numbers them X.Y.Z{hint}"
+    assert not lock.is_release(given)
+
+
+def test_a_build_of_a_release_is_its_release_where_an_installed_version_is_given():
+    """`doctor --vllm X.Y.Z+cu129`, as `vllm --version` says it."""
+    assert lock.release_name("9.9.1+cu129", build=True) == "9.9.1"
+    assert lock.release_name("v0.6.1.post1+cpu", build=True) == "0.6.1.post1"
+    for bad in ("9.9.1+", "9.9.1+cu 129", "9.9.01+cu129", "1!9.9.1+cu129"):
+        with pytest.raises(ConfigError, match="is not a release"):
+            lock.release_name(bad, build=True)
+
+
+def test_the_predicate_is_what_the_parser_takes():
+    for taken in ("9.9.1", "10.0.0", "0.6.1.post1", "9999.0.0"):
+        assert lock.is_release(taken) and lock.release_name(taken) == taken
+    for refused in ("v9.9.1", "9.9", "10000.0.0", "9" * 6000, "1!9.9.1", "9.9.1rc1", ""):
+        assert not lock.is_release(refused)
+
+
+@pytest.mark.parametrize("given", ["9.9.00", "09.9.0", "９.9.0"])
+def test_get_refuses_another_spelling_of_a_pinned_release(pins, given):
+    """fetch, apply, series, export, wheel: the release they are given goes
+    through the one parser, so a spelling of 9.9.0 says so."""
+    with pytest.raises(ConfigError) as e:
+        pins.get(given)
+    assert "(did you mean 9.9.0?)" in str(e.value)

@@ -106,14 +106,12 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
     check` reports there (env.readiness.expected_readiness). A release the lock does not
     pin is bad input; so is --patched where vpatch has no series for the
     release (`vpatch install` has nothing to install there: drop --patched)."""
-    if len(release) > settings.WIDTH:  # no release is named so long (a hostile one: 5000 digits)
-        raise ConfigError(
-            f"--vllm {settings.shown(release)}: not a release; pinned: {', '.join(pins.versions())}"
-        )
     try:
-        public = Version(release).public  # X.Y.Z+cu129, as `vllm --version` says it
-    except ValueError:  # InvalidVersion, or int()'s for a part over 4300 digits
-        public = release
+        public = lock.release_name(release, build=True)  # X.Y.Z+cu129, as `vllm --version` says it
+    except ConfigError:
+        plain = release.isprintable() and len(release) <= settings.WIDTH
+        shown = f" {release}" if plain else ""  # else the refusal quotes it, cut short
+        raise ConfigError(f"--vllm{shown}: {pins.unknown(release)}") from None
     if too_new := behaviour.newer(pins, public):
         raise too_new
     try:

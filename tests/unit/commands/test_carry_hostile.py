@@ -26,8 +26,13 @@ DATA = carry.DATA
 PINS = lock.load(ROOT / DATA / "VERSIONS.lock")
 TO = next_release(PINS)
 FROM = PINS.versions()[-1]
-# a release spelled as vLLM does not: the minor alone, a fourth part, blanks, V
+# a release spelled as vLLM does not: the minor alone, a fourth part, blanks, V;
+# leading zeros, another script's digits, a trailing newline (issue 52: these
+# downloaded TO's sdist and failed with exit 7, or exited 70)
+_MAJOR, _MINOR, _PATCH = TO.split(".")
 SPELLINGS = [TO.rsplit(".", 1)[0], f"{TO}.0", f" {TO}", f"V{TO}", f"{TO} "]
+SPELLINGS += [f"0{TO}", f"{_MAJOR}.0{_MINOR}.{_PATCH}", f"{_MAJOR}.{_MINOR}.0{_PATCH}"]
+SPELLINGS += [TO.translate(str.maketrans("0123456789", "０１２３４５６７８９")), f"{TO}\n"]
 
 
 def snapshot(top: Path) -> dict[str, bytes | None]:
@@ -178,6 +183,19 @@ def test_w10_a_release_spelled_otherwise_is_refused_naming_the_spelling(
     code, _, err = run(capsys, spelling)
     assert code == ConfigError.exit_code, err
     assert f"did you mean {TO}?" in one_line(err)
+    assert snapshot(project) == before and stand.looked_up == []
+
+
+@pytest.mark.parametrize(
+    "spelling", [f"0{FROM}", "{}.{}.0{}".format(*FROM.split(".")), f"{FROM}\n"]
+)
+def test_a_pinned_release_spelled_otherwise_is_refused_at_once(project, stand, capsys, spelling):
+    """issue 52: in a checkout pinning FROM, a spelling of FROM with leading
+    zeros slipped past "pinned already" to the index; refused before it."""
+    before = snapshot(project)
+    code, _, err = run(capsys, spelling)
+    assert code == ConfigError.exit_code, err
+    assert f"did you mean {FROM}?" in one_line(err)
     assert snapshot(project) == before and stand.looked_up == []
 
 

@@ -402,6 +402,7 @@ def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
     assert bad["check"] == "vllm" and "run `vpatch install --python PY`" in bad["message"]
 
 
+FULLWIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
 # the pinned releases of a minor the lock pins exactly two of (X.Y given: which?)
 TWO = next(
     pair
@@ -419,6 +420,11 @@ TWO = next(
         ),
         (["--vllm", TWO[0].rsplit(".", 1)[0]], f"(did you mean {TWO[0]} or {TWO[1]}?)"),
         (["--vllm", "latest"], "--vllm latest: unknown release 'latest'"),
+        # one release parser (issue 52): these were taken as PATCHED, or exited 70
+        (["--vllm", "{}.{}.0{}".format(*PATCHED.split("."))], f"(did you mean {PATCHED}?)"),
+        (["--vllm", PATCHED.translate(FULLWIDTH)], f"(did you mean {PATCHED}?)"),
+        (["--vllm", f"{PATCHED}\n"], f"(did you mean {PATCHED}?)"),
+        (["--vllm", f"1!{PATCHED}"], f"unknown release '1!{PATCHED}'"),
         (["--patched"], "--patched goes with --vllm RELEASE"),
         (["--vllm", PATCHED, "--python", sys.executable], "--python PY or --vllm RELEASE"),
     ],
