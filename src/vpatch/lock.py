@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import patchset, quilt, resources, settings
 from . import rules as rules_data
-from .errors import ConfigError, disk_error
+from .errors import ConfigError, NewerRelease, disk_error
 from .quilt import Series
 
 # Artifact kinds and the index project each comes from.
@@ -103,13 +103,61 @@ class Lock:
 
     @cached_property
     def patchset(self) -> patchset.PatchSet:
-        """The patch set beside the lock: which release carries what."""
-        return patchset.load(self.patches_toml)
+        """The patch set beside the lock: which release carries what. A span
+        naming a release the lock does not pin is refused (ConfigError, at
+        load): a release nothing fetches, or a pin that lost its patch."""
+        ps = patchset.load(self.patches_toml)
+        for slug, variants in ps.variants.items():
+            for v in variants:
+                for end in dict.fromkeys((v.first, v.last)):
+                    if end not in self.releases:
+                        raise ConfigError(
+                            f"{ps.toml.name} [{slug}]: span {v.span} names {end}, which "
+                            f"{self.path.name} does not pin"
+                        )
+        return ps
 
     @cached_property
     def rules(self) -> rules_data.Table:
-        """doctor's facts per release (rules.toml beside the lock)."""
-        return rules_data.load(self.root / rules_data.FILE)
+        """doctor's facts per release (rules.toml beside the lock). Its
+        `newest`, the release whose facts were read last, is a release the
+        lock pins (ConfigError at load): past the lock, it would make doctor
+        judge a release no other command knows."""
+        table = rules_data.load(self.root / rules_data.FILE)
+        if table.newest not in self.releases:
+            raise ConfigError(
+                f"{table.path.name}: newest {settings.shown(table.newest)} is not a release "
+                f"{self.path.name} pins (it pins up to {self.newest})"
+            )
+        return table
+
+    @property
+    def newest(self) -> str:
+        """The newest release the lock pins."""
+        versions = self.versions()
+        if not versions:
+            raise ConfigError(f"{self.path.name} pins no release")
+        return versions[-1]
+
+    def standing(self, version: str) -> Standing:
+        """What this vpatch knows of a vLLM version as installed (`X.Y.Z`,
+        `X.Y.Z+cu129`, `X.Y.Z.post1`, anything): the one answer check,
+        install and doctor take (Standing)."""
+        ruled = self.rules  # read (and checked against the lock) whatever the answer
+        try:
+            v = Version(version)
+        except ValueError:  # InvalidVersion, or a part of over 4300 digits
+            return Standing(version, None, "unknown", self)
+        release = None
+        if v.public in self.releases:
+            release = v.public
+        elif v.post is not None and not v.is_prerelease and not v.is_devrelease:
+            base = v.base_version  # a post release: its release's code plus fixes
+            release = base if base in self.releases else None
+        if release is not None:
+            return Standing(version, release, "known" if ruled.covers(release) else "pinned", self)
+        newer = not v.epoch and Version(v.public) > Version(self.newest)
+        return Standing(version, None, "newer" if newer else "unknown", self)
 
     def series(self, release: Release | str, folder: Path | None = None) -> Series | None:
         """The series in `folder` (a `series` file and its patches: `--series
@@ -197,6 +245,84 @@ class Lock:
         releases = dict(self.releases)
         releases[release.version] = release
         return Lock(releases, self.path)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Whether vpatch knows a vLLM version (Lock.standing), one of:
+
+    known    a pinned release (a build of it, `+cu129`; a post release of
+             it the lock does not pin itself) that doctor's rules cover
+    pinned   pinned, but doctor's rules end before it (a carry a person has
+             not finished deciding)
+    newer    after the lock's newest pin: what its series and facts are is
+             unknown until it is carried
+    unknown  neither: not a version, older than every pin, a release
+             between two pins the lock lacks, a pre-release of a pinned one
+
+    A post release X.Y.Z.postN is X.Y.Z's code plus fixes: unless the lock
+    pins it itself, check, install and doctor take it as X.Y.Z
+    (docs/install.md, "Which releases")."""
+
+    version: str  # as given
+    release: str | None  # the pinned release whose code it is
+    state: str
+    pins: Lock = field(repr=False, compare=False)
+
+    @property
+    def newer(self) -> bool:
+        return self.state == "newer"
+
+    @property
+    def post(self) -> bool:
+        """A post release the lock does not pin, taken as its release."""
+        return self.release is not None and Version(self.version).public != self.release
+
+    @property
+    def base(self) -> str:
+        """The release this version is a build of (what a carry takes)."""
+        try:
+            return Version(self.version).base_version
+        except ValueError:
+            return self.version
+
+    def refusal(self, what: str, rules: bool = False) -> NewerRelease | None:
+        """NewerRelease when vpatch cannot answer for this version (`what`
+        says what that costs: "its verdict would be a guess"): it is newer
+        than the lock's newest pin (check, install, doctor); with `rules`
+        (doctor's verdicts), also when doctor's rules end before it. None
+        when it can."""
+        carry = (
+            f"carry it in a vpatch checkout (`vpatch carry {self.base}`, docs/maintaining.md) "
+            "or upgrade vpatch"
+        )
+        if self.newer:
+            ruled = self.pins.rules.newest if rules else ""
+            tail = f"; `--vllm {ruled}` gives {ruled}'s verdict" if rules else ""
+            return NewerRelease(
+                f"vLLM {self.version} is newer than vpatch knows (it pins up to "
+                f"{self.pins.newest}): {what}; {carry}{tail}"
+            )
+        if not rules:
+            return None
+        ruled = self.pins.rules.newest
+        try:
+            past = Version(self.base) > Version(ruled)
+        except ValueError:
+            past = False
+        if not past:
+            return None
+        if self.release is not None:
+            return NewerRelease(
+                f"vLLM {self.version} is pinned, but doctor's rules for it are not written yet "
+                f"(they end at {ruled}): {what}; a person decides what "
+                f"`vpatch carry {self.release}`'s report lists (docs/maintaining.md); "
+                f"`--vllm {ruled}` gives {ruled}'s verdict"
+            )
+        return NewerRelease(
+            f"vLLM {self.version} is not pinned and doctor's rules end at {ruled}: {what}; "
+            f"{carry}; `--vllm {ruled}` gives {ruled}'s verdict"
+        )
 
 
 def is_release(text: str) -> bool:

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from vpatch import lock, quilt, rules
+from vpatch import lock, quilt
 
-from support import make_series, make_wheel, minor_after, named_series, publish
+from support import copy_rules, make_series, make_wheel, minor_after, named_series, publish
 from support.cli import vpatch
 from support.releases import first_where, last_where, newest_patched, v1_gone, v2_by_default
 
@@ -79,6 +79,7 @@ def write_lock(where: Path, series_dir: Path) -> Path:
         f'[releases."{RELEASE}"]\ntag = "v{RELEASE}"\ncommit = "bbb"\nstatus = "patched"\n\n'
         f'[releases."{UPSTREAM}"]\ntag = "v{UPSTREAM}"\ncommit = "ccc"\nstatus = "upstream"\n'
     )
+    copy_rules(where)  # what Lock.standing reads beside the lock
     return path
 
 
@@ -200,8 +201,6 @@ class Fake:
         return vpatch(*args, "--python", str(self.py), env=env, timeout=timeout)
 
     def pins(self):
-        from vpatch import lock
-
         return lock.load(self.lock_path)
 
     def checks(self):
@@ -364,7 +363,6 @@ def _data_root(
         head = f'["{slug}"]\n'
         text = text.replace(head, head + keys + "\n")
     toml.write_text(text)
-    shutil.copyfile(lock.load().rules.path, where / rules.FILE)
     path = where / "VERSIONS.lock"
     path.write_text(
         "".join(
@@ -372,6 +370,7 @@ def _data_root(
             for i, (v, st) in enumerate(status.items())
         )
     )
+    copy_rules(where)
     return path
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from support import copy_rules
 from support import synthetic as S
 from support.cli import command, environment, vpatch
 from vpatch import cli, gitutil, lock
@@ -804,7 +805,7 @@ CASES = [
         "doctor-vllm-newer-than-vpatch-knows",
         lambda b: ["doctor", "--target", "owner/t", "--drafter", "owner/d", "--vllm", "99.0.0"],
         12,
-        lambda b: shutil.copyfile(lock.load().rules.path, b.root / "rules.toml"),
+        lambda b: copy_rules(b.root),
     ),
     # one release parser (issue 52): another script's digits, leading zeros
     *[

@@ -122,8 +122,7 @@ def install(
 
 
 def _series_of(d: Dist, pins: lock.Lock) -> quilt.Series | None:
-    rel = pins.releases.get(d.public)
-    return pins.series(rel) if rel else None
+    return readiness.own_series(pins, d)[1]
 
 
 def _choose(
@@ -137,8 +136,8 @@ def _choose(
     """(the series to install, "") or (None, why there is nothing to do)."""
     if series_dir is not None:
         return quilt.load(series_dir), ""
-    rel = pins.releases.get(d.public)
-    if rel is None and (too_new := readiness.newer(pins, d, "nothing installed")):
+    rel = readiness.release_of(pins, d)
+    if rel is None and (too_new := readiness.newer(pins, d, "nothing was installed")):
         raise too_new
     if rel is None:
         raise ConfigError(
