@@ -285,6 +285,35 @@ def test_a_failed_carry_removes_the_folder_it_made(project, stand, capsys):
     assert not (project / "build").exists()
 
 
+def test_a_release_not_on_the_index_is_found_out_before_anything_is_removed(
+    project, stand, capsys, monkeypatch
+):
+    """issue 52: with a `.vpatch-carry` mark forged into a folder (or one a
+    killed carry left), `carry TO` removed its proposed/, port/ and
+    proposed.diff before it found TO is not on the index. TO is looked up
+    first, and the folder is left as it was."""
+    work = project / f"build/carry-{TO}"
+    for rel, text in {
+        workfolder.MARKER: "forged\n",
+        "proposed.diff": "a diff of mine\n",
+        "proposed/notes.txt": "mine\n",
+        "port/tree.txt": "mine too\n",
+    }.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    before = snapshot(work)
+
+    def nowhere(pins, v, offline=False, say=None):
+        stand.looked_up.append(v)
+        raise ConfigError(f"the package index has no sdist or x86_64 wheel of vLLM {v}")
+
+    monkeypatch.setattr(carry.pin, "resolve", nowhere)
+    code, _, err = run(capsys, TO)
+    assert code == ConfigError.exit_code, err
+    assert "has no sdist" in one_line(err) and stand.looked_up == [TO]
+    assert snapshot(work) == before
+
+
 def test_a_failed_rerun_keeps_the_last_proposal(project, stand, capsys):
     assert run(capsys, TO)[0] == 0
     work = project / f"build/carry-{TO}"
