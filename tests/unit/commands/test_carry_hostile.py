@@ -525,3 +525,20 @@ def test_every_patchs_probe_is_rerun_on_to_ported_or_not(project, stand, capsys,
     code, out, err = run(capsys, TO)
     assert code == 0, err
     assert f"- {slug}: lacks it in {FROM}, code gone in {TO}\n" in out
+
+
+def test_a_missing_variant_file_is_the_same_patch_error_as_everywhere(project, stand, capsys):
+    """issue 52: a variant file patches.toml names, missing, gave exit 11
+    (cannot read a patch) from carry and exit 5 (PatchError, "has no
+    file") from every other command. One answer: 5, the same line."""
+    slug = PINS.patchset.slugs[-1]
+    var = PINS.patchset.variants[slug][-1]
+    (project / DATA / "patches" / slug / f"{var.first}.patch").unlink()
+    before = snapshot(project)
+    code, _, err = run(capsys, TO)
+    assert code == PatchError.exit_code, err
+    line = one_line(err)
+    assert f"[{slug}]: variant {var.span} has no file {slug}/{var.first}.patch" in line, line
+    assert snapshot(project) == before
+    assert cli.main(["series", var.last, "--out", str(project / "s")]) == PatchError.exit_code
+    assert one_line(capsys.readouterr().err).endswith(line.split("error: ", 1)[1])
