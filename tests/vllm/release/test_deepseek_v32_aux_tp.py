@@ -2,7 +2,7 @@
 deepseek-v32-capture-eagle-3-aux-states-after-the-all-reduce, marker
 v32_tp_aux): the release's own ``DeepseekV32Model.forward`` of each platform
 module (``nvidia/``, what CUDA serves; ``amd/``, ROCm's), run by the two
-ranks of TP 2 over gloo, each a process of its own, rank 0 then at TP 1
+ranks of TP 2 over gloo, this process and one of its own, and at TP 1
 (tier_builders/deepseek_v32_ranks.py: what runs, and the attention's
 stand-in). Aux id k is the input of decoder layer k, which its input norm
 sums (forward pre-hooks copy it): each rank's aux state must be exactly
@@ -12,8 +12,9 @@ from TP 1), id num_hidden_layers is not returned, and ``amd/`` of the
 releases before upstream's own layer-0 change adds the missing residual at
 id 0 (unpatched.py: where each failure is seen).
 
-Two vLLM processes besides this one (~1 min a run): a check of its own runs
-this file (VPATCH_VLLM_RANKS, release/conftest.py), not the main run.
+A vLLM process besides this one, and this one's parallel groups: a check of
+its own runs this file (VPATCH_VLLM_RANKS, release/conftest.py), not the
+main run.
 """
 
 from __future__ import annotations
@@ -36,25 +37,28 @@ TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory) -> dict:
-    """{"tp1": [rank 0's results], "tp2": [rank 0's, rank 1's]}: the two
-    ranks of TP 2 at once, processes of their own; rank 0 then runs TP 1."""
+    """{"tp1": [rank 0's results], "tp2": [rank 0's, rank 1's]}: rank 1 of
+    TP 2 a process of its own, rank 0 this one (a file run apart: nothing
+    else of vLLM runs here), which then runs TP 1."""
     import torch
+    from tier_builders import deepseek_v32_ranks
 
     work = tmp_path_factory.mktemp("v32-ranks")
-    procs = []
-    for rank in range(2):
-        cmd = [sys.executable, "-m", "tier_builders.deepseek_v32_ranks"]
-        cmd += ["--rank", str(rank), "--work", str(work)]
-        log = (work / f"rank{rank}.log").open("w")
-        procs.append(
-            subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-        )
-    for rank, proc in enumerate(procs):
-        code = proc.wait(timeout=900)
-        log = (work / f"rank{rank}.log").read_text()
-        assert code == 0, f"TP 2 rank {rank} failed ({code}):\n{log[-4000:]}"
-    got = [torch.load(work / f"rank{rank}.pt") for rank in range(2)]
-    return {"tp1": [got[0]["tp1"]], "tp2": [g["tp2"] for g in got]}
+    cmd = [sys.executable, "-m", "tier_builders.deepseek_v32_ranks"]
+    cmd += ["--rank", "1", "--work", str(work)]
+    with (work / "rank1.log").open("w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    try:
+        rank0 = deepseek_v32_ranks.run_rank(2, 0, work / "tp2")
+        tp1 = deepseek_v32_ranks.run_rank(1, 0, work / "tp1")
+    except BaseException:
+        proc.kill()  # it waits for rank 0 at every collective
+        raise
+    code = proc.wait(timeout=900)
+    log = (work / "rank1.log").read_text()
+    assert code == 0, f"TP 2 rank 1 failed ({code}):\n{log[-4000:]}"
+    rank1 = torch.load(work / "rank1.pt")["tp2"]
+    return {"tp1": [tp1], "tp2": [rank0, rank1]}
 
 
 def result(got: dict, platform: str, run: str, mode: str) -> dict:

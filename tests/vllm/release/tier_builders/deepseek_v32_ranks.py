@@ -6,7 +6,8 @@ a process's), for test_deepseek_v32_aux_tp.py::
     python -m tier_builders.deepseek_v32_ranks --rank 0 --work DIR   # and --rank 1 at once
 
 writes ``DIR/rank<R>.pt``: ``{"tp2": its results at TP 2}``, rank 0's also
-``"tp1"``, the same run at TP 1 after the TP 2 groups are torn down.
+``"tp1"``, the same run at TP 1 after the TP 2 groups are torn down. The
+test runs rank 0 and TP 1 in its own process (``run_rank``), rank 1 so.
 
 What runs is the release's own ``DeepseekV32Model.__init__``, ``load_weights``
 and ``forward`` (the aux capture loop, the decoder layers, their dense MLPs
@@ -43,7 +44,6 @@ import argparse
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 NUM_LAYERS = 4
@@ -198,7 +198,8 @@ def run_rank(world: int, rank: int, init: Path) -> dict:
     # the CPU norm's in-place twin, off until a run asks for it (before any
     # model is built: a CustomOp binds its forward when it is constructed)
     cuda_contract.install(on=False)
-    model_dir = Path(tempfile.mkdtemp(prefix="v32-"))
+    model_dir = init.parent / f"config-tp{world}-rank{rank}"  # the checkpoint's config alone
+    model_dir.mkdir(parents=True, exist_ok=True)
     (model_dir / "config.json").write_text(json.dumps(CONFIG))
     vllm_config = VllmConfig(
         model_config=ModelConfig(

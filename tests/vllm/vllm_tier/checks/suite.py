@@ -85,8 +85,8 @@ class DeepseekV32AuxAtTensorParallel2(Check):
         return self.marker in releases.markers_of(release)
 
     def releases(self, selected: list[str]) -> list[str]:
-        """In the default set the newest release it applies to (two vLLM
-        processes a run besides the run's own: the variants of the fix are
+        """In the default set the newest release it applies to (a vLLM
+        process a run besides the run's own: the variants of the fix are
         the same change, and the series' own vLLM test runs on the others,
         series_own_tests_under_the_cuda_contract); with VLLM= every selected
         release it applies to."""
