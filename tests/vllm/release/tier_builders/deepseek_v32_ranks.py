@@ -174,6 +174,10 @@ def forward(model, mode: str, inputs: list) -> dict:
 
 
 def run_rank(world: int, rank: int, init: Path) -> dict:
+    """Rank ``rank`` of ``world`` (rendezvous: the file ``init``) builds
+    each platform's model and runs every run of RUNS in both kernel modes:
+    {(platform, run, mode): forward()'s result}. The process's parallel
+    groups are torn down after it."""
     import importlib
 
     import torch
@@ -194,7 +198,7 @@ def run_rank(world: int, rank: int, init: Path) -> dict:
     from vllm.distributed.parallel_state import get_tp_group
     from vllm.model_executor.model_loader.utils import process_weights_after_loading
 
-    torch.set_num_threads(1)  # three ranks at once on the tier's two cores
+    torch.set_num_threads(1)  # both ranks on the tier's two cores, beside other runs
     # the CPU norm's in-place twin, off until a run asks for it (before any
     # model is built: a CustomOp binds its forward when it is constructed)
     cuda_contract.install(on=False)
