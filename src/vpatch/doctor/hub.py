@@ -17,7 +17,8 @@ one commit (the revision is resolved once, by the first request):
   * a drafter's safetensors headers by range requests: the first 16 KiB of
     each file, then the rest of a longer header, never tensor data (the index
     of a sharded checkpoint whole, into the cache); a server that refuses
-    ranges is read from the start of a plain GET, no further (httprange.py).
+    ranges is read from the start of a plain GET, no further
+    (network/httprange.py).
     A file the cache already holds whole is read there; a header read before
     is kept (cached.py).
 Offline (`--offline`, or HF_HUB_OFFLINE=1) only the cache is read (cached.py),
@@ -46,8 +47,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import httprange, jsontext, untrusted
+from .. import jsontext, untrusted
 from ..errors import ConfigError, RangeUnsupported
+from ..network import httprange
 from . import cached, deadline, hub_errors, tidy, weights
 from .cached import CONFIG, TOKENIZER
 

@@ -10,8 +10,8 @@ Mirrors and proxies do not all honour ranges. As pip's lazy wheel does,
 the file is first asked for with HEAD, which must say `Accept-Ranges: bytes`
 (and the size the index gave): the package index used here sends that
 header on a HEAD or a 200, not on a 206. Then every answer is held to
-httprange.py's one rule (a 206 with the range asked for; a 200's body is
-not read), and to the size the index gave. Anything else raises
+network/httprange.py's one rule (a 206 with the range asked for; a 200's
+body is not read), and to the size the index gave. Anything else raises
 RangeUnsupported, on which callers fall back to a whole download, checked
 against the lock's sha256.
 """
@@ -26,8 +26,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
-from .. import httprange
 from ..errors import NetworkError, RangeUnsupported
+from ..network import httprange
 from .index import HTTP_ERRORS, opener
 
 BLOCK = 1 << 16
