@@ -32,6 +32,9 @@ ignores Range (a 10 GB drafter into memory). Here the bytes of a header,
 from a file or from the hub, go through the one parser in weights.py, so a
 hub id and the same folder on disk get the same verdict.
 
+All of it within one deadline for the run's hub reads, on huggingface_hub's
+session with doctor's hooks (network/hubclient.py).
+
 huggingface_hub's errors (and its HTTP library's) become ConfigError around
 the reads here, and nowhere else (hub_errors.py says what each means): one
 line, exit 2. A failed fetch leaves nothing in the cache but whole files
@@ -49,8 +52,8 @@ from typing import Any
 
 from .. import jsontext, untrusted
 from ..errors import ConfigError, RangeUnsupported
-from ..network import httprange
-from . import cached, deadline, hub_errors, tidy, weights
+from ..network import deadline, httprange, hubclient
+from . import cached, hub_errors, tidy, weights
 from .cached import CONFIG, TOKENIZER
 
 # owner/name, as the hub names repos (huggingface_hub's validate_repo_id): ASCII
@@ -76,7 +79,7 @@ class Hub:
     offline: bool | None = None
     timeout: float | None = None
     # doctor's own: seconds for all the hub reads of a run (None: VPATCH_HUB_TIMEOUT,
-    # else deadline.DEFAULT)
+    # else hubclient.DEFAULT)
     deadline: float | None = None
 
 
@@ -196,7 +199,7 @@ def resolve(
     shown = untrusted.url(endpoint)  # HF_ENDPOINT as messages and the report name it
     timeout = hub.timeout if hub.timeout is not None else constants.HF_HUB_DOWNLOAD_TIMEOUT
     errors = hub_errors.translated(ref, revision, shown, timeout)
-    with deadline.bounded(hub.deadline, ref), errors, tidy.tidy(cache, ref):
+    with hubclient.bounded(hub.deadline, ref), errors, tidy.tidy(cache, ref):
         return replace(_fetched(ref, revision, drafter, cache, endpoint, timeout), endpoint=shown)
 
 
@@ -278,7 +281,7 @@ def _listing(
     siblings = data.get("siblings") if isinstance(data, dict) else None
     if not isinstance(sha, str) or not isinstance(siblings, list):
         raise ConfigError(f"{hub}: not a Hugging Face hub (no sha and siblings for {repo})")
-    if not deadline.COMMIT.match(sha):
+    if not hubclient.COMMIT.match(sha):
         raise ConfigError(
             f"{hub}: not a Hugging Face hub (the commit of {repo} is {sha[:80]!r}, not a commit id)"
         )

@@ -16,8 +16,8 @@ alike; names and labels unchanged between them):
     (entrypoints/serve/instrumentator/metrics.py), read into counters per
     model name and engine by metrics.py, which names what it reads.
 
-The reads have the limits of doctor's hub reads (doctor/deadline.py): every read
-of a run ends within one deadline, VPATCH_SERVER_TIMEOUT seconds (DEFAULT),
+The reads have the limits of doctor's hub reads (network/deadline.py): every
+read of a run ends within one deadline, VPATCH_SERVER_TIMEOUT seconds (DEFAULT),
 whatever the server does (accept and never answer, trickle a byte a
 second), and a NetworkError (exit 3) says what was awaited; its clock
 stands still while `--interval` waits. Ctrl-C and SIGTERM end the run (130).
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import jsontext, settings, untrusted
-from ..doctor import deadline
 from ..errors import ConfigError, NetworkError, VpatchError
+from ..network import deadline
 from ..sources import index
 from .metrics import Counters, parse
 
@@ -174,7 +174,7 @@ def watch(
     bases = list(dict.fromkeys(base(u) for u in urls))  # a server named twice is read once
     if not bases:
         raise ConfigError("--server: give the URL of at least one server")
-    with deadline.Reads(limit() if seconds is None else seconds, say, SERVER) as reads:
+    with deadline.Reads(limit() if seconds is None else seconds, say, kind=SERVER) as reads:
         reads.budget.begin()
         first = _all(reads, bases)
         if interval is None:

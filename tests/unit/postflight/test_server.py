@@ -180,7 +180,7 @@ def test_a_server_that_hangs_or_trickles_ends_at_the_deadline(vllm, how):
 def test_a_stopped_read_takes_no_byte_more(vllm):
     """The read's thread itself stops at the deadline (each chunk is read
     after a check), not only the wait for it: a trickle keeps no thread."""
-    from vpatch.doctor import deadline
+    from vpatch.network import deadline
 
     vllm.hub.answer[V.METRICS] = V.trickle(0.05)
     with pytest.raises(server.Unanswered), deadline.Reads(0.5, kind=server.SERVER) as reads:
