@@ -807,7 +807,7 @@ CASES = [
         12,
         lambda b: copy_rules(b.root),
     ),
-    # one release parser (issue 52): another script's digits, leading zeros
+    # one release parser: another script's digits, leading zeros
     *[
         Case(f"{name}-spelled-{how}", (lambda a, v: lambda b: a(b, v))(argv, v), 2)
         for how, v in SPELLED.items()

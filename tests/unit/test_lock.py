@@ -186,7 +186,7 @@ def test_a_long_name_is_refused_in_a_short_line():
     assert len(str(e.value)) < 100
 
 
-# -- one release parser (issue 52: Unicode digits, leading zeros, one rule) ----
+# -- one release parser: Unicode digits, leading zeros, one rule ----
 
 
 @pytest.mark.parametrize(
@@ -236,7 +236,7 @@ def test_get_refuses_another_spelling_of_a_pinned_release(pins, given):
     assert "(did you mean 9.9.0?)" in str(e.value)
 
 
-# -- one answer to "does vpatch know this release" (issue 52) -----------------
+# -- one answer to "does vpatch know this release" -----------------
 
 
 def _real_root(where: Path) -> Path:
@@ -285,7 +285,7 @@ def test_a_newer_release_is_refused_alike_for_check_and_doctor():
 
 
 def test_newest_beyond_the_lock_is_refused_at_load(tmp_path):
-    """issue 52: rules.toml's `newest` at a release the lock does not pin
+    """Rules.toml's `newest` at a release the lock does not pin
     switched doctor's exit 12 off; refused in one line, exit 2."""
     path = _real_root(tmp_path)
     pins = lock.load(path)
@@ -301,7 +301,7 @@ def test_newest_beyond_the_lock_is_refused_at_load(tmp_path):
 
 
 def test_a_span_naming_an_unpinned_release_is_refused_at_load(tmp_path):
-    """issue 52: a span ending at a release the lock does not pin loaded
+    """A span ending at a release the lock does not pin loaded
     silently everywhere."""
     path = _real_root(tmp_path)
     pins = lock.load(path)

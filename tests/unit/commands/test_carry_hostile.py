@@ -27,7 +27,7 @@ PINS = lock.load(ROOT / DATA / "VERSIONS.lock")
 TO = next_release(PINS)
 FROM = PINS.versions()[-1]
 # a release spelled as vLLM does not: the minor alone, a fourth part, blanks, V;
-# leading zeros, another script's digits, a trailing newline (issue 52: these
+# leading zeros, another script's digits, a trailing newline (a hostile pass: these
 # downloaded TO's sdist and failed with exit 7, or exited 70)
 _MAJOR, _MINOR, _PATCH = TO.split(".")
 SPELLINGS = [TO.rsplit(".", 1)[0], f"{TO}.0", f" {TO}", f"V{TO}", f"{TO} "]
@@ -190,7 +190,7 @@ def test_w10_a_release_spelled_otherwise_is_refused_naming_the_spelling(
     "spelling", [f"0{FROM}", "{}.{}.0{}".format(*FROM.split(".")), f"{FROM}\n"]
 )
 def test_a_pinned_release_spelled_otherwise_is_refused_at_once(project, stand, capsys, spelling):
-    """issue 52: in a checkout pinning FROM, a spelling of FROM with leading
+    """In a checkout pinning FROM, a spelling of FROM with leading
     zeros slipped past "pinned already" to the index; refused before it."""
     before = snapshot(project)
     code, _, err = run(capsys, spelling)
@@ -288,7 +288,7 @@ def test_a_failed_carry_removes_the_folder_it_made(project, stand, capsys):
 def test_a_release_not_on_the_index_is_found_out_before_anything_is_removed(
     project, stand, capsys, monkeypatch
 ):
-    """issue 52: with a `.vpatch-carry` mark forged into a folder (or one a
+    """With a `.vpatch-carry` mark forged into a folder (or one a
     killed carry left), `carry TO` removed its proposed/, port/ and
     proposed.diff before it found TO is not on the index. TO is looked up
     first, and the folder is left as it was."""
@@ -528,7 +528,7 @@ def test_every_patchs_probe_is_rerun_on_to_ported_or_not(project, stand, capsys,
 
 
 def test_a_missing_variant_file_is_the_same_patch_error_as_everywhere(project, stand, capsys):
-    """issue 52: a variant file patches.toml names, missing, gave exit 11
+    """A variant file patches.toml names, missing, gave exit 11
     (cannot read a patch) from carry and exit 5 (PatchError, "has no
     file") from every other command. One answer: 5, the same line."""
     slug = PINS.patchset.slugs[-1]

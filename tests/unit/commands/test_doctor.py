@@ -422,7 +422,7 @@ TWO = next(
         ),
         (["--vllm", TWO[0].rsplit(".", 1)[0]], f"(did you mean {TWO[0]} or {TWO[1]}?)"),
         (["--vllm", "latest"], "--vllm latest: unknown release 'latest'"),
-        # one release parser (issue 52): these were taken as PATCHED, or exited 70
+        # one release parser: these were taken as PATCHED, or exited 70
         (["--vllm", "{}.{}.0{}".format(*PATCHED.split("."))], f"(did you mean {PATCHED}?)"),
         (["--vllm", PATCHED.translate(FULLWIDTH)], f"(did you mean {PATCHED}?)"),
         (["--vllm", f"{PATCHED}\n"], f"(did you mean {PATCHED}?)"),

@@ -77,7 +77,7 @@ def test_read_only_site_packages(fake):
 
 
 def test_a_folder_it_cannot_write_leaves_the_environment_exactly_as_it_was(fake):
-    """issue 52: the sources are replaced, then their .pyc cannot be (a
+    """The sources are replaced, then their .pyc cannot be (a
     read-only mount over __pycache__); the rollback must not stop at the
     .pyc it never replaced (whose mode it cannot set there), and the
     environment is exactly as it was, journal gone."""
@@ -93,7 +93,7 @@ def test_a_folder_it_cannot_write_leaves_the_environment_exactly_as_it_was(fake)
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs root (CAP_LINUX_IMMUTABLE)")
 def test_a_file_it_cannot_replace_leaves_the_environment_exactly_as_it_was(fake):
-    """issue 52, as filed: `chattr +i` on the series' second file (the
+    """As a hostile pass filed it: `chattr +i` on the series' second file (the
     first, vllm/config.py, is replaced before it fails)."""
     target = fake.root / "vllm/model.py"
     if shutil.which("chattr") is None:

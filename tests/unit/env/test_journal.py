@@ -211,7 +211,7 @@ def _stage(t: journal.Transaction, root: Path) -> None:
 
 
 def test_a_file_it_cannot_replace_leaves_every_file_as_it_was(tree, monkeypatch):
-    """issue 52: a.txt, b.txt and c.txt are replaced, then d.txt cannot be;
+    """A.txt, b.txt and c.txt are replaced, then d.txt cannot be;
     restoring d.txt's mode and mtime (never changed) must not stop the
     rollback of the others, and only a checked rollback says nothing was
     changed."""

@@ -193,7 +193,7 @@ def test_a_vllm_newer_than_vpatch_knows_is_said_alike_by_all_three(tmp_path):
 
 
 def test_newest_beyond_the_lock_is_refused_by_check_and_doctor_alike(tmp_path):
-    """issue 52: rules.toml's `newest` at a release the lock does not pin
+    """Rules.toml's `newest` at a release the lock does not pin
     was accepted everywhere, and doctor then judged a newer vLLM ("checked
     as" the lock's newest, exit 0 or 1) where check said exit 12. Refused
     at load now: exit 2, one line, by both (and doctor --vllm too)."""
@@ -218,7 +218,7 @@ def test_newest_beyond_the_lock_is_refused_by_check_and_doctor_alike(tmp_path):
 
 
 def test_a_post_release_is_its_release_for_check_install_and_doctor(tmp_path):
-    """issue 52: on vllm X.Y.Z.post1 (a pinned X.Y.Z's code plus fixes, the
+    """On vllm X.Y.Z.post1 (a pinned X.Y.Z's code plus fixes, the
     lock not pinning it), check said not pinned (exit 1), install exit 2
     ("not a release vpatch knows") and doctor judged it as X.Y.Z without a
     word. One answer now: all three take it as X.Y.Z, and say so."""

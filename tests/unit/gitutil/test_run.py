@@ -305,7 +305,7 @@ except VpatchError as e:
 
 
 def test_a_full_disk_is_a_disk_error_not_a_git_error(tmp_path):
-    """issue 52: a carry's work folder on a full disk gave exit 10 (git
+    """A carry's work folder on a full disk gave exit 10 (git
     failed) where every other command's full disk gives 11 (DiskError):
     git's own "No space left on device" is the disk's error. A real one,
     a 64 KB tmpfs in a user namespace."""

@@ -129,7 +129,7 @@ def test_a_malformed_file_entry_is_a_network_error(stand, pins):
 
 
 def test_only_what_carry_takes_is_proposed(stand, pins):
-    """issue 52: `vpatch releases` proposed `vpatch carry 1!0.1.0` (an
+    """`vpatch releases` proposed `vpatch carry 1!0.1.0` (an
     epoch) and a 6000-character version, both of which carry refuses; it
     proposes what lock.is_release, carry's own parser, takes."""
     long = "10.1.0." + ".".join(["1"] * 3000)
