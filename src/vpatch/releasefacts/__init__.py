@@ -8,6 +8,8 @@ and rules.toml is checked against every pinned release
            in every release (SAME), what no probe can read (NOT_PROBED)
   anchors  what a probe reads of a release (a file, a class or function in
            it) and whether the release has it; where a scope went
+  speculative  the probes of the serve command's speculative config and of
+           who reads a draft's use_mla (issue 54), which facts adds to PROBES
 
 Why a package of its own: the readers serve the carry, not the preflight
 (doctor reads the facts from rules.toml and never runs a probe), and they

@@ -31,7 +31,8 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import probes
-from ..rules import MLA, Rules
+from ..rules import CONFIG_TYPES, MLA, Rules
+from . import speculative
 from .anchors import Anchor, Source, parse
 
 FILES = {
@@ -56,13 +57,13 @@ FILES = {
     "worker": "vllm/v1/worker/gpu_worker.py",
     "platform": "vllm/platforms/interface.py",
     "speculator_cfg": "vllm/v1/worker/gpu/spec_decode/speculator_config.py",
+    # issue 54: the serve command's speculative config (speculative.py)
+    **speculative.FILES,
 }
 # The targets doctor serves: what the V2 runner's default list is read for.
 TARGET_ARCHS = frozenset(
     {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"}
 )
-# The config types whose own class Rules.own_configs tells about.
-CONFIG_TYPES = ("kimi_k25", "kimi_k2")
 
 
 def _upstream_eagle3(s: Source) -> bool:
@@ -365,6 +366,8 @@ PROBES: dict[str, Callable[[Source], Any]] = {
     "v2_env": _v2_env,
     "draft_caps_max_model_len": _draft_caps_max_model_len,
     "cache_only_rope_types": _cache_only_rope_types,
+    # issue 54: the serve command's speculative config (speculative.py)
+    **speculative.PROBES,
 }
 
 # What doctor takes as the same in every release (behaviour.py writes it
@@ -454,7 +457,7 @@ NOT_PROBED: dict[str, str] = {
 
 def globs() -> set[str]:
     """The files (paths and globs) the probes read."""
-    return set(FILES.values())
+    return set(FILES.values()) | set(speculative.READER_GLOBS)
 
 
 @dataclass

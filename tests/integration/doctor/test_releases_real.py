@@ -64,7 +64,9 @@ def test_the_probes_before_their_gates_cannot_read_what_the_v1_removal_removed()
     against rules.toml by having()); the probes as they were before (no
     gate) misread four facts there. Read against the anchors of the release
     before, they name exactly those four, and v2_env, as unreadable, each
-    with the V1 code that went (the issue's finding, on the real sources)."""
+    with the V1 code that went (the issue's finding, on the real sources);
+    and spec_applied, a probe written after the gates, which asks the V1
+    proposer through the same gate (ungated, it reads the V1 code gone)."""
     gone = facts.unreadable(
         facts.read(source(having("0.33.0", runners={"v1", "v2"})), gated=False),
         facts.read(source(having("0.34.0", runners={"v2"}, v2_env="must_be_1")), gated=False),
@@ -75,6 +77,7 @@ def test_the_probes_before_their_gates_cannot_read_what_the_v1_removal_removed()
         "v2_supports_pp",
         "forced_backend_crash",
         "v2_env",
+        "spec_applied",
     }
     named = {str(a) for anchors in gone.values() for a in anchors}
     assert "vllm/config/vllm.py VllmConfig.use_v2_model_runner" in named

@@ -58,7 +58,10 @@ def test_a_file_gone_is_searched_by_name(trees):
     after = {p: t for p, t in EVERY.items() if p != path}
     trees[FROM], trees[TO] = EVERY, after
     got = reading.read_facts(PINS, FROM, TO)
-    assert got.unreadable["forced_backend_crash"].moved[path] == []
+    # the other file of its name the probes read (config/utils.py: spec_extra)
+    assert got.unreadable["forced_backend_crash"].moved[path] == [
+        path_of(facts.FILES["config_utils"])
+    ]
 
 
 def test_a_probe_whose_file_went_away_says_code_gone():
