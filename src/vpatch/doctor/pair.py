@@ -5,6 +5,7 @@ states it keeps, the fc's width)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,17 @@ class Pair:
     pins: lock.Lock  # vpatch's releases and patch set, as the CLI loaded them
     assumed: str = ""  # why rules is not the environment's own release
     too_old: bool = False  # the environment's vLLM predates every rule here
+
+    @functools.cached_property
+    def speculative(self) -> behaviour.Speculative:
+        """The speculative config as the release builds it from the command
+        (--speculative-config and the --spec-* flags: behaviour.speculative)."""
+        since = self.pins.rules.first_where(lambda r: r.spec_dashed)
+        return behaviour.speculative(self.serve.spec, self.serve.spec_flags, self.rules, since)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.speculative.config
 
     @property
     def ready(self) -> bool | None:

@@ -268,6 +268,46 @@ def _pp(r: Rules, p: bool, pins: lock.Lock) -> str:
     return "dropped off the last rank"
 
 
+# What reads a draft's use_mla (Rules.draft_mla_readers), as the table says it.
+_READERS = (
+    ("distributed/kv_transfer/", "NIXL"),
+    ("v1/worker/gpu/spec_decode/dflash/", "DFlash/DSpark"),
+    ("v1/worker/gpu/pcp_manager.py", "DSpark+PCP"),
+)
+
+
+def _kimi_k2_mla(r: Rules, p: bool, pins: lock.Lock) -> str:
+    """A kimi_k2 MLA drafter's draft config, and what of the release reads it."""
+    if not MLA & r.archs:
+        return "no MLA drafters"
+    if not r.kimi_k2_drafter_not_mla:
+        return "ok"
+    names = sorted(
+        {next((n for s, n in _READERS if x.startswith(s)), x) for x in r.draft_mla_readers}
+    )
+    return f"not MLA to its config (p: MLA), read by {', '.join(names) or 'nothing'}"
+
+
+def _spec_keys(r: Rules, p: bool, pins: lock.Lock) -> str:
+    """A key SpeculativeConfig lacks, and the --spec-* flags."""
+    extra = "refused" if r.spec_extra == "forbid" else "dropped"
+    flags = "merged" if r.spec_flags else "refused"
+    dashed = "; dashed keys read" if r.spec_dashed else ""
+    return f"unknown key {extra}; --spec-* {flags}{dashed}"
+
+
+def _spec_backend(r: Rules, p: bool, pins: lock.Lock) -> str:
+    """The runners that build the drafter with the speculative config's
+    attention_backend (Rules.spec_applied)."""
+    if "attention_backend" not in r.spec_fields:
+        return "no such key"
+    said = []
+    for x in sorted(r.runners):
+        taken = f"{x}:attention_backend" in r.spec_applied
+        said.append(f"{x.upper()} runner: {'the drafter' + chr(39) + 's' if taken else 'ignored'}")
+    return "; ".join(said)
+
+
 SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("EAGLE-3 for DeepSeek/Kimi", lambda r, p, pins: "p only (u refuses)" if p else "u"),
     ("model runner", _runner),
@@ -327,12 +367,9 @@ SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
         "kimi_k2 config without --trust-remote-code",
         lambda r, p, pins: "loaded (vLLM's class)" if "kimi_k2" in r.own_configs else "refused",
     ),
-    (
-        "kimi_k2 MLA drafter",
-        lambda r, p, pins: "not MLA"
-        if r.kimi_k2_drafter_not_mla
-        else ("no MLA drafters" if not MLA & r.archs else "ok"),
-    ),
+    ("kimi_k2 MLA drafter", _kimi_k2_mla),
+    ("speculative-config keys", _spec_keys),
+    ("speculative attention_backend", _spec_backend),
 )
 SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 from support import pairs as F
+from support import releases
 from support.releases import (
     edge,
     first_where,
@@ -19,7 +20,7 @@ from support.releases import (
     v1_by_default,
     v2_by_default,
 )
-from vpatch import lock
+from vpatch import lock, rules
 from vpatch.doctor import behaviour
 
 PINS = lock.load()
@@ -205,3 +206,46 @@ def test_mtp_rewrite(model_type, release, rewritten):
     assert bool(e.problems) == rewritten
     if rewritten:
         assert e.architectures == ("Eagle3DeepSeekMTPModel",) and e.arch is None
+
+
+# -- issue 54 ----------------------------------------------------------------
+
+
+def test_the_model_types_transformers_lacks_are_those_vllm_may_register():
+    assert set().union(*behaviour.TRANSFORMERS_LACKS.values()) <= set(rules.CONFIG_TYPES)
+
+
+NO_KIMI_K2 = releases.having("0.17.1", own_configs={"kimi_k25"}, transformers=(4,))
+
+
+def test_a_config_class_is_missing_only_where_vllm_and_every_transformers_lack_it():
+    p = lock.load().rules
+    without = p.at(NO_KIMI_K2)
+    assert behaviour.config_class_missing("kimi_k2", without)
+    assert not behaviour.config_class_missing("kimi_k25", without)  # vLLM's own
+    assert not behaviour.config_class_missing("llama", without)
+    later = p.at(releases.first_where(lambda r: "kimi_k2" in r.own_configs))
+    assert not behaviour.config_class_missing("kimi_k2", later)
+
+
+def test_the_speculative_config_as_a_release_reads_it():
+    r = lock.load().rules.at(releases.newest())
+    got = behaviour.speculative(
+        {"model": "d", "num-speculative-tokens": 3, "draft_attention_backend": "X"},
+        (("--spec-method", "method", "eagle3"),),
+        r,
+    )
+    assert got.config["num_speculative_tokens"] == 3 and got.config["method"] == "eagle3"
+    assert got.merged == ("--spec-method",) and len(got.refused) == 1
+    assert "'draft_attention_backend'" in got.refused[0] and "'attention_backend'" in got.refused[0]
+
+
+def test_the_connectors_of_a_kv_transfer_config():
+    multi = {
+        "kv_connector": "MultiConnector",
+        "kv_connector_extra_config": {
+            "connectors": [{"kv_connector": "NixlConnector"}, {"kv_connector": "Lmcache"}, 3]
+        },
+    }
+    assert behaviour.kv_connectors(multi) == ["MultiConnector", "NixlConnector", "Lmcache"]
+    assert behaviour.kv_connectors({}) == []

@@ -34,10 +34,12 @@ from ..report import Report
 from ..serve import Serve
 from .command import (
     check_attention_backend,
+    check_draft_kv_cache,
     check_max_model_len,
     check_model_runner,
     check_serve_flags,
     check_speculative_config,
+    check_speculative_keys,
 )
 from .drafter import (
     check_architecture,
@@ -65,6 +67,7 @@ CHECKS = (
     check_serve_flags,
     check_model_runner,
     check_speculative_config,
+    check_speculative_keys,
     check_format,
     check_architecture,
     check_mla_detection,
@@ -78,6 +81,7 @@ CHECKS = (
     check_norms,
     check_rope,
     check_attention_backend,
+    check_draft_kv_cache,
     check_max_model_len,
     check_rope_range,
     check_tensor_parallel,

@@ -4,11 +4,23 @@ release where vLLM's behaviour differs."""
 
 from __future__ import annotations
 
+import json
+import shlex
+
 import pytest
 from support import known
 from support import pairs as F
-from support.doctor import check, errors, find, reported, sev, span
-from support.releases import edge, first_where, last_where, newest, serving, v1_by_default
+from support.doctor import PINS, check, errors, find, published, reported, sev, span
+from support.releases import (
+    edge,
+    first_where,
+    having,
+    last_where,
+    newest,
+    serving,
+    v1_by_default,
+)
+from vpatch.env import readiness
 
 NEWEST = newest()
 MLA_BEFORE, MLA_SINCE = edge(lambda r: "Eagle3DeepseekV2ForCausalLM" in r.archs)
@@ -169,9 +181,12 @@ KIMI_NOT_MLA = first_where(lambda r: r.kimi_k2_drafter_not_mla)
 @pytest.mark.parametrize("version", [KIMI_NOT_MLA, last_where(v1_by_default), NEWEST])
 def test_torchspec_kimi_mla_drafter(tmp_path, version):
     """TorchSpec's Kimi MLA drafter: model_type kimi_k2, YaRN, draft vocab =
-    vocab, no d2t: vLLM does not take it for MLA."""
+    vocab, no d2t: vLLM's draft config says it is not MLA, which nothing of
+    a plain serve reads (a warning naming what does); the series' fix makes
+    it MLA to the config too."""
     r = check(tmp_path, version, target="kimi_k25", fmt="torchspec_mla")
-    assert errors(r) == {"mla_detection"}, r.to_text()
+    assert r.ok and sev(r, "mla_detection") == "warning", r.to_text()
+    assert "use_mla=False" in find(r, "mla_detection").message
     assert sev(r, "d2t") == "info" and sev(r, "rope") == "info"
     r = check(
         tmp_path / "p",
@@ -180,7 +195,151 @@ def test_torchspec_kimi_mla_drafter(tmp_path, version):
         fmt="torchspec_mla",
         patches=reported(version, "kimi_k2_mla", "applied"),
     )
-    assert r.ok, r.to_text()
+    assert r.ok and sev(r, "mla_detection") == "info", r.to_text()
+    assert "fixed here" in find(r, "mla_detection").message
+
+
+# The releases issue 54 settles the MLA drafters on, each with what reads a
+# draft's use_mla there (rules.toml's draft_mla_readers/_connectors, read
+# from its source by releasefacts/speculative.py): nothing, then NIXL.
+NONE_READS = having("0.26.0", kimi_k2_drafter_not_mla=True, draft_mla_readers=set())
+
+
+def nixl(c):
+    return "NixlConnector" in c
+
+
+NIXL_READS = (
+    having("0.33.0", kimi_k2_drafter_not_mla=True, draft_mla_connectors=nixl),
+    having("0.34.0", kimi_k2_drafter_not_mla=True, draft_mla_connectors=nixl),
+)
+MLA_KIMI = sorted(F.kimi_mla_drafters())  # lightseekorg, ModelOpt, EAGLE 3.1, truncated vocab
+
+
+@pytest.mark.parametrize("fmt", MLA_KIMI)
+@pytest.mark.parametrize("version", [NONE_READS, *NIXL_READS])
+def test_the_published_mla_kimi_drafters_on_a_plain_serve_warn(tmp_path, version, fmt):
+    """The Kimi MLA drafters as published, served as vLLM's Kimi-K2.6 recipe
+    serves lightseekorg's (TP 8, --trust-remote-code): ok, and a warning
+    naming what of the release reads a draft's use_mla (nothing, where
+    nothing does), none of it used. ModelOpt's drafter writes its ids only
+    in eagle_config in its own convention (the output of layer k: [1, 29, 57]
+    is vLLM's [2, 30, 58]); NONE_READS serves Kimi-K2.6 on its V1 runner,
+    which feeds those ids as written: every state one layer early, an error
+    of trained_layers that is not about MLA
+    (modelopt/torch/speculative/plugins/transformers.py hooks each layer's
+    output)."""
+    r = published(tmp_path, RECIPE_K26, version, fmt=fmt, target="kimi_k26")
+    shifted = fmt == "modelopt_mla" and version == NONE_READS
+    assert errors(r) == ({"trained_layers"} if shifted else set()), r.to_text()
+    f = find(r, "mla_detection")
+    assert f.severity == "warning" and "use_mla=False" in f.message
+    if version == NONE_READS:
+        assert f"nothing in vLLM {version} reads a draft's use_mla" in f.message
+    else:
+        assert "NixlConnector" in f.message and "this command uses none" in f.message
+
+
+RECIPE_K26 = (
+    "vllm serve moonshotai/Kimi-K2.6 --tensor-parallel-size 8 --trust-remote-code "
+    """--speculative-config '{"model":"lightseekorg/kimi-k2.6-eagle3-mla","method":"eagle3","""
+    """"num_speculative_tokens":3}'"""
+)
+
+
+def kv(connector: dict) -> str:
+    return RECIPE_K26 + " --kv-transfer-config " + shlex.quote(json.dumps(connector))
+
+
+NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+
+
+@pytest.mark.parametrize(
+    "version,connector,reads",
+    [
+        (NONE_READS, NIXL, False),  # nothing there reads it
+        (NIXL_READS[0], NIXL, True),
+        (NIXL_READS[1], NIXL, True),
+        (NIXL_READS[1], {"kv_connector": "NixlPushConnector", "kv_role": "kv_both"}, True),
+        (
+            NIXL_READS[1],
+            {
+                "kv_connector": "MultiConnector",
+                "kv_role": "kv_both",
+                "kv_connector_extra_config": {
+                    "connectors": [{"kv_connector": "OffloadingConnector"}, NIXL]
+                },
+            },
+            True,
+        ),
+        # the Kimi-K2.6 recipe's offload connector reads the target's use_mla only
+        (NIXL_READS[1], {"kv_connector": "SimpleCPUOffloadConnector", "kv_role": "kv_both"}, False),
+        (NIXL_READS[1], {"kv_connector": "MooncakeConnector", "kv_role": "kv_both"}, False),
+    ],
+)
+def test_a_kv_connector_that_reads_the_drafts_use_mla_is_an_error(
+    tmp_path, version, connector, reads
+):
+    r = published(tmp_path, kv(connector), version, target="kimi_k26")
+    f = find(r, "mla_detection")
+    assert f.severity == ("error" if reads else "warning"), r.to_text()
+    if reads:
+        assert "this command uses what reads it: --kv-transfer-config Nixl" in f.message
+        assert "nixl/base_worker.py" in f.message
+        fixed = published(
+            tmp_path / "p",
+            kv(connector),
+            version,
+            target="kimi_k26",
+            patches=reported(version, "kimi_k2_mla", "applied"),
+        )
+        assert sev(fixed, "mla_detection") == "info"
+
+
+def test_a_dflash_method_reads_the_drafts_use_mla_where_its_speculator_does(tmp_path):
+    """Methods dflash and dspark read the draft's use_mla where a dflash
+    speculator reads it (speculative_config stays the error that the method
+    is no EAGLE-3)."""
+    since = first_where(lambda r: any("dflash" in x for x in r.draft_mla_readers))
+    spec = '"method":"eagle3"'
+    r = published(tmp_path, RECIPE_K26.replace(spec, '"method":"dflash"'), since, target="kimi_k26")
+    assert {"mla_detection", "speculative_config"} <= errors(r), r.to_text()
+    assert "method dflash" in find(r, "mla_detection").message
+
+
+# sgl-project/SpecForge configs/kimi-k2-eagle3.json declares kimi_k2 for a
+# Llama drafter; the last release before vLLM's _CONFIG_REGISTRY has kimi_k2
+# allows transformers 4 only, which has no class for it (research-54 D).
+NO_KIMI_K2 = having("0.17.1", own_configs={"kimi_k25"}, transformers=(4,))
+KIMI_K2_CLASS = first_where(lambda r: "kimi_k2" in r.own_configs)
+
+
+@pytest.mark.parametrize("patched", [False, True])
+def test_a_drafter_whose_model_type_has_no_config_class_is_an_error(tmp_path, patched):
+    # --patched: every patch of its series installed (what `--vllm R --patched` takes)
+    patches = readiness.expected(PINS, NO_KIMI_K2, patched)
+    r = check(tmp_path, NO_KIMI_K2, target="kimi_k2", fmt="specforge_kimi_k2", patches=patches)
+    f = find(r, "drafter_format")
+    assert f.severity == "error", r.to_text()
+    assert "no config class for model_type 'kimi_k2'" in f.message
+    assert f"vLLM has one from {KIMI_K2_CLASS}" in f.message
+    assert "with or without --trust-remote-code" in f.message
+    r = check(tmp_path / "b", KIMI_K2_CLASS, target="kimi_k2", fmt="specforge_kimi_k2")
+    assert sev(r, "drafter_format") == "info", r.to_text()
+
+
+@pytest.mark.parametrize("trust,severity", [(True, "info"), (False, "error")])
+def test_a_drafter_config_class_of_its_own_needs_trust_remote_code(tmp_path, trust, severity):
+    """With auto_map naming a class of the repo, vLLM loads it as remote code:
+    with --trust-remote-code only."""
+    auto = {"auto_map": {"AutoConfig": "configuration_deepseek.DeepseekV3Config"}}
+    command = RECIPE_K26 if trust else RECIPE_K26.replace(" --trust-remote-code", "")
+    r = published(
+        tmp_path, command, NO_KIMI_K2, target="kimi_k2", fmt="specforge_kimi_k2", config=auto
+    )
+    f = find(r, "drafter_format")
+    assert f.severity == severity, r.to_text()
+    assert ("configuration_deepseek.DeepseekV3Config" in f.message) == (not trust)
 
 
 KIMI_YARN_32 = {**F.YARN, "factor": 32.0}  # 4096 x 32 = 131072, as the issue's drafters
