@@ -348,6 +348,16 @@ def speculative(
         else:
             ignored.append(f"{key!r}{said}")
             del cfg[key]
+    for key, allowed in (
+        ("rejection_sample_method", r.rejection_sample_methods),
+        ("draft_sample_method", r.draft_sample_methods),
+    ):
+        if key in cfg and key in r.spec_fields and cfg[key] not in allowed:
+            refused.append(
+                f"{key} {cfg[key]!r}: vLLM {r.release} takes "
+                f"{', '.join(map(repr, sorted(allowed)))} (config/speculative.py), and pydantic "
+                "refuses any other at startup"
+            )
     return Speculative(cfg, tuple(refused), tuple(ignored), tuple(merged))
 
 
@@ -362,7 +372,8 @@ def backend_refused(name: object, r: Rules) -> str | None:
     said = f"; the nearest is {near[0]}" if near else ""
     return (
         f"ValueError: Unknown attention backend: '{name.upper()}' (vLLM {r.release}'s "
-        f"v1/attention/backends/registry.py AttentionBackendEnum has no such member{said})"
+        f"v1/attention/backends/registry.py AttentionBackendEnum has no such member, and "
+        f"nothing of vLLM registers one; a plugin's register_backend could{said})"
     )
 
 

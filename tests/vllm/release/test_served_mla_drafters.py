@@ -48,9 +48,12 @@ from helpers import (
     spec_counters,
 )
 from tier_builders import acceptance
+from tier_builders.doctor_pairs import severity, verdict
 from tier_builders.eagle3_reference import MlaEagle3Reference
 from tier_builders.mla_drafters import (
     accept_target_run,
+    draft_model_config,
+    flag,
     write_mla_accept_drafter,
     write_mla_accept_target,
 )
@@ -170,3 +173,21 @@ def test_served_mla_drafter_accepts_what_the_reference_predicts(
         f"{int(want['vllm:spec_decode_num_draft_tokens'])} draft tokens in "
         f"{int(want['vllm:spec_decode_num_drafts'])} drafts, per position {per_pos}",
     )
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_doctor_on_the_served_pair_is_ok_and_warns_where_the_config_is_not_mla(
+    name, target, tmp_path, record_property
+):
+    """`vpatch doctor` on the pair served above, as a plain serve (no KV
+    connector): ok, since vLLM serves it and drafts as the reference says
+    whatever the config reports (the test above); mla_detection a warning
+    exactly where this install's draft model config says use_mla=False (the
+    kimi_k2 declaration, unpatched), never an error."""
+    drafter = write_mla_accept_drafter(tmp_path / name, **VARIANTS[name])
+    report = verdict(target, drafter)
+    assert report.ok, report.to_text()
+    is_mla = flag(draft_model_config({"deepseek_v3": str(target)}, str(drafter)).use_mla)
+    said = severity(report, "mla_detection")
+    record_property("doctor", f"ok, mla_detection {said} (draft config use_mla {is_mla})")
+    assert said == ("info" if is_mla else "warning"), report.to_text()

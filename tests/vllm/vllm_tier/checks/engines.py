@@ -160,7 +160,8 @@ class ServedMlaDrafters(Check):
     on both installs (lossless, the drafter's MLA layers running, vLLM's
     accepted counts those of the float64 reference), and the counts are the
     same for every declared type on both installs, whatever the draft model
-    config said about MLA."""
+    config said about MLA; vpatch doctor says ok of each pair, a warning
+    where the draft config is not MLA."""
 
     name = "served_mla_drafters"
     summary = "`release/test_served_mla_drafters.py`, both installs, MLA on"
@@ -209,8 +210,12 @@ class ServedMlaDrafters(Check):
                 p = c.props
                 if "acceptance" in p:  # a test that failed has none
                     counts.add(p["acceptance"])
+                declared = c.id.rsplit("[", 1)[-1].rstrip("]")
+                if "doctor" in p:  # vpatch doctor's verdict on the pair served
+                    lines.append(f"    {declared}: doctor {p['doctor']}")
+                    continue
                 lines.append(
-                    f"    {c.id.rsplit('[', 1)[-1].rstrip(']')}: {p.get('runner', '?')}, "
+                    f"    {declared}: {p.get('runner', '?')}, "
                     f"use_mla {p.get('use_mla')}, {p.get('acceptance')}"
                 )
         if len(counts) > 1:
