@@ -452,6 +452,13 @@ NOT_PROBED: dict[str, str] = {
     "forced_backend_crash (the failure)": "the probe reads whether a forced backend reaches "
     "the drafter; that CUDA then refuses an MLA backend for a Llama drafter's layers needs a "
     "GPU (the tier checks the backend the drafter is built with)",
+    # issue 54 (speculative.py's facts)
+    "TRANSFORMERS_LACKS": "the config classes transformers lacks by major (kimi_k2 in 4 and "
+    "5, kimi_k25 in 4), read in the tier's venvs (4.57.6, 5.19.0, 5.25.0): which drafter "
+    "model types load nowhere without auto_map (behaviour.config_class_missing)",
+    "DRAFT_MLA_USES": "what uses each reader of a draft's use_mla (KV transfer, methods "
+    "dflash and dspark, dspark under PCP): read in the readers' callers; a new reader the "
+    "probe finds is named by its file until a person says what uses it",
 }
 
 
