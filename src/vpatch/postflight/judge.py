@@ -386,9 +386,11 @@ def check_series(
             "vllm/version.py): whether it has vpatch's series is not known; run `vpatch check "
             "--python PY` with the server's python: it reads the release installed there",
         )
-    public = release.public
-    if public not in pins.releases:
-        if behaviour.newer(pins, public) is not None:
+    # Lock.standing, the one answer: a post release the lock does not pin is
+    # its release's code plus fixes, and has its release's series
+    public = pins.standing(version).release
+    if public is None:
+        if behaviour.newer(pins, release.public) is not None:
             return Finding(
                 "series",
                 "warning",
