@@ -26,13 +26,13 @@ import contextlib
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import gitutil, lock, quilt, sources
 from .errors import PatchError, TreeError, VpatchError, disk_error
-from .paths import PARTIAL, empty, lock_or_refuse, make_folder, sweep, write_atomic
+from .paths import PARTIAL, empty, held, make_folder, sweep, write_atomic
 from .sources import listing
 
 BASE_TAG = "vpatch/base-{}"
@@ -80,23 +80,11 @@ def default_dest(version: str) -> Path:
 # -- rules -------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def locked(dest: Path) -> Iterator[None]:
-    """An exclusive lock on the destination folder itself (flock on its
-    descriptor), so nothing is written outside it and two runs never interleave."""
-    try:
-        fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as e:
-        raise disk_error(e, "cannot open the tree") from None
-    try:
-        lock_or_refuse(
-            fd,
-            f"another vpatch run is working on {dest}; wait for it to finish",
-            "cannot lock the tree",
-        )
-        yield
-    finally:
-        os.close(fd)
+def locked(dest: Path) -> contextlib.AbstractContextManager[None]:
+    """An exclusive lock on the destination folder itself (paths.held), so
+    nothing is written outside it and two runs never interleave."""
+    busy = f"another vpatch run is working on {dest}; wait for it to finish"
+    return held(dest, busy, "the tree")
 
 
 def refuse_dirty(repo: gitutil.Repo, hint: str = "commit or discard them first") -> None:
