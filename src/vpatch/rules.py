@@ -25,6 +25,7 @@ from typing import Any
 import tomllib
 from packaging.version import InvalidVersion, Version
 
+from . import settings
 from .errors import ConfigError, disk_error
 
 FILE = "rules.toml"  # beside VERSIONS.lock
@@ -325,7 +326,7 @@ def load(path: Path) -> Table:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path} not found: vpatch's data is incomplete") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError; int() over 4300 digits
         raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
     except OSError as e:
         raise disk_error(e, f"cannot read {path.name}") from None
@@ -338,11 +339,11 @@ def load(path: Path) -> Table:
     known = set(names())
     changes: list[tuple[str, Mapping[str, Any]]] = []
     for release, table in tables.items():
-        where = f"{path.name} [releases.{release!r}]"
+        where = f"{path.name} [releases.{settings.shown(release)}]"
         try:
             Version(release)
-        except InvalidVersion:
-            raise ConfigError(f"{where}: {release!r} is not a release") from None
+        except ValueError:  # InvalidVersion, or a part of over 4300 digits
+            raise ConfigError(f"{where}: {settings.shown(release)} is not a release") from None
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: not a table")
         extra = sorted(set(table) - known)
@@ -368,8 +369,9 @@ def load(path: Path) -> Table:
         raise ConfigError(f"{path.name}: newest must be a release")
     try:
         ok = Version(newest) >= Version(changes[-1][0])
-    except InvalidVersion:
-        raise ConfigError(f"{path.name}: newest {newest!r} is not a release") from None
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
+        said = settings.shown(newest)
+        raise ConfigError(f"{path.name}: newest {said} is not a release") from None
     if not ok:
         raise ConfigError(f"{path.name}: newest {newest} is older than its last table")
     return Table(path, tuple(changes), newest)

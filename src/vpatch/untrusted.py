@@ -8,9 +8,9 @@ control (ESC, BEL, CR, LF, DEL...), a line or paragraph separator, or a
 bidi override would let the sender write lines of its own into a report
 (`ok: 0 errors`), clear the screen, retitle the terminal or reorder what
 is read; each is shown as its escape (`\\x1b`, `\\n`, `\\u202e`). The CLI's
-error line, `say` and every `to_text()` of doctor's reports pass their
-text through it; JSON output keeps the text as sent (json.dumps escapes
-what JSON must).
+error line, `say` and `show` (each line of a command's result: shown.py)
+pass their text through it; JSON output keeps the text as sent
+(json.dumps escapes what JSON must).
 
 `url()`: no credential is printed. A URL is shown without its
 `user:password@` (a token is often the user) and without the value of a

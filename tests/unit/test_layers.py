@@ -30,6 +30,7 @@ LAYERS = (
             "jsontext",
             "settings",
             "untrusted",
+            "shown",
             "record",
             "rules",
             "lock",
@@ -129,9 +130,9 @@ COMMANDS = {f"cli.{m.__name__.rsplit('.', 1)[1]}" for m in vpatch_cli.COMMANDS}
 # What each cli module calls: its command module, or the one library module that
 # does the whole job. Beside it a cli module imports cli/ siblings and the core
 # modules that do no work (CLI_CORE: the lock it loads, the errors it raises, the
-# bounds options read, the escaping of what it prints), and nothing else: no library
-# helper, and no formatter, since a result says itself (to_text, to_json,
-# to_markdown, report).
+# bounds options read, the results' type and the escaping of what it prints), and
+# nothing else: no library helper, and no formatter, since a result says itself
+# (shown.Shown: lines, to_json) and options.show prints it (test_one_way_to_the_screen).
 CALLS = {
     "cli": {"gitutil", "maintain.docs"},  # scrub_environ; the docs' Block, a type
     "cli.options": set(),
@@ -156,7 +157,7 @@ CALLS = {
     "cli.verify_wheel": {"commands.verify_wheel"},
     "cli.wheel": {"commands.wheel"},
 }
-CLI_CORE = {"lock", "errors", "settings", "untrusted"}
+CLI_CORE = {"lock", "errors", "settings", "untrusted", "shown"}
 
 
 def test_each_command_module_is_what_a_cli_module_calls():
@@ -207,6 +208,69 @@ def test_the_cli_imports_only_what_it_calls():
         allowed |= {".".join(m.split(".")[:i]) for m in CALLS[module] for i in range(1, 3)}
         wrong = sorted(m for m in imports(module) if m.split(".")[0] != "cli" and m not in allowed)
         assert not wrong, f"vpatch.{module} calls {CALLS[module]} and imports {wrong} too"
+
+
+# -- one way to the screen -------------------------------------------------------------
+
+# A command's result reaches stdout through one function, which escapes each line
+# (cli/options.py show); what else vpatch prints goes to stderr (progress, the one
+# error line), and no module writes to sys.stdout itself.
+SHOW = ("cli.options", "show")
+
+
+def printing(path: Path) -> list[tuple[str, int, bool]]:
+    """Each print() or sys.stdout write in a module: (the function it is in,
+    its line, whether it writes to stdout)."""
+    found = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            where = node.name
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == "print":
+                to = next((k.value for k in node.keywords if k.arg == "file"), None)
+                stderr = isinstance(to, ast.Attribute) and to.attr == "stderr"
+                found.append((where, node.lineno, not stderr))
+            elif isinstance(f, ast.Attribute) and f.attr == "write":
+                if ast.unparse(f.value) == "sys.stdout":
+                    found.append((where, node.lineno, True))
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    visit(ast.parse(path.read_text()), "")
+    return found
+
+
+def test_one_way_to_the_screen():
+    """stdout is cli.options.show's alone, and each command shows its result
+    through it: no command prints a line of its own."""
+    other = [
+        f"vpatch.{m}:{line} ({fn or 'the module'})"
+        for m, p in MODULES.items()
+        for fn, line, stdout in printing(p)
+        if stdout and (m, fn) != SHOW
+    ]
+    assert not other, f"show the result with cli.options.show: {other}"
+    assert [s for _, _, s in printing(MODULES[SHOW[0]]) if s], "the check must see show's print"
+    silent = sorted(
+        c
+        for c in COMMANDS
+        if "show"
+        not in {
+            n.id for n in ast.walk(ast.parse(MODULES[c].read_text())) if isinstance(n, ast.Name)
+        }
+    )
+    assert not silent, f"these commands do not show their result: {silent}"
+
+
+def test_a_print_of_its_own_is_seen(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys\n\ndef f():\n    print('x')\n    print('e', file=sys.stderr)\n"
+        "    sys.stdout.write('y')\n    sys.stdout.flush()\n    out.write('w')\n\nprint('z')\n"
+    )
+    assert printing(probe) == [("f", 4, True), ("f", 5, False), ("f", 6, True), ("", 10, True)]
 
 
 # -- names: one base name, one thing --------------------------------------------------

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, count, offline, output, python, say
+from .options import Parser, Subparsers, command, count, offline, output, python, say, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -100,5 +99,5 @@ def execute(args: Namespace, parser: Parser) -> int:
         interval=args.interval,
     )
     report = doctor.doctor(req, say=say, pins=lock.load())
-    print(json.dumps(report.to_json(), indent=2) if args.format == "json" else report.to_text())
+    show(report, args.format)
     return 0 if report.ok else 1

@@ -1,6 +1,7 @@
 """What the command modules of the CLI share: the parser type, how a command
 is declared (its help, exit codes and example), the options several
-commands take, each defined here once, and `say`.
+commands take, each defined here once, `say` (progress, on stderr) and
+`show` (a command's result, on stdout: the one way to the screen).
 
 A command module calls `command()` in its `add_parser`, then adds its
 options: its own with `add_argument`, shared ones with the functions
@@ -10,6 +11,7 @@ metavar and its default are written once whichever command takes it."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from typing import Any, NoReturn, TypeAlias
 
 from .. import lock, settings, untrusted
 from ..errors import ConfigError, VpatchError
+from ..shown import Shown
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 ERRORS_DOC = "docs/install.md, Errors and exit codes"
@@ -28,6 +31,17 @@ Execute = Callable[[argparse.Namespace, "Parser"], int]
 def say(msg: str) -> None:
     """Progress on stderr, escaped as every line vpatch prints (untrusted.text)."""
     print(untrusted.text(msg), file=sys.stderr, flush=True)
+
+
+def show(result: Shown, format: str = "text") -> None:
+    """The one way a command's result reaches stdout (shown.py): its JSON
+    with `format` json, as read; else its lines, each through untrusted.text
+    (a newline or an escape sequence a server sent stays in its line,
+    escaped; a URL's credential is not shown)."""
+    if format == "json":
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print("\n".join(untrusted.text(line) for line in result.lines()))
 
 
 PATHS = ("DIR", "FILE", "WHEEL", "PATH")  # metavars of path arguments

@@ -2,8 +2,8 @@
 (a release, a tree, an environment, a serve command), calls several
 libraries in order and returns a result; it prints nothing, parses no argv
 and imports no other command. The CLI calls one function of it with typed
-arguments and prints what it returns (a result says itself: to_text,
-to_json). The modules, one a command:
+arguments and shows what it returns (a result says itself: shown.py).
+The modules, one a command:
 
   apply         `vpatch fetch`, `apply`, `status`, `unapply`: a release's
                 source, and a patched tree of it

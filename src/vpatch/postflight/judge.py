@@ -47,8 +47,9 @@ from packaging.version import InvalidVersion, Version
 from .. import lock, settings
 from ..doctor import behaviour
 from ..doctor.environment import Readiness
-from ..doctor.report import Finding, Report, lines
+from ..doctor.report import Finding, Report, report_lines
 from ..doctor.serve import Serve
+from ..shown import Shown
 from .metrics import Counters
 from .server import Watch
 
@@ -386,9 +387,11 @@ def check_series(
             "vllm/version.py): whether it has vpatch's series is not known; run `vpatch check "
             "--python PY` with the server's python: it reads the release installed there",
         )
-    public = release.public
-    if public not in pins.releases:
-        if behaviour.newer(pins, public) is not None:
+    # Lock.standing, the one answer: a post release the lock does not pin is
+    # its release's code plus fixes, and has its release's series
+    public = pins.standing(version).release
+    if public is None:
+        if behaviour.newer(pins, release.public) is not None:
             return Finding(
                 "series",
                 "warning",
@@ -454,7 +457,7 @@ def check_deployment(w: Watch, serve: Serve) -> Finding:
 
 
 @dataclass
-class Postflight:
+class Postflight(Shown):
     """What `vpatch doctor --server` prints: each server's figures, the
     findings (the deployment's preflight first, when tied to one), the
     verdict."""
@@ -482,11 +485,11 @@ class Postflight:
             else None,
         }
 
-    def to_text(self) -> str:
+    def lines(self) -> list[str]:
         head = list(self.preflight.header) if self.preflight else []
         for w in self.watches:
             head += _server_lines(w)
-        return lines(head, self.findings, [self.preflight.serve] if self.preflight else [])
+        return report_lines(head, self.findings, [self.preflight.serve] if self.preflight else [])
 
 
 def _server_lines(w: Watch) -> list[str]:

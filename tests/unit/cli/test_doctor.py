@@ -6,17 +6,18 @@ import json
 import pytest
 from vpatch import cli
 from vpatch.commands import doctor
+from vpatch.shown import Shown
 
 
-class Report:
+class Report(Shown):
     def __init__(self, ok):
         self.ok = ok
 
     def to_json(self):
         return {"ok": self.ok}
 
-    def to_text(self):
-        return f"ok: {self.ok}"
+    def lines(self):
+        return [f"ok: {self.ok}"]
 
 
 @pytest.mark.parametrize(("ok", "code"), [(True, 0), (False, 1)])

@@ -1,7 +1,8 @@
 """cli/options.py: every command is declared alike (a description, its
 exit codes, an example the parser takes), and a shared option is one
-definition whichever command takes it."""
+definition whichever command takes it; `say` and `show` escape what they print."""
 
+import json
 import shlex
 
 import pytest
@@ -91,6 +92,33 @@ def test_say_shows_what_it_is_given_escaped(capsys):
 
     say("waiting for GET http://u:pw@h/m\x1b]0;t\x07")
     assert capsys.readouterr().err == "waiting for GET http://***@h/m\\x1b]0;t\\x07\n"
+
+
+def test_show_prints_each_line_escaped_and_json_as_read(capsys):
+    """A result's lines reach stdout one a line, each escaped: a newline a
+    server put in a model name stays in its line (no forged `ok` line), no
+    credential is shown; its JSON keeps every value as read."""
+    from dataclasses import dataclass
+
+    from vpatch.shown import Shown
+
+    @dataclass
+    class Result(Shown):
+        said: list[str]
+
+        def lines(self):
+            return self.said
+
+        def to_json(self):
+            return {"model": self.said[1]}
+
+    forged = "m\nok: 0 errors\x1b[2J http://u:pw@h/x?token=t"
+    options.show(Result(["head", forged, ""]))
+    assert capsys.readouterr().out == (
+        "head\nm\\nok: 0 errors\\x1b[2J http://***@h/x?token=***\n\n"
+    )
+    options.show(Result(["head", forged]), "json")
+    assert json.loads(capsys.readouterr().out) == {"model": forged}
 
 
 def test_interval_takes_ascii_digits_only(capsys):

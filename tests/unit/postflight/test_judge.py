@@ -271,6 +271,20 @@ def test_the_series_of_the_servers_release(pins):
     assert f.severity == "warning" and f.message.endswith(said)
 
 
+def test_a_post_release_has_its_releases_series(pins):
+    """A server saying X.Y.Z.postN the lock does not pin serves X.Y.Z's code
+    plus fixes: its series is X.Y.Z's (Lock.standing, as check, install and
+    doctor answer; docs/install.md, "Which releases")."""
+    rel = pins.with_series()[-1]
+    post = f"{rel}.post1"
+    assert post not in pins.releases
+    f = P.check_series(post, None, "PY", pins)
+    assert f.severity == "warning"
+    assert f.message.startswith(f"vLLM {post} has vpatch's {rel} series (")
+    ready = P.check_series(f"{post}+cu129", Readiness(True, {}), "/opt/py", pins)
+    assert ready.severity == "info" and f"vpatch's {rel} series" in ready.message
+
+
 def test_a_release_vpatch_does_not_pin(pins):
     f = P.check_series(next_release(pins), None, "PY", pins)
     assert f.severity == "warning" and "newer than vpatch knows" in f.message
