@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import patchset, quilt, resources, settings
 from . import rules as rules_data
+from . import serving as serving_data
 from .errors import ConfigError, disk_error
 from .quilt import Series
 
@@ -102,6 +103,12 @@ class Lock:
     def rules(self) -> rules_data.Table:
         """doctor's facts per release (rules.toml beside the lock)."""
         return rules_data.load(self.root / rules_data.FILE)
+
+    @cached_property
+    def serving(self) -> serving_data.Table:
+        """Which code serves a target and what it does with aux states
+        (serving.toml beside the lock)."""
+        return serving_data.load(self.root / serving_data.FILE)
 
     def series(self, release: Release | str, folder: Path | None = None) -> Series | None:
         """The series in `folder` (a `series` file and its patches: `--series

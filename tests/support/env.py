@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from vpatch import lock, quilt, rules
+from vpatch import lock, quilt, rules, serving
 
 from support import make_series, make_wheel, minor_after, named_series, publish
 from support.cli import vpatch
@@ -349,6 +349,7 @@ def _data_root(
         text = text.replace(head, head + keys + "\n")
     toml.write_text(text)
     shutil.copyfile(lock.load().rules.path, where / rules.FILE)
+    shutil.copyfile(lock.load().serving.path, where / serving.FILE)
     path = where / "VERSIONS.lock"
     path.write_text(
         "".join(

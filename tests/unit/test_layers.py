@@ -33,6 +33,7 @@ LAYERS = (
             "untrusted",
             "record",
             "rules",
+            "serving",
             "lock",
             "quilt",
             "patchset",

@@ -8,6 +8,9 @@ and rules.toml is checked against every pinned release
            in every release (SAME), what no probe can read (NOT_PROBED)
   anchors  what a probe reads of a release (a file, a class or function in
            it) and whether the release has it; where a scope went
+  modelcode  serving.toml's facts (serving.py): the file and class serving
+           each family architecture per platform (the registry, the
+           package's dispatch), what each serving file does with aux ids
 
 Why a package of its own: the readers serve the carry, not the preflight
 (doctor reads the facts from rules.toml and never runs a probe), and they
