@@ -188,7 +188,7 @@ class PatchSet:
         """Where upstream stands on `slug`, from its newest variant's DEP-3."""
         newest = self.variants[slug][-1]
         parsed = self._parsed.get(newest.path)
-        return Upstream.of(parsed.fields if parsed else quilt.fields_of(newest.path))
+        return Upstream.of(parsed.fields if parsed else quilt.fields_of(self.path(newest)))
 
     def carried(self, version: str) -> list[Variant]:
         """The variants that make up `version`'s series, in series order."""

@@ -140,7 +140,7 @@ def record(
         mine = spans[slug]
         v = ps.variant(slug, version)
         if v is not None:
-            old = _bytes(v.path)
+            old = _bytes(ps.path(v))  # a variant without its file: PatchError, as everywhere
             if old == data:
                 out.done[slug] = "unchanged"
             elif version == v.first:

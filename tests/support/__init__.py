@@ -27,6 +27,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from packaging.version import Version
 from vpatch import lock, quilt
 from vpatch.wheel import fatbin, file, patch
 
@@ -150,6 +151,32 @@ def publish(root: Path, version: str, folder: Path) -> Path:
         patchset_write.set_spans(toml, p.slug, spans, prev)
         prev = p.slug
     return toml
+
+
+def rules_upto(text: str, release: str) -> str:
+    """rules.toml's text as it stood when `release` was the newest read:
+    its tables after `release` left out, `newest` set to it."""
+    from vpatch import rules
+
+    head, *tables = re.split(r'(?m)^(?=\[releases\.")', text)
+    kept = [t for t in tables if Version(t.split('"', 2)[1]) <= Version(release)]
+    return rules.with_newest("".join([head, *kept]), release)
+
+
+def copy_rules(root: Path) -> Path:
+    """vpatch's rules.toml (and serving.toml) into the data root `root`,
+    beside its VERSIONS.lock: doctor's facts as they are, up to the newest release the
+    lock pins (rules_upto), since a rules.toml whose `newest` the lock does
+    not pin is refused at load. Returns the file."""
+    from vpatch import rules
+
+    out = root / rules.FILE
+    out.write_text(
+        rules_upto(lock.load().rules.path.read_text(), lock.load(root / "VERSIONS.lock").newest)
+    )
+    # and which code serves a target (serving.toml), read with them
+    shutil.copyfile(lock.load().serving.path, root / "serving.toml")
+    return out
 
 
 def named_series(

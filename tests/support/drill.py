@@ -32,6 +32,7 @@ from packaging.version import Version
 from vpatch import lock, patchset, patchset_write, resources, rules
 from vpatch.sources import cache, index
 
+from support import rules_upto
 from support.cli import environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,11 +62,18 @@ def project_env(project: Path, env: dict[str, str]) -> dict[str, str | None]:
 
 
 def rewind(project: Path, release: str) -> None:
-    """Take every release after `release` out of the project: its pins, the
-    variants and span ends past it, doctor's rules tables past it and its
-    `newest`; then the docs again."""
+    """Take every release after `release` out of the project (rewind_data),
+    then write the docs again."""
+    rewind_data(project / DATA, release)
+    make(project, "docs")
+
+
+def rewind_data(data: Path, release: str) -> None:
+    """Take every release after `release` out of vpatch's data folder `data`:
+    its pins, the variants and span ends past it, doctor's rules tables past
+    it and its `newest` (support.rules_upto)."""
     top = Version(release)
-    pins = lock.load(project / DATA / "VERSIONS.lock")
+    pins = lock.load(data / "VERSIONS.lock")
     kept = {v: r for v, r in pins.releases.items() if Version(v) <= top}
     lock.save(lock.Lock(kept, pins.path))
     ps = patchset.load(pins.patches_toml)
@@ -81,11 +89,8 @@ def rewind(project: Path, release: str) -> None:
             raise AssertionError(f"{slug} starts after {release}: a carry cannot make it")
         if spans != [v.span for v in variants]:
             patchset_write.set_spans(ps.toml, slug, spans)
-    toml = project / DATA / rules.FILE
-    tables = re.split(r'(?m)^(?=\[releases\.")', toml.read_text())
-    kept_tables = [t for t in tables[1:] if Version(_table_release(t)) <= top]
-    toml.write_text(rules.with_newest("".join([tables[0], *kept_tables]), release))
-    make(project, "docs")
+    toml = data / rules.FILE
+    toml.write_text(rules_upto(toml.read_text(), release))
 
 
 def make(project: Path, target: str) -> None:

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from vpatch import lock, quilt, rules, serving
+from vpatch import lock, quilt
 
-from support import make_series, make_wheel, minor_after, named_series, publish
+from support import copy_rules, make_series, make_wheel, minor_after, named_series, publish
 from support.cli import vpatch
 from support.releases import first_where, last_where, newest_patched, v1_gone, v2_by_default
 
@@ -79,6 +79,7 @@ def write_lock(where: Path, series_dir: Path) -> Path:
         f'[releases."{RELEASE}"]\ntag = "v{RELEASE}"\ncommit = "bbb"\nstatus = "patched"\n\n'
         f'[releases."{UPSTREAM}"]\ntag = "v{UPSTREAM}"\ncommit = "ccc"\nstatus = "upstream"\n'
     )
+    copy_rules(where)  # what Lock.standing reads beside the lock
     return path
 
 
@@ -138,6 +139,22 @@ def snapshot(py: Path) -> dict[str, bytes]:
     }
 
 
+def exact(py: Path) -> dict[str, tuple]:
+    """Every file of site-packages with its bytes, mode and mtime, and every
+    folder with its mode: what "exactly as it was" compares (a timestamp
+    .pyc checks its source's mtime)."""
+    root = site_packages(py)
+    out: dict[str, tuple] = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        rel = p.relative_to(root).as_posix()
+        if p.is_dir() and not p.is_symlink():
+            out[rel + "/"] = (st.st_mode & 0o7777,)
+        elif p.is_file() and not p.is_symlink():
+            out[rel] = (p.read_bytes(), st.st_mode & 0o7777, st.st_mtime_ns)
+    return out
+
+
 def digest(snap: dict[str, bytes]) -> str:
     h = hashlib.sha256()
     for k, v in sorted(snap.items()):
@@ -184,8 +201,6 @@ class Fake:
         return vpatch(*args, "--python", str(self.py), env=env, timeout=timeout)
 
     def pins(self):
-        from vpatch import lock
-
         return lock.load(self.lock_path)
 
     def checks(self):
@@ -348,8 +363,6 @@ def _data_root(
         head = f'["{slug}"]\n'
         text = text.replace(head, head + keys + "\n")
     toml.write_text(text)
-    shutil.copyfile(lock.load().rules.path, where / rules.FILE)
-    shutil.copyfile(lock.load().serving.path, where / serving.FILE)
     path = where / "VERSIONS.lock"
     path.write_text(
         "".join(
@@ -357,6 +370,7 @@ def _data_root(
             for i, (v, st) in enumerate(status.items())
         )
     )
+    copy_rules(where)
     return path
 
 

@@ -1,6 +1,6 @@
-"""The package's shape: imports point one way (core, git, sources, checkout,
-the libraries, commands, cli), no import cycles counting function-level
-imports, and gitutil (a package) is the only one that runs git.
+"""The package's shape: imports point one way (core, network, git, sources,
+checkout, the libraries, commands, cli), no import cycles counting
+function-level imports, and gitutil (a package) is the only one that runs git.
 Each cli module is a command of the registry (cli.COMMANDS) and imports only
 what it calls (CALLS, the one list kept by hand: it is a decision); commands/
 holds only what orchestrates, each module called by a cli module; and two
@@ -28,7 +28,6 @@ LAYERS = (
             "paths",
             "resources",
             "jsontext",
-            "httprange",
             "settings",
             "untrusted",
             "record",
@@ -41,6 +40,7 @@ LAYERS = (
             "probes",
         ),
     ),
+    ("network", ("network",)),
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
     ("checkout", ("checkout", "threeway", "patchfiles")),

@@ -115,6 +115,8 @@ DELIBERATE: dict[str, str] = {
     "test_a_clean_carry_comes_back_to_what_is_committed": REAL,
     "tests/integration/commands/test_carry_drill.py::"
     "test_a_conflict_stops_then_continue_reaches_what_is_committed": REAL,
+    "tests/integration/commands/test_carry_drill.py::NEWEST_CONFLICTS": REAL
+    + " (the conflicts the newest release's carry meets)",
     "tests/integration/commands/test_port_real.py::__doc__": REAL,
     "tests/integration/commands/test_port_real.py::"
     "test_port_016_to_0171_reproduces_the_committed_series": REAL,
@@ -128,6 +130,8 @@ DELIBERATE: dict[str, str] = {
     "tests/vllm/release/tier_plugins/stand_ins.py::STAND_INS": TIER,
     "tests/vllm/release/unpatched.py::_refused": TIER + " (each release's refusal text)",
     "tests/vllm/release/unpatched.py::ROPE_THETA_LOST": TIER + " (each release's failure)",
+    "tests/vllm/release/unpatched.py::V32_AMD_LAYER_INPUTS": TIER
+    + " (the release whose amd/model.py takes layer 0 itself)",
     **{
         f"tests/vllm/vllm_tier/releases.py::{name}": TIER
         for name in (

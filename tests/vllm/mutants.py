@@ -72,6 +72,9 @@ MLA_LAYER = "test_mla_drafter_layer.py"
 POSITIONS = "test_draft_positions.py"
 FC_NORM = "test_mla_drafter_fc_norm.py"
 BACKEND = "test_drafter_attention_backend.py"
+# DeepSeek-V3.2's decoder at TP 2: a file kept out of the main runs, collected
+# with its switch (releases.APART, release/conftest.py)
+V32_TP = "test_deepseek_v32_aux_tp.py"
 
 
 def select(release: str) -> tuple[str, ...]:
@@ -98,6 +101,7 @@ BACKEND_V1 = "spec-decode-the-drafter-selects-its-own-attention-backend"
 BACKEND_V2 = "spec-decode-v2-the-drafter-selects-its-own-attention-backend"
 FINAL_NORM = "deepseek-v2-collect-the-eagle-3-aux-state-before-the-final-norm"
 EMBEDDINGS = "eagle-find-the-embeddings-of-a-bare-language-model"
+V32_CAPTURE = "deepseek-v32-capture-eagle-3-aux-states-after-the-all-reduce"
 
 # The newest release the tier runs by default, which has the V2 runner alone (its
 # series is an older release's patch files: the mutants of the fixes that series
@@ -453,6 +457,68 @@ MUTANTS = (
     ),
 )
 
+# DeepSeek-V3.2's own module (nvidia/, what CUDA serves), killed at TP 2; its
+# loop's call of a layer, upstream
+V32_LAYER_CALL = "hidden_states, residual = layer(positions, hidden_states, residual, attn_in)\n"
+V32_MUTANTS = (
+    Mutant(
+        "v32-capture-before-the-reduce",
+        V2_ONLY,
+        V32_CAPTURE,
+        "-            if idx in self.aux_hidden_state_layers:\n"
+        "-                aux_hidden_states.append(\n"
+        "-                    hidden_states if residual is None else hidden_states + residual\n"
+        "-                )\n"
+        "-            "
+        + V32_LAYER_CALL
+        + "+            # Without SP, hidden_states is this rank's partial sum until the\n"
+        "+            # layer's input norm all-reduces it: the layer takes the aux state.\n"
+        "+            hidden_states, residual = layer(\n"
+        "+                positions,\n"
+        "+                hidden_states,\n"
+        "+                residual,\n"
+        "+                attn_in,\n"
+        "+                aux_hidden_states if idx in self.aux_hidden_state_layers else None,\n"
+        "+            )\n",
+        "             if idx in self.aux_hidden_state_layers:\n"
+        "                 aux_hidden_states.append(\n"
+        "                     hidden_states if residual is None else hidden_states + residual\n"
+        "                 )\n"
+        "-            " + V32_LAYER_CALL + "+            hidden_states, residual = layer(\n"
+        "+                positions, hidden_states, residual, attn_in, None\n"
+        "+            )\n",
+        "the loop takes the aux states before the layer again (upstream's capture, id "
+        "num_hidden_layers kept): each rank's partial sum at TP 2",
+        (V32_TP,),
+    ),
+    Mutant(
+        "v32-capture-not-copied",
+        V2_ONLY,
+        V32_CAPTURE,
+        "+            # residual in place on CUDA (fused_add_rms_norm).\n"
+        "+            aux_hidden_states.append(residual.clone())\n",
+        "+            # residual in place on CUDA (fused_add_rms_norm).\n"
+        "+            aux_hidden_states.append(residual)\n",
+        "the layer's residual itself, which the post-attention norm updates in place on CUDA "
+        "(fused_add_rms_norm): every id becomes its layer's residual after attention",
+        (V32_TP,),
+        cuda_only=True,
+    ),
+    Mutant(
+        "v32-final-norm-output",
+        V2_ONLY,
+        V32_CAPTURE,
+        "+            if self.end_layer in self.aux_hidden_state_layers:\n"
+        "+                aux_hidden_states.append(residual)\n"
+        "         if len(aux_hidden_states) > 0:\n",
+        "+            if self.end_layer in self.aux_hidden_state_layers:\n"
+        "+                aux_hidden_states.append(hidden_states)\n"
+        "         if len(aux_hidden_states) > 0:\n",
+        "id num_hidden_layers is the final norm's output, not its input",
+        (V32_TP,),
+    ),
+)
+
 ALLOWLIST_PATCH = ("0.17.1", ALLOWLIST)
 # the text model_type of both served targets (fixtures: the tiny DeepSeek-V3,
 # and the text config inside the tiny Kimi-K2.5)
@@ -564,6 +630,12 @@ def mutated_series(m: Mutant, work: Path) -> Path:
     return dest
 
 
+def apart(tests: list[str]) -> dict[str, str] | None:
+    """The switch that collects a file kept out of the main runs
+    (releases.APART), when ``tests`` holds one."""
+    return {"VPATCH_VLLM_RANKS": "1"} if set(tests) & set(releases.APART.values()) else None
+
+
 @dataclass
 class Result:
     mutant: Mutant
@@ -645,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
 
     drops, equivalents = allowlist_mutants()
-    mutants = [*MUTANTS, *drops]
+    mutants = [*MUTANTS, *V32_MUTANTS, *drops]
     if args.only:
         unknown = set(args.only) - {m.name for m in mutants}
         if unknown:
@@ -674,7 +746,7 @@ def main(argv: list[str] | None = None) -> int:
             # a served run as the tier's served checks run it: the whole file
             pytest_args=("--tb=short",) if served else select(release),
             name=name,
-            extra_env=env_on(release, SERVED_RUNS[served]) if served else None,
+            extra_env=env_on(release, SERVED_RUNS[served]) if served else apart(tests),
         )
 
     # the real series on each release: which tests pass, the ones that can kill

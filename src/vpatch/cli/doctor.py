@@ -39,7 +39,7 @@ def add_parser(sub: Subparsers) -> None:
     offline(
         p,
         "read hub ids from the local Hugging Face cache only (as HF_HUB_OFFLINE=1); online, "
-        # doctor/deadline.py's VARIABLE and DEFAULT (test_doctor holds them
+        # network/hubclient.py's VARIABLE and DEFAULT (test_doctor holds them
         # equal): building the parser imports no library
         "the hub reads end within VPATCH_HUB_TIMEOUT seconds (default 60)",
     )

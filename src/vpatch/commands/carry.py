@@ -8,7 +8,8 @@ rules.toml, the docs with generated parts, the tier's too), laid out as in
 the checkout;
 the carry changes only that copy, in order:
 
-1. pin TO (maintain/pin.py: artifacts, sha256, RECORD hashes, commit);
+1. pin TO (maintain/pin.py: artifacts, sha256, RECORD hashes, commit), before
+   the work folder is touched;
 2. port FROM's series to it (maintain/port.py, 3-way: clean / merged /
    conflict / dropped by the patch probes), which extends spans or writes
    variants of TO's own, and sets TO's status as its series makes it;
@@ -156,7 +157,13 @@ def _new(
     extra: tuple[docs.Block, ...],
     say: Say,
 ) -> Carried:
-    """A carry from the checkout as it is now. A failure removes what it made."""
+    """A carry from the checkout as it is now. A failure removes what it made.
+    TO is pinned from the index (the checkout's lock, which the proposal
+    copies) before the work folder is touched: a release the index lacks
+    removes nothing there."""
+    folder.refuse_stopped(again(out))
+    say(f"pinning vLLM {out.to_version} from the package index")
+    out.pinned = pin.pin(pins, out.to_version, say)
     if folder.begin(out.to_version, again(out)):
         say(f"the last proposal is in {folder.previous}")
     if folder.previous.is_dir():
@@ -165,8 +172,6 @@ def _new(
     try:
         _copy(out, out.checkout, pins, folder)
         proposed = pins.other(out.proposed / DATA / "VERSIONS.lock")
-        say(f"pinning vLLM {out.to_version} from the package index")
-        out.pinned = pin.pin(proposed, out.to_version, say)
         proposed.put(out.pinned)
         if not _port(out, proposed, source, False, say):
             _record_stop(out, folder)

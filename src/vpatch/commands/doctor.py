@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from packaging.version import Version
 
 from .. import lock, settings
-from ..doctor import deadline, hub, serve
+from ..doctor import hub, serve
 from ..doctor.checks import diagnose
 from ..doctor.environment import (
     UNKNOWN,
@@ -39,6 +39,7 @@ from ..doctor.environment import (
 )
 from ..doctor.report import Report
 from ..errors import ConfigError
+from ..network import hubclient
 from ..postflight import server
 from ..postflight.judge import Postflight, check_deployment, check_series, judge, release_named
 
@@ -157,9 +158,9 @@ def preflight(
 
     # At once: asking PY (child processes) and reading the two models (on hub
     # ids, importing huggingface_hub and a dozen requests), under one deadline
-    # for the hub and Ctrl-C (doctor/deadline.py). The target's error comes
+    # for the hub and Ctrl-C (network/hubclient.py). The target's error comes
     # first, then the drafter's, then the environment's.
-    with deadline.Reads(where.deadline, say) as reads:
+    with hubclient.reads(where.deadline, say) as reads:
         probe = reads.start("PY", environment, bounded=False)
         target = reads.start(s.model, hub.resolve, s.model, s.revision, False, where)
         drafter = reads.start(s.drafter, hub.resolve, s.drafter, s.drafter_revision, True, where)

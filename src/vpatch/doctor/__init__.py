@@ -10,9 +10,8 @@ What it reads:
   hub          where a model lives: a folder, or a hub id read through
                huggingface_hub (hub_errors: its errors as one line; cached:
                the local cache, and the headers kept there; tidy: what a
-               failed read takes back from the cache)
-  deadline     one deadline for the hub's reads (and the post-flight's), and
-               Ctrl-C
+               failed read takes back from the cache), within one deadline
+               for its reads (network/: deadline, hubclient)
 
 What follows from it:
   behaviour    what a release does with a pair, from its facts (rules.py)
@@ -26,6 +25,6 @@ What follows from it:
   report       the findings, their severities, the corrected serve command
 
 The post-flight of a running server is postflight/, which uses the report,
-the serve command, behaviour and the deadline from here; the probes that
+the serve command and behaviour from here; the probes that
 read a release's facts from its source (for `vpatch carry`) are
 releasefacts/."""

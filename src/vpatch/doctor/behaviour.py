@@ -58,26 +58,9 @@ def newer(pins: lock.Lock, installed: str, what: str = "its verdict") -> NewerRe
     """NewerRelease when `installed` (a version as installed) is newer than
     the newest release doctor's rules cover, else None: vpatch does not guess
     what a release it has not read does (the V1 runner's removal changed
-    verdicts that a release before it would have given)."""
-    try:
-        base = Version(Version(installed).base_version)
-    except ValueError:  # InvalidVersion, or a part of over 4300 digits
-        return None
-    newest = pins.rules.newest
-    if base <= Version(newest):
-        return None
-    if str(base) in pins.releases:
-        return NewerRelease(
-            f"vLLM {installed} is pinned, but doctor's rules for it are not written yet (they "
-            f"end at {newest}), so {what} would be a guess: a person decides what `vpatch "
-            f"carry {base}`'s report lists (docs/maintaining.md); `--vllm {newest}` gives "
-            f"{newest}'s verdict"
-        )
-    return NewerRelease(
-        f"vLLM {installed} is newer than vpatch knows: its rules end at {newest}, so {what} "
-        f"would be a guess; carry it in a vpatch checkout (`vpatch carry {base}`, "
-        f"docs/maintaining.md) or upgrade vpatch; `--vllm {newest}` gives {newest}'s verdict"
-    )
+    verdicts that a release before it would have given). Lock.standing is
+    the one answer, `vpatch check` and `install` take it too."""
+    return pins.standing(installed).refusal(f"{what} would be a guess", rules=True)
 
 
 def known_releases(pins: lock.Lock, newest: str | None = None) -> list[str]:

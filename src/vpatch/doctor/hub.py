@@ -17,7 +17,8 @@ one commit (the revision is resolved once, by the first request):
   * a drafter's safetensors headers by range requests: the first 16 KiB of
     each file, then the rest of a longer header, never tensor data (the index
     of a sharded checkpoint whole, into the cache); a server that refuses
-    ranges is read from the start of a plain GET, no further (httprange.py).
+    ranges is read from the start of a plain GET, no further
+    (network/httprange.py).
     A file the cache already holds whole is read there; a header read before
     is kept (cached.py).
 Offline (`--offline`, or HF_HUB_OFFLINE=1) only the cache is read (cached.py),
@@ -30,6 +31,9 @@ both with two requests more; and it reads the whole body when a server
 ignores Range (a 10 GB drafter into memory). Here the bytes of a header,
 from a file or from the hub, go through the one parser in weights.py, so a
 hub id and the same folder on disk get the same verdict.
+
+All of it within one deadline for the run's hub reads, on huggingface_hub's
+session with doctor's hooks (network/hubclient.py).
 
 huggingface_hub's errors (and its HTTP library's) become ConfigError around
 the reads here, and nowhere else (hub_errors.py says what each means): one
@@ -46,9 +50,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import httprange, jsontext, untrusted
+from .. import jsontext, untrusted
 from ..errors import ConfigError, RangeUnsupported
-from . import cached, deadline, hub_errors, tidy, weights
+from ..network import deadline, httprange, hubclient
+from . import cached, hub_errors, tidy, weights
 from .cached import CONFIG, TOKENIZER
 
 # owner/name, as the hub names repos (huggingface_hub's validate_repo_id): ASCII
@@ -74,7 +79,7 @@ class Hub:
     offline: bool | None = None
     timeout: float | None = None
     # doctor's own: seconds for all the hub reads of a run (None: VPATCH_HUB_TIMEOUT,
-    # else deadline.DEFAULT)
+    # else hubclient.DEFAULT)
     deadline: float | None = None
 
 
@@ -194,7 +199,7 @@ def resolve(
     shown = untrusted.url(endpoint)  # HF_ENDPOINT as messages and the report name it
     timeout = hub.timeout if hub.timeout is not None else constants.HF_HUB_DOWNLOAD_TIMEOUT
     errors = hub_errors.translated(ref, revision, shown, timeout)
-    with deadline.bounded(hub.deadline, ref), errors, tidy.tidy(cache, ref):
+    with hubclient.bounded(hub.deadline, ref), errors, tidy.tidy(cache, ref):
         return replace(_fetched(ref, revision, drafter, cache, endpoint, timeout), endpoint=shown)
 
 
@@ -276,7 +281,7 @@ def _listing(
     siblings = data.get("siblings") if isinstance(data, dict) else None
     if not isinstance(sha, str) or not isinstance(siblings, list):
         raise ConfigError(f"{hub}: not a Hugging Face hub (no sha and siblings for {repo})")
-    if not deadline.COMMIT.match(sha):
+    if not hubclient.COMMIT.match(sha):
         raise ConfigError(
             f"{hub}: not a Hugging Face hub (the commit of {repo} is {sha[:80]!r}, not a commit id)"
         )

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from .. import untrusted
 from ..errors import ConfigError
-from . import deadline
+from ..network import deadline
 
 
 @contextlib.contextmanager

@@ -130,4 +130,9 @@ def inspect(
         report.installed = f"vpatch's wheel ({d.version})"
     if release is None:
         report.notes.append(f"vLLM {d.public} is not a release this vpatch pins")
+    elif release.version != d.public:  # Lock.standing: its release's code plus fixes
+        report.notes.append(
+            f"vLLM {d.public} is a post release of {release.version}: checked with "
+            f"{release.version}'s series"
+        )
     return report

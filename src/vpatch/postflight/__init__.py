@@ -10,6 +10,7 @@ a running vLLM server read over HTTP, and its speculative decoding judged.
 The preflight (doctor/) reads a deployment before it loads; this reads it
 while it serves. It uses the preflight's parts, and never the other way:
 the report's findings and severities, the serve command, what a release
-does (behaviour) and the deadline of doctor's reads; tied to a deployment,
-commands/doctor.py runs both and prints the preflight's findings with these.
+does (behaviour). Its reads run on network/'s client and under its
+deadline, as the hub's do. Tied to a deployment, commands/doctor.py runs
+both and prints the preflight's findings with these.
 """

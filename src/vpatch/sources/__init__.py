@@ -9,8 +9,8 @@ materialize() and describe() are here; the modules:
 
   cache     the download cache, checked against the lock's sha256
   index     the package index (pip's), read through its JSON API (PEP 691)
-            and vpatch's one HTTP opener
-  lazy      HTTP range reads of a remote wheel
+            on network/'s client with the index's credentials (opener)
+  lazy      HTTP range reads of a remote wheel, on the client it is handed
   extract   archives -> trees
   listing   what a release's tree holds, entry by entry, without writing it
             (`vpatch apply --dest` compares a folder with it)

