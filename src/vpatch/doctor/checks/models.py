@@ -255,7 +255,7 @@ def aux_layers(p: Pair) -> Finding | None:
         f = defect(p, key, "aux_layers", what, workaround, {})
         if f.severity == "error":
             return f
-        notes.append(f.message.removeprefix(f"{head}; "))
+        notes.append("as released, " + f.message.removeprefix(f"{head}; "))
     out = [i for i in dropped if not (i == 0 and raw.id0 != "embedding") and i != n]
     if out:
         return Finding(
