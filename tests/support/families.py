@@ -317,6 +317,7 @@ def doctor(
     assign: tuple[str, ...] = (),
     pins: lock.Lock | None = None,
     target_changes: dict | None = None,
+    trust_remote_code: bool = True,
 ) -> Report:
     """doctor's report for the pair served as `vllm serve TARGET ... --speculative-config`
     on `--vllm RELEASE [--patched] [--platform P]` (commands/doctor.py preflight,
@@ -326,7 +327,8 @@ def doctor(
     t = write_target(tmp, target, **(target_changes or {}))
     d = write_drafter(tmp, drafter)
     spec = {"method": method, "model": str(d), "num_speculative_tokens": 3}
-    words = [*assign, "vllm", "serve", str(t), "--trust-remote-code", "-tp", str(tp)]
+    words = [*assign, "vllm", "serve", str(t), "-tp", str(tp)]
+    words += ["--trust-remote-code"] * trust_remote_code
     words += [*flags, "--max-model-len", "8192", "--speculative-config", json.dumps(spec)]
     req = Request(command=tuple(words), vllm=release, patched=patched, platform=platform)
     return preflight(req, pins=pins or lock.load())

@@ -62,7 +62,17 @@ TARGET_ARCHS = frozenset(
     {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"}
 )
 # The config types whose own class Rules.own_configs tells about.
-CONFIG_TYPES = ("kimi_k25", "kimi_k2")
+# (and the model types of serving.toml's families whose repos name remote code:
+# Kimi K3's config.json has auto_map configuration_kimi_k3.KimiK3Config)
+CONFIG_TYPES = (
+    "kimi_k25",
+    "kimi_k2",
+    "deepseek_v32",
+    "deepseek_v4",
+    "deepseek_v41",
+    "kimi_k3",
+    "kimi_k31",
+)
 
 
 def _upstream_eagle3(s: Source) -> bool:
@@ -308,7 +318,9 @@ def _own_configs(s: Source) -> frozenset[str]:
     text = s.text("configs")
     m = re.search(r"\b_CONFIG_REGISTRY\b[^=]*=\s*LazyConfigDict\((.*?)\n\)", text, re.S)
     s._mark(Anchor(FILES["configs"], "_CONFIG_REGISTRY"), m is not None)
-    keys = set(re.findall(r"^\s*(\w+)\s*=", m.group(1), re.M)) if m else set()
+    # `name="Class",` and `**{"name": "Class"}` entries
+    body = m.group(1) if m else ""
+    keys = set(re.findall(r"^\s*(\w+)\s*=", body, re.M)) | set(re.findall(r'"(\w+)"\s*:', body))
     return frozenset(keys & set(CONFIG_TYPES))
 
 

@@ -466,3 +466,16 @@ def test_the_same_rules_warning_stays_only_outside_the_families(tmp_path):
         pins=PINS,
     )
     assert "checked with the same rules" in FM.finding(r, "target").message
+
+
+def test_k3_s_config_needs_no_remote_code_where_vllm_has_its_class(tmp_path):
+    """Kimi K3's config.json names configuration_kimi_k3.KimiK3Config in
+    auto_map; vLLM registers its own KimiK3Config (rules.toml own_configs),
+    so doctor asks no --trust-remote-code for the config (bites: kimi_k3
+    taken out of own_configs says 'refused at startup')."""
+    rel = next(v for v in covered() if "kimi_k3" in PINS.rules.at(v).own_configs)
+    report = FM.doctor(
+        tmp_path, "kimi_k3", FM.lightseek_k3_eagle31_mla(), rel, trust_remote_code=False
+    )
+    f = FM.finding(report, "target")
+    assert f.severity == "info" and f.message.endswith("no remote code"), f.message
