@@ -36,7 +36,9 @@ Sources (read through the search tool's public code corpus):
 - RedHatAI/Kimi-K3-speculator.dspark (vLLM's K3 blog command:
   `"method":"dspark","num_speculative_tokens":8`): a speculators-format DSpark
   drafter (speculators_model_type dspark, aux_hidden_state_layer_ids, a qwen3
-  transformer_layer_config; the RedHatAI GLM-5.2 DSpark shape).
+  transformer_layer_config: the shape of RedHatAI's GLM-5.2 DSpark config,
+  which a public engine's fixture copies whole). Its K3 ids are not in the
+  corpus: five spread as the GLM-5.2 one's are ([8, 23, 39, 55, 70] of 78).
 """
 
 from __future__ import annotations

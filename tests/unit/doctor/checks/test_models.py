@@ -479,3 +479,19 @@ def test_k3_s_config_needs_no_remote_code_where_vllm_has_its_class(tmp_path):
     )
     f = FM.finding(report, "target")
     assert f.severity == "info" and f.message.endswith("no remote code"), f.message
+
+
+def test_redhat_s_k3_dspark_is_fed_its_ids_as_written_and_meets_the_stream(tmp_path):
+    """A speculators-format DSpark drafter (update_dspark copies its
+    aux_hidden_state_layer_ids to the top-level ids): fed as written, and,
+    reading aux states, subject to K3's AttnRes variable."""
+    rel = where(K3, "cuda", lambda c: bool(c.aux_env))[-1]
+    d = FM.redhat_k3_dspark()
+    report = FM.doctor(tmp_path, "kimi_k3", d, rel, method="dspark")
+    f = FM.finding(report, "aux_layers")
+    ids = d["aux_hidden_state_layer_ids"]
+    assert (
+        f.severity == "info" and f"{ids} (from aux_hidden_state_layer_ids (speculators" in f.message
+    )
+    assert FM.finding(report, "aux_stream").severity == "warning"
+    assert "DSpark (K3DSparkModel)" in FM.finding(report, "serving").message
