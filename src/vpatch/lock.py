@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import patchset, quilt, resources, settings
 from . import rules as rules_data
+from . import serving as serving_data
 from .errors import ConfigError, NewerRelease, disk_error
 from .quilt import Series
 from .shown import Shown
@@ -159,6 +160,12 @@ class Lock(Shown):
             return Standing(version, release, "known" if ruled.covers(release) else "pinned", self)
         newer = not v.epoch and Version(v.public) > Version(self.newest)
         return Standing(version, None, "newer" if newer else "unknown", self)
+
+    @cached_property
+    def serving(self) -> serving_data.Table:
+        """Which code serves a target and what it does with aux states
+        (serving.toml beside the lock)."""
+        return serving_data.load(self.root / serving_data.FILE)
 
     def series(self, release: Release | str, folder: Path | None = None) -> Series | None:
         """The series in `folder` (a `series` file and its patches: `--series

@@ -35,8 +35,18 @@ FILE = "rules.toml"  # beside VERSIONS.lock
 MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
 # The model types whose config class Rules.own_configs tells about: vLLM
 # registers them (transformers_utils/config.py _CONFIG_REGISTRY) because a
-# transformers it allows has none (doctor/behaviour.py TRANSFORMERS_LACKS).
-CONFIG_TYPES = ("kimi_k25", "kimi_k2")
+# transformers it allows has none (doctor/behaviour.py TRANSFORMERS_LACKS);
+# and the model types of serving.toml's families whose repos name remote
+# code (Kimi K3's config.json has auto_map configuration_kimi_k3.KimiK3Config).
+CONFIG_TYPES = (
+    "kimi_k25",
+    "kimi_k2",
+    "deepseek_v32",
+    "deepseek_v4",
+    "deepseek_v41",
+    "kimi_k3",
+    "kimi_k31",
+)
 # The speculative-config keys whose value builds the EAGLE drafter
 # (Rules.spec_applied says on which runner).
 DRAFT_KEYS = ("attention_backend", "kv_cache_dtype", "enforce_eager")

@@ -164,8 +164,8 @@ def rules_upto(text: str, release: str) -> str:
 
 
 def copy_rules(root: Path) -> Path:
-    """vpatch's rules.toml into the data root `root`, beside its
-    VERSIONS.lock: doctor's facts as they are, up to the newest release the
+    """vpatch's rules.toml (and serving.toml) into the data root `root`,
+    beside its VERSIONS.lock: doctor's facts as they are, up to the newest release the
     lock pins (rules_upto), since a rules.toml whose `newest` the lock does
     not pin is refused at load. Returns the file."""
     from vpatch import rules
@@ -174,6 +174,8 @@ def copy_rules(root: Path) -> Path:
     out.write_text(
         rules_upto(lock.load().rules.path.read_text(), lock.load(root / "VERSIONS.lock").newest)
     )
+    # and which code serves a target (serving.toml), read with them
+    shutil.copyfile(lock.load().serving.path, root / "serving.toml")
     return out
 
 

@@ -190,14 +190,30 @@ def serving(key: str, pins: lock.Lock | None = None) -> list[str]:
 # -- a release typed where it is the point ---------------------------------------------
 
 
-def having(release: str, pins: lock.Lock | None = None, **facts: Any) -> str:
+def having(
+    release: str,
+    pins: lock.Lock | None = None,
+    serves: tuple[tuple[str, str, dict[str, Any]], ...] = (),
+    **facts: Any,
+) -> str:
     """`release`, a test's point for a fact rules.toml records there: each of
     `facts` (a Rules field and its value there, a set for a frozenset field,
     or a function of the value that says whether it holds) must hold at it,
-    or the test fails, naming the fact."""
+    or the test fails, naming the fact. `serves`: (architecture, platform,
+    {field: value}) each, what serving.toml says of the file serving that
+    architecture there (its serving.Code fields, and "path" for the file)."""
     p = _pins(pins)
     if release not in p.releases or not p.rules.covers(release):
         return _none(f"vLLM {release} is not pinned with doctor's rules in this copy")
+    for arch, platform, want_code in serves:
+        s = p.serving.served(arch, release, platform)
+        assert s is not None, f"serving.toml has no family for {arch}"
+        for name, want in want_code.items():
+            got = s.path if name == "path" else getattr(s.code, name, None)
+            assert got == want, (
+                f"serving.toml says {name} = {got!r} for {arch} on {platform} at {release}, "
+                f"not {want!r}"
+            )
     r = p.rules.at(release)
     for name, want in facts.items():
         got = getattr(r, name)

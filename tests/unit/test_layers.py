@@ -33,6 +33,7 @@ LAYERS = (
             "shown",
             "record",
             "rules",
+            "serving",
             "lock",
             "quilt",
             "patchset",

@@ -110,6 +110,8 @@ DELIBERATE: dict[str, str] = {
     "tests/unit/doctor/checks/test_drafter.py::NO_KIMI_K2": FACT,
     "tests/unit/doctor/checks/test_command.py::NEWEST_FACTS": FACT,
     "tests/unit/commands/test_doctor_example.py::RELEASE": FACT,
+    "tests/unit/doctor/checks/test_models.py::DONE_WHEN": FACT
+    + " (issue 55's done-when releases, with serving.toml's facts too)",
     "tests/integration/doctor/test_releases_real.py::"
     "test_the_probes_before_their_gates_cannot_read_what_the_v1_removal_removed": FACT,
     "tests/unit/test_lock.py::test_the_real_lock": (

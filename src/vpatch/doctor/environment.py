@@ -35,6 +35,7 @@ class VllmEnv:
     # another 0.1 s start of it
     found: Dist | None = field(default=None, compare=False, repr=False)
     given: str = ""  # `--vllm R [--patched]`: the release as given, no environment read
+    platform: str = ""  # `--platform P`: the platform it serves on (""; doctor/served.py)
 
     @property
     def where(self) -> str:

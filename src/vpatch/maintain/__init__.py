@@ -5,6 +5,8 @@ commands share (`vpatch port`, `lint` and `docs` each call one, and
   port        carry a release's series to another, 3-way
   lint        the patch set is consistent and up to date
   docs        the docs' generated parts
+  servingdocs the parts generated from serving.toml: the families and what
+              each release's serving file does
   pin         a new release's pin (for a carry)
   reading     what a new release says of itself against the one before:
               doctor's facts (through releasefacts/) and every patch's

@@ -44,6 +44,7 @@ from ..errors import ConfigError, disk_error
 from ..paths import write_atomic
 from ..rules import MLA, Rules
 from ..shown import Shown
+from .servingdocs import families_markdown, families_serving
 
 PATCHES_MD = "docs/patches.md"
 
@@ -87,9 +88,12 @@ def _releases(ps: patchset.PatchSet, slug: str, pinned: list[str]) -> str:
 
 
 def title(pins: lock.Lock) -> str:
-    """The README's title: the releases the lock pins."""
+    """The README's title: the families (serving.toml's besides DeepSeek-V3
+    and Kimi-K2.5) and the releases the lock pins."""
     pinned = pins.versions()
-    return f"# vpatch — EAGLE-3 for DeepSeek-V3 and Kimi-K2.5 on vLLM {pinned[0]}–{pinned[-1]}"
+    names = ["DeepSeek-V3", "Kimi-K2.5", *(f.name for f in pins.serving.families.values())]
+    said = ", ".join(names[:-1]) + f" and {names[-1]}"
+    return f"# vpatch — EAGLE-3 for {said} on vLLM {pinned[0]}–{pinned[-1]}"
 
 
 def why(pins: lock.Lock) -> str:
@@ -402,6 +406,17 @@ def summary_markdown(pins: lock.Lock, last: str | None = None) -> str:
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
+def families_list(pins: lock.Lock) -> str:
+    """The README's list of serving.toml's families: their architectures and
+    the releases that serve them with EAGLE-3 on CUDA."""
+    known = behaviour.known_releases(pins)
+    return "\n".join(
+        f"- {name} ({', '.join(f'`{a}`' for a in archs)}): EAGLE-3 on "
+        f"{runs(serves, known) or 'no release'}"
+        for name, archs, serves in families_serving(pins)
+    )
+
+
 def blocks(pins: lock.Lock, extra: tuple[Block, ...] = (), last: str | None = None) -> list[Block]:
     """Every generated part: the patch set's, then `extra` (made above the
     commands: the CLI's command list); doctor's table up to `last` (default
@@ -409,11 +424,13 @@ def blocks(pins: lock.Lock, extra: tuple[Block, ...] = (), last: str | None = No
     return [
         Block("README.md", "title", title(pins)),
         Block("README.md", "why", why(pins)),
+        Block("README.md", "families", families_list(pins)),
         Block("README.md", "patch table", patch_table(pins)),
         Block("README.md", "layout", layout()),
         Block(PATCHES_MD, "", patches_md(pins)),
         Block("docs/doctor.md", "defects table", fixes_table(pins)),
         Block("docs/doctor.md", "releases table", summary_markdown(pins, last)),
+        Block("docs/doctor.md", "families table", families_markdown(pins, last)),
         *extra,
     ]
 

@@ -8,6 +8,9 @@ and rules.toml is checked against every pinned release
            in every release (SAME), what no probe can read (NOT_PROBED)
   anchors  what a probe reads of a release (a file, a class or function in
            it) and whether the release has it; where a scope went
+  modelcode  serving.toml's facts (serving.py): the file and class serving
+           each family architecture per platform (the registry, the
+           package's dispatch), what each serving file does with aux ids
   speculative  the probes of the serve command's speculative config and of
            who reads a draft's use_mla (issue 54), which facts adds to PROBES
 

@@ -309,7 +309,9 @@ def _own_configs(s: Source) -> frozenset[str]:
     text = s.text("configs")
     m = re.search(r"\b_CONFIG_REGISTRY\b[^=]*=\s*LazyConfigDict\((.*?)\n\)", text, re.S)
     s._mark(Anchor(FILES["configs"], "_CONFIG_REGISTRY"), m is not None)
-    keys = set(re.findall(r"^\s*(\w+)\s*=", m.group(1), re.M)) if m else set()
+    # `name="Class",` and `**{"name": "Class"}` entries
+    body = m.group(1) if m else ""
+    keys = set(re.findall(r"^\s*(\w+)\s*=", body, re.M)) | set(re.findall(r'"(\w+)"\s*:', body))
     return frozenset(keys & set(CONFIG_TYPES))
 
 

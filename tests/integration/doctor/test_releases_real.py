@@ -14,7 +14,7 @@ import pytest
 from support.releases import having
 from vpatch import lock, probes
 from vpatch.doctor import behaviour
-from vpatch.releasefacts import facts
+from vpatch.releasefacts import facts, modelcode
 from vpatch.sources import files
 
 pytestmark = pytest.mark.integration
@@ -82,3 +82,41 @@ def test_the_probes_before_their_gates_cannot_read_what_the_v1_removal_removed()
     named = {str(a) for anchors in gone.values() for a in anchors}
     assert "vllm/config/vllm.py VllmConfig.use_v2_model_runner" in named
     assert "vllm/v1/worker/gpu_model_runner.py" in named
+
+
+# -- serving.toml: which code serves a target, and what it does ------------------------
+
+
+@functools.cache
+def serving_source(v: str) -> dict[str, str]:
+    globs = modelcode.globs(PINS.serving)
+    return probes.folder_files(files.release_files(PINS.get(v), globs), globs)
+
+
+@pytest.mark.parametrize("v", KNOWN)
+def test_serving_agrees_with_its_probes(v):
+    """Every route, serving-file fact and release fact of serving.toml is
+    what the release's source says (bites: V3.2's nvidia file's id_n set
+    true in serving.toml fails every release from its first table; the
+    route of DeepseekV32ForCausalLM to its own package moved a release later fails
+    there)."""
+    got = modelcode.read(serving_source(v), PINS.serving).values
+    assert modelcode.differences(got, PINS.serving.expected(v)) == {}
+
+
+@pytest.mark.parametrize("v", KNOWN)
+def test_what_doctor_takes_as_the_same_for_the_serving_files_holds(v):
+    """No serving file overrides the default ids, and the interface's are
+    (2, n // 2, n - 3) (modelcode.SAME)."""
+    assert modelcode.broken(serving_source(v), PINS.serving) == []
+
+
+@pytest.mark.parametrize(("before", "after"), list(zip(KNOWN, KNOWN[1:], strict=False)))
+def test_each_release_carried_reads_every_serving_fact(before, after):
+    """No serving probe asks for code the release before had and this one
+    lacks (a route's dispatch or a capture class gone would show here)."""
+    t = PINS.serving
+    gone = facts.unreadable(
+        modelcode.read(serving_source(before), t), modelcode.read(serving_source(after), t)
+    )
+    assert gone == {}

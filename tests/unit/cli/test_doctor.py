@@ -30,7 +30,7 @@ def test_the_request_and_the_exit_code(monkeypatch, capsys, ok, code):
     (req,) = seen
     assert req.command == ("vllm", "serve", "t", "--seed", "1")
     assert (req.drafter, req.target, req.python) == ("d", None, None)  # None: python3
-    assert (req.vllm, req.patched) == (None, False)
+    assert (req.vllm, req.patched, req.platform) == (None, False, "")
     assert (req.tensor_parallel_size, req.pipeline_parallel_size) == (8, 1)
     assert req.num_speculative_tokens == 3 and req.offline is True
     assert cli.main(["doctor", "--format", "json"]) == code
@@ -38,8 +38,8 @@ def test_the_request_and_the_exit_code(monkeypatch, capsys, ok, code):
 
 
 def test_a_doctor_run_reads_each_file_of_the_patch_set_once(tmp_path, monkeypatch):
-    """VERSIONS.lock, rules.toml, patches.toml and each patch of the environment's series
-    are opened once in a whole `vpatch doctor` run (the CLI loads them and
+    """VERSIONS.lock, rules.toml, serving.toml, patches.toml and each patch of
+    the environment's series are opened once in a whole `vpatch doctor` run (the CLI loads them and
     passes them down): a part that loads the lock again, parses patches.toml
     again for its probes or renders a series twice shows here. Before a review
     fixed it: 20 opens, VERSIONS.lock 6 times, each patch twice."""
@@ -74,6 +74,7 @@ def test_a_doctor_run_reads_each_file_of_the_patch_set_once(tmp_path, monkeypatc
     assert series and set(opened) == {
         "VERSIONS.lock",
         "rules.toml",
+        "serving.toml",
         "patches/patches.toml",
         *series,
     }
@@ -147,3 +148,19 @@ def test_a_server_end_to_end(vllm, capsys):
     assert data["ok"] is False
     assert [f["check"] for f in data["findings"] if f["severity"] == "error"] == ["drafts"]
     assert data["servers"][0]["figures"][0]["since_start"]["generated"] == 500
+
+
+def test_platform_is_passed_on_and_its_choices_are_serving_s(monkeypatch, capsys):
+    """--platform takes serving.py's PLATFORMS (the parser imports no
+    library, so the list is written there too: held equal here)."""
+    from vpatch import serving
+
+    seen = []
+    monkeypatch.setattr(doctor, "doctor", lambda req, say, pins: seen.append(req) or Report(True))
+    assert cli.main(["doctor", "--vllm", "X", "--platform", "rocm"]) == 0
+    assert seen[-1].platform == "rocm"
+    with pytest.raises(SystemExit):
+        cli.main(["doctor", "--vllm", "X", "--platform", "tpu"])
+    assert "invalid choice" in capsys.readouterr().err
+    for platform in serving.PLATFORMS:
+        assert cli.main(["doctor", "--vllm", "X", "--platform", platform]) == 0

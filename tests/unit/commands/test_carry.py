@@ -105,11 +105,28 @@ def test_an_unreadable_fact_proposes_no_value_and_says_where_its_code_went(tmp_p
     assert "every probed fact is as in" not in text
 
 
+def test_a_serving_fact_changed_or_unreadable_is_a_decision_in_serving_toml(tmp_path):
+    key = "route DeepseekV32ForCausalLM rocm"
+    a = anchors.Anchor("vllm/models/deepseek_v32/__init__.py", "the platform dispatch for rocm")
+    f = reading.Facts(
+        serving={key: ("x.py:A", "y.py:A")},
+        serving_unreadable={"file p.py id0": reading.Unread((a,), {str(a): []}, "dropped")},
+    )
+    assert not reading.Facts(serving=f.serving).settled
+    assert not reading.Facts(serving_unreadable=f.serving_unreadable).settled
+    text = clean(tmp_path, facts=f).to_text()
+    assert f"- changed in {TO} ({carry.SERVING_TOML}): {key}: 'x.py:A' -> 'y.py:A'" in text
+    assert f"- unreadable in {TO} ({carry.SERVING_TOML}): file p.py id0" in text
+    decided = text.split("## A person decides\n", 1)[1]
+    assert f"`{key}` reads 'y.py:A' in {TO}" in decided and carry.SERVING_TOML in decided
+    assert f"`file p.py id0` cannot be read from {TO}" in decided
+
+
 def test_the_files_a_decision_names_are_there():
     """A decision names the file to edit and the test that checks it: each
     is a file of this repository (a module moved leaves no stale path)."""
     root = Path(carry.__file__).resolve().parents[3]
-    for named in (carry.RULES_TOML, carry.PROBED, carry.TESTED):
+    for named in (carry.RULES_TOML, carry.SERVING_TOML, carry.PROBED, carry.TESTED):
         assert (root / named).is_file(), named
 
 

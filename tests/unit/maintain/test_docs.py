@@ -85,11 +85,13 @@ def test_check_names_the_stale_parts_and_write_mends_only_them(tmp_path):
     assert docs.stale(root, pins=PINS) == [
         "README.md (title)",
         "README.md (why)",
+        "README.md (families)",
         "README.md (patch table)",
         "README.md (layout)",
         "docs/patches.md",
         "docs/doctor.md (defects table)",
         "docs/doctor.md (releases table)",
+        "docs/doctor.md (families table)",
     ]
     assert not (root / "docs" / "patches.md").exists()  # --check writes nothing
     assert docs.write(root, pins=PINS) == ["README.md", "docs/patches.md", "docs/doctor.md"]

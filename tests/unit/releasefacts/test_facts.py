@@ -40,6 +40,8 @@ _CONFIG_REGISTRY: dict[str, type[PretrainedConfig]] = LazyConfigDict(
     deepseek_v32="DeepseekV3Config",
     kimi_k2="DeepseekV3Config",  # Kimi K2 uses same architecture as DeepSeek V3
     kimi_k25="KimiK25Config",
+    qwen3_next="Qwen3NextConfig",
+    **{"deepseek_v41": "DeepseekV41Config"},
 )
 """
 
@@ -65,7 +67,8 @@ class VllmConfig:
 
 def test_values_read_from_code():
     got = facts.read({F["configs"]: CONFIGS, F["registry"]: REGISTRY, F["vllm"]: VLLM_V2}).values
-    assert got["own_configs"] == {"kimi_k2", "kimi_k25"}
+    # CONFIG_TYPES only, a `**{...}` entry too (qwen3_next is no type doctor reads)
+    assert got["own_configs"] == {"deepseek_v32", "deepseek_v41", "kimi_k2", "kimi_k25"}
     assert got["archs"] == {"Eagle3LlamaForCausalLM", "Eagle3DeepseekV2ForCausalLM"}
     assert got["v2_default"] == {"DeepseekV2ForCausalLM"}  # the targets doctor serves only
     every = VLLM_V2.replace("self._is_default_v2_model_runner_model()", "True")

@@ -14,10 +14,11 @@ aux ids' two conventions: conventions.py.
 
 A check is a function of the Pair that returns one finding (its message:
 what vLLM <release> does, then the fix), in the module of its family:
-vllm (the environment's vLLM and the target, and `defect()`), layers (the
-aux ids), shapes (widths, vocabularies, tensors, heads), drafter (how vLLM
-builds it: format, class, norms, rope) and command (the serve command's
-flags). CHECKS lists every check once, in the report's order.
+vllm (the environment's vLLM and the target, and `defect()`), models (the
+code that serves the target: serving.toml's file, its TP capture and aux
+variables), layers (the aux ids), shapes (widths, vocabularies, tensors,
+heads), drafter (how vLLM builds it: format, class, norms, rope) and command
+(the serve command's flags). CHECKS lists every check once, in the report's order.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from .drafter import (
     check_rope_range,
 )
 from .layers import check_aux_layers, check_pipeline_parallel, check_trained_layers
+from .models import check_aux_stream, check_serving, check_tp_capture, platform_said, runs
 from .shapes import (
     check_d2t,
     check_embeddings,
@@ -64,6 +66,7 @@ from .vllm import check_target, check_vllm
 CHECKS = (
     check_vllm,
     check_target,
+    check_serving,
     check_serve_flags,
     check_model_runner,
     check_speculative_config,
@@ -72,6 +75,8 @@ CHECKS = (
     check_architecture,
     check_mla_detection,
     check_aux_layers,
+    check_tp_capture,
+    check_aux_stream,
     check_trained_layers,
     check_hidden_size,
     check_fc,
@@ -170,7 +175,7 @@ def diagnose(
     if not serve.given and pair.remote_code:
         # --target/--drafter: the command doctor prints is one that loads
         pair.serve = replace(serve, trust_remote_code=True)
-    findings = [c(pair) for c in CHECKS]
+    findings = [c(pair) for c in CHECKS if runs(pair, c.__name__)]
     fixes: dict[str, Any] = {}
     for f in findings:
         fixes.update(f.fix)
@@ -180,6 +185,8 @@ def diagnose(
         f"{eff.arch or 'no known class'}",
         f"vllm     {_where(env)} -> rules of {rules.release}",
     ]
+    if pair.served is not None:
+        head.append(f"platform {platform_said(env.dist, env.version, env.platform)}")
     head += [f"read     {m.source()}" for m in (target, drafter) if m.hub]
     read = [m.to_json() for m in (target, drafter)]
     vllm = {
@@ -188,6 +195,7 @@ def diagnose(
         "python": None if env.given else env.python,
         "given": env.given or None,  # `--vllm R [--patched]`, no environment read
         "rules": rules.release,
+        "platform": pair.platform[0],
         "eagle3_ready": readiness.ready if readiness.known else None,  # `vpatch check`
     }
     return Report(

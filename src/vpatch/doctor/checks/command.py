@@ -11,6 +11,7 @@ from typing import Any
 from ..behaviour import V2_ENV, backend_refused, kv_connectors, runner_refused
 from ..pair import Pair
 from ..report import Finding
+from ..served import OTHER_METHODS
 from .vllm import defect
 
 # draft tokens per step above which num_speculative_tokens is said to be too many
@@ -93,7 +94,10 @@ def check_speculative_config(p: Pair) -> Finding:
             '(eagle3 only when the name says so); give "method": "eagle3"',
             {"spec_method": "eagle3"},
         )
-    if method != "eagle3":
+    # DFlash, DSpark and MTP drafters of a serving.toml target: checked for
+    # what they read of the target (checks/models.py)
+    other = method in OTHER_METHODS and p.served is not None
+    if method != "eagle3" and not other:
         return Finding(
             "speculative_config",
             "error",
@@ -127,7 +131,7 @@ def check_speculative_config(p: Pair) -> Finding:
             {"spec_draft_tensor_parallel_size": None},
         )
     tp_note = "" if dtp is None else f", draft_tensor_parallel_size {dtp}"
-    said = f"eagle3, {k} draft tokens per step{tp_note}"
+    said = f"{method}, {k} draft tokens per step{tp_note}"
     if k > MANY_TOKENS:
         return Finding(
             "speculative_config",
