@@ -4,7 +4,7 @@ release", "a release with the V1 runner", "the first release of a fix's
 span" are questions to VERSIONS.lock, rules.toml and patches.toml, never a
 typed number, so that a new release changes the data and the tests follow.
 
-- newest(), newest_patched(), oldest(): the lock's ends;
+- newest(), last_pin(), newest_patched(), oldest(): the lock's ends;
 - where(holds), first_where(holds), last_where(holds): the pinned releases
   doctor's rules cover whose `Rules` (src/vpatch/rules.py) `holds` is true of;
 - serving(key): the releases whose series carry the fix of doctor's defect
@@ -92,7 +92,16 @@ def _pins(pins: lock.Lock | None) -> lock.Lock:
 
 
 def newest(pins: lock.Lock | None = None) -> str:
-    """The newest pinned release (what a user upgrades to)."""
+    """The newest pinned release doctor's rules cover (what a user upgrades
+    to). In a checkout, the lock's last pin; in a copy a carry has just
+    pinned a release in, before a person writes its facts, the one before
+    (doctor refuses the new pin, exit 12, until then)."""
+    p = _pins(pins)
+    return (covered(p) or p.versions())[-1]
+
+
+def last_pin(pins: lock.Lock | None = None) -> str:
+    """The lock's last pin, whether or not doctor's rules cover it yet."""
     return _pins(pins).versions()[-1]
 
 
@@ -179,12 +188,12 @@ def v1_by_default(r: Rules) -> bool:
 
 
 def serving(key: str, pins: lock.Lock | None = None) -> list[str]:
-    """The pinned releases whose series carry the fix of doctor's defect
+    """The covered releases whose series carry the fix of doctor's defect
     `key` (its patch's spans in patches.toml)."""
     p = _pins(pins)
     slug = defects.fix(p, key)
     assert slug is not None, f"no patch fixes doctor's defect {key}"
-    return p.patchset.serving(slug, p.versions())
+    return p.patchset.serving(slug, covered(p))
 
 
 # -- a release typed where it is the point ---------------------------------------------

@@ -1,9 +1,10 @@
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from support import minor_after, next_release, text_file
+from support import REWOUND, minor_after, next_release, text_file
 from vpatch import lock, rules
 from vpatch.errors import ConfigError
 
@@ -252,7 +253,10 @@ def _real_root(where: Path) -> Path:
 
 def test_the_standing_of_a_version_is_one_answer():
     pins = lock.load()
-    newest, first, ruled = pins.versions()[-1], pins.versions()[0], pins.rules.newest
+    # the newest release doctor's rules cover: the lock's last pin, except in
+    # a copy a carry has just pinned a release in (support.REWOUND), until a
+    # person writes its facts
+    newest, first = pins.rules.newest, pins.versions()[0]
     after = next_release(pins)
     cases = {
         newest: ("known", newest),
@@ -269,7 +273,8 @@ def test_the_standing_of_a_version_is_one_answer():
     for version, (state, release) in cases.items():
         s = pins.standing(version)
         assert (s.state, s.release) == (state, release), version
-    assert ruled == newest  # the real data: doctor's rules cover every pin
+    if not os.environ.get(REWOUND):
+        assert newest == pins.versions()[-1]  # the real data: doctor's rules cover every pin
 
 
 def test_a_newer_release_is_refused_alike_for_check_and_doctor():
@@ -281,7 +286,7 @@ def test_a_newer_release_is_refused_alike_for_check_and_doctor():
         assert e is not None and e.exit_code == 12
         assert f"vLLM {after}+cu129 is newer than vpatch knows" in str(e)
         assert f"`vpatch carry {after}`" in str(e)
-    assert pins.standing(pins.versions()[-1]).refusal("x", rules=True) is None
+    assert pins.standing(pins.rules.newest).refusal("x", rules=True) is None
 
 
 def test_newest_beyond_the_lock_is_refused_at_load(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import tomllib
 from packaging.version import Version
 from support import REWOUND, next_release
 from support import releases as R
@@ -34,13 +35,16 @@ def pin(path: Path, release: str, status: str) -> lock.Lock:
 
 
 def test_the_ends_follow_the_lock(tmp_path):
-    assert R.newest() == PINS.versions()[-1] and R.oldest() == PINS.versions()[0]
+    assert R.newest() == R.last_pin() == PINS.versions()[-1]
+    assert R.oldest() == PINS.versions()[0]
     assert R.newest_patched() == PINS.default().version
     assert R.with_status("patched") == PINS.versions("patched")
     new = next_release(PINS)
     edited = pin(copy(tmp_path), new, "patched")
-    assert R.newest(edited) == R.newest_patched(edited) == new
-    assert R.oldest(edited) == R.oldest() and R.newest() != new
+    assert R.last_pin(edited) == R.newest_patched(edited) == new
+    assert R.oldest(edited) == R.oldest() and R.last_pin() != new
+    # pinned, its facts not written: doctor's rules still end before it
+    assert R.newest(edited) == R.newest() != new
 
 
 def merge_back(path: Path, release: str) -> rules.Table:
@@ -48,9 +52,29 @@ def merge_back(path: Path, release: str) -> rules.Table:
     (its header line taken out): its facts change a table earlier."""
     toml = path.parent / rules.FILE
     header = f'[releases."{release}"]\n'
-    assert toml.read_text().count(header) == 1
-    toml.write_text(toml.read_text().replace(header, ""))
+    text = toml.read_text()
+    assert text.count(header) == 1
+    head, tail = text.split(header)
+    later = set(tomllib.loads(header + tail.split("\n[")[0])["releases"][release])
+    # the table before loses the keys the merged one sets (TOML has one value a key)
+    start = head.rindex("\n[") + 1
+    toml.write_text(head[:start] + _without(head[start:], later) + tail)
     return lock.load(path).rules
+
+
+def _without(table: str, keys: set[str]) -> str:
+    """A table's text without the assignments of `keys` (one line, or an
+    array over several)."""
+    out, skipping = [], False
+    for line in table.splitlines(keepends=True):
+        if not skipping and line.split("=")[0].strip() in keys and "=" in line:
+            skipping = line.count("[") > line.count("]")
+            continue
+        if skipping:
+            skipping = "]" not in line
+            continue
+        out.append(line)
+    return "".join(out)
 
 
 def test_where_first_where_last_where_and_edge_follow_rules_toml(tmp_path):
@@ -71,7 +95,7 @@ def test_where_first_where_last_where_and_edge_follow_rules_toml(tmp_path):
 
 def test_serving_follows_the_patch_set(tmp_path):
     slug = R.defects.fix(PINS, "layer0")
-    assert R.serving("layer0") == PINS.patchset.serving(slug, PINS.versions())
+    assert R.serving("layer0") == PINS.patchset.serving(slug, R.covered())
     path = copy(tmp_path)
     toml = path.parent / "patches" / "patches.toml"
     last = R.serving("layer0")[-1]
