@@ -168,7 +168,7 @@ class Rules:
     mtp_rewrite: frozenset[str]
 
     # -- the serve command's speculative config, and who reads a draft's
-    # use_mla (issue 54) ---------------------------------------------------
+    # use_mla ---------------------------------------------------
     # config/speculative.py SpeculativeConfig: the keys --speculative-config
     # takes (its init fields); engine/arg_utils.py
     # EngineArgs.create_speculative_config hands the JSON to

@@ -317,7 +317,7 @@ def torchspec_kimi_mla_drafter() -> dict:
     return cfg
 
 
-# -- the published Kimi drafters and serve commands (issue 54) -----------------
+# -- the published Kimi drafters and serve commands -----------------
 #
 # The MLA Kimi drafters people serve, each as its maker publishes it:
 #

@@ -102,7 +102,7 @@ DELIBERATE: dict[str, str] = {
     + " (the fatbin layout, confirmed on those wheels)",
     # tests: a release's own fact, checked against rules.toml
     "tests/unit/doctor/test_behaviour.py::test_historical_facts": FACT,
-    # issue 54: the releases the MLA drafters, the recipes and the docs' example
+    # the releases the MLA drafters, the recipes and the docs' example
     # are settled on
     "tests/unit/doctor/test_behaviour.py::NO_KIMI_K2": FACT,
     "tests/unit/doctor/checks/test_drafter.py::NONE_READS": FACT,
@@ -111,7 +111,7 @@ DELIBERATE: dict[str, str] = {
     "tests/unit/doctor/checks/test_command.py::NEWEST_FACTS": FACT,
     "tests/unit/commands/test_doctor_example.py::RELEASE": FACT,
     "tests/unit/doctor/checks/test_models.py::DONE_WHEN": FACT
-    + " (issue 55's done-when releases, with serving.toml's facts too)",
+    + " (the new families' done-when releases, with serving.toml's facts too)",
     "tests/integration/doctor/test_releases_real.py::"
     "test_the_probes_before_their_gates_cannot_read_what_the_v1_removal_removed": FACT,
     "tests/unit/test_lock.py::test_the_real_lock": (

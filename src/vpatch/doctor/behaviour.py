@@ -257,7 +257,7 @@ def effective(raw: dict[str, Any], fmt: str, r: Rules) -> Effective:
 
 
 # -- the serve command's speculative config, and who reads a draft's use_mla
-# (issue 54) ------------------------------------------------------------------
+# ------------------------------------------------------------------
 
 # The config classes transformers lacks, by major (CONFIG_MAPPING_NAMES of
 # 4.57.6, the newest 4.x any release allows, and of 5.19.0 and 5.25.0: the

@@ -12,7 +12,7 @@ and rules.toml is checked against every pinned release
            each family architecture per platform (the registry, the
            package's dispatch), what each serving file does with aux ids
   speculative  the probes of the serve command's speculative config and of
-           who reads a draft's use_mla (issue 54), which facts adds to PROBES
+           who reads a draft's use_mla, which facts adds to PROBES
 
 Why a package of its own: the readers serve the carry, not the preflight
 (doctor reads the facts from rules.toml and never runs a probe), and they

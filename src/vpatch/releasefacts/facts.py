@@ -57,7 +57,7 @@ FILES = {
     "worker": "vllm/v1/worker/gpu_worker.py",
     "platform": "vllm/platforms/interface.py",
     "speculator_cfg": "vllm/v1/worker/gpu/spec_decode/speculator_config.py",
-    # issue 54: the serve command's speculative config (speculative.py)
+    # the serve command's speculative config (speculative.py)
     **speculative.FILES,
 }
 # The targets doctor serves: what the V2 runner's default list is read for.
@@ -368,7 +368,7 @@ PROBES: dict[str, Callable[[Source], Any]] = {
     "v2_env": _v2_env,
     "draft_caps_max_model_len": _draft_caps_max_model_len,
     "cache_only_rope_types": _cache_only_rope_types,
-    # issue 54: the serve command's speculative config (speculative.py)
+    # the serve command's speculative config (speculative.py)
     **speculative.PROBES,
 }
 
@@ -454,7 +454,7 @@ NOT_PROBED: dict[str, str] = {
     "forced_backend_crash (the failure)": "the probe reads whether a forced backend reaches "
     "the drafter; that CUDA then refuses an MLA backend for a Llama drafter's layers needs a "
     "GPU (the tier checks the backend the drafter is built with)",
-    # issue 54 (speculative.py's facts)
+    # speculative.py's facts
     "TRANSFORMERS_LACKS": "the config classes transformers lacks by major (kimi_k2 in 4 and "
     "5, kimi_k25 in 4), read in the tier's venvs (4.57.6, 5.19.0, 5.25.0): which drafter "
     "model types load nowhere without auto_map (behaviour.config_class_missing)",

@@ -1,5 +1,5 @@
 """doctor's facts of the serve command's speculative config, and of who
-reads a draft model config's use_mla (issue 54): the probes of the Rules
+reads a draft model config's use_mla: the probes of the Rules
 fields from spec_fields to draft_mla_connectors, which facts.py adds to its
 PROBES (and these files to its FILES: a probe reads a file by its key).
 

@@ -1,4 +1,4 @@
-"""vLLM's recipes as doctor's test data (issue 54): every `--speculative-config`
+"""vLLM's recipes as doctor's test data: every `--speculative-config`
 and every flag set of `recipes/models/{moonshotai,deepseek-ai}/*.yaml` in the
 newest pinned release's sdist, read from the cache at test time (never copied
 here), gets a verdict:

@@ -208,14 +208,14 @@ def test_mtp_rewrite(model_type, release, rewritten):
         assert e.architectures == ("Eagle3DeepSeekMTPModel",) and e.arch is None
 
 
-# -- issue 54 ----------------------------------------------------------------
+# -- the speculative config and the MLA drafters' readers ---------------------------
 
 
 def test_the_model_types_transformers_lacks_are_those_vllm_may_register():
     assert set().union(*behaviour.TRANSFORMERS_LACKS.values()) <= set(rules.CONFIG_TYPES)
 
 
-NO_KIMI_K2 = releases.having("0.17.1", own_configs={"kimi_k25"}, transformers=(4,))
+NO_KIMI_K2 = releases.having("0.17.1", own_configs={"deepseek_v32", "kimi_k25"}, transformers=(4,))
 
 
 def test_a_config_class_is_missing_only_where_vllm_and_every_transformers_lack_it():

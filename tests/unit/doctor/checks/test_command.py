@@ -275,7 +275,7 @@ def speculative_config(tmp_path, spec):
 
 
 # -- the speculative config's keys, the --spec-* flags and the flags people
-# serve these targets with (issue 54) -----------------------------------------
+# serve these targets with -----------------------------------------
 
 # the release the recipes' names are checked on: B12X but no B12X_MLA_SPARSE,
 # the sampling methods without a fork's "probabilistic"

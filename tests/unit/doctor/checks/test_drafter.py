@@ -199,7 +199,7 @@ def test_torchspec_kimi_mla_drafter(tmp_path, version):
     assert "fixed here" in find(r, "mla_detection").message
 
 
-# The releases issue 54 settles the MLA drafters on, each with what reads a
+# The releases the MLA drafters' verdicts are settled on, each with what reads a
 # draft's use_mla there (rules.toml's draft_mla_readers/_connectors, read
 # from its source by releasefacts/speculative.py): nothing, then NIXL.
 NONE_READS = having("0.26.0", kimi_k2_drafter_not_mla=True, draft_mla_readers=set())
@@ -310,7 +310,7 @@ def test_a_dflash_method_reads_the_drafts_use_mla_where_its_speculator_does(tmp_
 # sgl-project/SpecForge configs/kimi-k2-eagle3.json declares kimi_k2 for a
 # Llama drafter; the last release before vLLM's _CONFIG_REGISTRY has kimi_k2
 # allows transformers 4 only, which has no class for it (research-54 D).
-NO_KIMI_K2 = having("0.17.1", own_configs={"kimi_k25"}, transformers=(4,))
+NO_KIMI_K2 = having("0.17.1", own_configs={"deepseek_v32", "kimi_k25"}, transformers=(4,))
 KIMI_K2_CLASS = first_where(lambda r: "kimi_k2" in r.own_configs)
 
 

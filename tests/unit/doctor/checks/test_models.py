@@ -3,7 +3,7 @@ the aux ids of the families vLLM serves from vllm/models/ (check_aux_layers'
 family branch): DeepSeek-V3.2, V4, V4.1 and Kimi K3 pairs as published
 (tests/support/families.py), through `vpatch doctor --vllm R [--patched]`.
 
-The done-when table of issue 55: on the releases the issue names, as
+The done-when table of the new families (V3.2, V4, V4.1, K3): on the releases the issue names, as
 released and `--patched`, doctor says what each release's source does
 (each release named in having(), which fails when serving.toml or
 rules.toml says otherwise: the integration test reads those from the
@@ -34,7 +34,7 @@ STREAM = "VLLM_KIMI_K3_AUX_ATTN_RES_STREAM"
 OWN = {"id0": "embedding", "id_n": False, "partial_sum": True, "path": V32_NVIDIA}
 V4_AUX = {"eagle3": True, "id0": "dropped", "id_n": True}
 
-# Issue 55's done-when releases, each with the facts of serving.toml and
+# The new families' done-when releases, each with the facts of serving.toml and
 # rules.toml its rows below rely on
 DONE_WHEN = (
     having(
@@ -257,7 +257,7 @@ ROWS = [
 
 @pytest.mark.parametrize(("case", "target", "drafter", "release", "patched", "expected"), ROWS)
 def test_done_when(tmp_path, case, target, drafter, release, patched, expected):
-    """Issue 55's done-when: the verdict on each case is what the release's
+    """The new families' done-when: the verdict on each case is what the release's
     source does (bites: serving.toml's id_n of V3.2's nvidia file set true
     fails the final-id rows of its releases; its partial_sum false, the TP
     rows; V3.2's CUDA route sent back to deepseek_v2.py, the layer-0 rows
