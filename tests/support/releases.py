@@ -69,10 +69,17 @@ def missing_in(value: Any) -> Missing | None:
 
 def setup(item: Any) -> None:
     """tests/conftest.py's pytest_runtest_setup: a test given a Missing (a
-    helper's answer at collection) is skipped in a rewound copy, failed here."""
+    helper's answer at collection), as a parameter or a module constant its
+    body names, is skipped in a rewound copy, failed here."""
     params = getattr(item, "callspec", None)
     for value in params.params.values() if params else ():
         if (m := missing_in(value)) is not None:
+            unknown(m.why)
+    # or a module's constant (NEWEST_FACTS = having(...)) its body reads
+    fn = getattr(item, "function", None)
+    code = getattr(fn, "__code__", None)
+    for name in code.co_names if code is not None else ():
+        if (m := missing_in(fn.__globals__.get(name))) is not None:
             unknown(m.why)
 
 

@@ -158,6 +158,12 @@ def test_a_test_given_a_missing_release_is_failed_or_skipped(monkeypatch, rewoun
             R.setup(item)
     R.setup(SimpleNamespace(callspec=SimpleNamespace(params={"v": "x"})))
     R.setup(SimpleNamespace())  # not parametrized
+    # a module constant the test's body reads (NEWEST = having(...)) alike
+    scope = {"NEWEST": m, "OTHER": "0.0.0"}
+    body = eval("lambda: NEWEST", scope)  # noqa: S307 - a body naming the constant
+    with pytest.raises(kind, match="no pinned release where it holds"):
+        R.setup(SimpleNamespace(function=body))
+    R.setup(SimpleNamespace(function=eval("lambda: OTHER", scope)))  # noqa: S307
 
 
 def test_known_takes_a_missing_release(monkeypatch):
