@@ -127,6 +127,8 @@ DELIBERATE: dict[str, str] = {
     "tests/vllm/fixtures.py": TIER,
     "tests/vllm/mutants.py": TIER,
     "tests/vllm/release/conftest.py": TIER,
+    "tests/vllm/release/tier_plugins/cpu_deepseek_v4.py": TIER,
+    "tests/vllm/release/tier_plugins/cpu_gemm.py": TIER,
     "tests/vllm/release/tier_plugins/cpu_kernel_scan.py": TIER,
     "tests/vllm/release/tier_plugins/cpu_moe.py": TIER,
     "tests/vllm/release/tier_plugins/cpu_rotary.py": TIER,
