@@ -24,7 +24,8 @@ TIER_OUT ?= build/tier
 
 .PHONY: apply fetch status wheel test test-unit test-integration test-vllm mutants lint \
 	lint-ruff lint-format lint-types lint-patches lint-docs lint-workflows docs matrix drill crash \
-	bench-forward bench-spec bench-wheel bench-matrix bench-install clean
+	bench-forward bench-spec bench-wheel bench-matrix bench-install bench-doctor-hub \
+	bench-carry clean
 
 $(BIN)/.installed: pyproject.toml
 	$(call quote,$(PYTHON)) -m venv $(call quote,$(VENV))
@@ -125,14 +126,22 @@ bench-forward: $(BIN)/.installed
 bench-spec: $(BIN)/.installed
 	$(PY) tests/vllm/bench_spec.py $(call arg,$(VLLM))
 
+# benchmarks/: modules of their package, over the installed vpatch; those
+# that build their inputs with the tests' helpers take tests/ on PYTHONPATH
 bench-wheel: $(BIN)/.installed
-	$(PY) benchmarks/bench_wheel.py $(call arg,$(VLLM))
+	$(PY) -m benchmarks.bench_wheel $(call arg,$(VLLM))
 
 bench-matrix: $(BIN)/.installed
-	$(PY) benchmarks/bench_matrix.py
+	$(PY) -m benchmarks.bench_matrix
 
 bench-install: $(BIN)/.installed
-	$(PY) benchmarks/bench_install.py $(call arg,$(VLLM))
+	$(PY) -m benchmarks.bench_install $(call arg,$(VLLM))
+
+bench-doctor-hub: $(BIN)/.installed
+	PYTHONPATH=tests $(PY) -m benchmarks.bench_doctor_hub
+
+bench-carry: $(BIN)/.installed
+	PYTHONPATH=tests $(PY) -m benchmarks.bench_carry
 
 clean:
 	rm -rf build dist pr $(call quote,$(VENV)) .pytest_cache

@@ -1,10 +1,12 @@
 """Wall time of `vpatch carry TO --write` from nothing pinned, against the
 real package index (pip's configuration names it).
 
-    python benchmarks/bench_carry.py [--from 0.32.0] [--to 0.33.0] [--cold]
+    make bench-carry
+    PYTHONPATH=tests python -m benchmarks.bench_carry [--from FROM] [--to TO] [--cold]
 
-A scratch copy of the project is rewound to FROM (TO and every later
-release out of the lock, the patch set, doctor's rules.toml and the docs:
+By default TO is the newest pinned release and FROM the one before (the
+carry drill's case). A scratch copy of the project is rewound to FROM (TO
+and every later release out of the lock, the patch set, doctor's rules.toml and the docs:
 tests/support/drill.py), then carried to TO. --cold uses an empty
 VPATCH_CACHE in a scratch folder (every release's files are downloaded:
 the carry lints every pinned release), never the shared cache. The
@@ -24,19 +26,18 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from support import drill  # noqa: E402
+from support import drill
+from support.cli import vpatch
+from vpatch import lock
 
 GOAL = 30 * 60.0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--from", dest="frm", default="0.32.0")
-    ap.add_argument("--to", default="0.33.0")
+    before, newest = lock.load().versions()[-2:]
+    ap.add_argument("--from", dest="frm", default=before)
+    ap.add_argument("--to", default=newest)
     ap.add_argument("--cold", action="store_true", help="an empty VPATCH_CACHE of its own")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vpatch-bench-carry-") as tmp:
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         project = drill.copy_project(Path(tmp) / "project")
         drill.rewind(project, args.frm)
         t = time.perf_counter()
-        r = drill.vpatch(project, "carry", args.to, "--write", env=env)
+        r = vpatch("carry", args.to, "--write", env=drill.project_env(project, env), cwd=project)
         carry = time.perf_counter() - t
         sys.stdout.write(r.stdout)
         if r.returncode:
@@ -54,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         base = drill.copy_project(Path(tmp) / "base")
         drill.rewind(base, args.frm)
         t = time.perf_counter()
-        r = drill.vpatch(base, "port", args.frm, args.to, "--into", "out", env=env)
+        r = vpatch(
+            "port", args.frm, args.to, "--into", "out", env=drill.project_env(base, env), cwd=base
+        )
         port = time.perf_counter() - t
     print(f"carry {args.frm} -> {args.to} ({'cold' if args.cold else 'warm'}): {carry:.0f} s")
     print(

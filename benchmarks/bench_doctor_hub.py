@@ -1,6 +1,8 @@
 """`vpatch doctor` on hub ids, cold cache, against the same pair on disk.
 
-    python benchmarks/bench_doctor_hub.py [--reps 7] [--python PY] [--max-ratio R]
+    make bench-doctor-hub
+    PYTHONPATH=tests python -m benchmarks.bench_doctor_hub [--reps 7] [--python PY]
+        [--max-ratio R]
 
 Two pairs shaped like the public ones (tests/support/pairs.py), their
 checkpoints sparse files of the real sizes:
@@ -16,8 +18,8 @@ a child process) on the hub ids with HF_ENDPOINT at the stand-in and an
 empty HF_HUB_CACHE, and on the two folders. Prints the medians, their
 ratio and the bytes the hub served per run (and the CPU time of each, which
 the machine's other jobs move less); the goals are <= 2x the local wall time
-and < 1 MB. PY (default: a venv with support.env's small fake vLLM
-0.32.0, made here) is the serving environment doctor asks `vpatch check`
+and < 1 MB. PY (default: a venv with support.env's small fake vLLM of
+the newest pinned release, made here) is the serving environment doctor asks `vpatch check`
 about, the same for both runs. Exit status 1 if --max-ratio is given and
 not met, or a run served 1 MB or more.
 """
@@ -34,13 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from support import env as fake_env  # noqa: E402
-from support import pairs as F  # noqa: E402
-from support.hub import StandIn  # noqa: E402
+from support import env as fake_env
+from support import pairs as F
+from support.hub import StandIn
+from support.releases import newest
 
 MB = 10**6
 GOAL_RATIO = 2.0
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     with tempfile.TemporaryDirectory(prefix="bench-doctor-hub-") as tmp:
         root = Path(tmp)
-        python = args.python or str(fake_env.build_env(root / "venv", version="0.32.0"))
+        python = args.python or str(fake_env.build_env(root / "venv", version=newest()))
         hub = StandIn()
         made = pairs(root / "pairs")
         for name, (t, d) in made.items():

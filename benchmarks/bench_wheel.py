@@ -1,7 +1,8 @@
 """Overlay time vs a plain copy of the same official wheel.
 
-    python benchmarks/bench_wheel.py [VERSION] [--variant cuda|cpu] [--reps 7]
-    python benchmarks/bench_wheel.py --wheel FILE --series DIR
+    make bench-wheel [VLLM=VERSION]
+    python -m benchmarks.bench_wheel [VERSION] [--variant cuda|cpu] [--reps 7]
+    python -m benchmarks.bench_wheel --wheel FILE --series DIR
 
 Times, in one run and alternating the order, `shutil.copyfile` of the
 official wheel and `vpatch.wheel.overlay.overlay` of it (series loaded and hashed,
@@ -26,13 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from vpatch import lock  # noqa: E402
-from vpatch.commands import wheel  # noqa: E402
-from vpatch.sources.cache import download  # noqa: E402
-from vpatch.wheel.overlay import overlay  # noqa: E402
+from vpatch import lock
+from vpatch.commands import wheel
+from vpatch.sources.cache import download
+from vpatch.wheel.overlay import overlay
 
 
 def _time(fn) -> float:

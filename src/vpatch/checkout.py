@@ -26,13 +26,14 @@ import contextlib
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import gitutil, lock, quilt, sources
 from .errors import PatchError, TreeError, VpatchError, disk_error
-from .paths import PARTIAL, empty, lock_or_refuse, make_folder, sweep, write_atomic
+from .paths import PARTIAL, empty, held, make_folder, sweep, write_atomic
+from .shown import Shown
 from .sources import listing
 
 BASE_TAG = "vpatch/base-{}"
@@ -45,7 +46,7 @@ def quiet(_: str) -> None:
 
 
 @dataclass
-class Applied:
+class Applied(Shown):
     """What `apply` did."""
 
     dest: Path
@@ -56,6 +57,11 @@ class Applied:
     applied: list[str] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
 
+    def lines(self) -> list[str]:
+        if not self.applied and self.already:
+            return [f"{self.dest}: already patched ({len(self.already)} patches); nothing to do"]
+        return [f"{self.dest}: vLLM {self.version}, applied {len(self.applied)} patches"]
+
 
 @dataclass
 class PatchState:
@@ -65,12 +71,20 @@ class PatchState:
 
 
 @dataclass
-class Status:
+class Status(Shown):
     dest: Path
     version: str
     patches: list[PatchState]
     extra: list[str]
     dirty: list[str]
+
+    def lines(self) -> list[str]:
+        out = [f"{self.dest}: vLLM {self.version}"]
+        out += [f"  {'applied' if p.applied else 'not applied':11}  {p.name}" for p in self.patches]
+        out += [f"  {'unknown':11}  {e}" for e in self.extra]
+        if self.dirty:
+            out.append(f"  uncommitted changes in {len(self.dirty)} paths")
+        return out
 
 
 def default_dest(version: str) -> Path:
@@ -80,23 +94,11 @@ def default_dest(version: str) -> Path:
 # -- rules -------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def locked(dest: Path) -> Iterator[None]:
-    """An exclusive lock on the destination folder itself (flock on its
-    descriptor), so nothing is written outside it and two runs never interleave."""
-    try:
-        fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as e:
-        raise disk_error(e, "cannot open the tree") from None
-    try:
-        lock_or_refuse(
-            fd,
-            f"another vpatch run is working on {dest}; wait for it to finish",
-            "cannot lock the tree",
-        )
-        yield
-    finally:
-        os.close(fd)
+def locked(dest: Path) -> contextlib.AbstractContextManager[None]:
+    """An exclusive lock on the destination folder itself (paths.held), so
+    nothing is written outside it and two runs never interleave."""
+    busy = f"another vpatch run is working on {dest}; wait for it to finish"
+    return held(dest, busy, "the tree")
 
 
 def refuse_dirty(repo: gitutil.Repo, hint: str = "commit or discard them first") -> None:

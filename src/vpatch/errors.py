@@ -34,8 +34,8 @@ class NetworkError(VpatchError):
 class RangeUnsupported(NetworkError):
     """A server that does not honour HTTP range requests (a 200 instead of
     206, no `Accept-Ranges: bytes`, a short or oversized answer). Raised by
-    the one range reader (httprange.py, and sources/lazy.py's checks); its
-    callers catch it and fall back, as pip's lazy wheel does: to a full,
+    the one range reader (network/httprange.py, and sources/lazy.py's
+    checks); its callers catch it and fall back, as pip's lazy wheel does: to a full,
     hash-checked download of a pinned artifact, or to the start of a plain
     GET for doctor's headers. Should one escape, it is a network problem
     (exit 3)."""

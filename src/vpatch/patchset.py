@@ -28,7 +28,9 @@ patch's releases, its tier markers or its defect key elsewhere derives them
 from this table (doctor's fixes(), the tier's markers, the generated
 README table and docs/patches.md).
 
-Writing it (what `vpatch export` and `port` record) is patchset_write.py's.
+Writing it (what `vpatch export` and `port` record) is patchset_write.py's,
+which writes a loaded set too (set_spans(), forget()): it stays equal to
+its files, and no caller loads them again.
 """
 
 from __future__ import annotations
@@ -186,7 +188,7 @@ class PatchSet:
         """Where upstream stands on `slug`, from its newest variant's DEP-3."""
         newest = self.variants[slug][-1]
         parsed = self._parsed.get(newest.path)
-        return Upstream.of(parsed.fields if parsed else quilt.fields_of(newest.path))
+        return Upstream.of(parsed.fields if parsed else quilt.fields_of(self.path(newest)))
 
     def carried(self, version: str) -> list[Variant]:
         """The variants that make up `version`'s series, in series order."""
@@ -236,10 +238,28 @@ class PatchSet:
             p = self._parsed[v.path] = parse(self.path(v), name=name)
         return p if p.name == name else replace(p, name=name)
 
-    def forget(self) -> None:
-        """Parse the variant files anew when next asked: they were written
-        over (patchset_write.record)."""
-        self._parsed.clear()
+    def set_spans(self, slug: str, spans: list[tuple[str, str]], after: str | None = None) -> None:
+        """Make `slug`'s variants (first, last) `spans` in this object, as
+        patchset_write.set_spans makes them in patches.toml (a new slug's
+        table after `after`'s, else last, with no other key): what record()
+        writes, it writes here too, so that the set never disagrees with its
+        files (as wheel's WheelFile keeps its hashes on every write)."""
+        self.variants[slug] = [Variant(slug, f, la, self.file(slug, f)) for f, la in spans]
+        if slug not in self.slugs:
+            at = self.slugs.index(after) + 1 if after in self.slugs else len(self.slugs)
+            self.slugs.insert(at, slug)
+            self.about[slug] = About()
+            self.tables[slug] = {}
+        self.tables[slug][KEY] = [f if f == la else f"{f}:{la}" for f, la in spans]
+        ordered = {s: self.tables[s] for s in self.slugs}  # the file's order
+        self.tables.clear()
+        self.tables.update(ordered)
+
+    def forget(self, paths: list[Path]) -> None:
+        """Parse these variant files anew when next asked: they were written
+        over or removed (patchset_write.record)."""
+        for path in paths:
+            self._parsed.pop(path, None)
 
     def series(self, version: str) -> Series | None:
         """`version`'s series (None: it carries no patch)."""

@@ -1,6 +1,7 @@
 """Writing the patch set: what `vpatch export` and `vpatch port` record of a
 release's patches (record(): a variant kept, written, split, extended or
-new, touching no other release), and the one edit it makes to
+new, touching no other release, in the files and in the PatchSet it is
+handed alike), and the one edit it makes to
 patches.toml (set_spans(): a slug's `releases` line, everything else of
 the file, comments included, as it was). Reading it is patchset.py's.
 """
@@ -106,8 +107,12 @@ def record(
     same, else `version` gets a file of its own (its span is split); a
     release no variant serves joins a neighbouring span with the same change,
     else gets a variant of its own. `pinned` are the lock's releases, which
-    spans are made of. Raises PatchError when the tree leaves out a patch the
-    set gives `version`, or orders them otherwise than patches.toml."""
+    spans are made of. `ps` is updated as its files are (PatchSet.set_spans,
+    .forget): afterwards it equals the set loaded anew, and no caller reads
+    the files again. Raises PatchError, writing nothing, when the tree
+    leaves out a patch the set gives `version`, has one whose code
+    patches.toml says upstream removed by `version` (its `gone`), or orders
+    them otherwise than patches.toml."""
     order = sorted({*pinned, version}, key=Version)
     at = order.index(version)
     before = order[at - 1] if at else None
@@ -120,6 +125,12 @@ def record(
             f"the tree of vLLM {version} lacks {', '.join(dropped)}, which patches.toml gives "
             f"it; take {version} out of that patch's releases by hand, or apply it again"
         )
+    gone = [s for s in slugs if s in ps.gone(version)]
+    if gone:
+        raise PatchError(
+            f"the tree of vLLM {version} has {', '.join(gone)}, whose code patches.toml says "
+            "upstream removed by then (its `gone`): drop it from the tree, or correct `gone`"
+        )
     spans: dict[str, list[tuple[str, str]]] = {
         s: [(v.first, v.last) for v in ps.variants.get(s, [])] for s in slugs
     }
@@ -129,7 +140,7 @@ def record(
         mine = spans[slug]
         v = ps.variant(slug, version)
         if v is not None:
-            old = _bytes(v.path)
+            old = _bytes(ps.path(v))  # a variant without its file: PatchError, as everywhere
             if old == data:
                 out.done[slug] = "unchanged"
             elif version == v.first:
@@ -182,10 +193,11 @@ def record(
     for slug in slugs:
         if out.done[slug] != "unchanged":
             set_spans(ps.toml, slug, [f if f == la else f"{f}:{la}" for f, la in spans[slug]], prev)
+            ps.set_spans(slug, spans[slug], prev)  # the object says what the file says
         prev = slug
     for path in removes:
         path.unlink(missing_ok=True)
-    ps.forget()  # the files it parsed may be those written over
+    ps.forget([*writes, *removes])
     return out
 
 

@@ -1,5 +1,6 @@
 """Paths: safety shared by archives, wheels and patches (nothing may write
-outside its destination), and the traces a killed run leaves behind.
+outside its destination), the traces a killed run leaves behind, and the
+one lock two runs take on one folder (lock_or_refuse, held).
 
 A run that is killed (SIGKILL, power loss) cannot clean up. So whatever
 vpatch writes is either made under a temporary name and renamed into place
@@ -22,11 +23,12 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .errors import TreeError, UnsafePathError, disk_error
+from .errors import TreeError, UnsafePathError, VpatchError, disk_error
 
 PARTIAL = ".vpatch-partial"
 _TEMP = re.compile(r"^\..+\.(\d+)(?:-\d+)?\.(part|tmp)$")
@@ -204,13 +206,50 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def lock_or_refuse(fd: int, busy: str, doing: str) -> None:
-    """An exclusive, non-blocking flock on `fd`: TreeError(`busy`) when another
-    run holds it, a DiskError (`doing`) when the lock itself fails. Never
-    waits, so a second run says so at once instead of hanging behind the first."""
+def lock_or_refuse(
+    fd: int,
+    busy: str,
+    doing: str,
+    wait: float = 0.0,
+    failed: Callable[[OSError, str], VpatchError] = disk_error,
+) -> None:
+    """An exclusive flock on `fd`: the one lock vpatch takes (a tree, a
+    carry's work folder, an environment). Another run holding it is
+    TreeError(`busy`): at once by default, so a second run says so instead of
+    hanging behind the first, or once `wait` seconds have passed without it
+    letting go. The lock itself failing is `failed(e, doing)`: a DiskError
+    unless the caller's errors say otherwise (an environment's: TreeError)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise failed(e, doing) from None
+            if time.monotonic() >= deadline:
+                raise TreeError(busy) from None
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def held(
+    folder: Path,
+    busy: str,
+    what: str,
+    wait: float = 0.0,
+    failed: Callable[[OSError, str], VpatchError] = disk_error,
+) -> Iterator[None]:
+    """lock_or_refuse on the folder itself, for the block: its descriptor is
+    locked, so no lock file is made, and the lock goes with the process
+    however it ends. `what` names the folder in an error (`failed(e,
+    "cannot open " + what)`, "cannot lock ...")."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as e:
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise TreeError(busy) from None
-        raise disk_error(e, doing) from None
+        raise failed(e, f"cannot open {what}") from None
+    try:
+        lock_or_refuse(fd, busy, f"cannot lock {what}", wait, failed)
+        yield
+    finally:
+        os.close(fd)

@@ -18,6 +18,7 @@ from pathlib import Path
 from .errors import ConfigError
 
 PACKAGE_DATA = Path(__file__).resolve().parent / "data"
+DATA = "src/vpatch/data"  # where a checkout holds it (a carry's copy of one too)
 
 
 def _has_data(d: Path) -> bool:

@@ -10,7 +10,7 @@ Nothing else names a release: the Rules fields below say what each fact
 means and where vLLM has it; their values live only in the data.
 
 Each fact is re-read from every pinned release's source by
-doctor/facts.py (tests/integration/doctor/test_releases_real.py), and
+releasefacts/facts.py (tests/integration/doctor/test_releases_real.py), and
 `vpatch carry` reads a new release's before anyone writes them.
 """
 
@@ -25,9 +25,31 @@ from typing import Any
 import tomllib
 from packaging.version import InvalidVersion, Version
 
+from . import settings
 from .errors import ConfigError, disk_error
 
 FILE = "rules.toml"  # beside VERSIONS.lock
+# models/deepseek_eagle3.py: the EAGLE-3 drafter classes with MLA layers, as
+# the registry names them (Eagle3DeepseekV3ForCausalLM is an alias of V2's);
+# which of them a release registers is its `archs`.
+MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+# The model types whose config class Rules.own_configs tells about: vLLM
+# registers them (transformers_utils/config.py _CONFIG_REGISTRY) because a
+# transformers it allows has none (doctor/behaviour.py TRANSFORMERS_LACKS);
+# and the model types of serving.toml's families whose repos name remote
+# code (Kimi K3's config.json has auto_map configuration_kimi_k3.KimiK3Config).
+CONFIG_TYPES = (
+    "kimi_k25",
+    "kimi_k2",
+    "deepseek_v32",
+    "deepseek_v4",
+    "deepseek_v41",
+    "kimi_k3",
+    "kimi_k31",
+)
+# The speculative-config keys whose value builds the EAGLE drafter
+# (Rules.spec_applied says on which runner).
+DRAFT_KEYS = ("attention_backend", "kv_cache_dtype", "enforce_eager")
 
 
 @dataclass(frozen=True)
@@ -144,6 +166,54 @@ class Rules:
     # config of these model types is rewritten into a DeepSeek MTP head
     # before EAGLE-3 sees it.
     mtp_rewrite: frozenset[str]
+
+    # -- the serve command's speculative config, and who reads a draft's
+    # use_mla ---------------------------------------------------
+    # config/speculative.py SpeculativeConfig: the keys --speculative-config
+    # takes (its init fields); engine/arg_utils.py
+    # EngineArgs.create_speculative_config hands the JSON to
+    # SpeculativeConfig(**...). Any other key: spec_extra, "forbid"
+    # (config/utils.py config(): ConfigDict(extra="forbid"), a pydantic
+    # ValidationError at startup) or "ignore" (a pydantic dataclass's
+    # default: the key is dropped, nothing said).
+    spec_fields: frozenset[str]
+    spec_extra: str
+    # engine/arg_utils.py EngineArgs.add_cli_args: --spec-method,
+    # --spec-model, --spec-tokens, which create_speculative_config merges
+    # into the speculative config (one key in both: ValueError "... are
+    # mutually exclusive"); without them argparse refuses the flags.
+    # spec_dashed: create_speculative_config reads "num-speculative-tokens"
+    # as num_speculative_tokens (k.replace("-", "_")).
+    spec_flags: bool
+    spec_dashed: bool
+    # The speculative-config keys (rules.DRAFT_KEYS) each runner builds the
+    # EAGLE drafter with, "runner:key": the V1 proposer
+    # (v1/spec_decode/, SpecDecodeBaseProposer._create_draft_vllm_config
+    # and the V1 runner's reads of speculative_config.enforce_eager), the
+    # V2 runner's v1/worker/gpu/spec_decode/eagle/utils.py load_eagle_model
+    # (its own `speculative_config.KEY` or, from apply_draft_overrides,
+    # config/speculative.py _DRAFT_VLLM_CONFIG_OVERRIDES). A key a runner
+    # lacks is ignored there: the drafter takes the target's.
+    spec_applied: frozenset[str]
+    # v1/attention/backends/registry.py AttentionBackendEnum: the names
+    # --attention-backend and the speculative config's attention_backend
+    # take (upper-cased, "auto" = none); any other is "Unknown attention
+    # backend" (its metaclass) at startup.
+    attention_backends: frozenset[str]
+    # config/speculative.py: the values of rejection_sample_method
+    # (RejectionSampleMethod) and draft_sample_method (DraftSampleMethod)
+    # the release takes; another is a pydantic ValidationError.
+    rejection_sample_methods: frozenset[str]
+    draft_sample_methods: frozenset[str]
+    # The files (under vllm/) that read a draft model config's use_mla
+    # (`<draft...>.use_mla`), searched in every file of
+    # distributed/kv_transfer/, v1/worker/ and v1/spec_decode/, where a
+    # draft model config is held; and the KV connectors
+    # (--kv-transfer-config kv_connector, kv_connector/factory.py
+    # register_connector) whose module holds one of those files. What
+    # uses each other reader: doctor/behaviour.py DRAFT_MLA_USES.
+    draft_mla_readers: frozenset[str]
+    draft_mla_connectors: frozenset[str]
 
 
 # How each field is written in the TOML: its type there and how it is read.
@@ -266,7 +336,7 @@ def load(path: Path) -> Table:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path} not found: vpatch's data is incomplete") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError; int() over 4300 digits
         raise ConfigError(f"{path.name} is not valid TOML: {e}") from None
     except OSError as e:
         raise disk_error(e, f"cannot read {path.name}") from None
@@ -279,11 +349,11 @@ def load(path: Path) -> Table:
     known = set(names())
     changes: list[tuple[str, Mapping[str, Any]]] = []
     for release, table in tables.items():
-        where = f"{path.name} [releases.{release!r}]"
+        where = f"{path.name} [releases.{settings.shown(release)}]"
         try:
             Version(release)
-        except InvalidVersion:
-            raise ConfigError(f"{where}: {release!r} is not a release") from None
+        except ValueError:  # InvalidVersion, or a part of over 4300 digits
+            raise ConfigError(f"{where}: {settings.shown(release)} is not a release") from None
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: not a table")
         extra = sorted(set(table) - known)
@@ -309,8 +379,9 @@ def load(path: Path) -> Table:
         raise ConfigError(f"{path.name}: newest must be a release")
     try:
         ok = Version(newest) >= Version(changes[-1][0])
-    except InvalidVersion:
-        raise ConfigError(f"{path.name}: newest {newest!r} is not a release") from None
+    except ValueError:  # InvalidVersion, or a part of over 4300 digits
+        said = settings.shown(newest)
+        raise ConfigError(f"{path.name}: newest {said} is not a release") from None
     if not ok:
         raise ConfigError(f"{path.name}: newest {newest} is older than its last table")
     return Table(path, tuple(changes), newest)

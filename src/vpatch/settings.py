@@ -6,6 +6,7 @@ variable or a config; `seconds` for a duration read from the environment."""
 from __future__ import annotations
 
 import os
+import re
 
 from .errors import ConfigError
 
@@ -17,20 +18,35 @@ MOST = 2**31 - 1
 # 4300 digits and float() makes inf of 309; a number longer than this is
 # refused before either sees it.
 WIDTH = 40
+# The most seconds a limit read from the environment may be: a day, which no
+# read vpatch bounds needs (a socket refuses 1e10: past the platform's time_t)
+MOST_SECONDS = 86400.0
+_DECIMAL = re.compile(r"[0-9]+")
+_SECONDS = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
-def whole(value: object, what: str, least: int = 1, most: int = MOST, *, text: bool = True) -> int:
+def whole(
+    value: object,
+    what: str,
+    least: int = 1,
+    most: int = MOST,
+    *,
+    text: bool = True,
+    decimal: bool = False,
+) -> int:
     """`value` as a whole number from `least` to `most`: text as Python's
     int() reads it (what vLLM's parser does with a flag's value; `text`
-    false: a config's value, where "7168" is a string, not a number), or an
-    int as JSON or TOML gave it. Anything else (a word, a float, a bool, text
-    of more than WIDTH characters, a number out of range) is a one-line
-    ConfigError that begins with `what` (an argparse type gives none:
-    argparse names the option itself)."""
+    false: a config's value, where "7168" is a string, not a number;
+    `decimal`: ASCII digits only, as vpatch's own options take them, where
+    int() takes `1_0`, ` 1`, `+1` and a fullwidth `１`), or an int as JSON
+    or TOML gave it. Anything else (a word, a float, a bool, text of more
+    than WIDTH characters, a number out of range) is a one-line ConfigError
+    that begins with `what` (an argparse type gives none: argparse names
+    the option itself)."""
     n: int | None = None
     if isinstance(value, str) and text:
-        words = value.strip()
-        if len(words) <= WIDTH:
+        words = value if decimal else value.strip()
+        if len(words) <= WIDTH and (not decimal or _DECIMAL.fullmatch(words)):
             try:
                 n = int(words)
             except ValueError:
@@ -56,14 +72,17 @@ def shown(value: object, limit: int = WIDTH) -> str:
 
 
 def seconds(variable: str, default: float) -> float:
-    """`variable` as a number of seconds above 0; unset or blank: default."""
+    """`variable` as a number of seconds above 0 and at most MOST_SECONDS,
+    written in ASCII (float() takes `1_0` and Arabic-Indic digits); unset or
+    blank: default."""
     raw = os.environ.get(variable, "").strip()
     if not raw:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
+    value = float(raw) if _SECONDS.fullmatch(raw) else 0.0
+    if value > MOST_SECONDS:
+        raise ConfigError(
+            f"{variable}={shown(raw)}: too large: at most {MOST_SECONDS:g} seconds (a day)"
+        )
+    if not value > 0:
         raise ConfigError(f"{variable}={raw[:40]!r}: not a number of seconds above 0")
     return value

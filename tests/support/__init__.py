@@ -27,6 +27,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from packaging.version import Version
 from vpatch import lock, quilt
 from vpatch.wheel import fatbin, file, patch
 
@@ -51,11 +52,19 @@ def git(cwd: Path, *args: str) -> str:
     return out.stdout
 
 
+# The made-up releases of the fixtures: a wheel's version (make_wheel's, and
+# 9.9.x wherever a made-up tree, wheel or report names one) and the upstream
+# release of a made-up series (DEP3's 10.0.0, which tests/conftest.py's `pins`
+# pins beside 9.8.0 and 9.9.0). They are no vLLM release: nothing in vpatch's
+# data applies to them, and tests/unit/test_release_literals.py does not count
+# them.
+FAKE = "9.9.1"
+
 DEP3 = """
 Description: {subject}
 Origin: vendor
 Forwarded: not-needed
-Applied-Upstream: 0.18.0
+Applied-Upstream: 10.0.0
 Last-Update: 2026-11-29
 """
 
@@ -72,7 +81,8 @@ def known(release: str, pins: lock.Lock | None = None) -> str:
     pins = pins or lock.load()
     if release in pins.releases and pins.rules.covers(release):
         return release
-    why = f"vLLM {release} is not pinned with doctor's rules in this copy"
+    # a support.releases.Missing says which release was asked for
+    why = getattr(release, "why", f"vLLM {release} is not pinned with doctor's rules in this copy")
     if os.environ.get(REWOUND):
         import pytest
 
@@ -141,6 +151,32 @@ def publish(root: Path, version: str, folder: Path) -> Path:
         patchset_write.set_spans(toml, p.slug, spans, prev)
         prev = p.slug
     return toml
+
+
+def rules_upto(text: str, release: str) -> str:
+    """rules.toml's text as it stood when `release` was the newest read:
+    its tables after `release` left out, `newest` set to it."""
+    from vpatch import rules
+
+    head, *tables = re.split(r'(?m)^(?=\[releases\.")', text)
+    kept = [t for t in tables if Version(t.split('"', 2)[1]) <= Version(release)]
+    return rules.with_newest("".join([head, *kept]), release)
+
+
+def copy_rules(root: Path) -> Path:
+    """vpatch's rules.toml (and serving.toml) into the data root `root`,
+    beside its VERSIONS.lock: doctor's facts as they are, up to the newest release the
+    lock pins (rules_upto), since a rules.toml whose `newest` the lock does
+    not pin is refused at load. Returns the file."""
+    from vpatch import rules
+
+    out = root / rules.FILE
+    out.write_text(
+        rules_upto(lock.load().rules.path.read_text(), lock.load(root / "VERSIONS.lock").newest)
+    )
+    # and which code serves a target (serving.toml), read with them
+    shutil.copyfile(lock.load().serving.path, root / "serving.toml")
+    return out
 
 
 def named_series(
@@ -357,7 +393,7 @@ Rows = list[list[str]]
 def make_wheel(
     where: Path,
     project: str = "vllm",
-    version: str = "0.17.1",
+    version: str = FAKE,
     files: dict[str, bytes] | None = None,
     data_files: dict[str, bytes] | None = None,
     tag: str = WHEEL_TAG,

@@ -5,6 +5,7 @@ release, read the report, name a fix as `vpatch check` reports it."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from vpatch import lock
@@ -87,3 +88,31 @@ def named(version: str, key: str) -> str:
 
 def reported(version: str, key: str, state: str) -> dict:
     return {named(version, key): state}
+
+
+def published(
+    tmp: Path,
+    command: str,
+    version: str | None = PINS.default().version,
+    fmt: str = "lightseekorg_mla",
+    target: str = "kimi_k26",
+    drafter: str = F.KIMI_K26_DRAFTER,
+    ready: bool | None = True,
+    patches: dict | None = None,
+    environ: dict | None = None,
+    **kw,
+) -> doctor.Report:
+    """doctor's report on a published serve command (support.pairs'
+    KIMI_K26_COMMAND, a recipe's): the target it names and `drafter` (a hub
+    id in the command) stand for the fixture pair (`target`, `fmt`), the
+    rest of the command as published."""
+    t, d = F.pair(tmp, target=target, fmt=fmt, **kw)
+    words = shlex.split(command.replace(drafter, str(d)))
+    model = next(w for w in words[2:] if not w.startswith("-") and w != "--model")
+    words = [str(t) if w == model else w for w in words]
+    env = VllmEnv("python3", "vllm" if version else None, version, "/x" if version else None)
+    readiness = Readiness(ready, dict(patches or {}), known=ready is not None)
+    s = serve.parse(words)
+    return doctor.diagnose(
+        hub.resolve(str(t)), hub.resolve(str(d)), env, readiness, s, environ or {}, pins=PINS
+    )

@@ -29,33 +29,30 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from packaging.version import Version
-from vpatch import lock, patchset, patchset_write, rules
+from vpatch import lock, patchset, patchset_write, resources, rules
 from vpatch.sources import cache, index
 
-from support.cli import command, vpatch
+from support import rules_upto
+from support.cli import environment
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = "src/vpatch/data"
+DATA = resources.DATA
 # what a drill compares: the lock, the patch set and doctor's rules (all
-# under DATA), the docs with generated parts
-COMPARED = (DATA, "README.md", "docs/patches.md", "docs/doctor.md")
+# under DATA), the docs with generated parts (vpatch's and the tier's)
+COMPARED = (DATA, "README.md", "docs", "tests/vllm/README.md")
 
 
-def copy_project(dest: Path, whole: bool = False) -> Path:
-    """The checkout's code, data and docs (what a carry reads and writes);
-    `whole`: every file of the checkout but git's, builds and caches (to run
-    its tests and lint in the copy)."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    if whole:
-        ignore = shutil.ignore_patterns(
-            ".git", ".venv", "build", "dist", "pr", "__pycache__", "*.egg-info", ".pytest_cache"
-        )
-        return Path(shutil.copytree(ROOT, dest, ignore=ignore))
-    shutil.copytree(ROOT / "src", dest / "src", ignore=ignore)
-    shutil.copytree(ROOT / "docs", dest / "docs", ignore=ignore)
-    for f in ("README.md", "pyproject.toml", "CONTRIBUTING.md"):
-        shutil.copyfile(ROOT / f, dest / f)
-    return dest
+def copy_project(dest: Path) -> Path:
+    """Every file of the checkout but git's, builds and caches: what a
+    carry reads and writes, the tier's program that writes its tables, and
+    the Makefile, tests and lint a person runs after it."""
+    anywhere = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    top = {".git", ".venv", "build", "dist", "pr", ".pytest_cache"}  # outputs: src/vpatch/pr is not
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return anywhere(folder, names) | (top & set(names) if Path(folder) == ROOT else set())
+
+    return Path(shutil.copytree(ROOT, dest, ignore=ignore))
 
 
 def project_env(project: Path, env: dict[str, str]) -> dict[str, str | None]:
@@ -65,11 +62,18 @@ def project_env(project: Path, env: dict[str, str]) -> dict[str, str | None]:
 
 
 def rewind(project: Path, release: str) -> None:
-    """Take every release after `release` out of the project: its pins, the
-    variants and span ends past it, doctor's rules tables past it and its
-    `newest`; then the docs again."""
+    """Take every release after `release` out of the project (rewind_data),
+    then write the docs again."""
+    rewind_data(project / DATA, release)
+    make(project, "docs")
+
+
+def rewind_data(data: Path, release: str) -> None:
+    """Take every release after `release` out of vpatch's data folder `data`:
+    its pins, the variants and span ends past it, doctor's rules tables past
+    it and its `newest` (support.rules_upto)."""
     top = Version(release)
-    pins = lock.load(project / DATA / "VERSIONS.lock")
+    pins = lock.load(data / "VERSIONS.lock")
     kept = {v: r for v, r in pins.releases.items() if Version(v) <= top}
     lock.save(lock.Lock(kept, pins.path))
     ps = patchset.load(pins.patches_toml)
@@ -85,12 +89,19 @@ def rewind(project: Path, release: str) -> None:
             raise AssertionError(f"{slug} starts after {release}: a carry cannot make it")
         if spans != [v.span for v in variants]:
             patchset_write.set_spans(ps.toml, slug, spans)
-    toml = project / DATA / rules.FILE
-    tables = re.split(r'(?m)^(?=\[releases\.")', toml.read_text())
-    kept_tables = [t for t in tables[1:] if Version(_table_release(t)) <= top]
-    toml.write_text(rules.with_newest("".join([tables[0], *kept_tables]), release))
-    r = vpatch("docs", env=project_env(project, {}), cwd=project)
-    assert r.returncode == 0, r.stderr
+    toml = data / rules.FILE
+    toml.write_text(rules_upto(toml.read_text(), release))
+
+
+def make(project: Path, target: str) -> None:
+    """`make TARGET` in the copy, as a person runs it, with this test's
+    venv (the copy has none: VENV names it, and its install is taken as
+    made) running the copy's own source."""
+    venv = Path(sys.executable).parent.parent
+    cmd = ["make", "-s", f"VENV={venv}", "-o", f"{venv}/bin/.installed", target]
+    env = environment({"PYTHONPATH": str(project / "src"), "VPATCH_ROOT": None})
+    r = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, f"make {target}: {r.stdout[-3000:]}{r.stderr[-3000:]}"
 
 
 def _table_release(table: str) -> str:
@@ -106,12 +117,10 @@ def table(project: Path, release: str) -> str:
 
 
 def decide(project: Path, release: str, text: str) -> None:
-    """What a person does after a carry with decisions: the release's table
-    into rules.toml, `newest` moved to it, the docs regenerated."""
+    """What a person decides of doctor's facts after a carry: the release's
+    table into rules.toml, `newest` moved to it (the docs are Next's)."""
     path = project / DATA / rules.FILE
     path.write_text(rules.with_newest(path.read_text().rstrip("\n") + "\n\n" + text, release))
-    r = vpatch("docs", env=project_env(project, {}), cwd=project)
-    assert r.returncode == 0, r.stderr
 
 
 def decided(report: str) -> set[str]:
@@ -142,26 +151,37 @@ def run_tests(project: Path, *paths: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
 
 
-def run_lint(project: Path) -> list[str]:
-    """`make lint`'s checks on the copy; the failures' output."""
-    bin_ = Path(sys.executable).parent
-    tier = [sys.executable, "tests/vllm/tier.py", "docs", "--check"]
-    checks = [
-        [str(bin_ / "ruff"), "check", "src", "tests", "benchmarks"],
-        [str(bin_ / "ruff"), "format", "--check", "src", "tests", "benchmarks"],
-        [str(bin_ / "mypy")],
-        [*command(), "lint"],
-        [*command(), "docs", "--check"],
-        tier,
-    ]
-    env = {**os.environ, "PYTHONPATH": str(project / "src")}
-    env.pop("VPATCH_ROOT", None)
-    failed = []
-    for cmd in checks:
-        r = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
-        if r.returncode:
-            failed.append(f"{' '.join(cmd[-3:])}: {r.stdout[-2000:]}{r.stderr[-2000:]}")
-    return failed
+def next_steps(report: str) -> list[str]:
+    """The report's `## Next`, its steps in order."""
+    part = report.split("\n## Next\n", 1)[1]
+    return [m.group(1) for m in re.finditer(r"^\d+\. (.+)$", part, re.M)]
+
+
+def follow(project: Path, report: str, release: str, table: str, *, whole: bool) -> list[str]:
+    """Do what the report's `## Next` says, to the letter, in the copy:
+    `release`'s committed rules.toml `table` for the facts a person decides,
+    `make docs`, `make lint` (`whole`: every check, else `make lint-docs`,
+    the one a carry's data changes), `make test`'s unit tests (`whole`:
+    all, else DATA_TESTS). The steps it does not run are returned, each
+    with why; a step it does not know fails it: Next says something new."""
+    left = []
+    for step in next_steps(report):
+        if step.startswith("decide what ## A person decides lists"):
+            decide(project, release, table)
+        elif step == "the patches and probes ## A person decides lists":
+            pass  # the rewind keeps each patch's DEP-3 and probe as committed
+        elif step == "make docs":
+            make(project, "docs")
+        elif step == "make lint":
+            make(project, "lint" if whole else "lint-docs")
+        elif step == "make test":
+            r = run_tests(project, *(["tests/unit"] if whole else DATA_TESTS))
+            assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+        elif step.startswith("make test-vllm VLLM="):
+            left.append(f"{step}: the tier, on a machine with its venvs")
+        else:
+            raise AssertionError(f"a step of Next the drill does not know: {step}")
+    return left
 
 
 def files(project: Path) -> dict[str, bytes]:

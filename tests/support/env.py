@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,10 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from vpatch import lock, quilt, rules
+from vpatch import lock, quilt
 
-from support import make_series, make_wheel, minor_after, named_series, publish
+from support import copy_rules, make_series, make_wheel, minor_after, named_series, publish
 from support.cli import vpatch
+from support.releases import first_where, last_where, newest_patched, v1_gone, v2_by_default
 
 RELEASE = "9.9.0"
 UPSTREAM = "10.0.0"  # has everything upstream: no series
@@ -77,6 +79,7 @@ def write_lock(where: Path, series_dir: Path) -> Path:
         f'[releases."{RELEASE}"]\ntag = "v{RELEASE}"\ncommit = "bbb"\nstatus = "patched"\n\n'
         f'[releases."{UPSTREAM}"]\ntag = "v{UPSTREAM}"\ncommit = "ccc"\nstatus = "upstream"\n'
     )
+    copy_rules(where)  # what Lock.standing reads beside the lock
     return path
 
 
@@ -136,6 +139,22 @@ def snapshot(py: Path) -> dict[str, bytes]:
     }
 
 
+def exact(py: Path) -> dict[str, tuple]:
+    """Every file of site-packages with its bytes, mode and mtime, and every
+    folder with its mode: what "exactly as it was" compares (a timestamp
+    .pyc checks its source's mtime)."""
+    root = site_packages(py)
+    out: dict[str, tuple] = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        rel = p.relative_to(root).as_posix()
+        if p.is_dir() and not p.is_symlink():
+            out[rel + "/"] = (st.st_mode & 0o7777,)
+        elif p.is_file() and not p.is_symlink():
+            out[rel] = (p.read_bytes(), st.st_mode & 0o7777, st.st_mtime_ns)
+    return out
+
+
 def digest(snap: dict[str, bytes]) -> str:
     h = hashlib.sha256()
     for k, v in sorted(snap.items()):
@@ -182,8 +201,6 @@ class Fake:
         return vpatch(*args, "--python", str(self.py), env=env, timeout=timeout)
 
     def pins(self):
-        from vpatch import lock
-
         return lock.load(self.lock_path)
 
     def checks(self):
@@ -233,12 +250,24 @@ def one_error_line(r: subprocess.CompletedProcess) -> str:
 
 # -- real release names over a patch set shaped like the real one -----------------
 
-# Three patches, as the real set has them: the EAGLE-3 change (0.17.1's series,
-# upstream from 0.18.0), a fix two series carry (0.17.1 and 0.26.0, upstream
-# from 0.27.0; doctor's draft_positions) and one upstream takes only after
-# every release LIKE pins (0.26.0's; doctor's layer0). Each release's fake
-# vLLM has what upstream has by then.
-LIKE = ("0.17.1", "0.26.0", "0.33.0")  # patched, upstream-fix, upstream (no series)
+# Three patches, as the real set has them: the EAGLE-3 change (the patched
+# release's series, upstream from the first release with EAGLE-3 upstream), a
+# fix two series carry (the patched release's and the upstream-fix one's,
+# upstream where the drafter's positions stop being short; doctor's
+# draft_positions) and one upstream takes only after every release LIKE pins
+# (the upstream-fix one's; doctor's layer0). Each release's fake vLLM has what
+# upstream has by then. The releases are real ones of each kind, asked of the
+# data (support.releases), so that doctor's rules apply to them.
+LIKE = (
+    newest_patched(),  # patched: the series carries EAGLE-3
+    last_where(lambda r: r.upstream_eagle3 and r.draft_positions_short),  # upstream-fix
+    last_where(v2_by_default),  # upstream, no series
+)
+LIKE_SINCE = (  # each change's Applied-Upstream
+    first_where(lambda r: r.upstream_eagle3),
+    first_where(lambda r: not r.draft_positions_short),
+    minor_after(LIKE[-1]),
+)
 LIKE_BASE = {
     "vllm/__init__.py": "",
     "vllm/config.py": "allow = ['llama']\n" + FILLER,
@@ -270,7 +299,7 @@ LIKE_TABLES = {  # each patch's keys in patches.toml besides its spans
 def like_files(release: str) -> dict[str, str]:
     """The fake vLLM files of one of LIKE: what upstream has by then."""
     subjects = list(LIKE_CHANGES)
-    upstream = {"0.17.1": [], "0.26.0": subjects[:1], "0.33.0": subjects[:2]}[release]
+    upstream = dict(zip(LIKE, ([], subjects[:1], subjects[:2]), strict=True))[release]
     files = dict(LIKE_BASE)
     for s in upstream:
         files.update(LIKE_CHANGES[s])
@@ -280,20 +309,20 @@ def like_files(release: str) -> dict[str, str]:
 def releases_like(where: Path) -> Path:
     """A vpatch data root (VERSIONS.lock, rules.toml, patches/) pinning LIKE,
     whose names are real releases' so doctor's rules (rules.toml, copied)
-    apply: 0.17.1
-    `patched` with the EAGLE-3 change and the draft-positions fix, 0.26.0
-    `upstream-fix` with that fix and the layer-0 one, 0.33.0 `upstream`
-    without a series. Each patch's DEP-3 Applied-Upstream as above. Returns
-    its VERSIONS.lock."""
+    apply: LIKE[0] `patched` with the EAGLE-3 change and the draft-positions
+    fix, LIKE[1] `upstream-fix` with that fix and the layer-0 one, LIKE[2]
+    `upstream` without a series. Each patch's DEP-3 Applied-Upstream as
+    above (LIKE_SINCE). Returns its VERSIONS.lock."""
     subjects = list(LIKE_CHANGES)
+    patched, fix, upstream = LIKE
     return _data_root(
         where,
         LIKE_CHANGES,
-        {"0.17.1": subjects[:2], "0.26.0": subjects[1:]},
+        {patched: subjects[:2], fix: subjects[1:]},
         like_files,
-        dict(zip(subjects, ("0.18.0", "0.27.0", minor_after(LIKE[-1])), strict=True)),
+        dict(zip(subjects, LIKE_SINCE, strict=True)),
         LIKE_TABLES,
-        {"0.17.1": "patched", "0.26.0": "upstream-fix", "0.33.0": "upstream"},
+        {patched: "patched", fix: "upstream-fix", upstream: "upstream"},
     )
 
 
@@ -323,7 +352,9 @@ def _data_root(
         for name, s in zip(names, steps, strict=True):
             f = made / name
             f.write_text(
-                f.read_text().replace("Applied-Upstream: 0.18.0", f"Applied-Upstream: {since[s]}")
+                re.sub(
+                    r"(?m)^Applied-Upstream: .*$", f"Applied-Upstream: {since[s]}", f.read_text()
+                )
             )
         publish(where, release, made)
     toml = where / "patches" / "patches.toml"
@@ -332,7 +363,6 @@ def _data_root(
         head = f'["{slug}"]\n'
         text = text.replace(head, head + keys + "\n")
     toml.write_text(text)
-    shutil.copyfile(lock.load().rules.path, where / rules.FILE)
     path = where / "VERSIONS.lock"
     path.write_text(
         "".join(
@@ -340,6 +370,7 @@ def _data_root(
             for i, (v, st) in enumerate(status.items())
         )
     )
+    copy_rules(where)
     return path
 
 
@@ -363,17 +394,18 @@ def like_envs(tmp_path_factory) -> tuple[Path, dict[tuple[str, bool], Path]]:
     return lock_path, envs
 
 
-# -- a release whose upstream removed the code a patch changes (vLLM 0.34.0) ------
+# -- a release whose upstream removed the code a patch changes (no V1 runner) ------
 
-# vLLM 0.34.0 removed the V1 model runner and its proposers (vllm/v1/spec_decode/
-# kept only __init__.py, metrics.py and dynamic/): the patches of the EAGLE-3
-# series that change the V1 proposer are in no series of 0.34.0, and their
-# probes cannot hold there. Here, in small: 0.17.1 `patched` carries the
-# EAGLE-3 change and a V1-proposer fix (upstream from 0.21.0); 0.34.0
-# `upstream-fix` carries the layer-0 fix, has the EAGLE-3 change upstream, and
-# its vllm/v1/ holds other files but no proposer (the probe's anchor, class
-# Proposer, is absent though its file glob still matches).
-GONE = ("0.17.1", "0.34.0")
+# The release that removed the V1 model runner removed its proposers too
+# (vllm/v1/spec_decode/ kept only __init__.py, metrics.py and dynamic/): the
+# patches of the EAGLE-3 series that change the V1 proposer are in no series of
+# it, and their probes cannot hold there. Here, in small: the patched release
+# carries the EAGLE-3 change and a V1-proposer fix (upstream from where the V1
+# runner stops crashing on a forced backend); the release without the V1
+# runner, `upstream-fix`, carries the layer-0 fix, has the EAGLE-3 change
+# upstream, and its vllm/v1/ holds other files but no proposer (the probe's
+# anchor, class Proposer, is absent though its file glob still matches).
+GONE = (newest_patched(), first_where(v1_gone))
 PROPOSER = "class Proposer:\n    def load(self):\n        return 'target backend'\n" + FILLER
 GONE_BASE = {
     "vllm/__init__.py": "",
@@ -401,10 +433,10 @@ GONE_TABLES = {
 
 
 def gone_files(release: str) -> dict[str, str]:
-    """The fake vLLM files of one of GONE: 0.34.0 has the EAGLE-3 change
+    """The fake vLLM files of one of GONE: the later has the EAGLE-3 change
     upstream, the V1 proposer removed, another vllm/v1/ file kept."""
     files = dict(GONE_BASE)
-    if release == "0.34.0":
+    if release == GONE[-1]:
         files.update(GONE_CHANGES["config: allow eagle3 for deepseek"])
         del files["vllm/v1/proposer.py"]
         files["vllm/v1/metrics.py"] = "def count():\n    return 0\n"
@@ -413,21 +445,27 @@ def gone_files(release: str) -> dict[str, str]:
 
 def releases_gone(where: Path, decided: bool = True) -> Path:
     """A vpatch data root pinning GONE (see above); `decided`: patches.toml
-    says the V1 fix is gone from 0.34.0 (`gone = "0.34.0"`, the decision a
+    says the V1 fix is gone from GONE[-1] (`gone = "X.Y.Z"`, the decision a
     maintainer records from the release's source), else it says nothing.
     Returns its VERSIONS.lock."""
     subjects = list(GONE_CHANGES)
+    patched, gone = GONE
     tables = {
-        slug: ('gone = "0.34.0"\n' + keys if slug == GONE_V1 and decided else keys)
+        slug: (f'gone = "{gone}"\n' + keys if slug == GONE_V1 and decided else keys)
         for slug, keys in GONE_TABLES.items()
     }
+    since = (
+        LIKE_SINCE[0],
+        first_where(lambda r: "v1" not in r.forced_backend_crash),
+        # the layer-0 fix: upstream only after every release GONE pins
+        minor_after(gone),
+    )
     return _data_root(
         where,
         GONE_CHANGES,
-        {"0.17.1": subjects[:2], "0.34.0": subjects[2:]},
+        {patched: subjects[:2], gone: subjects[2:]},
         gone_files,
-        # the layer-0 fix: upstream only after every release GONE pins
-        dict(zip(subjects, ("0.18.0", "0.21.0", minor_after(GONE[-1])), strict=True)),
+        dict(zip(subjects, since, strict=True)),
         tables,
-        {"0.17.1": "patched", "0.34.0": "upstream-fix"},
+        {patched: "patched", gone: "upstream-fix"},
     )

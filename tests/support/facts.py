@@ -1,13 +1,13 @@
-"""Releases made of stubs for doctor's fact probes (doctor/facts.py): one
+"""Releases made of stubs for doctor's fact probes (releasefacts/facts.py): one
 that holds every anchor any probe asks for, and the same with one anchor
-gone (tests/unit/doctor/test_facts.py, tests/unit/maintain/test_reading.py)."""
+gone (tests/unit/releasefacts/test_facts.py, tests/unit/maintain/test_reading.py)."""
 
 from __future__ import annotations
 
 import re
 
-from vpatch.doctor import facts
-from vpatch.doctor.anchors import Anchor
+from vpatch.releasefacts import facts
+from vpatch.releasefacts.anchors import Anchor
 
 
 def render(tree: dict, indent: str = "", method: bool = False) -> str:

@@ -11,6 +11,10 @@ hidden 7168, 61 layers, vocab 163840; DeepSeek-V3: vocab 129280, 128 heads;
 Kimi-K2: kimi_k2 / DeepseekV3ForCausalLM, 64 heads, vocab 163840).
 """
 
+# Over 600 lines: one concern, the real-shaped targets and drafters (and the
+# serve commands they are published with) that every doctor test shares; a
+# shape uses the others' sizes and tensors, so they stay one table.
+
 from __future__ import annotations
 
 import copy
@@ -98,7 +102,22 @@ def kimi_k25() -> dict:
     }
 
 
-TARGETS = {"kimi_k25": kimi_k25, "kimi_k2": kimi_k2, "deepseek_v3": deepseek_v3}
+def kimi_k26() -> dict:
+    """moonshotai/Kimi-K2.6: Kimi-K2.5's wrapper (KimiK25ForConditionalGeneration,
+    model_type kimi_k25) whose text_config says model_type kimi_k2 (its
+    config.json; vLLM's recipes/models/moonshotai/Kimi-K2.6.yaml: context
+    262144, "DeepSeek-V3 backbone and MLA attention")."""
+    cfg = kimi_k25()
+    cfg["text_config"]["model_type"] = "kimi_k2"
+    return cfg
+
+
+TARGETS = {
+    "kimi_k25": kimi_k25,
+    "kimi_k26": kimi_k26,
+    "kimi_k2": kimi_k2,
+    "deepseek_v3": deepseek_v3,
+}
 
 # tokenizer_config.json as the public repos ship it (the keys that matter):
 # Kimi-K2 and Kimi-K2.5 bring their own tiktoken tokenizer as remote code;
@@ -119,8 +138,18 @@ DSV3_TOKENIZER = {
     "model_max_length": 16384,
     "tokenizer_class": "LlamaTokenizerFast",
 }
-TOKENIZERS = {"kimi_k25": KIMI_TOKENIZER, "kimi_k2": KIMI_TOKENIZER, "deepseek_v3": DSV3_TOKENIZER}
-VOCAB = {"kimi_k25": KIMI_VOCAB, "kimi_k2": KIMI_VOCAB, "deepseek_v3": DSV3_VOCAB}
+TOKENIZERS = {
+    "kimi_k25": KIMI_TOKENIZER,
+    "kimi_k26": KIMI_TOKENIZER,
+    "kimi_k2": KIMI_TOKENIZER,
+    "deepseek_v3": DSV3_TOKENIZER,
+}
+VOCAB = {
+    "kimi_k25": KIMI_VOCAB,
+    "kimi_k26": KIMI_VOCAB,
+    "kimi_k2": KIMI_VOCAB,
+    "deepseek_v3": DSV3_VOCAB,
+}
 
 
 # ------------------------------------------------------------------ drafters
@@ -288,6 +317,166 @@ def torchspec_kimi_mla_drafter() -> dict:
     return cfg
 
 
+# -- the published Kimi drafters and serve commands -----------------
+#
+# The MLA Kimi drafters people serve, each as its maker publishes it:
+#
+# * lightseekorg/kimi-k2.6-eagle3-mla (and kimi-k2.5-eagle3-mla): TorchSpec's
+#   export (hub cards: "an Eagle3 MTP draft model with MLA ... trained with
+#   TorchSpec"; k-l-lambda/kimi-k2.6-eagle3-mla, a fine-tune, "config and
+#   tensor layout are identical"), vLLM's recipes/models/moonshotai/
+#   Kimi-K2.6.yaml recommends it: the TorchSpec shape above;
+# * NVIDIA ModelOpt's Kimi-K2.5 EAGLE-3 (nvidia/Kimi-K2.5-Thinking-Eagle3):
+#   NVIDIA/Model-Optimizer modelopt/torch/export/plugins/hf_spec_export.py
+#   kimik2_eagle_template_config (Eagle3DeepseekV2ForCausalLM, model_type
+#   kimi_k2, the base model's MoE and rope keys copied, the ids only in
+#   eagle_config, ModelOpt's default [1, n // 2 - 1, n - 4], no top-level ids)
+#   and KIMIK2_EAGLE_SINGLE_LAYER (midlayer.* MLA tensors, d2t optional);
+# * EAGLE 3.1 MLA (lightseekorg/kimi-k2.7-coder-eagle3.1-mla, vLLM's
+#   Kimi-K2.7-Code recipe): the same with fc_norm and norm_output;
+# * a truncated vocabulary: draft_vocab_size 32000 with d2t/t2d.
+def modelopt_kimi_mla_drafter() -> dict:
+    base = kimi_k2()
+    keep = (
+        "first_k_dense_replace",
+        "hidden_act",
+        "hidden_size",
+        "intermediate_size",
+        "kv_lora_rank",
+        "max_position_embeddings",
+        "moe_intermediate_size",
+        "moe_layer_freq",
+        "n_group",
+        "n_routed_experts",
+        "n_shared_experts",
+        "norm_topk_prob",
+        "num_attention_heads",
+        "num_experts_per_tok",
+        "num_key_value_heads",
+        "num_nextn_predict_layers",
+        "q_lora_rank",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "rms_norm_eps",
+        "routed_scaling_factor",
+        "scoring_func",
+        "topk_group",
+        "topk_method",
+        "v_head_dim",
+        "vocab_size",
+    )
+    cfg = {k: base[k] for k in keep}
+    cfg.update(
+        architectures=["Eagle3DeepseekV2ForCausalLM"],
+        model_type="kimi_k2",
+        num_hidden_layers=1,
+        max_position_embeddings=262144,
+        rope_theta=50000.0,
+        rope_scaling={**YARN, "factor": 64.0, "beta_fast": 1.0, "beta_slow": 1.0},
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+        draft_vocab_size=KIMI_VOCAB,
+        eagle_config={
+            "eagle_aux_hidden_state_layer_ids": [1, LAYERS // 2 - 1, LAYERS - 4],
+            "use_aux_hidden_state": True,
+            "use_input_layernorm_in_first_layer": True,
+            "use_last_layernorm": True,
+            "use_mtp_layernorm": False,
+            "next_layer_regular": True,
+            "parallel_draft_step": 1,
+            "parallel_draft_heads_num_layers": 1,
+        },
+    )
+    return cfg
+
+
+def eagle31_kimi_mla_drafter() -> dict:
+    return {**torchspec_kimi_mla_drafter(), "fc_norm": True, "norm_output": True}
+
+
+def truncated_kimi_mla_drafter() -> dict:
+    return {**torchspec_kimi_mla_drafter(), "draft_vocab_size": DRAFT_VOCAB}
+
+
+# The MLA Kimi drafters above by name: {fmt: (config, tensors)} (pair()'s fmt).
+def kimi_mla_drafters() -> dict[str, tuple[dict, dict]]:
+    return {
+        "lightseekorg_mla": (torchspec_kimi_mla_drafter(), mla_tensors(KIMI_VOCAB, KIMI_VOCAB)),
+        "modelopt_mla": (modelopt_kimi_mla_drafter(), mla_tensors(KIMI_VOCAB, KIMI_VOCAB)),
+        "eagle31_mla": (
+            eagle31_kimi_mla_drafter(),
+            # deepseek_eagle3.py: fc_norm is a ModuleList, a norm of each aux state
+            {
+                **mla_tensors(KIMI_VOCAB, KIMI_VOCAB),
+                **{f"fc_norm.{i}.weight": ("BF16", [HIDDEN]) for i in range(3)},
+            },
+        ),
+        "truncated_mla": (truncated_kimi_mla_drafter(), mla_tensors(KIMI_VOCAB)),
+    }
+
+
+# sgl-project/SpecForge configs/kimi-k2-eagle3.json: a Llama drafter
+# (LlamaForCausalLMEagle3, Llama attention, no MLA keys) that declares
+# model_type kimi_k2, ids only in eagle_config, no auto_map.
+def specforge_kimi_k2_drafter() -> dict:
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "eagle_config": {
+            "eagle_aux_hidden_state_layer_ids": [2, 30, 58],
+            "use_aux_hidden_state": True,
+        },
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 163584,
+        "eos_token_id": 163585,
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "hidden_size": HIDDEN,
+        "initializer_range": 0.02,
+        "intermediate_size": 18432,
+        "max_position_embeddings": 131072,
+        "max_window_layers": 48,
+        "model_type": "kimi_k2",
+        "num_attention_heads": 64,
+        "num_hidden_layers": 1,
+        "num_key_value_heads": 64,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.53.2",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": KIMI_VOCAB,
+        "draft_vocab_size": DRAFT_VOCAB,
+    }
+
+
+# A public Kimi-K2.6 deployment's command (a runbook of a Kimi-K2.6 server on
+# the vllm/vllm-openai image, its "canonical Kimi command", published on GitHub):
+# the drafter's speculative max_model_len 8192 under --max-model-len 131072,
+# expert parallelism, --language-model-only. KIMI_K26_DP: the same deployment
+# at DP 8 (its compose file: --enable-expert-parallel --data-parallel-size=8).
+KIMI_K26_DRAFTER = "lightseekorg/kimi-k2.6-eagle3-mla"
+KIMI_K26_COMMAND = (
+    "vllm serve --model moonshotai/Kimi-K2.6 --served-model-name=kimi-k2.6 --host=0.0.0.0 "
+    "--port=8000 --trust-remote-code --enable-expert-parallel --tensor-parallel-size 8 "
+    "--gpu-memory-utilization 0.6 --tool-call-parser=kimi_k2 --reasoning-parser=kimi_k2 "
+    "--enable-auto-tool-choice --language-model-only --max-num-seqs 32 --max-model-len 131072 "
+    '--max-num-batched-tokens 4096 --speculative-config=\'{"model":"lightseekorg/kimi-k2.6-'
+    'eagle3-mla","method":"eagle3","num_speculative_tokens":3,"max_model_len":8192}\''
+)
+KIMI_K26_DP = (
+    "vllm serve moonshotai/Kimi-K2.6 --served-model-name=kimi-k2.6 --trust-remote-code "
+    "--enable-expert-parallel --data-parallel-size=8 --gpu-memory-utilization 0.75 "
+    "--tool-call-parser=kimi_k2 --reasoning-parser=kimi_k2 --enable-auto-tool-choice "
+    "--language-model-only --speculative-config "
+    '\'{"model":"lightseekorg/kimi-k2.6-eagle3-mla","method":"eagle3","num_speculative_tokens":3}\''
+)
+
+
 def llama_tensors(vocab: int, prefix: str = "midlayer.", states: int = 3) -> dict:
     h, heads, kv, hd, inter = HIDDEN, 64, 8, 128, 18432
     p = prefix
@@ -399,6 +588,10 @@ def drafter_for(target: str, fmt: str) -> tuple[dict, dict]:
         return specforge_kimi_k25_drafter(), llama_tensors(KIMI_VOCAB)
     if fmt == "torchspec_mla":
         return torchspec_kimi_mla_drafter(), mla_tensors(KIMI_VOCAB, KIMI_VOCAB)
+    if fmt in (mla := kimi_mla_drafters()):
+        return mla[fmt]
+    if fmt == "specforge_kimi_k2":
+        return specforge_kimi_k2_drafter(), llama_tensors(KIMI_VOCAB)
     raise ValueError(fmt)
 
 

@@ -3,14 +3,19 @@ each project's page lists the file names it was given, yanked or not, and
 serves no files. It can be told to misbehave: answer something else than
 the page (`answer`: a status, content type and body), or `hang` (take the
 request and never answer) or `trickle` (answer a byte at a time, never
-done). A hung or trickling answer ends when the stand-in stops, so no test
-leaves a thread behind.
+done), or `unsized` (no Content-Length: the body ends when the connection
+does). A hung or trickling answer ends when the stand-in stops, so no test
+leaves a thread behind. With `auth` ("user:password") it asks for HTTP
+basic auth, as a private index does: 401 to a request without those
+credentials; `authorization` lists the header of each request (None
+where it had none).
 
 `configured(monkeypatch)` starts one and points pip's configuration
 (PIP_INDEX_URL), so vpatch's index, at it."""
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import threading
@@ -33,8 +38,11 @@ class Stand(http.server.ThreadingHTTPServer):
         self.answer: tuple[int, str, bytes] | None = None
         self.hang = False
         self.trickle = False
+        self.unsized = False
+        self.auth: str | None = None
         self.stopped = threading.Event()
         self.requests: list[str] = []
+        self.authorization: list[str | None] = []
 
     @property
     def url(self) -> str:
@@ -64,6 +72,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         s = self.server
         s.requests.append(self.path)
+        s.authorization.append(self.headers.get("Authorization"))
+        if s.auth is not None and self.headers.get("Authorization") != basic(s.auth):
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="index"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if s.hang:
             s.stopped.wait(HELD)
             return
@@ -73,7 +88,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         )
         self.send_response(status)
         self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body) if not s.trickle else 1 << 20))
+        if s.unsized:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(len(body) if not s.trickle else 1 << 20))
         self.end_headers()
         if not s.trickle:
             self.wfile.write(body)
@@ -86,6 +105,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
             if s.stopped.wait(0.1):
                 return
+
+
+def basic(credentials: str) -> str:
+    """The Authorization header of HTTP basic auth for "user:password"."""
+    return "Basic " + base64.b64encode(credentials.encode()).decode()
 
 
 @contextmanager

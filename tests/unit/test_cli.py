@@ -68,6 +68,25 @@ def test_an_os_error_is_a_disk_error(monkeypatch, capsys):
     ]
 
 
+def test_an_error_line_shows_no_control_character_and_no_credential(monkeypatch, capsys):
+    """An error may quote what a server sent (a CR, LF, ESC or BEL in it
+    wrote over the line, or forged one) or a URL with a credential: each
+    is shown escaped, the credential not at all, in one line."""
+    from vpatch.errors import NetworkError
+
+    said = "http://u:TOKEN@h/x?sig=s answered 'ok\r\nok: 0 errors\x1b]0;t\x07\u202e'"
+    failing(monkeypatch, NetworkError(said))
+    assert cli.main(["lint", "--offline"]) == 3
+    assert capsys.readouterr().err.splitlines() == [
+        "vpatch: error: http://***@h/x?sig=*** answered 'ok\\r\\nok: 0 errors\\x1b]0;t\\x07\\u202e'"
+    ]
+    failing(monkeypatch, RuntimeError("a bug \x1b[2J\nsecond line"))
+    assert cli.main(["lint", "--offline"]) == 70
+    assert capsys.readouterr().err.splitlines() == [
+        "vpatch: error: internal error: RuntimeError: a bug \\x1b[2J"
+    ]
+
+
 def test_ctrl_c_is_exit_130(monkeypatch, capsys):
     failing(monkeypatch, KeyboardInterrupt())
     assert cli.main(["lint", "--offline"]) == cli.INTERRUPTED == 130

@@ -145,7 +145,7 @@ def test_placeholders_globs_urls_and_vllm_paths():
     assert (
         named_paths("https://github.com/vllm-project/vllm/tree/main/tests/v2 $X/tests/a") == set()
     )
-    assert named_paths("`make test`, `VERSIONS.lock`, build/vllm-0.17.1") == set()
+    assert named_paths("`make test`, `VERSIONS.lock`, build/vllm-9.9.1") == set()
 
 
 def test_anchors_follow_github(tmp_path):
@@ -280,7 +280,7 @@ def test_stale_names_of_their_kind_are_caught():
         "vpatch deploy"
     ]
     assert unknown_commands(
-        "```\nmake check\nvpatch lint\n```\n`make test-vllm VLLM=0.32.0`", True
+        "```\nmake check\nvpatch lint\n```\n`make test-vllm VLLM=9.9.1`", True
     ) == ["make check"]
     assert unknown_commands("a vpatch checkout, `make` alone, `make bench-*`", True) == []
 

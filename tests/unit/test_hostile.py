@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from support import copy_rules
 from support import synthetic as S
 from support.cli import command, environment, vpatch
 from vpatch import cli, gitutil, lock
@@ -308,6 +309,28 @@ PATCH_EDITS = {
     "crlf": crlf,
     "binary": binary,
     "non-utf8": latin1,
+}
+
+
+# a release spelled as vLLM does not: 9.9.0 (pinned) and 9.9.1 (on the index)
+FULLWIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
+SPELLED = {
+    "fullwidth-pinned": "9.9.0".translate(FULLWIDTH),
+    "fullwidth": "9.9.1".translate(FULLWIDTH),
+    "arabic-indic": "9.9.1".translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")),
+    "leading-zero-pinned": "9.9.00",
+    "leading-zero": "09.9.1",
+    "newline": "9.9.1\n",
+}
+# every command that takes a release (exit 2, one line, nothing looked up)
+TAKE_A_RELEASE: dict[str, Callable[..., list[str]]] = {
+    "fetch": lambda b, v: ["fetch", v, "--dest", dest(b)],
+    "apply": lambda b, v: ["apply", v, "--dest", dest(b)],
+    "series": lambda b, v: ["series", v, "--out", dest(b)],
+    "matrix": lambda b, v: ["matrix", "--versions", v],
+    "port": lambda b, v: ["port", "9.9.0", v, "--work", dest(b)],
+    "pr": lambda b, v: ["pr", "--onto", v, "--signoff", "A <a@b.c>"],
+    "doctor": lambda b, v: ["doctor", "--target", "owner/t", "--drafter", "owner/d", "--vllm", v],
 }
 
 
@@ -782,8 +805,14 @@ CASES = [
         "doctor-vllm-newer-than-vpatch-knows",
         lambda b: ["doctor", "--target", "owner/t", "--drafter", "owner/d", "--vllm", "99.0.0"],
         12,
-        lambda b: shutil.copyfile(lock.load().rules.path, b.root / "rules.toml"),
+        lambda b: copy_rules(b.root),
     ),
+    # one release parser: another script's digits, leading zeros
+    *[
+        Case(f"{name}-spelled-{how}", (lambda a, v: lambda b: a(b, v))(argv, v), 2)
+        for how, v in SPELLED.items()
+        for name, argv in TAKE_A_RELEASE.items()
+    ],
     # nothing a user owns is lost
     Case("unapply-a-commit-of-yours", lambda b: ["unapply", str(tree(b))], 6, my_commit),
     Case(
@@ -993,7 +1022,7 @@ def test_an_interpreter_that_hangs_is_said_to_be_awaited(box, monkeypatch, capsy
 
 
 def test_the_makefile_hands_every_variable_as_one_word(tmp_path) -> None:
-    """`make apply VLLM='0.17.1; echo INJECTED'` ran the echo. Every recipe
+    """`make apply VLLM='X.Y.Z; echo INJECTED'` ran the echo. Every recipe
     line, with every variable set to a value that would end the command,
     still gives that value as one word (make -n prints what it would run);
     and a real run hands it to vpatch as it is."""
@@ -1001,7 +1030,7 @@ def test_the_makefile_hands_every_variable_as_one_word(tmp_path) -> None:
     import subprocess
 
     root = Path(__file__).resolve().parents[2]
-    poison = "0.17.1'; echo INJECTED; '"
+    poison = "9.9.1'; echo INJECTED; '"
     text = (root / "Makefile").read_text()
     targets = text.split(".PHONY:", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ").split()
     assert "apply" in targets and "clean" in targets

@@ -394,3 +394,51 @@ def test_a_malformed_header_is_exit_2(standin, box, case):
     one line, as the safetensors library refuses such a file at load."""
     line = one_line(doctor(standin, box, *pair(drafter=f"bad/{case}")), 2)
     assert "model.safetensors at commit" in line and "tensor 'fc.weight'" in line, line
+
+
+# -- 7. only the requests doctor makes; no credential or control character shown ---------
+
+
+def test_huggingface_hubs_own_request_is_not_made(standin, box):
+    """huggingface_hub fetches its agent registry (GET /api/agent-harnesses,
+    on the endpoint, from the User-Agent it builds for each request; once
+    per read thread that builds one first, so twice) and writes it into
+    HF_HOME; a deadline could name that request as the one awaited. Doctor
+    makes the requests its checks read and no other."""
+    r = doctor(standin, box, *pair())
+    assert r.returncode in (0, 1) and "vpatch: error" not in r.stderr, r.stderr  # a verdict
+    assert "/api/agent-harnesses" not in [p for _, p, _ in standin.log], standin.log
+    assert not list(box.hf.glob(".agent_harnesses*"))
+    standin.reset()
+    standin.answer[r"^/"] = H.never  # nothing answers: the first request of ours is awaited
+    line = one_line(doctor(standin, box, *pair(), env={"VPATCH_HUB_TIMEOUT": "2"}), 2)
+    assert "no answer to GET" in line and "/api/models/ok/" in line, line
+    assert "agent-harnesses" not in line and all("harness" not in p for _, p, _ in standin.log)
+
+
+def test_hf_endpoint_credentials_are_not_printed(standin, box):
+    """HF_ENDPOINT=http://user:TOKEN@... showed TOKEN in doctor's line."""
+    url = S.closed_port().removesuffix("/simple/").replace("http://", "http://user:TOK3N@")
+    r = doctor(standin, box, *pair(), env={"HF_ENDPOINT": url})
+    line = one_line(r, 2)
+    assert "cannot reach http://***@127.0.0.1:" in line and "TOK3N" not in r.stderr + r.stdout
+    hub = standin.url.replace("http://", "http://user:TOK3N@")
+    for form in ("text", "json"):  # read from it: the report names it, without the token
+        r = doctor(standin, box, *pair(), "--format", form, env={"HF_ENDPOINT": hub})
+        assert r.returncode in (0, 1) and "TOK3N" not in r.stderr + r.stdout, r.stderr
+        assert "from http://***@127.0.0.1" in r.stdout or '"from": "http://***@' in r.stdout
+    standin.answer[r"^/api/models/ok/drafter"] = H.body(b"{}", status=404)
+    r = doctor(standin, box, *pair(), env={"HF_ENDPOINT": hub})
+    assert "TOK3N" not in r.stderr + r.stdout and "http://***@127.0.0.1" in one_line(r, 2)
+
+
+def test_the_hubs_words_in_an_error_are_escaped(standin, box):
+    """The hub's error message (X-Error-Message, as huggingface_hub quotes
+    it) holding ESC, BEL and a newline: one line, each shown escaped."""
+    said = "Repo busy\x1b]0;pwned\x07\nok: 0 errors"
+    standin.answer[r"^/api/models/ok/drafter"] = H.body(
+        b"{}", {"X-Error-Message": said.replace("\n", " "), "X-Request-Id": "\x1b[2J"}, 400
+    )
+    line = one_line(doctor(standin, box, *pair()), 2)
+    assert "\x1b" not in line and "\x07" not in line, line.encode()
+    assert "(Request ID: \\x1b[2J): Repo busy\\x1b]0;pwned\\x07 ok: 0 errors)" in line, line

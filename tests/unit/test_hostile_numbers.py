@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from support import pairs as F
 from support.cli import vpatch
+from support.releases import newest
 
 HUGE = "9" * 5000  # over int()'s 4300-digit limit: ValueError
 WIDE = "9" * 309  # under it, over a float's range: inf, then OverflowError
@@ -45,7 +46,7 @@ def pair(tmp_path_factory) -> tuple[Path, Path]:
 # -- doctor --vllm RELEASE -------------------------------------------------------
 
 
-@pytest.mark.parametrize("release", [HUGE, f"0.{HUGE}", f"v{HUGE}", f"0.33.0+{HUGE}"])
+@pytest.mark.parametrize("release", [HUGE, f"0.{HUGE}", f"v{HUGE}", f"{newest()}+{HUGE}"])
 def test_w8_a_release_of_5000_digits_is_bad_input(pair, release):
     t, d = pair
     line = one_line(vpatch("doctor", "--target", str(t), "--drafter", str(d), "--vllm", release))
@@ -116,7 +117,7 @@ def test_a_drafter_yarn_range_beyond_a_float_is_no_crash(tmp_path, rope):
     from a config that is a number of any size. doctor judges the pair
     (exit 0 or 1); it does not fail reading it."""
     t, d = F.pair(tmp_path, config={"rope_scaling": rope})
-    r = vpatch("doctor", "--target", str(t), "--drafter", str(d), "--vllm", "0.33.0")
+    r = vpatch("doctor", "--target", str(t), "--drafter", str(d), "--vllm", newest())
     assert r.returncode in (0, 1), r.stderr[-600:]
     assert "rope_range" in r.stdout or "YaRN" in r.stdout, r.stdout
 
@@ -129,7 +130,7 @@ def test_a_pp_partition_of_5000_digits_is_said_as_vllm_refuses_it(pair):
     spec = SPEC.replace("DRAFTER", str(d))
     cmd = [f"VLLM_PP_LAYER_PARTITION={HUGE},1", "vllm", "serve", str(t), "-pp", "2"]
     r = vpatch(
-        "doctor", "--vllm", "0.33.0", "--format", "json", "--", *cmd, "--speculative-config", spec
+        "doctor", "--vllm", newest(), "--format", "json", "--", *cmd, "--speculative-config", spec
     )
     assert r.returncode == 1, r.stderr[-600:]
     (pp,) = [f for f in json.loads(r.stdout)["findings"] if f["check"] == "pipeline_parallel"]
@@ -145,12 +146,12 @@ def _root(tmp_path: Path, lock_text: str, patches_toml: str = "") -> dict[str, s
     return {"VPATCH_ROOT": str(root)}
 
 
-RELEASE = '[releases."0.17.1"]\ntag = "v0.17.1"\ncommit = "a"\nstatus = "upstream"\n'
+RELEASE = '[releases."9.9.1"]\ntag = "v9.9.1"\ncommit = "a"\nstatus = "upstream"\n'
 
 
 @pytest.mark.parametrize("size", ['"big"', HUGE, "-1"], ids=["word", "huge", "negative"])
 def test_a_lock_artifact_size_is_bounded(tmp_path, size):
-    art = '\n[releases."0.17.1".artifacts.sdist]\nfilename = "v.tar.gz"\nsha256 = "ab"\n'
+    art = '\n[releases."9.9.1".artifacts.sdist]\nfilename = "v.tar.gz"\nsha256 = "ab"\n'
     art += f"size = {size}\n"
     line = one_line(vpatch("lock", env=_root(tmp_path, RELEASE + art)))
     assert "VERSIONS.lock" in line and len(line) < 400, line
@@ -160,14 +161,14 @@ def test_a_lock_artifact_size_is_bounded(tmp_path, size):
     "lock_text, toml",
     [
         (f'[releases."{HUGE}"]\ntag = "v"\ncommit = "a"\nstatus = "upstream"\n', ""),
-        (RELEASE, f'["a-patch"]\nreleases = ["0.17.1:{HUGE}"]\n'),
+        (RELEASE, f'["a-patch"]\nreleases = ["9.9.1:{HUGE}"]\n'),
     ],
     ids=["lock", "patches.toml"],
 )
 def test_a_release_of_5000_digits_in_the_data_is_bad_input(tmp_path, lock_text, toml):
     line = one_line(
         vpatch(
-            "series", "0.17.1", "--out", str(tmp_path / "s"), env=_root(tmp_path, lock_text, toml)
+            "series", "9.9.1", "--out", str(tmp_path / "s"), env=_root(tmp_path, lock_text, toml)
         )
     )
     assert len(line) < 400, line

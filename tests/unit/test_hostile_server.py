@@ -13,6 +13,7 @@ must end well inside it.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -23,7 +24,7 @@ from support import cli
 from support import hub as H
 from support import synthetic as S
 from support import vllm_server as V
-from vpatch.doctor.metrics import Counters
+from vpatch.postflight.metrics import Counters
 
 DEADLINE = "2"  # VPATCH_SERVER_TIMEOUT for a case: a hang ends in 2 s
 LONGEST = 20.0  # seconds a case may take at most (start-up included)
@@ -137,6 +138,10 @@ def test_nothing_listening(home):
         (["--server", "ftp://h/"], {}, "doctor reads http:// and https:// URLs only"),
         (["--server", "file:///etc/passwd"], {}, "doctor reads http:// and https:// URLs only"),
         (["--server", "http://u:secret@h/"], {}, "a user or password in the URL is not sent"),
+        (["--server", "http://secret@h/?token=secret"], {}, "a user or password in the URL"),
+        (["--server", "URL", "--interval", "1_0"], {}, "--interval"),
+        (["--server", "URL", "--interval", " 1"], {}, "--interval"),
+        (["--server", "URL", "--interval", "１"], {}, "--interval"),
         (["--server", "URL", "--interval", "0"], {}, "--interval"),
         (["--interval", "5", "--target", "t", "--drafter", "d"], {}, "goes with --server URL"),
         (["--server", "URL"], {"VPATCH_SERVER_TIMEOUT": "soon"}, "not a number of seconds"),
@@ -145,7 +150,7 @@ def test_nothing_listening(home):
 def test_bad_input_asks_nothing(vllm, home, args, env, said):
     args = [vllm.url if a == "URL" else a for a in args]
     line = one_line(doctor(home, *args, env=env), 2)
-    assert said in line and "secret" not in line.replace("u:secret@h", ""), line
+    assert said in line and "secret" not in line, line
     assert vllm.asked == []
 
 
@@ -186,3 +191,96 @@ def test_a_signal_ends_a_hung_read_at_once(vllm, home, sig):
     assert err.strip().splitlines()[-1] == "vpatch: error: interrupted; nothing was left half done"
     assert "Traceback" not in err and out == ""
     assert files(home) == before
+
+
+# -- what a server sends is shown escaped; no credential is printed ----------------------
+
+FORGED = f"{V.NEWEST}\nok: 0 errors\x1b]0;pwned\x07"
+
+
+def test_what_a_server_sends_reaches_the_terminal_escaped(vllm, home):
+    """A /version of FORGED and a model name (a metrics label) holding a
+    newline, ESC[2J and a bidi override reached the terminal as sent: a
+    forged `ok: 0 errors` line, a cleared screen, a new window title. Now
+    each control character is shown as its escape, in the report and on
+    stderr; --format json keeps the text as sent."""
+    model = "m\x1b[2J\nok: 0 errors\u202eevil"
+    vllm.version = FORGED
+    vllm.cards = [V.card(model, root="/models/\x1b]0;root\x07")]
+    vllm.metrics = V.render({(model, "0"): V.WORKING})
+    r = doctor(home, "--server", vllm.url)
+    assert r.returncode == 0, r.stderr
+    for out in (r.stdout, r.stderr):
+        assert not [ch for ch in out if (ord(ch) < 32 and ch != "\n") or 0x7F <= ord(ch) < 0xA0]
+        assert "\u202e" not in out
+    assert [ln for ln in r.stdout.splitlines() if ln.startswith("ok:")] == [
+        "ok: 0 errors, 1 warning"
+    ]
+    assert f"vLLM {V.NEWEST}\\nok: 0 errors\\x1b]0;pwned\\x07" in r.stdout
+    assert "model  m\\x1b[2J\\nok: 0 errors\\u202eevil (root /models/\\x1b]0;root\\x07" in r.stdout
+    j = doctor(home, "--server", vllm.url, "--format", "json")
+    server = json.loads(j.stdout)["servers"][0]
+    assert server["version"] == FORGED and server["models"][0]["id"] == model
+
+
+def test_a_servers_words_in_an_error_are_escaped(vllm, home):
+    """A metrics label in a malformed page, quoted in the one error line."""
+    page = V.render({("m\x1b]0;pwned\x07", "0"): V.WORKING}).replace(b"} 501.0", b"} five")
+    vllm.hub.answer[V.METRICS] = H.body(page)
+    line = one_line(doctor(home, "--server", vllm.url), 2)
+    assert "\x1b" not in line and "\x07" not in line and "the value 'five' is no number" in line
+
+
+def test_a_redirect_is_shown_without_its_credentials(vllm, home):
+    """A redirect's Location was echoed whole, `user:pass@` and `?token=` in it."""
+    to = "http://user:hunter2@evil.invalid/version?token=abc123&x=1"
+    vllm.hub.answer[V.VERSION] = V.redirect(to)
+    line = one_line(doctor(home, "--server", vllm.url), 2)
+    assert "a redirect to 'http://***@evil.invalid/version?token=***&x=1'" in line, line
+    assert "hunter2" not in line and "abc123" not in line
+
+
+# -- a short read is a broken read ---------------------------------------------------------
+
+WHOLE = {
+    V.VERSION: ("/version", json.dumps({"version": V.NEWEST}).encode()),
+    V.MODELS: ("/v1/models", json.dumps({"object": "list", "data": [V.card(V.MODEL)]}).encode()),
+    V.METRICS: ("/metrics", V.page(V.NEWEST)),
+}
+
+
+@pytest.mark.parametrize("how", ["content-length", "chunked"])
+@pytest.mark.parametrize("path", list(WHOLE), ids=[p for p, _ in WHOLE.values()])
+def test_an_answer_cut_short_is_exit_3(vllm, home, path, how):
+    """A server that declares Content-Length N, sends N - 2 bytes and
+    closes: /metrics was read as whole (`... 501` read as `50`, the
+    position-0 warning gone, exit 0), a /version was "not a vLLM OpenAI
+    server" (exit 2). A chunked answer without its last chunk, the same.
+    Now either is the answer broken off: exit 3, try again."""
+    name, data = WHOLE[path]
+    vllm.hub.answer[path] = V.cut_short(data) if how == "content-length" else V.chunks_cut(data)
+    line = one_line(doctor(home, "--server", vllm.url), 3)
+    assert f"{vllm.url}{name}: the answer broke off" in line and "try again" in line, line
+
+
+# -- the so-so cases --------------------------------------------------------------------------
+
+
+def test_a_server_named_twice_is_read_once(vllm, home):
+    r = doctor(home, "--server", vllm.url, vllm.url + "/", vllm.url + "/v1")
+    assert r.returncode == 0, r.stderr
+    assert vllm.asked == ["/version", "/v1/models", "/metrics"]
+    assert r.stdout.count(f"server   {vllm.url}:") == 1
+
+
+@pytest.mark.parametrize("version", ["abc", "0.26", "dev"])
+def test_a_version_that_names_no_release_is_said_so(vllm, home, version):
+    """vLLM answers `dev` when built without its version (vllm/version.py);
+    `abc` and `0.26` name no release either. Alone, the server is judged
+    and the series finding says the release is unknown and why."""
+    vllm.version = version
+    r = doctor(home, "--server", vllm.url)
+    assert r.returncode == 0, r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if " series " in ln]
+    assert f"the server's /version is '{version}', which names no vLLM release" in line, line
+    assert "older than" not in r.stdout

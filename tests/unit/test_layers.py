@@ -1,18 +1,22 @@
-"""The package's shape: imports point one way (core, git, sources, checkout,
-the wheel/env/doctor/pr libraries, commands, cli), no import cycles counting
+"""The package's shape: imports point one way (core, network, git, sources,
+checkout, the libraries, commands, cli), no import cycles counting
 function-level imports, and gitutil (a package) is the only one that runs git.
-commands/ holds only what orchestrates, each cli module imports only what it
-calls (CALLS), and two modules share a base name only where they are one
-command in parallel places (SHARED). And of the tests: none edits sys.path
-(the path is pyproject.toml's `pythonpath`, a script's own folder, or a
-subprocess's PYTHONPATH)."""
+Each cli module is a command of the registry (cli.COMMANDS) and imports only
+what it calls (CALLS, the one list kept by hand: it is a decision); commands/
+holds only what orchestrates, each module called by a cli module; and two
+modules share a base name only where they are one command in parallel
+places; each package's docstring names every module it holds. And of the
+tests and the benchmarks: none edits sys.path (the path is pyproject.toml's
+`pythonpath`, a script's own folder, or a subprocess's PYTHONPATH)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
+from vpatch import cli as vpatch_cli
 
 PKG = Path(__file__).resolve().parents[2] / "src" / "vpatch"
 # lowest first; a module may import modules of its own layer or below
@@ -24,10 +28,12 @@ LAYERS = (
             "paths",
             "resources",
             "jsontext",
-            "httprange",
             "settings",
+            "untrusted",
+            "shown",
             "record",
             "rules",
+            "serving",
             "lock",
             "quilt",
             "patchset",
@@ -35,10 +41,11 @@ LAYERS = (
             "probes",
         ),
     ),
+    ("network", ("network",)),
     ("git", ("gitutil",)),
     ("sources", ("sources",)),
     ("checkout", ("checkout", "threeway", "patchfiles")),
-    ("libraries", ("wheel", "env", "doctor", "pr", "maintain")),
+    ("libraries", ("releasefacts", "wheel", "env", "doctor", "postflight", "pr", "maintain")),
     ("commands", ("commands",)),
     ("cli", ("cli", "__main__")),
 )
@@ -114,14 +121,19 @@ def test_commands_do_not_import_each_other():
 
 # commands/ holds a module only where a command orchestrates libraries (resolves
 # what the user named, calls several in order); where one library function does
-# the whole job, the cli module's execute calls it, as auditwheel's main_<cmd>.py do
-ORCHESTRATING = {"apply", "carry", "doctor", "export", "matrix", "verify_wheel", "wheel"}
+# the whole job, the cli module's execute calls it, as auditwheel's main_<cmd>.py do.
+# Which modules those are is the folder's: each must orchestrate (no function of
+# it only forwards) and be what a cli module calls (CALLS).
+ORCHESTRATING = {m.split(".")[1] for m in MODULES if m.startswith("commands.")}
+# The commands, from the registry `vpatch --help` lists (cli/__init__.py)
+COMMANDS = {f"cli.{m.__name__.rsplit('.', 1)[1]}" for m in vpatch_cli.COMMANDS}
 
 # What each cli module calls: its command module, or the one library module that
 # does the whole job. Beside it a cli module imports cli/ siblings and the core
 # modules that do no work (CLI_CORE: the lock it loads, the errors it raises, the
-# bounds options read), and nothing else: no library helper, and no formatter,
-# since a result says itself (to_text, to_json, to_markdown, report).
+# bounds options read, the results' type and the escaping of what it prints), and
+# nothing else: no library helper, and no formatter, since a result says itself
+# (shown.Shown: lines, to_json) and options.show prints it (test_one_way_to_the_screen).
 CALLS = {
     "cli": {"gitutil", "maintain.docs"},  # scrub_environ; the docs' Block, a type
     "cli.options": set(),
@@ -146,12 +158,21 @@ CALLS = {
     "cli.verify_wheel": {"commands.verify_wheel"},
     "cli.wheel": {"commands.wheel"},
 }
-CLI_CORE = {"lock", "errors", "settings"}
+CLI_CORE = {"lock", "errors", "settings", "untrusted", "shown"}
 
 
-def test_commands_holds_only_what_orchestrates():
-    found = {m.split(".")[1] for m in MODULES if m.startswith("commands.")}
-    assert found == ORCHESTRATING, "a command that only forwards is its cli module's call"
+def test_each_command_module_is_what_a_cli_module_calls():
+    called = {c for calls in CALLS.values() for c in calls}
+    orphans = sorted(f"commands.{m}" for m in ORCHESTRATING if f"commands.{m}" not in called)
+    assert not orphans, f"no cli module calls {orphans}: list the call in CALLS, or remove it"
+
+
+def test_each_cli_module_is_a_registered_command():
+    """Every cli module but the package's own parts (cli/__init__.py, its
+    options and __main__) is a command of cli.COMMANDS, and each command
+    is one of them."""
+    ours = {m for m in MODULES if m.split(".")[0] == "cli"} - {"cli", "cli.options", "cli.__main__"}
+    assert ours == COMMANDS, "register a command in cli.COMMANDS, in `vpatch --help`'s order"
 
 
 def forwards(fn: ast.FunctionDef) -> bool:
@@ -180,7 +201,9 @@ def test_no_command_only_forwards(module):
 
 def test_the_cli_imports_only_what_it_calls():
     ours = sorted(m for m in MODULES if m.split(".")[0] == "cli" and m != "cli.__main__")
-    assert set(ours) == set(CALLS), "list what a new cli module calls in CALLS"
+    assert set(ours) == set(CALLS) == COMMANDS | {"cli", "cli.options"}, (
+        "list what a new cli module calls in CALLS"
+    )
     for module in ours:
         allowed = CLI_CORE | CALLS[module]
         allowed |= {".".join(m.split(".")[:i]) for m in CALLS[module] for i in range(1, 3)}
@@ -188,28 +211,74 @@ def test_the_cli_imports_only_what_it_calls():
         assert not wrong, f"vpatch.{module} calls {CALLS[module]} and imports {wrong} too"
 
 
+# -- one way to the screen -------------------------------------------------------------
+
+# A command's result reaches stdout through one function, which escapes each line
+# (cli/options.py show); what else vpatch prints goes to stderr (progress, the one
+# error line), and no module writes to sys.stdout itself.
+SHOW = ("cli.options", "show")
+
+
+def printing(path: Path) -> list[tuple[str, int, bool]]:
+    """Each print() or sys.stdout write in a module: (the function it is in,
+    its line, whether it writes to stdout)."""
+    found = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            where = node.name
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == "print":
+                to = next((k.value for k in node.keywords if k.arg == "file"), None)
+                stderr = isinstance(to, ast.Attribute) and to.attr == "stderr"
+                found.append((where, node.lineno, not stderr))
+            elif isinstance(f, ast.Attribute) and f.attr == "write":
+                if ast.unparse(f.value) == "sys.stdout":
+                    found.append((where, node.lineno, True))
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    visit(ast.parse(path.read_text()), "")
+    return found
+
+
+def test_one_way_to_the_screen():
+    """stdout is cli.options.show's alone, and each command shows its result
+    through it: no command prints a line of its own."""
+    other = [
+        f"vpatch.{m}:{line} ({fn or 'the module'})"
+        for m, p in MODULES.items()
+        for fn, line, stdout in printing(p)
+        if stdout and (m, fn) != SHOW
+    ]
+    assert not other, f"show the result with cli.options.show: {other}"
+    assert [s for _, _, s in printing(MODULES[SHOW[0]]) if s], "the check must see show's print"
+    silent = sorted(
+        c
+        for c in COMMANDS
+        if "show"
+        not in {
+            n.id for n in ast.walk(ast.parse(MODULES[c].read_text())) if isinstance(n, ast.Name)
+        }
+    )
+    assert not silent, f"these commands do not show their result: {silent}"
+
+
+def test_a_print_of_its_own_is_seen(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys\n\ndef f():\n    print('x')\n    print('e', file=sys.stderr)\n"
+        "    sys.stdout.write('y')\n    sys.stdout.flush()\n    out.write('w')\n\nprint('z')\n"
+    )
+    assert printing(probe) == [("f", 4, True), ("f", 5, False), ("f", 6, True), ("", 10, True)]
+
+
 # -- names: one base name, one thing --------------------------------------------------
 
-# The base names more than one module (or package) has, each one command in
-# parallel places: cli/<name>.py, commands/<name>.py, and the library it calls.
-# Any other two modules with one name mean two things: name them for what they are.
-SHARED = {
-    "apply": {"cli.apply", "commands.apply"},
-    "carry": {"cli.carry", "commands.carry"},
-    "check": {"cli.check", "env.check"},
-    "docs": {"cli.docs", "maintain.docs"},
-    "doctor": {"cli.doctor", "commands.doctor", "doctor"},
-    "export": {"cli.export", "commands.export"},
-    "install": {"cli.install", "env.install"},
-    "lint": {"cli.lint", "maintain.lint"},
-    "lock": {"cli.lock", "lock"},
-    "matrix": {"cli.matrix", "commands.matrix"},
-    "port": {"cli.port", "maintain.port"},
-    "pr": {"cli.pr", "pr"},
-    "releases": {"cli.releases", "sources.releases"},
-    "verify_wheel": {"cli.verify_wheel", "commands.verify_wheel"},
-    "wheel": {"cli.wheel", "commands.wheel", "wheel"},
-}
+# A base name more than one module (or package) has is one command in parallel
+# places: cli/<name>.py, commands/<name>.py, and the library it calls. Any other
+# two modules with one name mean two things: name them for what they are.
 
 
 def base_names() -> dict[str, set[str]]:
@@ -221,8 +290,12 @@ def base_names() -> dict[str, set[str]]:
     return {name: ms for name, ms in out.items() if len(ms) > 1}
 
 
-def test_a_base_name_is_one_thing():
-    assert base_names() == SHARED, "two modules, one name: name them for what they are"
+SHARED = base_names()
+
+
+def test_names_are_shared_at_all():
+    """The check below has names to hold (the commands share theirs today)."""
+    assert {"cli.apply", "commands.apply"} <= SHARED.get("apply", set()), SHARED
 
 
 @pytest.mark.parametrize("name", sorted(SHARED))
@@ -231,7 +304,9 @@ def test_a_shared_name_is_one_command_in_parallel_places(name):
     commands/<name>.py or what that or the cli module imports (a package:
     a module of it)."""
     cli, command = f"cli.{name}", f"commands.{name}"
-    assert cli in SHARED[name], f"{sorted(SHARED[name])} is no command's"
+    assert cli in SHARED[name], (
+        f"{sorted(SHARED[name])} share a name and are no command's: name them for what they are"
+    )
     called = imports(cli) | (imports(command) if command in MODULES else set())
     for m in SHARED[name] - {cli, command}:
         assert any(c == m or c.startswith(f"{m}.") for c in called), f"{cli} does not call {m}"
@@ -333,9 +408,59 @@ def test_no_module_is_over_600_lines():
     assert not over, f"split these by job: {over}"
 
 
-# -- the tests' path -----------------------------------------------------------
+# -- what a package says it holds -------------------------------------------------
+
+
+def named(doc: str, name: str) -> bool:
+    """Whether a docstring names a module or subpackage: its name as a word
+    of its own (`server`, `server.py`, `checks/`), not part of a longer name
+    (`port` is not named by `export` or `vpatch.port`)."""
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", doc) is not None
+
+
+def unnamed(package: Path, registered: frozenset[str] = frozenset()) -> list[str]:
+    """The modules and subpackages of `package` its docstring does not name,
+    but for those its `__init__` registers."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    held = [p.stem for p in package.glob("*.py") if not p.stem.startswith("__")]
+    held += [p.name for p in package.iterdir() if (p / "__init__.py").is_file()]
+    return [name for name in sorted(held) if name not in registered and not named(doc, name)]
+
+
+# A package whose __init__ lists its modules in a registry, which names them there
+# (cli.COMMANDS, in `vpatch --help`'s order): its docstring says what they are.
+REGISTERED = {"cli": frozenset(c.split(".")[1] for c in COMMANDS)}
+
+
+def test_each_package_names_what_it_holds():
+    """Each package's docstring says what it holds: every module and
+    subpackage in it is named there (or in its registry), so that a module
+    added or moved is said where a reader of the package looks first. The
+    top-level modules are LAYERS' (a module in no layer fails
+    test_imports_point_down)."""
+    packages = sorted(p.parent for p in PKG.rglob("__init__.py") if p.parent != PKG)
+    missing = [
+        f"{p.relative_to(PKG)}/{name}"
+        for p in packages
+        for name in unnamed(p, REGISTERED.get(p.relative_to(PKG).as_posix(), frozenset()))
+    ]
+    assert not missing, f"name these in their package's __init__.py docstring: {missing}"
+
+
+def test_a_package_that_does_not_name_a_module_is_seen(tmp_path):
+    (tmp_path / "__init__.py").write_text('"""port (3-way), the verify-wheel\nlint."""\n')
+    for name in ("port", "lint", "verify", "export"):
+        (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "__init__.py").write_text("")
+    assert unnamed(tmp_path) == ["checks", "export", "verify"]
+    assert unnamed(tmp_path, frozenset({"export"})) == ["checks", "verify"]
+
+
+# -- the tests' and the benchmarks' path -----------------------------------------------
 
 TESTS = PKG.parents[1] / "tests"
+BENCHMARKS = PKG.parents[1] / "benchmarks"  # modules of their package (benchmarks/__init__.py)
 # Mutating sys.path: a method that changes the list in place, or a function
 # that adds to it.
 PATH_EDITS = {"insert", "append", "extend", "remove", "pop", "clear", "addsitedir"}
@@ -376,14 +501,19 @@ def path_edits(path: Path) -> list[int]:
     return lines
 
 
-def test_no_test_edits_sys_path():
-    """A test module, helper or tier script imports what the configured path
-    holds: editing sys.path makes a bare import work only by path order."""
-    sources = sorted(TESTS.rglob("*.py"))
+def test_no_test_or_benchmark_edits_sys_path():
+    """A test module, helper, tier script or benchmark imports what the
+    configured path holds: editing sys.path makes a bare import work only by
+    path order."""
+    sources = sorted([*TESTS.rglob("*.py"), *BENCHMARKS.rglob("*.py")])
+    assert any(p.is_relative_to(BENCHMARKS) for p in sources), "the benchmarks are gone"
     exempt = {TESTS / rel for rel in STANDS_IN_ON_THE_PATH}
     assert exempt <= set(sources), "STANDS_IN_ON_THE_PATH names a module that is gone"
     hits = [
-        f"{p.relative_to(TESTS)}:{n}" for p in sources if p not in exempt for n in path_edits(p)
+        f"{p.relative_to(PKG.parents[1])}:{n}"
+        for p in sources
+        if p not in exempt
+        for n in path_edits(p)
     ]
     assert not hits, f"put the folder on the path in pyproject.toml or PYTHONPATH: {hits}"
 

@@ -134,11 +134,11 @@ MAIL = (
         ("Origin: vendor\nForwarded: no", None, None, "", "not upstream"),
         ("Origin: vendor\nForwarded: https://x/pull/1", None, None, "https://x/pull/1", "sent"),
         (
-            "Origin: backport, https://x/pull/2\nApplied-Upstream: 0.23.0",
-            "0.23.0",
+            "Origin: backport, https://x/pull/2\nApplied-Upstream: 10.0.0",
+            "10.0.0",
             None,
             "https://x/pull/2",
-            "upstream from 0.23.0",
+            "upstream from 10.0.0",
         ),
         (
             "Origin: backport, https://x/pull/3\nApplied-Upstream: https://x/pull/3",

@@ -49,8 +49,12 @@ def test_a_line_of_an_explanation_is_no_table(tmp_path, two):
 
 
 def record(ps, version, exported):
+    """record() into `ps`, which then is what its files say: the next
+    record() and every read go on from the same object, never a reload."""
     out = patchset_write.record(ps, PINNED, version, exported)
-    return out.done, patchset.load(ps.toml)
+    fresh = patchset.load(ps.toml)
+    assert ps == fresh and list(ps.tables) == list(fresh.tables)
+    return out.done, ps
 
 
 def test_record_only_changes_what_the_release_gets(tmp_path, two):
@@ -112,3 +116,52 @@ def test_the_set_recorded_into_reads_its_files_anew(tmp_path, two):
     done = patchset_write.record(ps, PINNED, "1.0", [("a", other)]).done
     assert done == {"a": "written"}
     assert "+line 5ive" in str(ps.series("1.0").patches[0].diff)
+
+
+def test_the_set_recorded_into_equals_a_fresh_load_after_each_kind_of_write(tmp_path, two):
+    """Each kind of write record() makes, on one PatchSet: after each, the
+    object is what loading the files anew gives (slugs in table order,
+    variants and their files, About, the tables as parsed), and what it
+    parsed of a file written over or removed is read again."""
+    ps = write(
+        tmp_path,
+        '# head\n["a"]\nreleases = ["1.0"]\nsummary = "A"\n\n["b"]\nreleases = ["1.0"]\n',
+        {"a/1.0.patch": two[0], "b/1.0.patch": two[1]},
+    )
+    other = two[0].replace(b"+line five", b"+line 5ive")
+    c = two[1].replace(b"deepseek", b"kimi")
+    assert ps.series("1.0") is not None  # both files parsed, and kept
+    seen = []
+    for version, exported in [
+        ("1.0", [("a", two[0]), ("b", two[1])]),  # unchanged
+        ("1.1", [("a", two[0]), ("b", two[1])]),  # extended upwards
+        ("1.1", [("a", other), ("b", two[1])]),  # split
+        ("1.1", [("a", two[0]), ("b", two[1])]),  # written: 1.1's own file
+        ("2.0", [("a", two[0]), ("c", c), ("b", two[1])]),  # new: variants, a table after a's
+        ("1.2", [("a", two[0]), ("c", c), ("b", two[1])]),  # extended downwards: 2.0's file goes
+    ]:
+        done, after = record(ps, version, exported)
+        assert after is ps
+        seen += done.values()
+        fresh = patchset.load(ps.toml)
+        for v in PINNED:  # every series, parsed: from files as they are now
+            assert series(ps, v) == series(fresh, v), (version, v)
+    assert set(seen) == {"unchanged", "extended", "split", "written", "new"}
+    assert ps.slugs == ["a", "c", "b"] and [v.span for v in ps.variants["c"]] == ["1.2:2.0"]
+    assert ps.about["a"].summary == "A" and not (ps.dir / "c/2.0.patch").exists()
+
+
+def series(ps, version):
+    s = ps.series(version)
+    return [(p.name, str(p.diff)) for p in s.patches] if s else []
+
+
+def test_record_refuses_a_patch_whose_code_is_gone(tmp_path, two):
+    """A release at or after a patch's `gone` cannot get it: patches.toml
+    would no longer load, nor the set equal it. Nothing is written."""
+    ps = write(tmp_path, '["a"]\nreleases = ["1.0"]\ngone = "1.2"\n', {"a/1.0.patch": two[0]})
+    before = sorted((p, p.read_bytes()) for p in ps.dir.rglob("*") if p.is_file())
+    with pytest.raises(PatchError, match="vLLM 2.0 has a, whose code patches.toml says"):
+        patchset_write.record(ps, PINNED, "2.0", [("a", two[0])])
+    assert sorted((p, p.read_bytes()) for p in ps.dir.rglob("*") if p.is_file()) == before
+    assert ps == patchset.load(ps.toml)

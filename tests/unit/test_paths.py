@@ -1,15 +1,18 @@
 """paths.py: nothing an archive, a wheel or a patch names may land outside
-its destination."""
+its destination; and the one lock (lock_or_refuse, held)."""
 
+import errno
+import fcntl
 import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path, PurePosixPath
 
 import pytest
 from vpatch import paths
-from vpatch.errors import TreeError, UnsafePathError
+from vpatch.errors import DiskError, TreeError, UnsafePathError
 from vpatch.paths import check_link, empty, inside, make_folder, safe_relpath, sweep, tmp_path
 
 
@@ -175,3 +178,51 @@ def test_a_tree_is_emptied_while_something_else_removes_in_it(tmp_path, monkeypa
     port = _raced_git_tree(tmp_path, monkeypatch)
     empty(port)
     assert port.is_dir() and not any(port.iterdir())
+
+
+# -- the one lock: lock_or_refuse, held ------------------------------------------------
+
+
+def test_a_held_lock_is_refused_at_once_or_after_the_wait(tmp_path):
+    """Another run's lock (another open file: flock is per open file) is
+    TreeError(busy) at once by default, and after `wait` seconds when told
+    to wait; taken as soon as the other lets go within the wait."""
+    other = os.open(tmp_path, os.O_RDONLY)
+    fcntl.flock(other, fcntl.LOCK_EX)
+    t0 = time.monotonic()
+    with pytest.raises(TreeError, match="^busy$"), paths.held(tmp_path, "busy", "it"):
+        pass
+    assert time.monotonic() - t0 < 0.5
+    with pytest.raises(TreeError, match="^busy$"), paths.held(tmp_path, "busy", "it", wait=0.3):
+        pass
+    assert time.monotonic() - t0 >= 0.3
+    threading.Timer(0.2, os.close, (other,)).start()
+    with paths.held(tmp_path, "busy", "it", wait=10):
+        assert time.monotonic() - t0 >= 0.5
+
+
+def test_a_lock_that_fails_is_the_callers_error(tmp_path):
+    """Not another run's lock but the lock itself failing (a descriptor
+    flock refuses, a folder that cannot be opened): a DiskError naming what
+    it was doing, or the caller's error for it (an environment's: TreeError)."""
+    bad = os.open(tmp_path, os.O_RDONLY)
+    os.close(bad)  # EBADF
+    with pytest.raises(DiskError, match="^cannot lock it: "):
+        paths.lock_or_refuse(bad, "busy", "cannot lock it")
+
+    def mine(e: OSError, doing: str) -> TreeError:
+        return TreeError(f"{doing} ({e.errno})")
+
+    with pytest.raises(TreeError, match=rf"^cannot lock it \({errno.EBADF}\)$"):
+        paths.lock_or_refuse(bad, "busy", "cannot lock it", failed=mine)
+    gone = tmp_path / "gone"
+    with (
+        pytest.raises(DiskError, match="^cannot open the tree: "),
+        paths.held(gone, "b", "the tree"),
+    ):
+        pass
+    with (
+        pytest.raises(TreeError, match=rf"^cannot open x \({errno.ENOENT}\)$"),
+        paths.held(gone, "b", "x", failed=mine),
+    ):
+        pass

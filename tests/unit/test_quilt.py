@@ -13,7 +13,7 @@ def test_parse_reads_subject_dep3_and_files(good_series):
     assert [p.name for p in s.patches] == ["0001-step-1.patch", "0002-step-2.patch"]
     p = s.patches[1]
     assert p.subject == "config: allow deepseek"
-    assert p.fields["Applied-Upstream"] == "0.18.0"
+    assert p.fields["Applied-Upstream"] == "10.0.0"
     assert p.fields["Description"] == "config: allow deepseek"
     assert p.files == ["vllm/config.py"]
     assert s.files == ["vllm/model.py", "vllm/config.py"]
@@ -209,14 +209,14 @@ def test_a_series_file_that_is_not_text(tmp_path):
 
 
 def test_applied_upstream_and_dep3_problems():
-    assert quilt.applied("0.23.0") == (["0.23.0"], [])
-    assert quilt.applied("0.23.0, https://x/pull/1") == (["0.23.0"], ["https://x/pull/1"])
+    assert quilt.applied("10.0.0") == (["10.0.0"], [])
+    assert quilt.applied("10.0.0, https://x/pull/1") == (["10.0.0"], ["https://x/pull/1"])
     assert quilt.applied("https://x/pull/1") == ([], ["https://x/pull/1"])
     good = {
         "Description": "d",
         "Origin": "backport, https://x/pull/1",
         "Forwarded": "not-needed",
-        "Applied-Upstream": "0.23.0, https://x/pull/1",
+        "Applied-Upstream": "10.0.0, https://x/pull/1",
         "Last-Update": "2026-12-01",
     }
     assert quilt.dep3_problems(good) == []

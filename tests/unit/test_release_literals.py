@@ -1,9 +1,21 @@
-"""Each fact once: a vLLM release is named in the data,
-VERSIONS.lock, rules.toml and patches.toml with its patches/*.patch, and
-everything else derives it. This test reads every .py file under src/,
-tests/ and benchmarks/ for a release typed as a literal and fails, naming
-file and line, on one outside the files listed in DELIBERATE (where a release
-is the point, said why).
+"""Each fact once: a vLLM release is named in the data, VERSIONS.lock,
+rules.toml and patches.toml with its patches/*.patch, and everything else
+derives it. This test reads every .py file under src/, tests/ and
+benchmarks/ for a release typed as a literal and fails, naming file and
+line, on one outside its places:
+
+- in code (anything but comments and docstrings): only in a place
+  DELIBERATE lists, one top-level definition of a file (`path::NAME`, a
+  function, class or assignment with its decorators and the comments just
+  above it; `path::__doc__`, the module's docstring), said why. A test's
+  release that is the point for its own fact stands in a table of
+  `support.releases.having(...)` calls, which check it against rules.toml
+  (FACT: checked here too);
+- in prose (comments, docstrings): also in the folders CITING lists, whose
+  notes say where each fact was measured or read.
+
+A test that means a release by what it is (the newest, one with the V1
+runner, the first of a fix's span) asks tests/support/releases.py.
 
 What counts as a release, read off the lock so that nothing here names one:
 X.Y.Z (also `vX.Y.Z`, `X.Y.Z+cu129`, `X.Y.Zrc1`) and X.Y.x from the oldest
@@ -15,7 +27,11 @@ transformers' majors are not vLLM's."""
 
 from __future__ import annotations
 
+import ast
+import io
 import re
+import tokenize
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,16 +44,15 @@ TOPS = ("src", "tests", "benchmarks")
 PINS = lock.load()
 HERE = Path(__file__).resolve().relative_to(ROOT).as_posix()
 
-# -- why a file may name releases --------------------------------------------------
+# -- why a place may name releases ---------------------------------------------------
 
+FACT = (
+    "a test about this release's own fact, rules.toml's there (support.releases.having "
+    "checks each against the data)"
+)
 TIER = (
     "the vLLM tier's own data: which release runs where, what each release's code "
     "does there, measured on real vLLM (tests/vllm; its owners keep it)"
-)
-HISTORY = (
-    "doctor's verdicts and facts at named releases: each case is what that release "
-    "does (rules.toml, read from its source; tests/vllm shows it on real vLLM), so "
-    "the release is the point"
 )
 REAL = (
     "a run on the real releases whose outcome on those releases is the point (a "
@@ -47,124 +62,98 @@ LIKE = (
     "fake environments named after real releases of each kind (support/env.py LIKE "
     "and GONE) so that rules.toml's facts apply to them"
 )
-FIXTURE = (
-    "a made-up wheel, tree, DEP-3 header, lock or report: any release's spelling "
-    "would do, and it states nothing about vLLM"
-)
 CITED = "comments cite the releases a fact was read or measured in"
 MEASURED = "a measured figure, named with the release it was measured on"
 EXAMPLE = "the command's help example (tests/unit/cli/test_options.py parses it)"
 
+# Prose (comments, docstrings) may cite releases in these folders: the tier's
+# notes say which release each fact was measured or read on (its code is held
+# to DELIBERATE like any other).
+CITING: dict[str, str] = {"tests/vllm/": TIER}
+
 DELIBERATE: dict[str, str] = {
-    "benchmarks/bench_carry.py": MEASURED + " (docs/measurements.md)",
-    "benchmarks/bench_doctor_hub.py": MEASURED + " (docs/measurements.md)",
-    "src/vpatch/cli/apply.py": EXAMPLE,
-    "src/vpatch/cli/carry.py": EXAMPLE,
-    "src/vpatch/cli/export.py": EXAMPLE,
-    "src/vpatch/cli/fetch.py": EXAMPLE,
-    "src/vpatch/cli/matrix.py": EXAMPLE,
-    "src/vpatch/cli/port.py": EXAMPLE,
-    "src/vpatch/cli/pr.py": EXAMPLE,
-    "src/vpatch/cli/series.py": EXAMPLE,
-    "src/vpatch/cli/status.py": EXAMPLE,
-    "src/vpatch/cli/unapply.py": EXAMPLE,
-    "src/vpatch/cli/verify_wheel.py": EXAMPLE,
-    "src/vpatch/cli/wheel.py": EXAMPLE,
-    "src/vpatch/doctor/checks/layers.py": MEASURED + " (MEASURED_ON, cited in findings)",
-    "src/vpatch/doctor/serve.py": CITED + " (vLLM's argparse code)",
-    "src/vpatch/doctor/metrics.py": CITED + " (the metrics vLLM exposes)",
-    "src/vpatch/doctor/postflight.py": CITED + " (the counters' meaning)",
-    "src/vpatch/doctor/server.py": CITED + " (vLLM's endpoints)",
-    "src/vpatch/sources/extract.py": MEASURED + " (an sdist's size and read time)",
-    "src/vpatch/wheel/fatbin.py": CITED + " (the fatbin layout, confirmed on those wheels)",
-    "tests/integration/commands/test_carry_drill.py": REAL,
-    "tests/integration/commands/test_port_real.py": REAL,
-    "tests/integration/commands/test_pr_real.py": REAL,
-    "tests/integration/doctor/test_releases_real.py": CITED
-    + " (the mutants shown to fail, by release)",
-    "tests/support/__init__.py": FIXTURE,
-    "tests/support/env.py": LIKE,
-    "tests/support/usage.py": "README.md's `check` example is that release's output",
-    "tests/unit/cli/test_carry.py": FIXTURE,
-    "tests/unit/cli/test_lint.py": FIXTURE,
-    "tests/unit/commands/test_carry.py": "a real carry's report, with its release's real pin",
-    "tests/unit/commands/test_doctor.py": LIKE + "; " + HISTORY,
-    "tests/unit/commands/test_doctor_hub.py": LIKE,
-    "tests/unit/commands/test_export.py": FIXTURE,
-    "tests/unit/doctor/checks/test_command.py": HISTORY,
-    "tests/unit/doctor/checks/test_drafter.py": HISTORY,
-    "tests/unit/doctor/checks/test_layers.py": HISTORY,
-    "tests/unit/doctor/checks/test_shapes.py": HISTORY,
-    "tests/unit/doctor/checks/test_vllm.py": HISTORY,
-    "tests/unit/doctor/test_behaviour.py": HISTORY,
-    "tests/unit/doctor/test_checks.py": HISTORY,
-    "tests/unit/doctor/test_defects.py": FIXTURE,
-    "tests/unit/doctor/test_facts.py": HISTORY,
-    "tests/unit/doctor/test_pair.py": HISTORY,
-    "tests/unit/env/test_dist.py": FIXTURE,
-    "tests/unit/env/test_readiness.py": LIKE,
-    "tests/unit/env/test_receipt.py": FIXTURE,
-    "tests/unit/maintain/test_lint.py": FIXTURE,
-    "tests/unit/maintain/test_pin.py": FIXTURE,
-    "tests/unit/pr/test_body.py": FIXTURE,
-    "tests/unit/test_checkout.py": FIXTURE,
-    "tests/unit/test_docs.py": FIXTURE + " (doc text the checks read)",
-    "tests/unit/test_hostile.py": FIXTURE + " (a release with a shell command in it)",
-    "tests/unit/test_hostile_numbers.py": FIXTURE,
-    "tests/unit/test_lock.py": (
-        "a release's spellings by example; the releases vLLM published wheels only "
-        "for, a fact the real lock must hold"
+    # vpatch: a command's example, a cited source, a measured figure
+    **{
+        f"src/vpatch/cli/{name}.py::add_parser": EXAMPLE
+        for name in (
+            "apply",
+            "carry",
+            "export",
+            "fetch",
+            "matrix",
+            "port",
+            "pr",
+            "series",
+            "status",
+            "unapply",
+            "verify_wheel",
+            "wheel",
+        )
+    },  # fmt: skip
+    "src/vpatch/doctor/checks/layers.py::MEASURED_ON": MEASURED + " (cited in findings)",
+    "src/vpatch/doctor/serve.py::max_len": CITED + " (vLLM's argparse code)",
+    "src/vpatch/doctor/serve.py::_positional": CITED + " (vLLM's argparse code)",
+    "src/vpatch/postflight/judge.py::__doc__": CITED + " (the counters' meaning)",
+    "src/vpatch/postflight/metrics.py::__doc__": CITED + " (the metrics vLLM exposes)",
+    "src/vpatch/postflight/server.py::__doc__": CITED + " (vLLM's endpoints)",
+    "src/vpatch/sources/extract.py::SPOOL": MEASURED + " (an sdist's size)",
+    "src/vpatch/sources/extract.py::extract_sdist": MEASURED + " (an sdist's read time)",
+    "src/vpatch/wheel/fatbin.py::__doc__": CITED
+    + " (the fatbin layout, confirmed on those wheels)",
+    # tests: a release's own fact, checked against rules.toml
+    "tests/unit/doctor/test_behaviour.py::test_historical_facts": FACT,
+    # the releases the MLA drafters, the recipes and the docs' example
+    # are settled on
+    "tests/unit/doctor/test_behaviour.py::NO_KIMI_K2": FACT,
+    "tests/unit/doctor/checks/test_drafter.py::NONE_READS": FACT,
+    "tests/unit/doctor/checks/test_drafter.py::NIXL_READS": FACT,
+    "tests/unit/doctor/checks/test_drafter.py::NO_KIMI_K2": FACT,
+    "tests/unit/doctor/checks/test_command.py::NEWEST_FACTS": FACT,
+    "tests/unit/commands/test_doctor_example.py::RELEASE": FACT,
+    "tests/unit/doctor/checks/test_models.py::DONE_WHEN": FACT
+    + " (the new families' done-when releases, with serving.toml's facts too)",
+    "tests/integration/doctor/test_releases_real.py::"
+    "test_the_probes_before_their_gates_cannot_read_what_the_v1_removal_removed": FACT,
+    "tests/unit/test_lock.py::test_the_real_lock": (
+        "the releases vLLM published wheels only for, a fact the real lock must hold"
     ),
-    "tests/unit/test_patchset.py": FIXTURE,
-    "tests/unit/test_quilt.py": FIXTURE,
-    "tests/unit/test_tier.py": "unit tests of the tier's harness on made-up plans and runs, "
-    "and on its docs' tables",
-    "tests/unit/wheel/test_build.py": FIXTURE,
-    "tests/unit/wheel/test_file.py": FIXTURE,
-    "tests/unit/wheel/test_overlay.py": FIXTURE,
-    "tests/unit/wheel/test_verify.py": FIXTURE,
-    "tests/vllm/bench_spec.py": TIER,
-    "tests/vllm/fixtures.py": TIER,
-    "tests/vllm/mutants.py": TIER,
-    "tests/vllm/release/conftest.py": TIER,
-    "tests/vllm/release/tier_plugins/cpu_deepseek_v4.py": TIER,
-    "tests/vllm/release/tier_plugins/cpu_gemm.py": TIER,
-    "tests/vllm/release/tier_plugins/cpu_kernel_scan.py": TIER,
-    "tests/vllm/release/tier_plugins/cpu_moe.py": TIER,
-    "tests/vllm/release/tier_plugins/cpu_rotary.py": TIER,
-    "tests/vllm/release/tier_plugins/cpu_spec_decode.py": TIER,
-    "tests/vllm/release/tier_plugins/cpu_v2_runner.py": TIER,
-    "tests/vllm/release/tier_plugins/cuda_contract.py": TIER,
-    "tests/vllm/release/tier_builders/doctor_pairs.py": TIER,
-    "tests/vllm/release/helpers.py": TIER,
-    "tests/vllm/release/tier_plugins/stand_ins.py": TIER,
-    "tests/vllm/release/test_aux_hidden_states.py": TIER,
-    "tests/vllm/release/test_doctor_mla_drafters.py": TIER,
-    "tests/vllm/release/test_doctor_on_a_server.py": TIER,
-    "tests/vllm/release/test_doctor_served_layers.py": TIER,
-    "tests/vllm/release/test_doctor_verdicts.py": TIER,
-    "tests/vllm/release/test_drafter_attention_backend.py": TIER,
-    "tests/vllm/release/test_eagle3_support.py": TIER,
-    "tests/vllm/release/test_mla_drafter_config.py": TIER,
-    "tests/vllm/release/test_mla_drafter_fc_norm.py": TIER,
-    "tests/vllm/release/test_mla_drafter_layer.py": TIER,
-    "tests/vllm/release/test_proposer.py": TIER,
-    "tests/vllm/release/test_series_cut_short.py": TIER,
-    "tests/vllm/release/test_served_deepseek_v4.py": TIER,
-    "tests/vllm/release/test_served_spec_decode.py": TIER,
-    "tests/vllm/release/test_target_reference.py": TIER,
-    "tests/vllm/release/unpatched.py": TIER,
-    "tests/vllm/test_install.py": TIER,
-    "tests/vllm/test_releases.py": TIER,
-    "tests/vllm/vllm_tier/checks/engines.py": TIER,
-    "tests/vllm/vllm_tier/checks/other_series.py": TIER,
-    "tests/vllm/vllm_tier/checks/served.py": TIER,
-    "tests/vllm/vllm_tier/checks/vllm_tests.py": TIER,
-    "tests/vllm/vllm_tier/serving.py": TIER,
-    "tests/vllm/vllm_tier/docs.py": TIER,
-    "tests/vllm/vllm_tier/releases.py": TIER,
-    "tests/vllm/vllm_tier/runenv.py": TIER,
-    "tests/vllm/vllm_tier/upstream.py": TIER,
+    # tests: a run on real releases whose outcome there is the point
+    "tests/integration/commands/test_carry_drill.py::__doc__": REAL,
+    "tests/integration/commands/test_carry_drill.py::"
+    "test_a_clean_carry_comes_back_to_what_is_committed": REAL,
+    "tests/integration/commands/test_carry_drill.py::"
+    "test_a_conflict_stops_then_continue_reaches_what_is_committed": REAL,
+    "tests/integration/commands/test_carry_drill.py::NEWEST_CONFLICTS": REAL
+    + " (the conflicts the newest release's carry meets)",
+    "tests/integration/commands/test_port_real.py::__doc__": REAL,
+    "tests/integration/commands/test_port_real.py::"
+    "test_port_016_to_0171_reproduces_the_committed_series": REAL,
+    # the tier's own data: measured on real vLLM, or read from a release's source
+    "tests/vllm/bench_spec.py::RELEASES": TIER + " (the releases docs/measurements.md measured)",
+    "tests/vllm/mutants.py::MUTANTS": TIER + " (the release whose series each mutant changes)",
+    "tests/vllm/mutants.py::ALLOWLIST_PATCH": TIER,
+    "tests/vllm/release/helpers.py::UNI_BECOMES_MP": TIER,
+    "tests/vllm/release/test_drafter_attention_backend.py::V2_DRAFT": TIER,
+    "tests/vllm/release/tier_plugins/cpu_v2_runner.py::VLLM_DIST_SPAN": TIER,
+    "tests/vllm/release/tier_plugins/stand_ins.py::STAND_INS": TIER,
+    "tests/vllm/vllm_tier/checks/served.py::V4_DRAFTER_REFUSED_FROM": TIER
+    + " (the release whose CPU platform refuses the drafter V4's KV cache dtype)",
+    "tests/vllm/release/unpatched.py::_refused": TIER + " (each release's refusal text)",
+    "tests/vllm/release/unpatched.py::ROPE_THETA_LOST": TIER + " (each release's failure)",
+    "tests/vllm/release/unpatched.py::V32_AMD_LAYER_INPUTS": TIER
+    + " (the release whose amd/model.py takes layer 0 itself)",
+    **{
+        f"tests/vllm/vllm_tier/releases.py::{name}": TIER
+        for name in (
+            "VENVS",
+            "CUT_SHORT",
+            "SERVED_COMPILED",
+            "PRELOAD_REQUIRED",
+            "MLA_ON_CPU_FROM",
+            "V2_ON_CPU_FROM",
+            "OPS_FROM",
+        )
+    },  # fmt: skip
 }
 
 
@@ -204,18 +193,94 @@ def files() -> list[Path]:
     return sorted(p for top in TOPS for p in (ROOT / top).rglob("*.py"))
 
 
-def found() -> dict[str, list[tuple[int, str, list[Version]]]]:
-    """{path: [(line number, line, releases)]} of every file naming one."""
-    out: dict[str, list[tuple[int, str, list[Version]]]] = {}
+def places(tree: ast.Module) -> list[tuple[int, int, str]]:
+    """(first line, last line, name) of each top-level definition: a node's
+    lines run from the line after the one before it (its decorators and the
+    comments above it) to its own end."""
+    out, prev = [], 0
+    for i, node in enumerate(tree.body):
+        if i == 0 and _is_docstring(node):
+            name = "__doc__"
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = node.name
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            name = ",".join(ast.unparse(t) for t in targets)
+        else:
+            name = f"line {node.lineno}"  # an if, a with, a call: named by where it starts
+        end = node.end_lineno or node.lineno
+        out.append((prev + 1, end, name))
+        prev = end
+    return out
+
+
+def _is_docstring(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def prose(text: str, tree: ast.Module) -> dict[int, int]:
+    """{line: the column its prose starts at}: a comment's `#`, or 0 for a
+    line of a docstring (a string that is a statement of its own)."""
+    out: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if _is_docstring(node):
+            for n in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                out[n] = 0
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT and tok.start[0] not in out:
+            out[tok.start[0]] = tok.start[1]
+    return out
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A line naming a release: in its code, its prose, and the place it is in."""
+
+    n: int
+    line: str
+    code: list[Version]
+    prose: list[Version]
+    place: str
+
+    @property
+    def releases(self) -> list[Version]:
+        return self.code + self.prose
+
+
+def hits(text: str) -> list[Hit]:
+    tree = ast.parse(text)
+    where, notes = places(tree), prose(text, tree)
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        col = notes.get(n, len(line))
+        code, said = releases_in(line[:col]), releases_in(line[col:])
+        if code or said:
+            place = next((name for a, b, name in where if a <= n <= b), "the end")
+            out.append(Hit(n, line.strip(), code, said, place))
+    return out
+
+
+def found() -> dict[str, list[Hit]]:
+    """{path: its lines naming a release} of every file naming one."""
+    out = {}
     for p in files():
-        path = p.relative_to(ROOT).as_posix()
-        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-            if rs := releases_in(line):
-                out.setdefault(path, []).append((n, line.strip(), rs))
+        if found_here := hits(p.read_text(encoding="utf-8")):
+            out[p.relative_to(ROOT).as_posix()] = found_here
     return out
 
 
 FOUND = found()
+
+
+def allowed(path: str, hit: Hit) -> bool:
+    """Whether each release of the line stands where it may."""
+    if f"{path}::{hit.place}" in DELIBERATE:
+        return True
+    return not hit.code and any(path.startswith(folder) for folder in CITING)
 
 
 # -- the tests ---------------------------------------------------------------------------
@@ -223,20 +288,22 @@ FOUND = found()
 
 def test_no_release_is_typed_outside_the_data():
     typed = [
-        f"  {path}:{n}: {line}"
+        f"  {path}:{h.n} ({h.place}): {h.line}"
         for path, lines in FOUND.items()
-        if path not in DELIBERATE
-        for n, line, _ in lines
+        for h in lines
+        if not allowed(path, h)
     ]
     assert not typed, (
         "vLLM releases typed outside the data files:\n"
         + "\n".join(typed)
-        + "\nDerive each from the data instead: lock.load().versions(), .versions('patched'),"
-        " .default(); .rules.first, .rules.newest, .rules.first_where(...), .rules.at(v);"
-        " .patchset.serving(slug, ...) for a patch's span; support.next_release(pins) for"
-        " a release not pinned yet. In a docstring or a message, say it by what the data"
-        " holds (`the patched releases`, `X.Y.Z` for a spelling). Only where the release"
-        f" itself is the point, add the file to DELIBERATE in {HERE} with why."
+        + "\nDerive each from the data instead: in a test, tests/support/releases.py"
+        " (newest(), newest_patched(), first_where(lambda r: ...), serving(key), ...);"
+        " in vpatch, lock.load().versions(), .default(); .rules.first_where(...),"
+        " .rules.at(v); .patchset.serving(slug, ...); support.next_release(pins) for a"
+        " release not pinned yet. In a docstring or a message, say it by what the data"
+        " holds (`the patched releases`, `X.Y.Z` for a spelling). Where a test is about"
+        " one release's own fact, name it in a table of support.releases.having(...)"
+        f" and list the table in DELIBERATE ({HERE}) as FACT; any other place, with why."
     )
 
 
@@ -244,10 +311,10 @@ def test_no_file_names_a_release_newer_than_the_lock():
     """Not even a deliberate one: a release after the newest pinned is "the
     next one", which support.next_release(pins) derives."""
     newer = [
-        f"  {path}:{n}: {line}"
+        f"  {path}:{h.n}: {h.line}"
         for path, lines in FOUND.items()
-        for n, line, rs in lines
-        if any(r > NEWEST for r in rs)
+        for h in lines
+        if any(r > NEWEST for r in h.releases)
     ]
     assert not newer, (
         f"releases newer than the newest pinned ({NEWEST}):\n"
@@ -256,11 +323,75 @@ def test_no_file_names_a_release_newer_than_the_lock():
     )
 
 
-def test_each_deliberate_file_is_there_and_names_a_release():
-    """The list stays honest: a file that no longer names a release (or is
+def test_each_deliberate_place_is_there_and_names_a_release():
+    """The list stays honest: a place that no longer names a release (or is
     gone) leaves it."""
-    stale = sorted(set(DELIBERATE) - set(FOUND))
+    named = {f"{path}::{h.place}" for path, lines in FOUND.items() for h in lines}
+    stale = sorted(set(DELIBERATE) - named)
     assert not stale, f"in DELIBERATE but naming no release: {stale}; remove them"
+    for folder in CITING:
+        assert any(p.startswith(folder) for p in FOUND), f"CITING's {folder} cites none"
+
+
+def facts_unchecked(text: str, place: str) -> list[int]:
+    """The lines of `place` whose code names a release outside the first
+    argument of a having(...) call (support.releases: checked there)."""
+    tree = ast.parse(text)
+    first, last = next((a, b) for a, b, name in places(tree) if name == place)
+    checked = {
+        id(c.args[0])
+        for c in ast.walk(tree)
+        if isinstance(c, ast.Call)
+        and c.args
+        and (c.func.id if isinstance(c.func, ast.Name) else getattr(c.func, "attr", "")) == "having"
+    }
+    return sorted(
+        {
+            c.lineno
+            for c in ast.walk(tree)
+            if isinstance(c, ast.Constant)
+            and isinstance(c.value, str)
+            and first <= c.lineno <= last
+            and releases_in(c.value)
+            and id(c) not in checked
+        }
+    )
+
+
+@pytest.mark.parametrize("place", sorted(k for k, why in DELIBERATE.items() if why == FACT))
+def test_a_release_s_own_fact_is_checked_against_the_data(place):
+    """A FACT place names each release only as having(release, fact=value),
+    which fails the test when rules.toml says otherwise."""
+    path, name = place.split("::")
+    unchecked = facts_unchecked((ROOT / path).read_text(), name)
+    assert not unchecked, f"{path}: lines {unchecked} name a release outside having(...)"
+
+
+def test_an_unchecked_fact_is_seen():
+    a = str(NEWEST)
+    text = f'T = (having("{a}", runners={{"v2"}}), "{a}")\n'
+    assert facts_unchecked(text, "T") == [1]
+    assert facts_unchecked(text.replace(f', "{a}")', ")"), "T") == []
+
+
+def test_code_and_prose_are_told_apart():
+    a = str(NEWEST)
+    text = (
+        f'"""Read in {a}."""\n\n'
+        f"# measured on {a}\n"
+        f'X = "{a}"  # {a}\n'
+        "\n\ndef f():\n"
+        f'    """{a} docstring."""\n'
+        f'    return "#{a}"\n'
+    )
+    got = [(h.n, h.place, len(h.code), len(h.prose)) for h in hits(text)]
+    assert got == [
+        (1, "__doc__", 0, 1),
+        (3, "X", 0, 1),
+        (4, "X", 1, 1),
+        (8, "f", 0, 1),
+        (9, "f", 1, 0),
+    ]
 
 
 def _spelled(v: Version) -> tuple[str, str]:

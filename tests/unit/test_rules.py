@@ -83,6 +83,11 @@ def test_a_minimal_table_loads(tmp_path):
         (lambda s: s.replace('newest = "', 'newest = "x'), "is not a release"),
         (lambda s: s + '\n[releases."latest"]\n', "is not a release"),
         (lambda s: s + "\n[[", "not valid TOML"),
+        # hostile: a number int() refuses (over 4300 digits), as packaging and
+        # tomllib read it: a version part, a table's name, a value
+        (lambda s: s.replace('newest = "', 'newest = "' + "9" * 4400), "newest .* not a release"),
+        (lambda s: s + f'\n[releases."0.{"1" * 4400}.0"]\n', "is not a release"),
+        (lambda s: s.replace("transformers = [4]", f"transformers = [{'4' * 4400}]"), "TOML"),
     ],
 )
 def test_bad_data_is_one_line_and_exit_2(tmp_path, edit, says):
@@ -90,6 +95,7 @@ def test_bad_data_is_one_line_and_exit_2(tmp_path, edit, says):
     with pytest.raises(ConfigError, match=says) as e:
         rules.load(write(tmp_path, text))
     assert "\n" not in str(e.value) and e.value.exit_code == 2
+    assert len(str(e.value)) < 500  # a hostile value is quoted cut, not whole
 
 
 def test_no_tables_or_no_file(tmp_path):

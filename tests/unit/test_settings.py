@@ -57,3 +57,32 @@ def test_whole_refuses_anything_else_in_one_line(value, kw, got):
     msg = str(e.value)
     assert msg.startswith("--flag must be a whole number from ") and got in msg, msg
     assert "\n" not in msg and len(msg) < 160, msg
+
+
+@pytest.mark.parametrize("raw", ["1e10", "9" * 400, "1e999", "86401"])
+def test_seconds_too_large_says_so(monkeypatch, raw):
+    """`VPATCH_INDEX_TIMEOUT=999...` said "not a number of seconds above 0",
+    and 1e10 was an internal error (exit 70: a socket refuses a timeout
+    past time_t). Over a day is too large, and said so."""
+    monkeypatch.setenv(VAR, raw)
+    with pytest.raises(ConfigError) as e:
+        settings.seconds(VAR, 7.0)
+    assert f": too large: at most {settings.MOST_SECONDS:g} seconds" in str(e.value), e.value
+    monkeypatch.setenv(VAR, str(settings.MOST_SECONDS))
+    assert settings.seconds(VAR, 7.0) == settings.MOST_SECONDS
+
+
+@pytest.mark.parametrize("raw", ["1_0", "١٠", "1 0"])
+def test_seconds_are_ascii_decimal(monkeypatch, raw):
+    monkeypatch.setenv(VAR, raw)
+    with pytest.raises(ConfigError, match="not a number of seconds above 0"):
+        settings.seconds(VAR, 7.0)
+
+
+@pytest.mark.parametrize("value", ["1_0", " 1", "1 ", "+1", "１", "٣", "0x1"])
+def test_whole_decimal_takes_ascii_digits_only(value):
+    """vpatch's own options (--interval, --jobs) take ASCII digits: int()
+    took `1_0` as 10, ` 1` as 1 and a fullwidth `１` as 1."""
+    with pytest.raises(ConfigError, match="must be a whole number from 1 to"):
+        settings.whole(value, "--interval", decimal=True)
+    assert settings.whole("10", "--interval", decimal=True) == 10

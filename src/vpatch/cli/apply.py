@@ -5,7 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, offline, path, say, series, source, version
+from .options import Parser, Subparsers, command, offline, path, say, series, show, source, version
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -27,7 +27,7 @@ def add_parser(sub: Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import apply
 
-    result = apply.apply(
+    applied = apply.apply(
         args.version,
         dest=path(args.dest),
         source=args.source,
@@ -37,8 +37,5 @@ def execute(args: Namespace, parser: Parser) -> int:
         say=say,
         pins=lock.load(),
     )
-    if not result.applied and result.already:
-        print(f"{result.dest}: already patched ({len(result.already)} patches); nothing to do")
-    else:
-        print(f"{result.dest}: vLLM {result.version}, applied {len(result.applied)} patches")
+    show(applied)
     return 0

@@ -7,7 +7,7 @@ from argparse import Namespace
 
 from .. import lock
 from ..errors import PatchError, TreeError
-from .options import Parser, Subparsers, command, path, resume, say, source
+from .options import Parser, Subparsers, command, path, resume, say, show, source
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -55,7 +55,7 @@ def execute(args: Namespace, parser: Parser) -> int:
         extra=generated_here(parser),
         say=say,
     )
-    print(carry.report(r), end="")
+    show(r)
     if r.conflict:
         where = "; ".join(f"{f} ({', '.join(h) or 'no markers'})" for f, h in r.hunks.items())
         raise PatchError(

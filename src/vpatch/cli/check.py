@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, output, python, say
+from .options import Parser, Subparsers, command, output, python, say, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -28,8 +27,5 @@ def execute(args: Namespace, parser: Parser) -> int:
     from ..env import check
 
     report = check.inspect(args.python, pins=lock.load(), say=say)
-    if args.format == "json":
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print(report.to_text())
+    show(report, args.format)
     return 0 if report.eagle3_ready else 1

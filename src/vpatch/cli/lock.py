@@ -5,7 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, say
+from .options import Parser, Subparsers, command, say, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -21,17 +21,13 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    from ..sources.refresh import refresh
+    from ..sources.refresh import Refreshed, refresh
 
     pins = lock.load()
     if args.refresh:
         pins = refresh(pins, say)
         lock.save(pins)
-        print(f"{pins.path.name}: {len(pins.releases)} releases refreshed")
+        show(Refreshed(pins))
         return 0
-    default = pins.default().version
-    for v in pins.versions():
-        r = pins.releases[v]
-        mark = "  (default)" if v == default else ""
-        print(f"{v:8} {r.status:12} {r.tag:9} {r.commit:10} {', '.join(r.artifacts)}{mark}")
+    show(pins)
     return 0

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, count, offline, output, say
+from .options import Parser, Subparsers, command, count, offline, output, say, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -23,7 +22,10 @@ def add_parser(sub: Subparsers) -> None:
     )
     output(p, "md", "json")
     p.add_argument(
-        "--jobs", type=count(), metavar="N", help="worker processes (default: one per core)"
+        "--jobs",
+        type=count(decimal=True),
+        metavar="N",
+        help="worker processes (default: one per core)",
     )
     offline(p)
 
@@ -32,8 +34,5 @@ def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import matrix
 
     m = matrix.build(args.versions, pins=lock.load(), offline=args.offline, jobs=args.jobs, say=say)
-    if args.format == "json":
-        print(json.dumps(m.to_json(), indent=2))
-    else:
-        print(m.to_markdown(), end="")
+    show(m, args.format)
     return 0

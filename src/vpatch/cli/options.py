@@ -1,6 +1,7 @@
 """What the command modules of the CLI share: the parser type, how a command
 is declared (its help, exit codes and example), the options several
-commands take, each defined here once, and `say`.
+commands take, each defined here once, `say` (progress, on stderr) and
+`show` (a command's result, on stdout: the one way to the screen).
 
 A command module calls `command()` in its `add_parser`, then adds its
 options: its own with `add_argument`, shared ones with the functions
@@ -10,14 +11,16 @@ metavar and its default are written once whichever command takes it."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeAlias
 
-from .. import lock, settings
+from .. import lock, settings, untrusted
 from ..errors import ConfigError, VpatchError
+from ..shown import Shown
 
 INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 ERRORS_DOC = "docs/install.md, Errors and exit codes"
@@ -26,7 +29,19 @@ Execute = Callable[[argparse.Namespace, "Parser"], int]
 
 
 def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    """Progress on stderr, escaped as every line vpatch prints (untrusted.text)."""
+    print(untrusted.text(msg), file=sys.stderr, flush=True)
+
+
+def show(result: Shown, format: str = "text") -> None:
+    """The one way a command's result reaches stdout (shown.py): its JSON
+    with `format` json, as read; else its lines, each through untrusted.text
+    (a newline or an escape sequence a server sent stays in its line,
+    escaped; a URL's credential is not shown)."""
+    if format == "json":
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print("\n".join(untrusted.text(line) for line in result.lines()))
 
 
 PATHS = ("DIR", "FILE", "WHEEL", "PATH")  # metavars of path arguments
@@ -45,14 +60,15 @@ def a_path(value: str) -> str:
     return value
 
 
-def count(least: int = 1, most: int = settings.MOST) -> Callable[[str], int]:
+def count(least: int = 1, most: int = settings.MOST, decimal: bool = False) -> Callable[[str], int]:
     """An argparse type: a whole number from `least` to `most`, read by
-    settings.whole (the one bounded parser) and refused as argparse refuses
-    a value: one line naming the option, exit 2."""
+    settings.whole (the one bounded parser; `decimal`: ASCII digits only, a
+    vpatch option's own, where one of vLLM's flags reads as int() does) and
+    refused as argparse refuses a value: one line naming the option, exit 2."""
 
     def whole(value: str) -> int:
         try:
-            return settings.whole(value, "", least, most)
+            return settings.whole(value, "", least, most, decimal=decimal)
         except ConfigError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -72,7 +88,8 @@ class Parser(argparse.ArgumentParser):
         return super().add_argument(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        print(f"vpatch: error: {cut(message)} (see `{self.prog} --help`)", file=sys.stderr)
+        said = untrusted.text(cut(message))
+        print(f"vpatch: error: {said} (see `{self.prog} --help`)", file=sys.stderr)
         sys.exit(ConfigError.exit_code)
 
 

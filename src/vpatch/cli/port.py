@@ -6,7 +6,7 @@ from argparse import Namespace
 
 from .. import lock
 from ..errors import PatchError
-from .options import Parser, Subparsers, command, offline, path, resume, say, source
+from .options import Parser, Subparsers, command, offline, path, resume, say, show, source
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -52,10 +52,7 @@ def execute(args: Namespace, parser: Parser) -> int:
             offline=args.offline,
             say=say,
         )
-    for name, status in r.status.items():
-        print(f"  {status:8}  {name}")
-    for slug, what in r.variants.items():
-        print(f"  {what:9}  {slug}")
+    show(r)
     if r.conflict:
         again = "".join(f" --{k} {v}" for k in ("work", "into") if (v := getattr(args, k)))
         raise PatchError(
@@ -63,5 +60,4 @@ def execute(args: Namespace, parser: Parser) -> int:
             f"resolve it in {r.work}, `git add` it, `git am --continue`, then run "
             f"`vpatch port {r.from_version} {r.to_version}{again} --continue`"
         )
-    print(f"{r.into}: {len(r.names)} patches for vLLM {r.to_version}")
     return 0

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from argparse import Namespace
-from pathlib import Path
 
 from .. import lock
 from ..errors import PatchError
-from .options import Parser, Subparsers, command, offline, path, resume, say, source
+from .options import Parser, Subparsers, command, offline, path, resume, say, show, source
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -67,7 +66,7 @@ def execute(args: Namespace, parser: Parser) -> int:
             results=results,
             say=say,
         )
-    print("\n".join(d.report()))
+    show(d)
     if d.conflict:
         again = "".join(
             f" --{k} {v!r}" for k in ("out", "signoff", "results") if (v := getattr(args, k))
@@ -77,13 +76,4 @@ def execute(args: Namespace, parser: Parser) -> int:
             f"resolve it in {d.tree} (branch {d.branch}), `git add` it, `git am --continue`, "
             f"then run `vpatch pr --onto {args.onto}{again} --continue`"
         )
-    if not d.sent:
-        print(f"nothing to send: {d.target} has every patch already; no branch was made")
-        return 0
-    n = len(d.sent)
-    where = d.out or Path("pr")
-    print(f"{d.tree}: branch {d.branch}, {n} commit{'s' * (n != 1)} on {d.target}")
-    print(f"{where / 'PR_BODY.md'}, {where / 'series'}/: {d.title}")
-    print("nothing was pushed; to open the pull request:")
-    print("\n".join(f"  {c}" for c in d.commands))
     return 0

@@ -3,11 +3,10 @@ lock, each with the `vpatch carry` that takes it (sources/releases.py)."""
 
 from __future__ import annotations
 
-import json
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, output
+from .options import Parser, Subparsers, command, output, show
 
 # `dnf check-update`'s code for "updates are available": clear of errors.py's
 # codes (1-11), 70, 130 and 141, so a script tells "carry" from "failed"
@@ -39,21 +38,9 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def execute(args: Namespace, parser: Parser) -> int:
-    from ..sources.releases import beyond
+    from ..sources.releases import Beyond, beyond
 
     pins = lock.load()
-    newest = pins.versions()[-1]
-    new = beyond(pins)
-    carries = [f"vpatch carry {v}" for v in new]
-    if args.format == "json":
-        print(json.dumps({"newest_pinned": newest, "new": new, "carry": carries}, indent=2))
-    elif not new:
-        print(f"up to date: VERSIONS.lock pins vLLM up to {newest}; the package index has no newer")
-    else:
-        them = "1 newer release" if len(new) == 1 else f"{len(new)} newer releases"
-        print(
-            f"VERSIONS.lock pins vLLM up to {newest}; the package index has {them}. "
-            "Carry one at a time, oldest first, each landed before the next:"
-        )
-        print("\n".join(f"  {c}" for c in carries))
-    return NEW if new else 0
+    found = Beyond(pins.versions()[-1], beyond(pins))
+    show(found, args.format)
+    return NEW if found.new else 0

@@ -6,7 +6,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from .. import lock
-from .options import Parser, Subparsers, command, version
+from .options import Parser, Subparsers, command, show, version
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -30,6 +30,5 @@ def add_parser(sub: Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import export
 
-    done = export.render(args.version, Path(args.out), pins=lock.load())
-    print(f"{done.dir}: {len(done.names)} patches for vLLM {done.version} (series)")
+    show(export.render(args.version, Path(args.out), pins=lock.load()))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from argparse import Namespace
 
 from .. import lock
-from .options import Parser, Subparsers, command, path, series
+from .options import Parser, Subparsers, command, path, series, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -29,12 +29,5 @@ def add_parser(sub: Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import apply
 
-    st = apply.status(path(args.dest), path(args.series), pins=lock.load())
-    print(f"{st.dest}: vLLM {st.version}")
-    for p in st.patches:
-        print(f"  {'applied' if p.applied else 'not applied':11}  {p.name}")
-    for e in st.extra:
-        print(f"  {'unknown':11}  {e}")
-    if st.dirty:
-        print(f"  uncommitted changes in {len(st.dirty)} paths")
+    show(apply.status(path(args.dest), path(args.series), pins=lock.load()))
     return 0

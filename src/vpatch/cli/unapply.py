@@ -6,7 +6,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from .. import lock
-from .options import Parser, Subparsers, command, path, series
+from .options import Parser, Subparsers, command, path, series, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -30,8 +30,5 @@ def add_parser(sub: Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..commands import apply
 
-    version, n = apply.unapply(
-        Path(args.dest), path(args.series), args.discard_commits, pins=lock.load()
-    )
-    print(f"{args.dest}: back to the vLLM {version} baseline ({n} commit{'s' * (n != 1)} removed)")
+    show(apply.unapply(Path(args.dest), path(args.series), args.discard_commits, pins=lock.load()))
     return 0

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from .install import report
-from .options import Parser, Subparsers, command, dry_run, python, say
+from .options import Parser, Subparsers, command, dry_run, python, say, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -24,6 +23,5 @@ def add_parser(sub: Subparsers) -> None:
 def execute(args: Namespace, parser: Parser) -> int:
     from ..env import install
 
-    res = install.uninstall(args.python, dry_run=args.dry_run, say=say)
-    report(res, "restore", "uninstalled ")
+    show(install.uninstall(args.python, dry_run=args.dry_run, say=say))
     return 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import lock
 from ..errors import WheelError
-from .options import Parser, Subparsers, command, offline, path
+from .options import Parser, Subparsers, command, offline, path, show
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -38,7 +38,7 @@ def execute(args: Namespace, parser: Parser) -> int:
         offline=args.offline,
         pins=lock.load(),
     )
-    print(res.to_text())
+    show(res)
     if not res.ok:
         n = len(res.problems)
         raise WheelError(f"verify-wheel found {n} problem{'s' * (n != 1)} (listed above)")

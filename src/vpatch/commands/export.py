@@ -19,16 +19,25 @@ from pathlib import Path
 
 from .. import checkout, lock, patchset_write, quilt, resources
 from ..errors import ConfigError, TreeError
+from ..shown import Shown
 
 
 @dataclass
-class Exported:
+class Exported(Shown):
     dir: Path
     version: str
     names: list[str]
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     variants: dict[str, str] = field(default_factory=dict)  # slug -> what record() did
+    rendered: bool = False  # `vpatch series`: a release's series, not a tree's commits
+
+    def lines(self) -> list[str]:
+        head = f"{self.dir}: {len(self.names)} patches for vLLM {self.version}"
+        if self.rendered:
+            return [f"{head} (series)"]
+        out = [f"  {what:9}  {slug}" for slug, what in self.variants.items()]
+        return [*out, f"{head} ({len(self.written)} files written, {len(self.removed)} removed)"]
 
 
 def export(tree: Path, into: Path | None = None, *, pins: lock.Lock) -> Exported:
@@ -66,6 +75,6 @@ def render(version: str | None, out: Path, *, pins: lock.Lock) -> Exported:
     if out.exists() and not out.is_dir():
         raise TreeError(f"{out} exists and is not a folder")
     files = series.files_out()
-    done = Exported(out, release.version, [n for n in files if n != "series"])
+    done = Exported(out, release.version, [n for n in files if n != "series"], rendered=True)
     done.written, done.removed = quilt.write(out, files)
     return done

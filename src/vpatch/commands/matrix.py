@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import gitutil, lock, probes, quilt
+from ..shown import Shown
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 from ..sources.refresh import resolve
@@ -138,7 +139,7 @@ def _row(
 
 
 @dataclass
-class Matrix:
+class Matrix(Shown):
     source: dict[str, str]  # patch stem -> the series it was taken from
     patches: list[str]  # stems, in order
     releases: dict[str, dict[str, str]]
@@ -148,7 +149,8 @@ class Matrix:
     def to_json(self) -> dict[str, Any]:
         return {"releases": self.releases, "series": self.series}
 
-    def to_markdown(self) -> str:
+    def lines(self) -> list[str]:
+        """The matrix as markdown: a table, the patches' labels, the legend."""
         labels = [f"P{i}" for i in range(1, len(self.patches) + 1)]
         head = ["release", "lock", "series", "needs", *labels]
         rows = []
@@ -169,7 +171,7 @@ class Matrix:
             f"- {lb}: {p} ({self.source[p]})" for lb, p in zip(labels, self.patches, strict=True)
         ]
         out += ["", LEGEND]
-        return "\n".join(out) + "\n"
+        return out
 
 
 def build(

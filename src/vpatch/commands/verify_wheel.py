@@ -1,7 +1,7 @@
 """`vpatch verify-wheel WHEEL [--arch sm_100] [--tree DIR]`: RECORD, the
 CUDA architectures of the extensions, and the series' files against a
 patched tree (DIR, or one made now in a temporary folder with `vpatch
-apply`). The CLI prints `result.to_text()` and exits with
+apply`). The CLI shows the result (its lines) and exits with
 `result.exit_code` (0, or WheelError's code when a check failed)."""
 
 from __future__ import annotations

@@ -5,10 +5,12 @@ hours, after a preflight). See wheel/overlay.py and wheel/build.py."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import lock
 from ..errors import ConfigError
+from ..shown import Shown
 from ..sources.cache import Say, download, quiet
 from ..wheel.build import BuildPlan, build_from_source, plan_source
 from ..wheel.file import local_version, wheel_filename
@@ -17,6 +19,16 @@ from ..wheel.overlay import overlay
 VARIANTS = ("cuda", "cpu")
 MODES = ("overlay", "source")
 ARTIFACT_KIND = {"cuda": "wheel", "cpu": "cpu-wheel"}
+
+
+@dataclass(frozen=True)
+class Built(Shown):
+    """The wheel `vpatch wheel` wrote."""
+
+    path: Path
+
+    def lines(self) -> list[str]:
+        return [str(self.path)]
 
 
 def build(
@@ -31,8 +43,8 @@ def build(
     say: Say = quiet,
     *,
     pins: lock.Lock,
-) -> Path | BuildPlan:
-    """The written wheel's path, or with `dry_run` the plan (for source mode
+) -> Built | BuildPlan:
+    """The written wheel, or with `dry_run` the plan (for source mode
     the exact command and environment, and the preflight result; nothing is
     downloaded, applied or built beyond what reading the torch pin needs).
     Raises ConfigError for a bad option or a release without the needed
@@ -58,7 +70,7 @@ def build(
                 "--mode overlay"
             )
         plan = plan_source(release, series, new_version, out, tree, offline)
-        return plan if dry_run else build_from_source(plan, release, series, offline)
+        return plan if dry_run else Built(build_from_source(plan, release, series, offline))
     artifact = release.artifact(ARTIFACT_KIND[variant])
     if dry_run:
         return BuildPlan(
@@ -71,4 +83,4 @@ def build(
             new_version,
             series.files,
         )
-    return overlay(download(artifact, offline, say), series, out).path
+    return Built(overlay(download(artifact, offline, say), series, out).path)

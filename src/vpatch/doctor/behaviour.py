@@ -19,6 +19,7 @@ concatenated in layer order, not in the order the ids are written.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,9 +29,7 @@ from packaging.version import Version
 
 from .. import lock, settings
 from ..errors import ConfigError, NewerRelease
-from ..rules import Rules
-
-MLA = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+from ..rules import MLA, Rules
 
 
 @dataclass(frozen=True)
@@ -60,26 +59,9 @@ def newer(pins: lock.Lock, installed: str, what: str = "its verdict") -> NewerRe
     """NewerRelease when `installed` (a version as installed) is newer than
     the newest release doctor's rules cover, else None: vpatch does not guess
     what a release it has not read does (the V1 runner's removal changed
-    verdicts that a release before it would have given)."""
-    try:
-        base = Version(Version(installed).base_version)
-    except ValueError:  # InvalidVersion, or a part of over 4300 digits
-        return None
-    newest = pins.rules.newest
-    if base <= Version(newest):
-        return None
-    if str(base) in pins.releases:
-        return NewerRelease(
-            f"vLLM {installed} is pinned, but doctor's rules for it are not written yet (they "
-            f"end at {newest}), so {what} would be a guess: a person decides what `vpatch "
-            f"carry {base}`'s report lists (docs/maintaining.md); `--vllm {newest}` gives "
-            f"{newest}'s verdict"
-        )
-    return NewerRelease(
-        f"vLLM {installed} is newer than vpatch knows: its rules end at {newest}, so {what} "
-        f"would be a guess; carry it in a vpatch checkout (`vpatch carry {base}`, "
-        f"docs/maintaining.md) or upgrade vpatch; `--vllm {newest}` gives {newest}'s verdict"
-    )
+    verdicts that a release before it would have given). Lock.standing is
+    the one answer, `vpatch check` and `install` take it too."""
+    return pins.standing(installed).refusal(f"{what} would be a guess", rules=True)
 
 
 def known_releases(pins: lock.Lock, newest: str | None = None) -> list[str]:
@@ -272,3 +254,180 @@ def effective(raw: dict[str, Any], fmt: str, r: Rules) -> Effective:
         # Eagle3LlamaForCausalLM.__init__: draft_vocab_size defaults to vocab_size
         cfg["draft_vocab_size"] = cfg.get("vocab_size")
     return Effective(cfg, archs, arch, tuple(problems), tuple(ignored))
+
+
+# -- the serve command's speculative config, and who reads a draft's use_mla
+# ------------------------------------------------------------------
+
+# The config classes transformers lacks, by major (CONFIG_MAPPING_NAMES of
+# 4.57.6, the newest 4.x any release allows, and of 5.19.0 and 5.25.0: the
+# tier's venvs; research-54 D read 4.56.0 too): a model type vLLM has no class
+# for either (Rules.own_configs) loads only from the repo's auto_map.
+TRANSFORMERS_LACKS = {4: frozenset({"kimi_k2", "kimi_k25"}), 5: frozenset({"kimi_k2"})}
+
+
+def config_class_missing(model_type: object, r: Rules) -> bool:
+    """Whether a config.json of `model_type` has no class in release `r`:
+    vLLM's _CONFIG_REGISTRY lacks it (transformers_utils/config.py
+    HFConfigParser.parse asks it first) and so does every transformers
+    major the release allows (then AutoConfig.from_pretrained raises "does
+    not recognize this architecture" unless auto_map names a class)."""
+    if not isinstance(model_type, str) or model_type in r.own_configs:
+        return False
+    majors = r.transformers or (4,)
+    return all(model_type in TRANSFORMERS_LACKS.get(m, frozenset()) for m in majors)
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """The speculative config as release `r` builds it from the command
+    (engine/arg_utils.py EngineArgs.create_speculative_config)."""
+
+    config: dict[str, Any]  # the keys SpeculativeConfig gets
+    refused: tuple[str, ...]  # why vLLM stops at startup
+    ignored: tuple[str, ...]  # keys it drops without a word (Rules.spec_extra "ignore")
+    merged: tuple[str, ...]  # the --spec-* flags merged into it
+
+
+def nearest(key: str, fields: frozenset[str]) -> str | None:
+    """The field a mistyped key most likely meant (difflib), if any is close."""
+    got = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.5)
+    return got[0] if got else None
+
+
+def speculative(
+    spec: Mapping[str, Any],
+    flags: tuple[tuple[str, str, Any], ...],
+    r: Rules,
+    dashed_since: str | None = None,
+) -> Speculative:
+    """--speculative-config `spec` and the --spec-* `flags` ((flag, key,
+    value)) as release `r` reads them: the flags merged where the release
+    has them (Rules.spec_flags; a key in both is "mutually exclusive"), else
+    refused by argparse (and merged here, so that the rest is judged as the
+    command would be with them moved into the JSON); dashed keys read as
+    underscored (Rules.spec_dashed, from `dashed_since`); a key
+    SpeculativeConfig lacks refused or dropped (Rules.spec_extra)."""
+    cfg = dict(spec)
+    refused: list[str] = []
+    merged: list[str] = []
+    for flag, key, value in flags:
+        if not r.spec_flags:
+            refused.append(
+                f"{flag}: vLLM {r.release}'s parser has no such flag and refuses it at startup "
+                f'(unrecognized arguments; engine/arg_utils.py); give "{key}" in '
+                "--speculative-config"
+            )
+            cfg.setdefault(key, value)
+        elif key in cfg:
+            refused.append(
+                f'{flag} and --speculative-config\'s "{key}" both set it: vLLM {r.release} '
+                f"refuses the command (ValueError: {flag} and --speculative-config['{key}'] are "
+                "mutually exclusive; engine/arg_utils.py create_speculative_config)"
+            )
+        else:
+            cfg[key] = value
+            merged.append(flag)
+    if r.spec_dashed:
+        cfg = {k.replace("-", "_"): v for k, v in cfg.items()}
+    ignored = []
+    for key in [k for k in cfg if k not in r.spec_fields]:
+        near = nearest(key.replace("-", "_"), r.spec_fields)
+        said = f"; the nearest field is {near!r}" if near else ""
+        if near == key.replace("-", "_"):
+            later = f"only from {dashed_since}" if dashed_since else "only in later releases"
+            said = (
+                f"; vLLM {r.release} reads keys as written (dashes as underscores {later}): "
+                f"write {near!r}"
+            )
+        if r.spec_extra == "forbid":
+            refused.append(
+                f"{key!r} is no key of vLLM {r.release}'s speculative config: pydantic refuses "
+                f"it at startup (SpeculativeConfig forbids extra fields: config/utils.py){said}"
+            )
+        else:
+            ignored.append(f"{key!r}{said}")
+            del cfg[key]
+    for key, allowed in (
+        ("rejection_sample_method", r.rejection_sample_methods),
+        ("draft_sample_method", r.draft_sample_methods),
+    ):
+        if key in cfg and key in r.spec_fields and cfg[key] not in allowed:
+            refused.append(
+                f"{key} {cfg[key]!r}: vLLM {r.release} takes "
+                f"{', '.join(map(repr, sorted(allowed)))} (config/speculative.py), and pydantic "
+                "refuses any other at startup"
+            )
+    return Speculative(cfg, tuple(refused), tuple(ignored), tuple(merged))
+
+
+def backend_refused(name: object, r: Rules) -> str | None:
+    """vLLM's error for an attention backend name the release lacks
+    (AttentionBackendEnum[name.upper()], "auto" = none), None when it takes it."""
+    if not isinstance(name, str) or name.lower() == "auto" or not r.attention_backends:
+        return None
+    if name.upper() in r.attention_backends:
+        return None
+    near = difflib.get_close_matches(name.upper(), sorted(r.attention_backends), n=1)
+    said = f"; the nearest is {near[0]}" if near else ""
+    return (
+        f"ValueError: Unknown attention backend: '{name.upper()}' (vLLM {r.release}'s "
+        f"v1/attention/backends/registry.py AttentionBackendEnum has no such member, and "
+        f"nothing of vLLM registers one; a plugin's register_backend could{said})"
+    )
+
+
+# What uses each reader of a draft's use_mla (Rules.draft_mla_readers), by the
+# start of its path under vllm/, read from each file: who calls it, and when.
+# "{connectors}" stands for the release's Rules.draft_mla_connectors.
+DRAFT_MLA_USES = (
+    # nixl/base_worker.py _resolve_head_sharded_draft_kv_heads: a non-MLA draft
+    # under an MLA target has its KV head-sharded, sized by its total KV heads
+    ("distributed/kv_transfer/", "KV transfer with {connectors}"),
+    # DSparkSpeculator subclasses DFlashSpeculator: the draft's decode context
+    # parallel size
+    ("v1/worker/gpu/spec_decode/dflash/", "methods dflash and dspark"),
+    # PCPManager refuses a DCP other than 1 or the PCP size for an MLA draft
+    ("v1/worker/gpu/pcp_manager.py", "method dspark with --prefill-context-parallel-size > 1"),
+)
+DFLASH_METHODS = ("dflash", "dspark")
+
+
+def draft_mla_uses(r: Rules) -> list[str]:
+    """What of release `r` reads a draft's use_mla, each with its file (a
+    reader DRAFT_MLA_USES does not know is named by its file alone)."""
+    out = []
+    connectors = ", ".join(sorted(r.draft_mla_connectors)) or "no connector"
+    for reader in sorted(r.draft_mla_readers):
+        use = next((u for start, u in DRAFT_MLA_USES if reader.startswith(start)), "")
+        out.append(f"{use.format(connectors=connectors)} ({reader})" if use else reader)
+    return out
+
+
+def kv_connectors(kv_transfer: Mapping[str, Any]) -> list[str]:
+    """The connectors a --kv-transfer-config uses: its kv_connector, and a
+    MultiConnector's own (kv_connector_extra_config.connectors[].kv_connector,
+    multi_connector.py)."""
+    name = kv_transfer.get("kv_connector")
+    out = [name] if isinstance(name, str) else []
+    extra = kv_transfer.get("kv_connector_extra_config")
+    subs = extra.get("connectors") if isinstance(extra, dict) else None
+    for sub in subs if isinstance(subs, list) else ():
+        if isinstance(sub, dict):
+            out += kv_connectors(sub)
+    return out
+
+
+def draft_mla_read(r: Rules, kv_transfer: Mapping[str, Any], method: object) -> list[str]:
+    """What of the command reads the draft's use_mla on release `r`: the KV
+    connectors of Rules.draft_mla_connectors, a DFlash/DSpark method where a
+    dflash reader is there."""
+    out = [
+        f"--kv-transfer-config {c}"
+        for c in kv_connectors(kv_transfer)
+        if c in r.draft_mla_connectors
+    ]
+    dflash = any(x.startswith("v1/worker/gpu/spec_decode/dflash/") for x in r.draft_mla_readers)
+    if dflash and method in DFLASH_METHODS:
+        out.append(f"method {method}")
+    return out

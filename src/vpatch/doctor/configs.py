@@ -78,6 +78,8 @@ class Target:
     config_class: str | None = None
     tokenizer_auto_map: str | None = None
     tokenizer_class: str | None = None
+    # the text model's config as written (Kimi K3's attn_res_block_size)
+    text: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def family(self) -> str:
@@ -129,6 +131,7 @@ def read_target(folder: Path) -> Target:
         config_class=_auto_map(cfg, "AutoConfig"),
         tokenizer_auto_map=_auto_map(tok_cfg, "AutoTokenizer"),
         tokenizer_class=tok_class if isinstance(tok_class, str) else None,
+        text=text,
     )
 
 

@@ -21,6 +21,9 @@ DEFECTS = (
     "mla_fc_norm",  # Rules.mla_fc_norm (where Rules.fc_norm)
     "kimi_k2_mla",  # Rules.kimi_k2_drafter_not_mla
     "final_norm_id",  # not Rules.final_norm_id: id n matches no layer (EAGLE-3 upstream)
+    # serving.toml's: a family's `fixes` maps each serving-file fact to its key,
+    # and doctor/served.py has_defect() says where a release has it
+    "v32_aux_capture",  # V3.2's own package: partial sums at TP > 1, id n, ROCm's id 0
 )
 
 

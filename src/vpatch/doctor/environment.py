@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from packaging.version import Version
-
 from .. import lock, settings
 from ..env import readiness
 from ..env.check import inspect
@@ -37,6 +35,7 @@ class VllmEnv:
     # another 0.1 s start of it
     found: Dist | None = field(default=None, compare=False, repr=False)
     given: str = ""  # `--vllm R [--patched]`: the release as given, no environment read
+    platform: str = ""  # `--platform P`: the platform it serves on (""; doctor/served.py)
 
     @property
     def where(self) -> str:
@@ -90,14 +89,9 @@ UNKNOWN = Readiness(None, {}, known=False)
 
 def pinned_release(env: VllmEnv, pins: lock.Lock) -> str | None:
     """The pinned release the environment's vLLM is (`X.Y.Z+cu129` is
-    X.Y.Z), None when the lock does not pin it (or there is none)."""
-    if env.version is None:
-        return None
-    try:
-        public = Version(env.version).public
-    except ValueError:  # InvalidVersion, or a part of over 4300 digits
-        return None
-    return public if public in pins.releases else None
+    X.Y.Z, and so is a post release the lock does not pin: Lock.standing),
+    None when the lock does not pin it (or there is none)."""
+    return pins.standing(env.version).release if env.version is not None else None
 
 
 def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv, Readiness]:
@@ -106,18 +100,17 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
     check` reports there (env.readiness.expected_readiness). A release the lock does not
     pin is bad input; so is --patched where vpatch has no series for the
     release (`vpatch install` has nothing to install there: drop --patched)."""
-    if len(release) > settings.WIDTH:  # no release is named so long (a hostile one: 5000 digits)
-        raise ConfigError(
-            f"--vllm {settings.shown(release)}: not a release; pinned: {', '.join(pins.versions())}"
-        )
     try:
-        public = Version(release).public  # X.Y.Z+cu129, as `vllm --version` says it
-    except ValueError:  # InvalidVersion, or int()'s for a part over 4300 digits
-        public = release
-    if too_new := behaviour.newer(pins, public):
+        name = lock.release_name(release, build=True)  # X.Y.Z+cu129, as `vllm --version` says it
+    except ConfigError:
+        plain = release.isprintable() and len(release) <= settings.WIDTH
+        shown = f" {release}" if plain else ""  # else the refusal quotes it, cut short
+        raise ConfigError(f"--vllm{shown}: {pins.unknown(release)}") from None
+    if too_new := behaviour.newer(pins, name):
         raise too_new
+    standing = pins.standing(name)  # a post release the lock lacks: its release
     try:
-        rel = pins.get(public)
+        rel = pins.get(standing.release or name)
     except ConfigError as e:
         raise ConfigError(f"--vllm {release}: {e}") from None
     if patched and not pins.has_series(rel):
@@ -126,8 +119,8 @@ def from_release(release: str, patched: bool, pins: lock.Lock) -> tuple[VllmEnv,
             "`vpatch install` installs nothing there; drop --patched"
         )
     answer = readiness.expected_readiness(pins, rel.version, patched)
-    words = f"--vllm {rel.version}" + (" --patched" if patched else "")
-    env = VllmEnv("PY", "vllm", rel.version, given=words)
+    words = f"--vllm {name}" + (" --patched" if patched else "")
+    env = VllmEnv("PY", "vllm", name, given=words)  # a post release: judged as rel, said so
     said = answer.verdict(readiness.install_command(env.python))
     return env, Readiness(answer.ready, answer.patches, said=said)
 

@@ -17,7 +17,8 @@ one commit (the revision is resolved once, by the first request):
   * a drafter's safetensors headers by range requests: the first 16 KiB of
     each file, then the rest of a longer header, never tensor data (the index
     of a sharded checkpoint whole, into the cache); a server that refuses
-    ranges is read from the start of a plain GET, no further (httprange.py).
+    ranges is read from the start of a plain GET, no further
+    (network/httprange.py).
     A file the cache already holds whole is read there; a header read before
     is kept (cached.py).
 Offline (`--offline`, or HF_HUB_OFFLINE=1) only the cache is read (cached.py),
@@ -31,6 +32,9 @@ ignores Range (a 10 GB drafter into memory). Here the bytes of a header,
 from a file or from the hub, go through the one parser in weights.py, so a
 hub id and the same folder on disk get the same verdict.
 
+All of it within one deadline for the run's hub reads, on huggingface_hub's
+session with doctor's hooks (network/hubclient.py).
+
 huggingface_hub's errors (and its HTTP library's) become ConfigError around
 the reads here, and nowhere else (hub_errors.py says what each means): one
 line, exit 2. A failed fetch leaves nothing in the cache but whole files
@@ -42,13 +46,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import httprange, jsontext
+from .. import jsontext, untrusted
 from ..errors import ConfigError, RangeUnsupported
-from . import cached, deadline, hub_errors, tidy, weights
+from ..network import deadline, httprange, hubclient
+from . import cached, hub_errors, tidy, weights
 from .cached import CONFIG, TOKENIZER
 
 # owner/name, as the hub names repos (huggingface_hub's validate_repo_id): ASCII
@@ -74,7 +79,7 @@ class Hub:
     offline: bool | None = None
     timeout: float | None = None
     # doctor's own: seconds for all the hub reads of a run (None: VPATCH_HUB_TIMEOUT,
-    # else deadline.DEFAULT)
+    # else hubclient.DEFAULT)
     deadline: float | None = None
 
 
@@ -191,10 +196,11 @@ def resolve(
             snap, read, tensors = cached.read(ref, revision, drafter, cache)
             return Model(ref, snap, ref, revision, snap.name, None, tuple(read), tensors)
     endpoint = (hub.endpoint or constants.ENDPOINT).rstrip("/")
+    shown = untrusted.url(endpoint)  # HF_ENDPOINT as messages and the report name it
     timeout = hub.timeout if hub.timeout is not None else constants.HF_HUB_DOWNLOAD_TIMEOUT
-    errors = hub_errors.translated(ref, revision, endpoint, timeout)
-    with deadline.bounded(hub.deadline, ref), errors, tidy.tidy(cache, ref):
-        return _fetched(ref, revision, drafter, cache, endpoint, timeout)
+    errors = hub_errors.translated(ref, revision, shown, timeout)
+    with hubclient.bounded(hub.deadline, ref), errors, tidy.tidy(cache, ref):
+        return replace(_fetched(ref, revision, drafter, cache, endpoint, timeout), endpoint=shown)
 
 
 # -- online ---------------------------------------------------------------------
@@ -215,7 +221,7 @@ def _fetched(
             )
         except ValueError as e:  # what it refuses of an answer (a commit that is a path)
             raise ConfigError(
-                f"{endpoint}: not a Hugging Face hub ({hub_errors.first(e)})"
+                f"{untrusted.url(endpoint)}: not a Hugging Face hub ({hub_errors.first(e)})"
             ) from None
         return Path(str(got))
 
@@ -253,6 +259,7 @@ def _listing(
     from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
     url = f"{endpoint}/api/models/{repo}"
+    hub = untrusted.url(endpoint)  # as messages name it
     if revision is not None:
         url += f"/revision/{quote(revision, safe='')}"
     params = {"expand": ["sha", "siblings"]}
@@ -266,18 +273,17 @@ def _listing(
             body += chunk
             if len(body) > jsontext.LIMIT:
                 raise ConfigError(
-                    f"{endpoint}: the listing of {repo} is over {jsontext.LIMIT // 2**20} MiB; "
+                    f"{hub}: the listing of {repo} is over {jsontext.LIMIT // 2**20} MiB; "
                     "no model repo's is"
                 )
-    data = jsontext.loads(bytes(body), f"{endpoint}: not a Hugging Face hub: the listing of {repo}")
+    data = jsontext.loads(bytes(body), f"{hub}: not a Hugging Face hub: the listing of {repo}")
     sha = data.get("sha") if isinstance(data, dict) else None
     siblings = data.get("siblings") if isinstance(data, dict) else None
     if not isinstance(sha, str) or not isinstance(siblings, list):
-        raise ConfigError(f"{endpoint}: not a Hugging Face hub (no sha and siblings for {repo})")
-    if not deadline.COMMIT.match(sha):
+        raise ConfigError(f"{hub}: not a Hugging Face hub (no sha and siblings for {repo})")
+    if not hubclient.COMMIT.match(sha):
         raise ConfigError(
-            f"{endpoint}: not a Hugging Face hub (the commit of {repo} is {sha[:80]!r}, "
-            "not a commit id)"
+            f"{hub}: not a Hugging Face hub (the commit of {repo} is {sha[:80]!r}, not a commit id)"
         )
     files = [s["rfilename"] for s in siblings if isinstance(s, dict) and "rfilename" in s]
     return sha, [f for f in files if isinstance(f, str)]
@@ -385,5 +391,6 @@ def _range(url: str, start: int, end: int, timeout: float) -> tuple[bytes, int |
         try:
             part = httprange.head(get, name, start, end)
         except RangeUnsupported as e:
-            raise ConfigError(f"{url.split('?', 1)[0]}: not a Hugging Face hub ({e})") from None
+            shown = untrusted.url(url.split("?", 1)[0])
+            raise ConfigError(f"{shown}: not a Hugging Face hub ({e})") from None
     return part.data, part.size

@@ -1,7 +1,8 @@
 """huggingface_hub's errors, and its HTTP library's, as doctor says them:
 one ConfigError line that says what to do (log in, accept a gated repo's
 terms, check HF_ENDPOINT, use --offline), around the hub reads of hub.py.
-Doctor's bad input is exit 2, whatever the hub answered."""
+Doctor's bad input is exit 2, whatever the hub answered. The hub's words
+and URLs in it are shown by untrusted.py's rule: escaped, no credential."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import contextlib
 import json
 from collections.abc import Iterator
 
+from .. import untrusted
 from ..errors import ConfigError
-from . import deadline
+from ..network import deadline
 
 
 @contextlib.contextmanager
@@ -94,7 +96,11 @@ def _http_message(
         return f"{repo}: {endpoint} refuses your token (403 Forbidden): it cannot read this repo"
     if status == 401:
         return f"{repo}: {endpoint} refuses the request (401 Unauthorized): {login}"
-    return f"{repo}: {endpoint} answered {status or 'an error'} ({first(e)})"
+    # huggingface_hub's words, then the hub's own (X-Error-Message, the body's "error")
+    said = first(e).rstrip(":")
+    if (server := first_of(getattr(e, "server_message", None) or "")) and server not in said:
+        said += f": {server}"
+    return f"{repo}: {endpoint} answered {status or 'an error'} ({said})"
 
 
 def _transport_message(e: Exception, endpoint: str | None, timeout: float | None) -> str:
@@ -117,11 +123,17 @@ def _shown_url(e: Exception) -> str:
     """The URL of the request an HTTP error is about, without its query (or
     the error's own words, when it has no request)."""
     try:
-        return str(e.request.url).split("?", 1)[0]  # type: ignore[attr-defined]
+        return untrusted.url(str(e.request.url).split("?", 1)[0])  # type: ignore[attr-defined]
     except (AttributeError, RuntimeError):  # httpx2: RuntimeError when it has none
         return first(e)
 
 
 def first(e: BaseException) -> str:
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return lines[0] if lines else type(e).__name__
+    """The first line of an error's words (a hub's, in part), as messages
+    show them (untrusted.text)."""
+    return first_of(str(e)) or type(e).__name__
+
+
+def first_of(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return untrusted.text(lines[0]) if lines else ""

@@ -5,6 +5,7 @@ states it keeps, the fc's width)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +14,9 @@ from packaging.version import Version
 
 from .. import lock
 from ..rules import Rules
+from ..serving import Code, Served
 from . import behaviour, configs, defects, weights
+from . import served as code_of
 from .defects import patched_eagle3
 from .environment import Readiness, VllmEnv, pinned_release
 from .serve import Serve
@@ -35,6 +38,17 @@ class Pair:
     pins: lock.Lock  # vpatch's releases and patch set, as the CLI loaded them
     assumed: str = ""  # why rules is not the environment's own release
     too_old: bool = False  # the environment's vLLM predates every rule here
+
+    @functools.cached_property
+    def speculative(self) -> behaviour.Speculative:
+        """The speculative config as the release builds it from the command
+        (--speculative-config and the --spec-* flags: behaviour.speculative)."""
+        since = self.pins.rules.first_where(lambda r: r.spec_dashed)
+        return behaviour.speculative(self.serve.spec, self.serve.spec_flags, self.rules, since)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.speculative.config
 
     @property
     def ready(self) -> bool | None:
@@ -73,7 +87,10 @@ class Pair:
 
     @property
     def use_aux(self) -> bool:
-        # EagleProposer._get_eagle3_use_aux_hidden_state_from_config
+        # EagleProposer._get_eagle3_use_aux_hidden_state_from_config; MTP reads
+        # none (speculator_config.py uses_aux_hidden_states)
+        if self.method == "mtp":
+            return False
         return bool(self.eagle_config.get("use_aux_hidden_state", True))
 
     @property
@@ -97,6 +114,35 @@ class Pair:
     def nested_ids(self) -> list[Any] | None:
         ids = self.eagle_config.get("eagle_aux_hidden_state_layer_ids")
         return list(ids) if ids and isinstance(ids, (list, tuple)) else None
+
+    @property
+    def method(self) -> str:
+        """The speculative method (eagle3 when the config names none: what
+        check_speculative_config asks for)."""
+        m = self.serve.spec.get("method")
+        return m if isinstance(m, str) else "eagle3"
+
+    @property
+    def platform(self) -> tuple[str, str]:
+        """(the platform vLLM serves on, what says so): doctor/served.py."""
+        return code_of.platform_of(self.env.dist, self.env.version, self.env.platform)
+
+    @property
+    def served(self) -> Served | None:
+        """The file and class that serve the target on this release and
+        platform, and their facts (serving.toml); None outside its families."""
+        return code_of.resolve(self.pins, self.target.architecture, self.release, self.platform[0])
+
+    @property
+    def code(self) -> Code | None:
+        """What the serving file does with aux ids, with the fixes `vpatch
+        check` reports installed; None for a target deepseek_v2.py serves
+        (rules.toml's facts) or none serves."""
+        s = self.served
+        if s is None or s.code is None:
+            return None
+        keys = set(s.family.fixes.values())
+        return code_of.effective(s, {k for k in keys if self.fix(k)[1] == "installed"})
 
     @property
     def runner(self) -> str:
@@ -140,6 +186,16 @@ class Pair:
 
     def ids(self) -> tuple[list[Any], str]:
         """The ids vLLM asks the target for, and where they come from."""
+        s = self.served
+        if self.method in ("dflash", "dspark") and s is not None:
+            ids, source = code_of.method_ids(
+                self.drafter.raw, self.method, s.facts, self.rules.v2_nested_key
+            )
+            if ids is not None:
+                return ids, source
+            return list(behaviour.default_ids(self.n)), (
+                f"the target's default (2, n // 2, n - 3), n = {self.n}: {source}"
+            )
         if self.top_ids:
             return self.top_ids, "eagle_aux_hidden_state_layer_ids"
         if self.top_ids_unread is not None:
@@ -182,6 +238,8 @@ class Pair:
         """Does the target yield id n (the final norm's input): the release
         does (rules.toml's final_norm_id), or `vpatch check` reports the
         series' fix installed."""
+        if self.code is not None:
+            return self.code.id_n
         return self.rules.final_norm_id or self.fix("final_norm_id")[1] == "installed"
 
     def states(self) -> tuple[list[int], list[Any], list[Any]]:
@@ -196,8 +254,9 @@ class Pair:
             refused = bad + [i for i in ints if not 0 <= i <= self.n]
             return sorted({i for i in ints if 0 <= i <= self.n}), [], refused
         top = self.n if self.final_norm_id else self.n - 1
-        kept = sorted({i for i in ints if 0 <= i <= top})
-        dropped = bad + [i for i in ints if not 0 <= i <= top]
+        low = 1 if self.code is not None and self.code.id0 == "dropped" else 0
+        kept = sorted({i for i in ints if low <= i <= top})
+        dropped = bad + [i for i in ints if not low <= i <= top]
         return kept, dropped, []
 
     def target_hidden(self) -> tuple[object, str]:

@@ -6,16 +6,22 @@ Read here are the flags and variables that decide what vLLM does with an
 EAGLE-3 pair (vLLM's FlexibleArgumentParser forms: `--flag value`,
 `--flag=value`, underscores for dashes, `--speculative-config.KEY value` and
 `--attention-config.backend value` for keys of the JSON flags):
-`--speculative-config` (method, model, revision, num_speculative_tokens,
-draft_tensor_parallel_size), `--revision`, `--tensor-parallel-size`/`-tp`,
-`--pipeline-parallel-size`/`-pp`, `--max-model-len` (`32k`, `32K` and
-`auto`), `--enforce-eager`, `--attention-backend`/`--attention-config`,
-`--trust-remote-code`, `--model`; `VLLM_USE_V2_MODEL_RUNNER`,
-`VLLM_ATTENTION_BACKEND`, `VLLM_PP_LAYER_PARTITION` (from the command's
-assignments, else doctor's own environment). Everything else is kept as
-written and listed as not interpreted. Words after a bare `--` are
-positional for vLLM (`_positional`). `command()` prints it back, with
-changes, pasteable into a shell.
+`--speculative-config` (every key, judged against the release's
+SpeculativeConfig by checks/command.py), `--spec-method`/`--spec-model`/
+`--spec-tokens` (kept apart: whether and how vLLM merges them is the
+release's, behaviour.speculative), `--revision`, `--tensor-parallel-size`/
+`-tp`, `--pipeline-parallel-size`/`-pp`, `--data-parallel-size`/`-dp`,
+`--enable-expert-parallel`/`-ep`, `--language-model-only`,
+`--kv-cache-dtype`, `--max-num-batched-tokens`, `--kv-transfer-config`,
+`--max-model-len` (`32k`, `32K` and `auto`), `--enforce-eager`,
+`--attention-backend`/`--attention-config`, `--trust-remote-code`,
+`--model`; `VLLM_USE_V2_MODEL_RUNNER`, `VLLM_ATTENTION_BACKEND`,
+`VLLM_PP_LAYER_PARTITION` (from the command's assignments, else doctor's
+own environment). Everything else is kept as written and listed as not
+interpreted; the flags read that the printed command does not rewrite
+(data parallel to KV transfer) are kept as written too. Words after a bare
+`--` are positional for vLLM (`_positional`). `command()` prints it back,
+with changes, pasteable into a shell.
 """
 
 from __future__ import annotations
@@ -34,7 +40,13 @@ from ..errors import ConfigError
 
 API_SERVER = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main")
 ENV_READ = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ATTENTION_BACKEND", "VLLM_PP_LAYER_PARTITION")
-SPEC_READ = ("method", "model", "revision", "num_speculative_tokens", "draft_tensor_parallel_size")
+# engine/arg_utils.py EngineArgs.create_speculative_config (where Rules.spec_flags):
+# each flag and the speculative-config key it sets, in the order vLLM merges them
+SPEC_FLAGS = (
+    ("--spec-method", "method"),
+    ("--spec-model", "model"),
+    ("--spec-tokens", "num_speculative_tokens"),
+)
 # vLLM flags that take no value (so the next word is not theirs); any other
 # flag doctor does not read is taken to have a value when the next word is no flag.
 SWITCHES = frozenset(
@@ -52,8 +64,16 @@ SWITCHES = frozenset(
         "disable-uvicorn-access-log",
         "disable-frontend-multiprocessing",
         "headless",
+        "language-model-only",
     }
 )
+# short names vLLM's parser takes (engine/arg_utils.py add_cli_args)
+SHORT = {
+    "tp": "tensor-parallel-size",
+    "pp": "pipeline-parallel-size",
+    "dp": "data-parallel-size",
+    "ep": "enable-expert-parallel",
+}
 ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -66,6 +86,15 @@ class Serve:
     spec: dict[str, Any] = field(default_factory=dict)
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    # --spec-method/--spec-model/--spec-tokens as given: (flag, key, value)
+    spec_flags: tuple[tuple[str, str, Any], ...] = ()
+    # read, kept as written in `other` (nothing here rewrites them)
+    data_parallel_size: int = 1
+    expert_parallel: bool = False
+    language_model_only: bool = False
+    kv_cache_dtype: str | None = None  # --kv-cache-dtype (None: vLLM's "auto")
+    max_num_batched_tokens: int | None = None
+    kv_transfer: dict[str, Any] = field(default_factory=dict)  # --kv-transfer-config
     max_model_len: int | None = None  # None: vLLM derives it from the target
     enforce_eager: bool = False
     attention_backend: str | None = None
@@ -79,8 +108,15 @@ class Serve:
     given: bool = True  # false: made from --target/--drafter
 
     @property
+    def given_spec(self) -> dict[str, Any]:
+        """The speculative config as written, the --spec-* flags' keys added
+        where it lacks them (which drafter is meant, whatever the release
+        makes of the flags: behaviour.speculative reads it as vLLM does)."""
+        return {**{k: v for _, k, v in self.spec_flags}, **self.spec}
+
+    @property
     def drafter(self) -> str:
-        m = self.spec.get("model")
+        m = self.given_spec.get("model")
         return m if isinstance(m, str) else ""
 
     @property
@@ -90,11 +126,7 @@ class Serve:
 
     @property
     def num_speculative_tokens(self) -> Any:
-        return self.spec.get("num_speculative_tokens")
-
-    @property
-    def draft_tensor_parallel_size(self) -> Any:
-        return self.spec.get("draft_tensor_parallel_size")
+        return self.given_spec.get("num_speculative_tokens")
 
     def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment vLLM starts with: doctor's, then the command's
@@ -108,13 +140,19 @@ class Serve:
         -u` where they come from the shell)."""
         unset = tuple(changes.pop("unset", ()))
         spec = dict(self.spec)
+        flags = self.spec_flags
+        if changes.pop("merge_spec_flags", False):
+            # into the JSON, which every release reads; a key the JSON has
+            # keeps the JSON's value (vLLM refuses both: mutually exclusive)
+            spec = self.given_spec
+            flags = ()
         for k in [k for k in changes if k.startswith("spec_")]:
             v = changes.pop(k)
             if v is None:
                 spec.pop(k[5:], None)
             else:
                 spec[k[5:]] = v
-        s = replace(self, spec=spec, **changes)
+        s = replace(self, spec=spec, spec_flags=flags, **changes)
         env = dict(s.assigned)
         if s.attention_backend is None:
             env.pop("VLLM_ATTENTION_BACKEND", None)
@@ -138,7 +176,10 @@ class Serve:
         if s.trust_remote_code:
             words.append("--trust-remote-code")
         words += list(s.other)
-        words += ["--speculative-config", json.dumps(spec)]
+        if spec or not flags:
+            words += ["--speculative-config", json.dumps(spec)]
+        for flag, _, value in flags:
+            words += [flag, value if isinstance(value, str) else json.dumps(value)]
         # VAR=value as the shell reads an assignment: the value quoted, not the
         # word ('VAR=a b' would be a program named `VAR=a b`); a name is
         # [A-Za-z_][A-Za-z0-9_]* (ASSIGN), which needs no quoting
@@ -255,6 +296,7 @@ def parse(words: list[str]) -> Serve:
     program, rest = _program(words)
     f: dict[str, Any] = {"spec": {}, "assigned": assigned}
     dotted_spec: dict[str, Any] = {}
+    spec_flags: list[tuple[str, str, Any]] = []
     other: list[str] = []
     unread: list[str] = [f"{k} (environment)" for k in assigned if k not in ENV_READ]
     given: dict[str, str] = {}  # setting -> the words that gave it last
@@ -277,7 +319,7 @@ def parse(words: list[str]) -> Serve:
         raw, eq, inline = w.partition("=")
         head, dot, key = raw.lstrip("-").partition(".")
         name = head.replace("_", "-")
-        name = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size"}.get(name, name)
+        name = SHORT.get(name, name)
         key = key.replace("-", "_")
         takes = name not in SWITCHES and not name.startswith("no-")
         value = None
@@ -297,6 +339,13 @@ def parse(words: list[str]) -> Serve:
             "max-model-len",
             "attention-backend",
             "attention-config",
+            "spec-method",
+            "spec-model",
+            "spec-tokens",
+            "data-parallel-size",
+            "kv-cache-dtype",
+            "max-num-batched-tokens",
+            "kv-transfer-config",
         }
         if name in known_value and value is None:
             raise ConfigError(f"{flag} needs a value")
@@ -336,6 +385,16 @@ def parse(words: list[str]) -> Serve:
                 f["attention_from"] = "--attention-backend"
             if set(cfg) - {"backend"}:
                 unread.append(f"{flag} (keys {', '.join(sorted(set(cfg) - {'backend'}))})")
+        elif name in ("spec-method", "spec-model", "spec-tokens") and not dot:
+            tokens = dict(SPEC_FLAGS)[flag] == "num_speculative_tokens"
+            flag_value: Any = settings.whole(value or "", flag) if tokens else value
+            spec_flags = [x for x in spec_flags if x[0] != flag]
+            spec_flags.append((flag, dict(SPEC_FLAGS)[flag], flag_value))
+        elif name in READ_AS_WRITTEN and not (dot and name != "kv-transfer-config"):
+            other.append(w)
+            if value is not None and not eq:
+                other.append(value)
+            _read_as_written(f, name, key if dot else "", value, flag)
         else:
             other.append(w)
             if value is not None and not eq:
@@ -344,20 +403,26 @@ def parse(words: list[str]) -> Serve:
     if after is not None:
         _positional(after, f, program)
     spec = {**f["spec"], **dotted_spec}
-    if not spec:
+    if not spec and not spec_flags:
         raise ConfigError(
-            "the serve command has no --speculative-config: there is no drafter to check"
+            "the serve command has no --speculative-config (nor --spec-model): there is no "
+            "drafter to check"
         )
-    if not isinstance(spec.get("model"), str) or not spec["model"]:
-        raise ConfigError('--speculative-config has no "model": which drafter is served?')
+    model = {**{k: v for _, k, v in spec_flags}, **spec}.get("model")
+    if not isinstance(model, str) or not model:
+        raise ConfigError(
+            '--speculative-config has no "model" (nor --spec-model): which drafter is served?'
+        )
     if not f.get("model"):
         raise ConfigError("the serve command names no model (vllm serve MODEL, or --model)")
-    unread += [f"--speculative-config.{k}" for k in spec if k not in SPEC_READ]
     env = {**os.environ, **assigned}
     if "attention_backend" not in f and env.get("VLLM_ATTENTION_BACKEND"):
         f["attention_backend"] = env["VLLM_ATTENTION_BACKEND"]
         f["attention_from"] = "VLLM_ATTENTION_BACKEND"
     f["spec"] = spec
+    f["spec_flags"] = tuple(
+        sorted(spec_flags, key=lambda x: [a for a, _ in SPEC_FLAGS].index(x[0]))
+    )
     return Serve(
         program=program,
         other=tuple(other),
@@ -365,6 +430,37 @@ def parse(words: list[str]) -> Serve:
         repeated=tuple(repeated),
         **f,
     )
+
+
+# The flags read for what they do to EAGLE-3 (checks/command.py and
+# checks/shapes.py say where they do something) and printed as written.
+READ_AS_WRITTEN = (
+    "data-parallel-size",
+    "enable-expert-parallel",
+    "no-enable-expert-parallel",
+    "language-model-only",
+    "no-language-model-only",
+    "kv-cache-dtype",
+    "max-num-batched-tokens",
+    "kv-transfer-config",
+)
+
+
+def _read_as_written(f: dict[str, Any], name: str, key: str, value: str | None, flag: str) -> None:
+    if name == "data-parallel-size":
+        f["data_parallel_size"] = settings.whole(value or "", flag)
+    elif name in ("enable-expert-parallel", "no-enable-expert-parallel"):
+        f["expert_parallel"] = not name.startswith("no-")
+    elif name in ("language-model-only", "no-language-model-only"):
+        f["language_model_only"] = not name.startswith("no-")
+    elif name == "kv-cache-dtype":
+        f["kv_cache_dtype"] = value
+    elif name == "max-num-batched-tokens":
+        f["max_num_batched_tokens"] = settings.whole(value or "", flag)
+    elif key:  # --kv-transfer-config.KEY VALUE
+        f["kv_transfer"] = {**f.get("kv_transfer", {}), key: _scalar(value or "")}
+    else:
+        f["kv_transfer"] = {**f.get("kv_transfer", {}), **_json_object(flag, value or "")}
 
 
 def _positional(words: list[str], f: dict[str, Any], program: tuple[str, ...]) -> None:
@@ -395,6 +491,8 @@ def _setting(name: str, key: str) -> str:
     if name == "speculative-config":
         return f"speculative-config.{key}" if key else name
     if name in ("model", "tensor-parallel-size", "pipeline-parallel-size", "max-model-len"):
+        return "" if key else name
+    if name in ("spec-method", "spec-model", "spec-tokens"):
         return "" if key else name
     return ""
 

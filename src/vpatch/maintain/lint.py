@@ -26,6 +26,7 @@ from pathlib import Path
 from .. import checkout, lock, patchset, probes, quilt
 from ..errors import NetworkError, PreflightError, VpatchError
 from ..paths import scratch
+from ..shown import Shown
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 
@@ -43,9 +44,14 @@ Add = Callable[[Problem], None]
 
 
 @dataclass
-class Linted:
+class Linted(Shown):
     problems: list[Problem] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # said as progress: not the result
+
+    def lines(self) -> list[str]:
+        return [str(p) for p in self.problems] or [
+            "lint: every series is consistent and up to date"
+        ]
 
 
 def lint(
@@ -64,7 +70,9 @@ def lint(
     out = Linted()
     add = out.problems.append
     try:
-        ps = patchset.load(meta_path) if meta_path != pins.patches_toml else pins.patchset
+        # read as it is, not as Lock.patchset (which refuses a span naming a
+        # release the lock does not pin): lint names every such span below
+        ps = patchset.load(meta_path)
     except VpatchError as e:
         add(Problem(meta_path.name, str(e)))
         return out

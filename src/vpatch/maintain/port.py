@@ -39,7 +39,6 @@ from .. import (
     checkout,
     gitutil,
     lock,
-    patchset,
     patchset_write,
     probes,
     quilt,
@@ -49,6 +48,7 @@ from .. import (
 )
 from ..errors import PatchError, TreeError
 from ..paths import empty, scratch
+from ..shown import Shown
 from ..sources.cache import Say, quiet
 from ..sources.refresh import resolve
 
@@ -60,7 +60,7 @@ class NothingToPort(PatchError):
 
 
 @dataclass
-class Ported:
+class Ported(Shown):
     from_version: str
     to_version: str
     work: Path
@@ -73,6 +73,15 @@ class Ported:
     @property
     def conflict(self) -> str | None:
         return next((n for n, s in self.status.items() if s == "conflict"), None)
+
+    def lines(self) -> list[str]:
+        """Each patch's fate, each variant record() made; unless it stopped
+        at a conflict, what was written."""
+        out = [f"  {status:8}  {name}" for name, status in self.status.items()]
+        out += [f"  {what:9}  {slug}" for slug, what in self.variants.items()]
+        if self.conflict:
+            return out
+        return [*out, f"{self.into}: {len(self.names)} patches for vLLM {self.to_version}"]
 
 
 def default_work(to_version: str) -> Path:
@@ -252,10 +261,12 @@ def _finish(
         ).done
         report.into = pins.patchset.dir
         # the release's status is what its series makes it (PatchSet.status):
-        # patched when it carries part of EAGLE-3 itself, else upstream-fix
-        status = patchset.load(pins.patches_toml).status(dst.version)
+        # patched when it carries part of EAGLE-3 itself, else upstream-fix;
+        # `pins` holds what record() and put() wrote, so the caller's lock is
+        # the files' as they are now
+        status = pins.patchset.status(dst.version)
         if status != dst.status:
-            lock.save(pins.with_release(replace(dst, status=status)))
+            pins.put(replace(dst, status=status))
     if not keep:
         shutil.rmtree(report.work, ignore_errors=True)
     return report

@@ -1,11 +1,14 @@
 """What a release the lock does not cover yet says of itself, against the
 release before it (what a carry reports, and a person decides on):
 
-- doctor's facts (doctor/facts.py): each as its probe reads TO, changed
+- doctor's facts (releasefacts/facts.py): each as its probe reads TO, changed
   where rules.toml says otherwise; unreadable where an anchor FROM has is
   gone from TO (anchors.moved says where it went, if a search of TO's
   vllm/ finds it), with no value read; what doctor takes as the same in
   every release (facts.SAME) that no longer holds;
+- serving.toml's facts (releasefacts/modelcode.py: which file serves each
+  family architecture per platform, what it does with aux ids) the same
+  way, against serving.toml folded at TO;
 - every patch's probe, ported or not: its verdict on FROM and on TO, where
   they differ (`code gone`: a file the probe reads went away).
 
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import lock, probes
-from ..doctor import anchors, facts
+from ..releasefacts import anchors, facts, modelcode
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 
@@ -39,11 +42,20 @@ class Facts:
     changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # field -> (rules, TO)
     unreadable: dict[str, Unread] = field(default_factory=dict)
     broken: list[str] = field(default_factory=list)  # facts.SAME that no longer hold
+    # serving.toml's: {key: (serving.toml's value, TO's)}, the unreadable ones
+    serving: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    serving_unreadable: dict[str, Unread] = field(default_factory=dict)
 
     @property
     def settled(self) -> bool:
         """Nothing for a person to decide: rules.toml's newest may move."""
-        return not (self.changed or self.unreadable or self.broken)
+        return not (
+            self.changed
+            or self.unreadable
+            or self.broken
+            or self.serving
+            or self.serving_unreadable
+        )
 
 
 def files_of(pins: lock.Lock, version: str, globs: set[str], say: Say = quiet) -> dict[str, str]:
@@ -72,7 +84,30 @@ def read_facts(pins: lock.Lock, frm: str, to: str, say: Say = quiet) -> Facts:
     diff = facts.differences(after.values, rules)
     out.changed = {k: v for k, v in diff.items() if k not in out.unreadable}
     out.broken = facts.broken(files_of(pins, to, globs, say))
+    _serving(pins, frm, to, out, say)
     return out
+
+
+def _serving(pins: lock.Lock, frm: str, to: str, out: Facts, say: Say) -> None:
+    """serving.toml's facts of TO against the table folded at TO and FROM's
+    anchors (read_facts' part for releasefacts/modelcode.py)."""
+    table = pins.serving
+    globs = modelcode.globs(table)
+    files = {v: files_of(pins, v, globs, say) for v in (frm, to)}
+    before, after = (modelcode.read(files[v], table) for v in (frm, to))
+    gone = facts.unreadable(before, after)
+    if gone:
+        tree = files_of(pins, to, set(anchors.SEARCHED), say)
+        expected = table.expected(frm)
+        for name, missing in gone.items():
+            out.serving_unreadable[name] = Unread(
+                tuple(missing),
+                {str(a): anchors.moved(a, tree) for a in missing},
+                expected.get(name),
+            )
+    diff = modelcode.differences(after.values, table.expected(to))
+    out.serving = {k: v for k, v in diff.items() if k not in out.serving_unreadable}
+    out.broken += modelcode.broken(files[to], table)
 
 
 def verdict(checks: list[probes.Check], files: dict[str, str]) -> str:

@@ -64,10 +64,9 @@ class Folder:
 
     # -- a new run --------------------------------------------------------------
 
-    def begin(self, to_version: str, again: str) -> bool:
-        """Ready for a new run: refuse a recorded conflict; move the last
-        proposal to previous/ (whether one was moved); remove what a killed
-        run left (its half-made proposal, port tree, records)."""
+    def refuse_stopped(self, again: str) -> None:
+        """TreeError when the folder holds a conflict a carry stopped at:
+        only `--continue` goes on from it. Reads, touches nothing."""
         stop = self.stopped()
         if stop is not None:
             raise TreeError(
@@ -75,6 +74,14 @@ class Folder:
                 f"({stop.patch}): go on with `vpatch carry {stop.to_version}{again} --continue`, "
                 f"or remove {self.path} to start anew; nothing was touched"
             )
+
+    def begin(self, to_version: str, again: str) -> bool:
+        """Ready for a new run: refuse a recorded conflict; move the last
+        proposal to previous/ (whether one was moved); remove what a killed
+        run left (its half-made proposal, port tree, records). The caller
+        has found out first whatever can refuse the run (TO on the index):
+        a run that fails later has moved and removed these for nothing."""
+        self.refuse_stopped(again)
         try:
             moved = (self.path / "report.md").is_file()
             if moved:

@@ -163,9 +163,9 @@ def body(
     out += ["## Test Plan", ""]
     if tests:
         out += [
-            "The regression test this PR adds, which fails without the change "
-            "(on CUDA as well: the test reads the aux state after the whole forward, "
-            "after the in-place kernels ran):",
+            # what makes a test fail without its change on CUDA too is the
+            # change's to say (its commit message, the Purpose above)
+            "The regression test this PR adds, which fails without the change:",
             "",
             "```",
             *[f"pytest -v {t}" for t in tests],

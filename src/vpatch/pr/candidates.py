@@ -15,7 +15,7 @@ from .. import lock, probes, quilt
 # Title prefixes vLLM asks for, by the files a patch touches (first match).
 PREFIXES = (
     ("vllm/model_executor/models/", "[Model]"),
-    ("vllm/models/", "[Model]"),  # the model packages: deepseek_v4, kimi_k3, ...
+    ("vllm/models/", "[Model]"),  # the per-model packages (deepseek_v32/, deepseek_v4/, ...)
     ("vllm/v1/spec_decode/", "[Spec Decode]"),
     ("vllm/config/speculative.py", "[Spec Decode]"),
     ("vllm/entrypoints/", "[Frontend]"),

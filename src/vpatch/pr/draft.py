@@ -34,6 +34,7 @@ from pathlib import Path
 from .. import checkout, gitutil, lock, patchset, probes, quilt, sources, threeway
 from ..errors import ConfigError, TreeError, VpatchError, disk_error
 from ..paths import empty
+from ..shown import Shown
 from ..sources.cache import Say, quiet
 from ..sources.files import release_files
 from ..sources.refresh import resolve
@@ -47,7 +48,7 @@ _SIGNOFF = re.compile(r"^\s*([^<>]*?)\s*<([^<>\s]+@[^<>\s]+)>\s*$")
 
 
 @dataclass
-class Drafted:
+class Drafted(Shown):
     onto: str
     target: str  # "vLLM X.Y.Z" or "<path> (<short commit>)"
     tree: Path
@@ -69,8 +70,10 @@ class Drafted:
     def conflict(self) -> Candidate | None:
         return next((c for c in self.candidates if c.status == "conflict"), None)
 
-    def report(self) -> list[str]:
-        """One line per candidate: its status and what it became."""
+    def lines(self) -> list[str]:
+        """One line per candidate: its status and what it became; then, unless
+        it stopped at a conflict, the branch, the body and the commands that
+        open the pull request (or that there is nothing to send)."""
         out = []
         for c in self.candidates:
             what = f"{c.patch.name} ({c.release})"
@@ -83,7 +86,20 @@ class Drafted:
             else:
                 note = ""
             out.append(f"  {c.status:8}  {what}{': ' + note if note else ''}")
-        return out
+        if self.conflict:
+            return out
+        if not self.sent:
+            return [
+                *out,
+                f"nothing to send: {self.target} has every patch already; no branch was made",
+            ]
+        n = len(self.sent)
+        out.append(
+            f"{self.tree}: branch {self.branch}, {n} commit{'s' * (n != 1)} on {self.target}"
+        )
+        out.append(f"{self.out / 'PR_BODY.md'}, {self.out / 'series'}/: {self.title}")
+        out.append("nothing was pushed; to open the pull request:")
+        return out + [f"  {c}" for c in self.commands]
 
 
 def signer(signoff: str | None, repo: gitutil.Repo | None = None) -> tuple[str, str]:

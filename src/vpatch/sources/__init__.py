@@ -5,10 +5,19 @@ wheel: for a release without an sdist), cpu-wheel, git (a tag checkout), or a lo
 folder. Every provider writes into an empty destination and refuses, before
 writing anything, a member that would land outside it.
 
-Submodules: cache (the download cache), index (the package index, PEP 691),
-lazy (HTTP range reads of a remote wheel), extract (archives -> trees),
-files (the few files of a release the matrix reads), refresh (pins from the
-index).
+materialize() and describe() are here; the modules:
+
+  cache     the download cache, checked against the lock's sha256
+  index     the package index (pip's), read through its JSON API (PEP 691)
+            on network/'s client with the index's credentials (opener)
+  lazy      HTTP range reads of a remote wheel, on the client it is handed
+  extract   archives -> trees
+  listing   what a release's tree holds, entry by entry, without writing it
+            (`vpatch apply --dest` compares a folder with it)
+  files     the few files of a release that the matrix, lint, `vpatch pr`
+            and a carry read
+  refresh   pins from the index (`vpatch lock --refresh`)
+  releases  the releases the index has beyond the lock (`vpatch releases`)
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ from typing import Any, BinaryIO
 
 from ..errors import IntegrityError, NetworkError, disk_error
 from ..lock import Artifact
+from ..network.session import HTTP_ERRORS, whole
 from ..paths import sweep, tmp_path
-from .index import HTTP_ERRORS, IndexFile, open_url
+from .index import IndexFile, open_url
 from .index import files as index_files
 
 CHUNK = 1 << 20
@@ -150,6 +151,7 @@ def _copy(resp: Any, out: BinaryIO, h: Any, total: int, name: str, say: Say) -> 
         except HTTP_ERRORS as e:
             raise NetworkError(f"download of {name} failed: {e}") from None
         if not chunk:
+            whole(resp, done, f"download of {name}")  # broke off: not a mismatch, try again
             return
         try:
             out.write(chunk)

@@ -4,19 +4,21 @@ The index URL comes from pip's own configuration, so whatever index or mirror
 pip uses, vpatch uses too: PIP_INDEX_URL, then `pip config` (index-url),
 then pip's built-in default.
 
-Every HTTP request vpatch makes goes through `opener()`: proxies come from
-the environment (http_proxy, https_proxy, no_proxy), as they should, but
-TLS always checks certificates and host names with a context of our own,
-so nothing that swaps Python's default HTTPS context (PYTHONHTTPSVERIFY=0
-on some distributions, a sitecustomize) turns the checks off. A CA bundle
-named by SSL_CERT_FILE / SSL_CERT_DIR is honoured: it adds trust, it does
-not remove the check. Trust in what is downloaded comes from the lock's
-sha256 in any case.
+The index is read through `opener()`: network's client
+(network/session.py: the environment's proxies, certificate checks that
+cannot be turned off) handed the index's credentials as pip sends them
+(network/auth.py: the URL's user and password, the index URL's for a file
+on its host, netrc's; never to another host, never printed). `open_url` is
+a request on it whose failure is one NetworkError line; what else reads
+index files (lazy.py's ranges, cache.py's downloads) reads them on it too.
 
 A project page is read within VPATCH_INDEX_TIMEOUT seconds (default 60) in
-all, not per read: an index that accepts and never answers, or trickles a
-byte a minute, ends in a one-line NetworkError, so a scheduled `vpatch
-releases` cannot hang its job.
+all, not per read, and no further than MOST_PAGE bytes: an index that
+accepts and never answers, trickles a byte a minute or sends a page of
+400 MB ends in a one-line NetworkError, so a scheduled `vpatch releases`
+cannot hang its job or fill its memory. A page that stops short of its
+Content-Length broke off: a NetworkError too, never a page read as whole
+(session.body reads it).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import ssl
 import subprocess
 import sys
 import time
@@ -37,54 +38,38 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from .. import settings
+from .. import settings, untrusted
 from ..errors import NetworkError
+from ..network import auth, session
 
 ACCEPT = "application/vnd.pypi.simple.v1+json"
 TIMEOUT = "VPATCH_INDEX_TIMEOUT"  # seconds a project page may take, in all
 TIMEOUT_DEFAULT = 60.0
-_CHUNK = 1 << 16
-
-
-# what a request can raise besides HTTPError: refused, timed out, reset (OSError,
-# URLError), a broken answer (HTTPException), a URL urllib cannot use (ValueError)
-HTTP_ERRORS = (OSError, http.client.HTTPException, ValueError)
+# the most bytes of a project page read: vLLM's is about 130 KB (312 files, 2026)
+MOST_PAGE = 16 << 20
 
 
 @cache
-def opener(follow: bool = True) -> urllib.request.OpenerDirector:
-    """urllib with the environment's proxies and certificate checks that
-    cannot be turned off (see the module docstring). `follow` false: a
-    redirect is not followed, it is an HTTPError with its 3xx status and
-    Location (`vpatch doctor --server` reads only the server it was given)."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = True
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=ctx)]
-    if not follow:
-        handlers.append(_Unfollowed())
-    return urllib.request.build_opener(*handlers)
-
-
-class _Unfollowed(urllib.request.HTTPRedirectHandler):
-    """No request for a redirect: urllib then raises the 3xx as an HTTPError."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+def opener() -> urllib.request.OpenerDirector:
+    """The index's client: network's opener with the index's credentials,
+    as pip sends them (network/auth.py), built once."""
+    return session.opener(auth.Credentials(index_url))
 
 
 def open_url(req: str | urllib.request.Request, what: str, timeout: float = 120) -> Any:
     """The response to a request, or NetworkError naming `what` failed."""
+    what = untrusted.text(what)
     try:
         return opener().open(req, timeout=timeout)
     except urllib.error.HTTPError as e:
         e.close()
-        raise NetworkError(f"{what}: the server answered {e.code} {e.reason}") from None
-    except HTTP_ERRORS as e:
+        said = untrusted.text(f"{e.code} {e.reason}")  # the reason is the server's words
+        raise NetworkError(f"{what}: the server answered {said}") from None
+    except session.HTTP_ERRORS as e:
         reason = getattr(e, "reason", None) or e
         if isinstance(reason, TimeoutError):  # "timed out": say how long was waited
             reason = f"no answer within {timeout:g}s"
-        raise NetworkError(f"{what}: {reason}") from None
+        raise NetworkError(f"{what}: {untrusted.text(str(reason))}") from None
 
 
 @dataclass(frozen=True)
@@ -132,26 +117,33 @@ def project(name: str) -> dict[str, Any]:
     url = index_url() + _normalize(name) + "/"
     limit = settings.seconds(TIMEOUT, TIMEOUT_DEFAULT)
     deadline = time.monotonic() + limit
+
+    def in_time() -> None:
+        if time.monotonic() > deadline:
+            raise TimeoutError
+
     req = urllib.request.Request(url, headers={"Accept": ACCEPT})
-    resp = open_url(req, f"cannot reach the package index at {url}", timeout=limit)
+    resp = open_url(req, f"cannot reach the package index at {untrusted.url(url)}", timeout=limit)
     try:
         with resp:
             ctype = resp.headers.get("Content-Type", "")
             if "json" not in ctype:
                 raise NetworkError(
-                    f"the index at {index_url()} does not speak the JSON API (PEP 691); "
-                    "point PIP_INDEX_URL at one that does"
+                    f"the index at {untrusted.url(index_url())} does not speak the JSON API "
+                    "(PEP 691); point PIP_INDEX_URL at one that does"
                 )
-            body = _read_by(resp, deadline)
-        if body is None:
-            raise TimeoutError
+            what = f"the package index's page for {name!r}"
+            body = session.body(resp, MOST_PAGE, what, lambda _: _huge(name), in_time)
         page = json.loads(body)
     except TimeoutError:  # a read waited `limit`, or the page was not all in by then
         raise NetworkError(
             f"the package index's page for {name!r} was not read within {limit:g}s ({TIMEOUT})"
         ) from None
     except (OSError, http.client.HTTPException) as e:  # the answer broke off
-        raise NetworkError(f"cannot read the package index's page for {name!r}: {e}") from None
+        why = untrusted.text(str(e) or type(e).__name__)
+        raise NetworkError(
+            f"the package index's page for {name!r} broke off ({why}); try again"
+        ) from None
     except (ValueError, RecursionError) as e:  # not JSON, not UTF-8, nested too deep to read
         why = str(e).splitlines()[0] if str(e).strip() else type(e).__name__
         raise NetworkError(f"the package index answered broken JSON for {name!r}: {why}") from None
@@ -160,15 +152,12 @@ def project(name: str) -> dict[str, Any]:
     return page
 
 
-def _read_by(resp: Any, deadline: float) -> bytes | None:
-    """The body, or None when it is not all in by `deadline` (time.monotonic):
-    read1 returns what one read brings, so a trickle is seen to pass it."""
-    chunks = []
-    while chunk := resp.read1(_CHUNK):
-        chunks.append(chunk)
-        if time.monotonic() > deadline:
-            return None
-    return b"".join(chunks)
+def _huge(name: str) -> NetworkError:
+    return NetworkError(
+        f"the package index's page for {name!r} is over {session.size(MOST_PAGE)}, more than "
+        "a project page is (vLLM's is about 130 KB): not read; is PIP_INDEX_URL a package "
+        "index?"
+    )
 
 
 def files(name: str) -> dict[str, IndexFile]:
@@ -177,11 +166,17 @@ def files(name: str) -> dict[str, IndexFile]:
     try:
         for f in project(name).get("files", []):
             sha = f.get("hashes", {}).get("sha256", "")
-            url = urllib.parse.urljoin(page, f["url"])  # PEP 691 allows relative URLs
+            filename, link = f["filename"], f["url"]
+            if not all(isinstance(x, str) for x in (filename, link, sha)):
+                raise TypeError(f"filename, url and sha256 are text, not {settings.shown(f, 80)}")
+            url = urllib.parse.urljoin(page, link)  # PEP 691 allows relative URLs
             size, yanked = int(f.get("size") or 0), bool(f.get("yanked", False))
-            out[f["filename"]] = IndexFile(f["filename"], url, sha, size, yanked)
+            out[filename] = IndexFile(filename, url, sha, size, yanked)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise NetworkError(f"the package index lists a malformed file for {name!r}: {e}") from None
+        why = untrusted.text(str(e))
+        raise NetworkError(
+            f"the package index lists a malformed file for {name!r}: {why}"
+        ) from None
     return out
 
 

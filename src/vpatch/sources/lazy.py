@@ -6,12 +6,16 @@ Reads are served from blocks fetched on demand; `prefetch` fetches a list of
 ranges up front, merging neighbours, so reading many members costs a handful
 of requests instead of one per member.
 
+The HTTP client is handed to it (pip hands its session to lazy_wheel):
+the package index's (index.opener(), with its credentials) unless the
+caller gives another.
+
 Mirrors and proxies do not all honour ranges. As pip's lazy wheel does,
 the file is first asked for with HEAD, which must say `Accept-Ranges: bytes`
 (and the size the index gave): the package index used here sends that
 header on a HEAD or a 200, not on a 206. Then every answer is held to
-httprange.py's one rule (a 206 with the range asked for; a 200's body is
-not read), and to the size the index gave. Anything else raises
+network/httprange.py's one rule (a 206 with the range asked for; a 200's
+body is not read), and to the size the index gave. Anything else raises
 RangeUnsupported, on which callers fall back to a whole download, checked
 against the lock's sha256.
 """
@@ -22,21 +26,25 @@ import contextlib
 import http.client
 import io
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
-from .. import httprange
 from ..errors import NetworkError, RangeUnsupported
-from .index import HTTP_ERRORS, opener
+from ..network import httprange
+from ..network.session import HTTP_ERRORS
+from .index import opener as index_opener
 
 BLOCK = 1 << 16
 MERGE_GAP = 1 << 20  # fetch a gap this small rather than make another request
 
 
 class RangeFile(io.RawIOBase):
-    def __init__(self, url: str, size: int):
+    def __init__(self, url: str, size: int, opener: urllib.request.OpenerDirector | None = None):
         self.url = url
-        self.name = url.rsplit("/", 1)[-1]
+        self.opener = opener or index_opener()
+        # the file's name as messages say it: no query (a signed URL's signature)
+        self.name = urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1]
         if size <= 0:
             raise RangeUnsupported(f"{self.name}: the index gives no size to read ranges of")
         self.size = size
@@ -109,7 +117,7 @@ class RangeFile(io.RawIOBase):
         """HEAD: the server must say it honours byte ranges, and the size."""
         req = urllib.request.Request(self.url, method="HEAD")
         try:
-            with opener().open(req, timeout=120) as resp:
+            with self.opener.open(req, timeout=120) as resp:
                 accept = resp.headers.get("Accept-Ranges", "").strip().lower()
                 length = resp.headers.get("Content-Length")
         except urllib.error.HTTPError as e:  # HEAD not allowed: ranges cannot be trusted
@@ -130,11 +138,11 @@ class RangeFile(io.RawIOBase):
 
     @contextlib.contextmanager
     def _open(self, headers: dict[str, str]) -> Iterator[httprange.Answer]:
-        """One GET through vpatch's opener, as httprange reads it; an HTTP
+        """One GET through the opener handed, as httprange reads it; an HTTP
         error but 416 is a NetworkError."""
         req = urllib.request.Request(self.url, headers=headers)
         try:
-            resp = opener().open(req, timeout=120)
+            resp = self.opener.open(req, timeout=120)
         except urllib.error.HTTPError as e:
             if e.code != 416:
                 e.close()

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import re
 import tarfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from packaging.utils import parse_sdist_filename, parse_wheel_filename
 from packaging.version import Version
 
 from ..errors import ConfigError, IntegrityError, NetworkError, RangeUnsupported
 from ..lock import Artifact, Lock, Release, release_name
+from ..shown import Shown
 from .cache import Say, download, index_file, quiet
 from .extract import ARCHIVE_ERRORS, local_record_sha256, open_zip, record_sha256
 from .index import IndexFile
@@ -93,6 +94,16 @@ def commit_of(arts: dict[str, Artifact], offline: bool = False, say: Say = quiet
     if not m:
         raise ConfigError(f"{path.name}: no commit id in vllm/_version.py")
     return m.group(1)
+
+
+@dataclass(frozen=True)
+class Refreshed(Shown):
+    """What `vpatch lock --refresh` saved."""
+
+    pins: Lock
+
+    def lines(self) -> list[str]:
+        return [f"{self.pins.path.name}: {len(self.pins.releases)} releases refreshed"]
 
 
 def refresh(pins: Lock, say: Say = quiet) -> Lock:

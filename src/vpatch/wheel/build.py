@@ -32,6 +32,7 @@ from .. import checkout, gitutil
 from ..errors import ConfigError, PreflightError, TreeError, WheelError
 from ..lock import Release
 from ..quilt import Series
+from ..shown import Shown
 from ..sources.cache import download
 from ..sources.extract import ARCHIVE_ERRORS
 
@@ -40,7 +41,7 @@ MIN_NVCC = Version("12.8")
 
 
 @dataclass
-class BuildPlan:
+class BuildPlan(Shown):
     """What `vpatch wheel` would do (returned for --dry-run)."""
 
     version: str
@@ -64,7 +65,7 @@ class BuildPlan:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         return f"cd {shlex.quote(str(self.tree))} && env {env} {shlex.join(self.cmd)}"
 
-    def to_text(self) -> str:
+    def lines(self) -> list[str]:
         """Text for `vpatch wheel --dry-run`."""
         lines = [
             f"vpatch wheel {self.version} --variant {self.variant} --mode {self.mode} (dry run)",
@@ -74,7 +75,7 @@ class BuildPlan:
         ]
         if self.mode == "overlay":
             lines.append("  replaces  " + (", ".join(self.files) or "nothing"))
-            return "\n".join(lines)
+            return lines
         lines.append(f"  tree      {self.tree} (the series is applied there first)")
         for i, c in enumerate(self.checks):
             lines.append(("  preflight " if i == 0 else "            ") + c)
@@ -85,7 +86,7 @@ class BuildPlan:
         if self.problems:
             lines.append("  the build would stop (preflight):")
             lines += [f"    - {p}" for p in self.problems]
-        return "\n".join(lines)
+        return lines
 
 
 def plan_source(

@@ -16,6 +16,7 @@ from packaging.version import Version
 from .. import record
 from ..errors import ConfigError, RecordMismatch, WheelError
 from ..quilt import Series
+from ..shown import Shown
 from . import fatbin
 from .file import READ_ERRORS, WheelFile, local_version, open_zip
 from .patch import classify
@@ -34,7 +35,7 @@ class FileCheck:
 
 
 @dataclass
-class Verified:
+class Verified(Shown):
     wheel: Path
     project: str
     version: str
@@ -55,10 +56,10 @@ class Verified:
     def exit_code(self) -> int:
         return 0 if self.ok else WheelError.exit_code
 
-    def to_text(self) -> str:
+    def lines(self) -> list[str]:
         """Text for `vpatch verify-wheel`."""
         lines = [f"{self.wheel.name}: {self.project} {self.version} ({self.variant})"]
-        lines.append(fatbin.format_report(self.extensions))
+        lines += fatbin.format_report(self.extensions).split("\n")
         if self.arch:
             for name, ok, why in self.arch_checks:
                 lines.append(f"{'ok  ' if ok else 'FAIL'} {name} on {self.arch}: {why}")
@@ -72,7 +73,7 @@ class Verified:
             lines += [f"  {'ok  ' if f.ok else 'FAIL'} {f.path}: {f.status}" for f in self.files]
         lines.append("verify-wheel: " + ("ok" if self.ok else f"{len(self.problems)} problem(s)"))
         lines += [f"  - {p}" for p in self.problems]
-        return "\n".join(lines)
+        return lines
 
 
 def scan(wheel_path: Path, arch: str | None = None) -> tuple[Verified, WheelFile | None]:

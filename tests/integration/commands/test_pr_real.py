@@ -1,8 +1,9 @@
 """`vpatch pr` on the real releases (sources from the cache): onto the
 newest release with a series (ONTO) the layer-0 fix and the Kimi-K2 MLA
 detection are left to send, each alone with `--patch` (a pull request per
-change) and its vLLM-native regression test; the four patches of 0.17.1 are
-upstream since 0.18.0."""
+change) and its vLLM-native regression test; the four patches of the
+newest patched release's series are upstream from the first release with
+EAGLE-3 upstream."""
 
 from __future__ import annotations
 

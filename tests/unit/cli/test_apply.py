@@ -2,10 +2,10 @@
 its one line says what was applied."""
 
 from pathlib import Path
-from types import SimpleNamespace
 
 from support.cli import vpatch
 from vpatch import cli, lock
+from vpatch.checkout import Applied
 from vpatch.commands import apply
 
 
@@ -21,8 +21,8 @@ def test_unknown_release_is_one_line_and_exit_2():
 def test_applied_or_already_patched(monkeypatch, capsys):
     calls = []
     results = [
-        SimpleNamespace(dest=Path("t"), version="9.9.0", applied=["a", "b"], already=[]),
-        SimpleNamespace(dest=Path("t"), version="9.9.0", applied=[], already=["a", "b"]),
+        Applied(Path("t"), "9.9.0", applied=["a", "b"]),
+        Applied(Path("t"), "9.9.0", already=["a", "b"]),
     ]
 
     def fake(version, **kw):

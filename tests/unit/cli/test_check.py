@@ -10,19 +10,20 @@ from support.cli import vpatch
 from support.env import BASE, NEW_MODEL, PATCHED, RELEASE, UPSTREAM, make_fake, one_error_line
 from vpatch import cli, quilt
 from vpatch.env import check, readiness
+from vpatch.shown import Shown
 
 fake, fake_release, fake_template = fake_env.fake, fake_env.fake_release, fake_env.fake_template
 
 
-class Report:
+class Report(Shown):
     def __init__(self, ready):
         self.eagle3_ready = ready
 
     def to_json(self):
         return {"eagle3_ready": self.eagle3_ready}
 
-    def to_text(self):
-        return f"ready: {self.eagle3_ready}"
+    def lines(self):
+        return [f"ready: {self.eagle3_ready}"]
 
 
 @pytest.mark.parametrize(("ready", "code"), [(True, 0), (False, 1)])

@@ -6,17 +6,18 @@ import json
 import pytest
 from vpatch import cli
 from vpatch.commands import doctor
+from vpatch.shown import Shown
 
 
-class Report:
+class Report(Shown):
     def __init__(self, ok):
         self.ok = ok
 
     def to_json(self):
         return {"ok": self.ok}
 
-    def to_text(self):
-        return f"ok: {self.ok}"
+    def lines(self):
+        return [f"ok: {self.ok}"]
 
 
 @pytest.mark.parametrize(("ok", "code"), [(True, 0), (False, 1)])
@@ -29,7 +30,7 @@ def test_the_request_and_the_exit_code(monkeypatch, capsys, ok, code):
     (req,) = seen
     assert req.command == ("vllm", "serve", "t", "--seed", "1")
     assert (req.drafter, req.target, req.python) == ("d", None, None)  # None: python3
-    assert (req.vllm, req.patched) == (None, False)
+    assert (req.vllm, req.patched, req.platform) == (None, False, "")
     assert (req.tensor_parallel_size, req.pipeline_parallel_size) == (8, 1)
     assert req.num_speculative_tokens == 3 and req.offline is True
     assert cli.main(["doctor", "--format", "json"]) == code
@@ -37,8 +38,8 @@ def test_the_request_and_the_exit_code(monkeypatch, capsys, ok, code):
 
 
 def test_a_doctor_run_reads_each_file_of_the_patch_set_once(tmp_path, monkeypatch):
-    """VERSIONS.lock, rules.toml, patches.toml and each patch of the environment's series
-    are opened once in a whole `vpatch doctor` run (the CLI loads them and
+    """VERSIONS.lock, rules.toml, serving.toml, patches.toml and each patch of
+    the environment's series are opened once in a whole `vpatch doctor` run (the CLI loads them and
     passes them down): a part that loads the lock again, parses patches.toml
     again for its probes or renders a series twice shows here. Before a review
     fixed it: 20 opens, VERSIONS.lock 6 times, each patch twice."""
@@ -73,6 +74,7 @@ def test_a_doctor_run_reads_each_file_of_the_patch_set_once(tmp_path, monkeypatc
     assert series and set(opened) == {
         "VERSIONS.lock",
         "rules.toml",
+        "serving.toml",
         "patches/patches.toml",
         *series,
     }
@@ -80,14 +82,14 @@ def test_a_doctor_run_reads_each_file_of_the_patch_set_once(tmp_path, monkeypatc
 
 
 def test_the_help_states_the_hub_deadline():
-    """--offline's help names doctor/deadline.py's variable and default
+    """--offline's help names network/hubclient.py's variable and default
     (written out: building the parser imports no library)."""
     from vpatch.cli import parser
-    from vpatch.doctor import deadline
+    from vpatch.network import hubclient
 
     text = parser()._subparsers._group_actions[0].choices["doctor"].format_help()
     text = " ".join(text.split())
-    assert f"{deadline.VARIABLE} seconds (default {deadline.DEFAULT:g})" in text
+    assert f"{hubclient.VARIABLE} seconds (default {hubclient.DEFAULT:g})" in text
 
 
 def test_the_server_options_become_the_request(monkeypatch, capsys):
@@ -112,7 +114,7 @@ def test_the_server_options_become_the_request(monkeypatch, capsys):
 
 def test_the_help_states_the_server_deadline_and_exit_3():
     from vpatch.cli import parser
-    from vpatch.doctor import server
+    from vpatch.postflight import server
 
     text = parser()._subparsers._group_actions[0].choices["doctor"].format_help()
     flat = " ".join(text.split())
@@ -133,7 +135,7 @@ def test_a_server_end_to_end(vllm, capsys):
     exit 0 (a warning: whether the series is installed cannot be told); no
     drafts while it decodes: exit 1; JSON."""
     from support import vllm_server as V
-    from vpatch.doctor.server import Counters
+    from vpatch.postflight.server import Counters
 
     assert cli.main(["doctor", "--server", vllm.url]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -146,3 +148,19 @@ def test_a_server_end_to_end(vllm, capsys):
     assert data["ok"] is False
     assert [f["check"] for f in data["findings"] if f["severity"] == "error"] == ["drafts"]
     assert data["servers"][0]["figures"][0]["since_start"]["generated"] == 500
+
+
+def test_platform_is_passed_on_and_its_choices_are_serving_s(monkeypatch, capsys):
+    """--platform takes serving.py's PLATFORMS (the parser imports no
+    library, so the list is written there too: held equal here)."""
+    from vpatch import serving
+
+    seen = []
+    monkeypatch.setattr(doctor, "doctor", lambda req, say, pins: seen.append(req) or Report(True))
+    assert cli.main(["doctor", "--vllm", "X", "--platform", "rocm"]) == 0
+    assert seen[-1].platform == "rocm"
+    with pytest.raises(SystemExit):
+        cli.main(["doctor", "--vllm", "X", "--platform", "tpu"])
+    assert "invalid choice" in capsys.readouterr().err
+    for platform in serving.PLATFORMS:
+        assert cli.main(["doctor", "--vllm", "X", "--platform", platform]) == 0

@@ -1,8 +1,6 @@
 """cli/fetch.py: `vpatch fetch` passes its options to commands/apply.fetch
 and prints where the source went."""
 
-from types import SimpleNamespace
-
 from support.cli import vpatch
 from vpatch import cli, lock
 from vpatch.commands import apply
@@ -20,7 +18,8 @@ def test_prints_the_cache_path_or_the_tree(monkeypatch, capsys, tmp_path):
     def fetch(version, source, dest, offline, remote, say, pins):
         seen.append((version, source, dest, offline, remote))
         assert pins.versions()  # the lock, loaded by the CLI
-        return SimpleNamespace(version="9.9.0"), dest or tmp_path / "sdist.tar.gz", "the sdist"
+        release = lock.Release("9.9.0", "v9.9.0", "c", "patched")
+        return apply.Fetched(release, dest or tmp_path / "sdist.tar.gz", "the sdist", bool(dest))
 
     monkeypatch.setattr(apply, "fetch", fetch)
     assert cli.main(["fetch", "9.9.0", "--source", "git", "--remote", "R"]) == 0

@@ -8,12 +8,13 @@ import pytest
 from vpatch import cli
 from vpatch.env import install
 
-DIST = SimpleNamespace(name="vllm", version="9.9.0", root=Path("/env/site"))
+DIST = SimpleNamespace(name="vllm", version="9.9.0", root=Path("/env/site"), python="py")
 
 
-def result(action, **kw):
-    kw.setdefault("verdict", None)
-    return SimpleNamespace(dist=DIST, action=action, message="2 files", files=[], bytecode={}, **kw)
+def result(action, said=None):
+    """install's Result; `said`: the verdict its readiness gives."""
+    ready = SimpleNamespace(verdict=lambda install: said) if said else None
+    return install.Result(DIST, action, "2 files", readiness=ready)
 
 
 @pytest.mark.parametrize(
@@ -33,7 +34,7 @@ def test_after_an_install_the_line_check_ends_with(monkeypatch, capsys):
     """install's last line is `vpatch check`'s verdict on the environment as
     it left it (readiness.Readiness.verdict): one answer, whichever is asked."""
     said = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: ready"
-    res = result("nothing", verdict=said)
+    res = result("nothing", said=said)
     monkeypatch.setattr(install, "install", lambda py, series, dry_run, say, pins: res)
     assert cli.main(["install"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == said

@@ -1,21 +1,21 @@
 """cli/lint.py: `vpatch lint` lists the problems (stdout) and the skipped
 releases (stderr); problems are exit 5."""
 
-from types import SimpleNamespace
-
 from vpatch import cli
 from vpatch.errors import PatchError
 from vpatch.maintain import lint
 
 
 def test_problems_are_listed_and_exit_5(monkeypatch, capsys):
-    found = SimpleNamespace(problems=["p1", "p2"], skipped=["0.16.0: not in the cache"])
+    found = lint.Linted(
+        [lint.Problem("a", "p1"), lint.Problem("b", "p2")], ["9.9.1: not in the cache"]
+    )
     monkeypatch.setattr(lint, "lint", lambda pins, offline, say: found)
     assert cli.main(["lint", "--offline"]) == PatchError.exit_code == 5
     out, err = capsys.readouterr()
-    assert out == "p1\np2\n"
+    assert out == "a: p1\nb: p2\n"
     assert err.splitlines() == [
-        "skipped: 0.16.0: not in the cache",
+        "skipped: 9.9.1: not in the cache",
         "vpatch: error: lint found 2 problems (listed above)",
     ]
     found.problems.clear()

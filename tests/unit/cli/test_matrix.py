@@ -6,12 +6,10 @@ from vpatch import cli
 from vpatch.commands import matrix
 
 
-class Table:
-    def to_json(self):
-        return {"releases": {"9.9.0": {"a": "clean"}}}
-
-    def to_markdown(self):
-        return "| a |\n"
+def table() -> matrix.Matrix:
+    return matrix.Matrix(
+        {"a": "9.9.0"}, ["a"], {"9.9.0": {"a": "clean"}}, {"9.9.0": "patched"}, {"9.9.0": "none"}
+    )
 
 
 def test_markdown_by_default_or_json(monkeypatch, capsys):
@@ -19,11 +17,11 @@ def test_markdown_by_default_or_json(monkeypatch, capsys):
 
     def build(versions, pins, offline, jobs, say):
         seen.append((versions, offline, jobs))
-        return Table()
+        return table()
 
     monkeypatch.setattr(matrix, "build", build)
     assert cli.main(["matrix"]) == 0
-    assert capsys.readouterr().out == "| a |\n"
+    assert capsys.readouterr().out == table().to_text() + "\n"
     assert cli.main(["matrix", "--format", "json", "--versions", "1", "2", "--jobs", "3"]) == 0
-    assert json.loads(capsys.readouterr().out) == Table().to_json()
+    assert json.loads(capsys.readouterr().out) == table().to_json()
     assert seen == [(None, False, None), (["1", "2"], False, 3)]

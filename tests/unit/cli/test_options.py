@@ -1,7 +1,8 @@
 """cli/options.py: every command is declared alike (a description, its
 exit codes, an example the parser takes), and a shared option is one
-definition whichever command takes it."""
+definition whichever command takes it; `say` and `show` escape what they print."""
 
+import json
 import shlex
 
 import pytest
@@ -82,3 +83,52 @@ def test_a_path_argument_refuses_an_empty_value():
     with pytest.raises(SystemExit) as e:
         cli.parser().parse_args(["apply", "--dest", ""])
     assert e.value.code == 2
+
+
+def test_say_shows_what_it_is_given_escaped(capsys):
+    """Progress names what a server or hub sent (a request's URL, a model):
+    escaped, with no credential, as every line vpatch prints."""
+    from vpatch.cli.options import say
+
+    say("waiting for GET http://u:pw@h/m\x1b]0;t\x07")
+    assert capsys.readouterr().err == "waiting for GET http://***@h/m\\x1b]0;t\\x07\n"
+
+
+def test_show_prints_each_line_escaped_and_json_as_read(capsys):
+    """A result's lines reach stdout one a line, each escaped: a newline a
+    server put in a model name stays in its line (no forged `ok` line), no
+    credential is shown; its JSON keeps every value as read."""
+    from dataclasses import dataclass
+
+    from vpatch.shown import Shown
+
+    @dataclass
+    class Result(Shown):
+        said: list[str]
+
+        def lines(self):
+            return self.said
+
+        def to_json(self):
+            return {"model": self.said[1]}
+
+    forged = "m\nok: 0 errors\x1b[2J http://u:pw@h/x?token=t"
+    options.show(Result(["head", forged, ""]))
+    assert capsys.readouterr().out == (
+        "head\nm\\nok: 0 errors\\x1b[2J http://***@h/x?token=***\n\n"
+    )
+    options.show(Result(["head", forged]), "json")
+    assert json.loads(capsys.readouterr().out) == {"model": forged}
+
+
+def test_interval_takes_ascii_digits_only(capsys):
+    """`--interval 1_0` was 10 and `' 1'` 1 (int()'s reading): refused now."""
+    from vpatch import cli
+
+    for bad in ("1_0", " 1", "+1", "１"):
+        with pytest.raises(SystemExit) as e:
+            cli.parser().parse_args(["doctor", "--server", "http://h:1", "--interval", bad])
+        assert e.value.code == 2
+        assert "--interval" in capsys.readouterr().err
+    args = cli.parser().parse_args(["doctor", "--server", "http://h:1", "--interval", "10"])
+    assert args.interval == 10

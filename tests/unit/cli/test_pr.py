@@ -13,22 +13,20 @@ from support.pr import FIVE, FIX, FIXED, SIGNOFF, UPSTREAM, checkout, kw
 from vpatch import cli, gitutil
 from vpatch.errors import PatchError, TreeError
 from vpatch.pr import draft as engine
+from vpatch.pr.candidates import Candidate
 
 
-def drafted(**kw):
-    base = dict(
-        report=lambda: ["  sent  a"],
-        conflict=None,
-        sent=["a", "b"],
-        target="vLLM 9.9.0",
-        tree=Path("t"),
-        branch="eagle3",
-        out=None,
-        title="[Spec Decode] a",
-        commands=["git push", "gh pr create"],
-        unresolved=[],
-    )
-    return SimpleNamespace(**{**base, **kw})
+def drafted(*statuses: str, **kw) -> engine.Drafted:
+    """A draft of a patch a status (clean: sent), as pr/draft.py makes it."""
+    cands = [
+        Candidate(SimpleNamespace(name=f"000{i}-{s}.patch"), "9.9.0", f"t{i}", s)
+        for i, s in enumerate(statuses or ("clean", "merged"), 1)
+    ]
+    d = engine.Drafted("9.9.0", "vLLM 9.9.0", Path("t"), cands, branch="eagle3")
+    d.title, d.commands = "[Spec Decode] a", ["git push", "gh pr create"]
+    for k, v in kw.items():
+        setattr(d, k, v)
+    return d
 
 
 def test_a_draft_says_where_it_is_and_what_opens_it(monkeypatch, capsys):
@@ -36,7 +34,8 @@ def test_a_draft_says_where_it_is_and_what_opens_it(monkeypatch, capsys):
     monkeypatch.setattr(engine, "draft", lambda onto, **kw: seen.append((onto, kw)) or drafted())
     assert cli.main(["pr", "--onto", "9.9.0", "--patch", "a", "--patch", "b"]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "  sent  a",
+        "  clean     0001-clean.patch (9.9.0): t1",
+        "  merged    0002-merged.patch (9.9.0): t2",
         "t: branch eagle3, 2 commits on vLLM 9.9.0",
         "pr/PR_BODY.md, pr/series/: [Spec Decode] a",
         "nothing was pushed; to open the pull request:",
@@ -47,13 +46,16 @@ def test_a_draft_says_where_it_is_and_what_opens_it(monkeypatch, capsys):
 
 
 def test_a_conflict_names_the_command_that_goes_on(monkeypatch, capsys):
-    stuck = drafted(conflict=SimpleNamespace(patch=SimpleNamespace(name="0001-a.patch")))
-    stuck.unresolved = ["vllm/x.py"]
+    stuck = drafted("clean", "conflict", unresolved=["vllm/x.py"])
     monkeypatch.setattr(engine, "resume", lambda onto, **kw: stuck)
     argv = ["pr", "--onto", "9.9.0", "--out", "o", "--signoff", "A <a@b>", "--continue"]
     assert cli.main(argv) == PatchError.exit_code
-    err = capsys.readouterr().err
-    assert "0001-a.patch conflicts with vLLM 9.9.0 in vllm/x.py" in err
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [  # each patch; nothing to open: it stopped
+        "  clean     0001-clean.patch (9.9.0): t1",
+        "  conflict  0002-conflict.patch (9.9.0)",
+    ]
+    assert "0002-conflict.patch conflicts with vLLM 9.9.0 in vllm/x.py" in err
     assert "`vpatch pr --onto 9.9.0 --out 'o' --signoff 'A <a@b>' --continue`" in err
 
 

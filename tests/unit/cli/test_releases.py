@@ -98,8 +98,16 @@ def test_json_when_up_to_date(stand, capsys):
         ((200, "text/html", b"<html></html>"), "does not speak the JSON API"),
         ((200, "application/vnd.pypi.simple.v1+json", b'{"files": ['), "broken JSON"),
         ((200, "application/vnd.pypi.simple.v1+json", b'{"files": [{}]}'), "malformed file"),
+        (
+            (200, "application/vnd.pypi.simple.v1+json", b'{"files": [{"filename": 5}]}'),
+            "the package index lists a malformed file",
+        ),
+        (
+            (200, "application/vnd.pypi.simple.v1+json", b'{"files": [{"filename": null}]}'),
+            "the package index lists a malformed file",
+        ),
     ],
-    ids=["error", "html", "broken-json", "malformed-file"],
+    ids=["error", "html", "broken-json", "malformed-file", "int-filename", "null-filename"],
 )
 def test_an_index_that_fails_is_one_line_exit_3(stand, capsys, answer, said):
     stand.answer = answer
@@ -147,3 +155,22 @@ def test_the_workflow_reads_what_releases_gives():
     handled = re.findall(r"^\s*(\d+)\)", case.group(1), re.M)
     assert handled == ["0", str(releases.NEW)]
     assert "jq -r '.new[0]'" in workflow
+
+
+def test_a_private_index_as_pip_reaches_it(stand, capsys, monkeypatch, tmp_path):
+    """`PIP_INDEX_URL=http://user:TOKEN@host/simple vpatch releases` failed
+    with "Name or service not known" and printed TOKEN. It is read as pip
+    reads it (basic auth), and a refusal names the index without TOKEN."""
+    stand.add("vllm", sdist(later(1)))
+    stand.auth = "user:TOKEN-123"
+    monkeypatch.setenv("NETRC", str(tmp_path / "none"))
+    monkeypatch.setenv("PIP_INDEX_URL", stand.url.replace("http://", "http://user:TOKEN-123@"))
+    index.index_url.cache_clear()
+    code, out, err = run(capsys)
+    assert (code, err) == (releases.NEW, "") and f"vpatch carry {later(1)}" in out
+    monkeypatch.setenv("PIP_INDEX_URL", stand.url.replace("http://", "http://user:TOKEN-12@"))
+    index.index_url.cache_clear()
+    index.project.cache_clear()
+    code, out, err = run(capsys)
+    assert (code, out) == (3, "") and "TOKEN" not in err, err
+    assert err.startswith("vpatch: error: cannot reach the package index at http://***@127.0.0.1")

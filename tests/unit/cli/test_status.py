@@ -1,10 +1,10 @@
 """cli/status.py: `vpatch status` lists each patch of a tree."""
 
 from pathlib import Path
-from types import SimpleNamespace
 
 from support.cli import vpatch
 from vpatch import cli
+from vpatch.checkout import PatchState, Status
 from vpatch.commands import apply
 
 
@@ -15,11 +15,8 @@ def test_status_of_a_plain_folder(tmp_path):
 
 
 def test_one_line_a_patch(monkeypatch, capsys):
-    patches = [SimpleNamespace(name="0001-a.patch", applied=True)]
-    patches.append(SimpleNamespace(name="0002-b.patch", applied=False))
-    st = SimpleNamespace(
-        dest=Path("t"), version="9.9.0", patches=patches, extra=["mine"], dirty=["x", "y"]
-    )
+    patches = [PatchState("0001-a.patch", "a", True), PatchState("0002-b.patch", "b", False)]
+    st = Status(Path("t"), "9.9.0", patches, extra=["mine"], dirty=["x", "y"])
     monkeypatch.setattr(apply, "status", lambda dest, series, pins: st)
     assert cli.main(["status", "t"]) == 0
     assert capsys.readouterr().out.splitlines() == [
@@ -29,3 +26,6 @@ def test_one_line_a_patch(monkeypatch, capsys):
         "  unknown      mine",
         "  uncommitted changes in 2 paths",
     ]
+    st.extra, st.dirty = [], []
+    assert cli.main(["status", "t"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "  not applied  0002-b.patch"

@@ -13,7 +13,7 @@ def test_counts_the_commits(monkeypatch, capsys, n, said):
 
     def fake(dest, series, discard, pins):
         seen.append((dest, series, discard))
-        return "9.9.0", n
+        return apply.Unapplied(dest, "9.9.0", n)
 
     monkeypatch.setattr(apply, "unapply", fake)
     assert cli.main(["unapply", "t", "--discard-commits"]) == 0

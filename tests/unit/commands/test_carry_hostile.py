@@ -4,7 +4,7 @@ and folders it is handed. Each case runs `vpatch.cli.main` on a scratch
 checkout (the real patch set, doctor's rules.toml and the docs, copied,
 with a `.git` and an uncommitted file of the user's) with the network's
 parts stood in for: the index lookup of TO, the port, the release files
-read for doctor's facts and probes, lint and the docs; the work folder, the
+read for doctor's facts and probes, lint and the docs (the tier's too); the work folder, the
 validation, `--continue` and `--write` are the real code."""
 
 from __future__ import annotations
@@ -26,8 +26,13 @@ DATA = carry.DATA
 PINS = lock.load(ROOT / DATA / "VERSIONS.lock")
 TO = next_release(PINS)
 FROM = PINS.versions()[-1]
-# a release spelled as vLLM does not: the minor alone, a fourth part, blanks, V
+# a release spelled as vLLM does not: the minor alone, a fourth part, blanks, V;
+# leading zeros, another script's digits, a trailing newline (a hostile pass: these
+# downloaded TO's sdist and failed with exit 7, or exited 70)
+_MAJOR, _MINOR, _PATCH = TO.split(".")
 SPELLINGS = [TO.rsplit(".", 1)[0], f"{TO}.0", f" {TO}", f"V{TO}", f"{TO} "]
+SPELLINGS += [f"0{TO}", f"{_MAJOR}.0{_MINOR}.{_PATCH}", f"{_MAJOR}.{_MINOR}.0{_PATCH}"]
+SPELLINGS += [TO.translate(str.maketrans("0123456789", "０１２３４５６７８９")), f"{TO}\n"]
 
 
 def snapshot(top: Path) -> dict[str, bytes | None]:
@@ -100,6 +105,8 @@ def stand(project, tmp_path, monkeypatch) -> Stand:
     )
     monkeypatch.setattr(carry.lint, "lint", linted)
     monkeypatch.setattr(carry.docs, "write", lambda *a, **kw: None)
+    monkeypatch.setattr(carry.docs, "tier_paths", lambda root: [])  # a checkout without tests/
+    monkeypatch.setattr(carry.docs, "write_tier", lambda root, copy: None)
     monkeypatch.setattr(
         carry.pin, "tier_view", lambda rel: pin.TierView(rel.version, None, None, None)
     )
@@ -176,6 +183,19 @@ def test_w10_a_release_spelled_otherwise_is_refused_naming_the_spelling(
     code, _, err = run(capsys, spelling)
     assert code == ConfigError.exit_code, err
     assert f"did you mean {TO}?" in one_line(err)
+    assert snapshot(project) == before and stand.looked_up == []
+
+
+@pytest.mark.parametrize(
+    "spelling", [f"0{FROM}", "{}.{}.0{}".format(*FROM.split(".")), f"{FROM}\n"]
+)
+def test_a_pinned_release_spelled_otherwise_is_refused_at_once(project, stand, capsys, spelling):
+    """In a checkout pinning FROM, a spelling of FROM with leading
+    zeros slipped past "pinned already" to the index; refused before it."""
+    before = snapshot(project)
+    code, _, err = run(capsys, spelling)
+    assert code == ConfigError.exit_code, err
+    assert f"did you mean {FROM}?" in one_line(err)
     assert snapshot(project) == before and stand.looked_up == []
 
 
@@ -263,6 +283,35 @@ def test_a_failed_carry_removes_the_folder_it_made(project, stand, capsys):
     code, _, err = run(capsys, TO)
     assert code == NetworkError.exit_code, err
     assert not (project / "build").exists()
+
+
+def test_a_release_not_on_the_index_is_found_out_before_anything_is_removed(
+    project, stand, capsys, monkeypatch
+):
+    """With a `.vpatch-carry` mark forged into a folder (or one a
+    killed carry left), `carry TO` removed its proposed/, port/ and
+    proposed.diff before it found TO is not on the index. TO is looked up
+    first, and the folder is left as it was."""
+    work = project / f"build/carry-{TO}"
+    for rel, text in {
+        workfolder.MARKER: "forged\n",
+        "proposed.diff": "a diff of mine\n",
+        "proposed/notes.txt": "mine\n",
+        "port/tree.txt": "mine too\n",
+    }.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    before = snapshot(work)
+
+    def nowhere(pins, v, offline=False, say=None):
+        stand.looked_up.append(v)
+        raise ConfigError(f"the package index has no sdist or x86_64 wheel of vLLM {v}")
+
+    monkeypatch.setattr(carry.pin, "resolve", nowhere)
+    code, _, err = run(capsys, TO)
+    assert code == ConfigError.exit_code, err
+    assert "has no sdist" in one_line(err) and stand.looked_up == [TO]
+    assert snapshot(work) == before
 
 
 def test_a_failed_rerun_keeps_the_last_proposal(project, stand, capsys):
@@ -425,6 +474,30 @@ def test_w4_the_report_names_the_checkout_it_wrote(project, stand, capsys):
     assert (project / variant).read_text() == "TO's own\n"
 
 
+def test_write_brings_the_tiers_tables_the_carry_wrote_on_its_copy(
+    project, stand, capsys, monkeypatch
+):
+    """The tier's docs are copied with the rest, the checkout's tier program
+    writes their tables on the copy (from the copy's lock), and --write
+    brings them back with the rest: nothing is left for `make docs`."""
+    doc = "docs/tier-table.md"
+    (project / doc).write_text("| releases |\n| 0.1.0 |\n")
+    ran = []
+
+    def write_tier(root, copy):
+        ran.append((root, copy.resolve()))
+        pinned = lock.load(copy / DATA / "VERSIONS.lock").versions()
+        (copy / doc).write_text("| releases |\n" + "".join(f"| {v} |\n" for v in pinned))
+
+    monkeypatch.setattr(carry.docs, "tier_paths", lambda root: [doc])
+    monkeypatch.setattr(carry.docs, "write_tier", write_tier)
+    code, out, err = run(capsys, TO, "--write")
+    assert code == 0, err
+    assert ran == [(project, project / f"build/carry-{TO}/proposed")]
+    assert f"| {TO} |\n" in (project / doc).read_text()  # the copy's lock: TO pinned
+    assert f"- {doc}\n" in out.split("## Written into the checkout")[1]
+
+
 def test_a_carry_from_another_checkout_is_refused(project, stand, capsys, tmp_path, monkeypatch):
     other = tmp_path / "other-clone"
     shutil.copytree(project / "src", other / "src")
@@ -452,3 +525,20 @@ def test_every_patchs_probe_is_rerun_on_to_ported_or_not(project, stand, capsys,
     code, out, err = run(capsys, TO)
     assert code == 0, err
     assert f"- {slug}: lacks it in {FROM}, code gone in {TO}\n" in out
+
+
+def test_a_missing_variant_file_is_the_same_patch_error_as_everywhere(project, stand, capsys):
+    """A variant file patches.toml names, missing, gave exit 11
+    (cannot read a patch) from carry and exit 5 (PatchError, "has no
+    file") from every other command. One answer: 5, the same line."""
+    slug = PINS.patchset.slugs[-1]
+    var = PINS.patchset.variants[slug][-1]
+    (project / DATA / "patches" / slug / f"{var.first}.patch").unlink()
+    before = snapshot(project)
+    code, _, err = run(capsys, TO)
+    assert code == PatchError.exit_code, err
+    line = one_line(err)
+    assert f"[{slug}]: variant {var.span} has no file {slug}/{var.first}.patch" in line, line
+    assert snapshot(project) == before
+    assert cli.main(["series", var.last, "--out", str(project / "s")]) == PatchError.exit_code
+    assert one_line(capsys.readouterr().err).endswith(line.split("error: ", 1)[1])

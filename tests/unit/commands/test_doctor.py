@@ -7,39 +7,55 @@ one line, never a traceback). The checks themselves: tests/unit/doctor/."""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from dataclasses import replace
 
 import pytest
+from support import copy_rules, minor_after, next_release
 from support import env as fake_env
-from support import next_release
 from support import pairs as F
 from support.cli import vpatch
-from vpatch import lock, rules
+from support.releases import PINS, last_where, newest_patched, v1_by_default
+from vpatch import lock
 from vpatch.commands import doctor as D
 from vpatch.doctor import hub
 from vpatch.doctor.environment import Readiness, find_vllm, from_release
 from vpatch.errors import ConfigError, NewerRelease
 
 like_envs = fake_env.like_envs
+PATCHED = newest_patched()
+
+
+def v1_reads_short(r):
+    """the V1 runner serves and reads eagle_config's ids; the drafter's positions are its own"""
+    return v1_by_default(r) and r.v1_reads_nested_ids and r.draft_positions_short
+
+
+# a release with EAGLE-3 upstream whose V1 runner reads a drafter's nested ids as
+# written and keeps its own positions: the fake environment's
+UPSTREAM = last_where(v1_reads_short)
+_MAJOR, _MINOR, _MICRO = (int(n) for n in UPSTREAM.split("."))
+UNPINNED = f"{_MAJOR}.{_MINOR}.{_MICRO + 1}"  # after it, not in upstream_env's lock
+AFTER = minor_after(UPSTREAM)  # pinned in upstream_env's lock after UNPINNED
 
 
 @pytest.fixture(scope="module")
 def upstream_env(tmp_path_factory) -> tuple[str, dict[str, str]]:
     """(python, env) of an environment whose vLLM `vpatch check` calls ready:
-    a fake vllm 0.25.0, and vpatch data (VPATCH_ROOT) where 0.25.0 has
-    EAGLE-3 upstream and no series."""
+    a fake vllm UPSTREAM, and vpatch data (VPATCH_ROOT) where UPSTREAM has
+    EAGLE-3 upstream and no series, and AFTER is pinned too (so that
+    UNPINNED lies between two pins, and rules.toml's `newest` is a pin)."""
     where = tmp_path_factory.mktemp("upstream-env")
-    py = fake_env.build_env(where / "venv", version="0.25.0")
+    py = fake_env.build_env(where / "venv", version=UPSTREAM)
     root = where / "root"
     (root / "patches").mkdir(parents=True)
     (root / "patches/patches.toml").write_text("")  # no patch: no series anywhere
-    shutil.copyfile(lock.load().rules.path, root / rules.FILE)  # doctor's facts as they are
     (root / "VERSIONS.lock").write_text(
-        '[releases."0.17.1"]\ntag = "v0.17.1"\ncommit = "a"\nstatus = "patched"\n\n'
-        '[releases."0.25.0"]\ntag = "v0.25.0"\ncommit = "b"\nstatus = "upstream"\n'
+        f'[releases."{PATCHED}"]\ntag = "v{PATCHED}"\ncommit = "a"\nstatus = "patched"\n\n'
+        f'[releases."{UPSTREAM}"]\ntag = "v{UPSTREAM}"\ncommit = "b"\nstatus = "upstream"\n\n'
+        f'[releases."{AFTER}"]\ntag = "v{AFTER}"\ncommit = "c"\nstatus = "upstream"\n'
     )
+    copy_rules(root)  # doctor's facts as they are, up to the lock's newest
     return str(py), {"VPATCH_ROOT": str(root)}
 
 
@@ -177,12 +193,12 @@ def test_cli_serve_command_after_the_double_dash(tmp_path, upstream_env):
         spec,
         env=env,
     )
-    # 0.25.0's V1 runner reads the drafter's nested [1, 29, 57] as written: one layer off
+    # the V1 runner reads the drafter's nested [1, 29, 57] as written: one layer off
     assert r.returncode == 1, r.stderr + r.stdout
     data = json.loads(r.stdout)
     assert set(data) == {"ok", "findings", "serve", "uninterpreted", "read", "vllm"}
     # which vLLM was judged, and by which release's rules
-    assert data["vllm"]["version"].startswith("0.25.0") and data["vllm"]["rules"] == "0.25.0"
+    assert data["vllm"]["version"].startswith(UPSTREAM) and data["vllm"]["rules"] == UPSTREAM
     assert data["vllm"]["python"] == py and data["vllm"]["given"] is None
     assert [r["from"] for r in data["read"]] == ["folder", "folder"]
     assert data["uninterpreted"] == ["--swap-space"]
@@ -215,7 +231,7 @@ def test_cli_bad_serve_command_is_one_line_exit_2(tmp_path, words, phrase):
 
 @pytest.fixture(scope="module")
 def py(tmp_path_factory) -> str:
-    return str(fake_env.build_env(tmp_path_factory.mktemp("env") / "venv", version="0.25.0"))
+    return str(fake_env.build_env(tmp_path_factory.mktemp("env") / "venv", version=UPSTREAM))
 
 
 def test_run_takes_readiness_from_the_callable(tmp_path, py):
@@ -228,10 +244,10 @@ def test_run_takes_readiness_from_the_callable(tmp_path, py):
 
     req = D.Request(target=str(t), drafter=str(d), python=py, tensor_parallel_size=8)
     r = D.doctor(req, ready=ready, pins=lock.load())
-    assert seen[0].version == "0.25.0" and seen[0].dist == "vllm"
+    assert seen[0].version == UPSTREAM and seen[0].dist == "vllm"
     assert r.ok, r.to_text()
     assert "--trust-remote-code" in r.serve  # the Kimi-K2.5 target is remote code
-    # EAGLE-3 is upstream on 0.25.0: without the layer-0 fix the pair still
+    # EAGLE-3 is upstream there: without the layer-0 fix the pair still
     # runs (it asks for no layer 0), and doctor says `vpatch check`'s answer
     said = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: NOT ready (0001-x); run `x`"
     r = D.doctor(req, ready=lambda env: Readiness(False, said=said), pins=lock.load())
@@ -248,7 +264,7 @@ def test_run_a_serve_command(tmp_path, py):
     r = D.doctor(
         D.Request(command=cmd, python=py), ready=lambda env: Readiness(True), pins=lock.load()
     )
-    # 0.25.0: Kimi-K2.5's 262144 positions by default, the drafter has 131072
+    # Kimi-K2.5's 262144 positions by default, the drafter has 131072
     assert not r.ok and "max_model_len" in {f.check for f in r.findings if f.severity == "error"}
     assert r.serve.startswith(f"vllm serve {t} --tensor-parallel-size 8 --max-model-len 131072 ")
 
@@ -284,10 +300,10 @@ def test_offline_a_drafter_hub_id_not_in_the_cache(tmp_path):
 
 
 def test_json_names_the_vllm_judged_and_the_rules_applied(tmp_path, upstream_env):
-    """A vLLM that is not a pinned release (0.25.1) is judged by the rules
+    """A vLLM that is not a pinned release (UNPINNED) is judged by the rules
     of the pinned one below it; the JSON says both, apart."""
     _, env = upstream_env
-    py = fake_env.build_env(tmp_path / "venv", version="0.25.1")
+    py = fake_env.build_env(tmp_path / "venv", version=UNPINNED)
     t, d = F.pair(tmp_path, target="deepseek_v3")
     r = vpatch(
         "doctor",
@@ -303,7 +319,7 @@ def test_json_names_the_vllm_judged_and_the_rules_applied(tmp_path, upstream_env
     )
     assert r.returncode in (0, 1), r.stderr + r.stdout
     judged = json.loads(r.stdout)["vllm"]
-    assert (judged["version"], judged["rules"], judged["dist"]) == ("0.25.1", "0.25.0", "vllm")
+    assert (judged["version"], judged["rules"], judged["dist"]) == (UNPINNED, UPSTREAM, "vllm")
     assert judged["python"] == str(py) and judged["given"] is None, judged
 
 
@@ -350,20 +366,21 @@ def test_a_release_given_gives_the_verdict_of_it_installed(tmp_path, like_envs):
             assert _verdict(given, stated) == want, (release, patched, i, given.to_text())
             verdicts[release, patched, i] = {c: s for c, s, _ in want[2] if s != "info"}
     # what the comparison covered: each verdict turns on what is installed
-    assert verdicts["0.17.1", False, 0]["vllm"] == "error"  # no EAGLE-3 for the target
-    assert "vllm" not in verdicts["0.17.1", True, 0]
-    assert verdicts["0.26.0", False, 0]["aux_layers"] == "error"  # layer 0 crashes
-    assert "aux_layers" not in verdicts["0.26.0", True, 0]
-    assert verdicts["0.33.0", False, 0]["aux_layers"] == "error"  # no series fixes it
-    assert verdicts["0.26.0", False, 1]["max_model_len"] == "error"  # positions too short
-    assert "max_model_len" not in verdicts["0.26.0", True, 1]
+    patched, fix, upstream = fake_env.LIKE
+    assert verdicts[patched, False, 0]["vllm"] == "error"  # no EAGLE-3 for the target
+    assert "vllm" not in verdicts[patched, True, 0]
+    assert verdicts[fix, False, 0]["aux_layers"] == "error"  # layer 0 crashes
+    assert "aux_layers" not in verdicts[fix, True, 0]
+    assert verdicts[upstream, False, 0]["aux_layers"] == "error"  # no series fixes it
+    assert verdicts[fix, False, 1]["max_model_len"] == "error"  # positions too short
+    assert "max_model_len" not in verdicts[fix, True, 1]
 
 
 def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
     """The laptop preflight: no vLLM anywhere (`--python` is not
     given, and the python3 on PATH has none: PATH holds only a python
     without vLLM), the release and its series named instead. A good pair on
-    0.17.1 with vpatch's series: ok, exit 0; without it: vLLM refuses
+    a patched release with vpatch's series: ok, exit 0; without it: vLLM refuses
     EAGLE-3 for the target, exit 1, and the fix names `--python PY`."""
     t, d = F.pair(tmp_path)
     bin_ = tmp_path / "bin"
@@ -373,17 +390,27 @@ def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
     pair = ["--target", str(t), "--drafter", str(d), "--tensor-parallel-size", "8"]
     r = vpatch("doctor", *pair, env=env)
     assert r.returncode == 1 and "--vllm RELEASE" in r.stdout, r.stdout  # says how
-    r = vpatch("doctor", *pair, "--vllm", "0.17.1", "--patched", env=env)
+    r = vpatch("doctor", *pair, "--vllm", PATCHED, "--patched", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "vllm     vLLM 0.17.1 (--vllm 0.17.1 --patched, no environment read)" in r.stdout
-    r = vpatch("doctor", *pair, "--vllm", "0.17.1+cu129", "--format", "json", env=env)
+    said = f"vllm     vLLM {PATCHED} (--vllm {PATCHED} --patched, no environment read)"
+    assert said in r.stdout
+    r = vpatch("doctor", *pair, "--vllm", f"{PATCHED}+cu129", "--format", "json", env=env)
     assert r.returncode == 1, r.stdout + r.stderr
     judged = json.loads(r.stdout)["vllm"]
-    assert judged["given"] == "--vllm 0.17.1" and judged["python"] is None, judged
-    assert judged["version"] == "0.17.1" and judged["rules"] == "0.17.1", judged
+    assert judged["given"] == f"--vllm {PATCHED}" and judged["python"] is None, judged
+    assert judged["version"] == PATCHED and judged["rules"] == PATCHED, judged
     assert judged["eagle3_ready"] is False, judged  # as released: no EAGLE-3 for it
     (bad,) = [f for f in json.loads(r.stdout)["findings"] if f["severity"] == "error"]
     assert bad["check"] == "vllm" and "run `vpatch install --python PY`" in bad["message"]
+
+
+FULLWIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
+# the pinned releases of a minor the lock pins exactly two of (X.Y given: which?)
+TWO = next(
+    pair
+    for m in {v.rsplit(".", 1)[0] for v in PINS.versions()}
+    if len(pair := [v for v in PINS.versions() if v.rsplit(".", 1)[0] == m]) == 2
+)
 
 
 @pytest.mark.parametrize(
@@ -393,10 +420,15 @@ def test_cli_a_release_given_on_a_machine_without_vllm(tmp_path):
             ["--vllm", "0.14.0"],
             f"--vllm 0.14.0: unknown release '0.14.0'; pinned: {lock.load().versions()[0]}, ",
         ),
-        (["--vllm", "0.17"], "(did you mean 0.17.0 or 0.17.1?)"),
+        (["--vllm", TWO[0].rsplit(".", 1)[0]], f"(did you mean {TWO[0]} or {TWO[1]}?)"),
         (["--vllm", "latest"], "--vllm latest: unknown release 'latest'"),
+        # one release parser: these were taken as PATCHED, or exited 70
+        (["--vllm", "{}.{}.0{}".format(*PATCHED.split("."))], f"(did you mean {PATCHED}?)"),
+        (["--vllm", PATCHED.translate(FULLWIDTH)], f"(did you mean {PATCHED}?)"),
+        (["--vllm", f"{PATCHED}\n"], f"(did you mean {PATCHED}?)"),
+        (["--vllm", f"1!{PATCHED}"], f"unknown release '1!{PATCHED}'"),
         (["--patched"], "--patched goes with --vllm RELEASE"),
-        (["--vllm", "0.17.1", "--python", sys.executable], "--python PY or --vllm RELEASE"),
+        (["--vllm", PATCHED, "--python", sys.executable], "--python PY or --vllm RELEASE"),
     ],
 )
 def test_cli_a_release_given_badly(tmp_path, args, phrase):
@@ -415,8 +447,8 @@ def test_cli_a_release_newer_than_vpatch_knows(tmp_path):
     r = vpatch("doctor", "--target", str(t), "--drafter", str(d), "--vllm", newer)
     assert r.returncode == NewerRelease.exit_code == 12, r.stderr
     (line,) = r.stderr.strip().splitlines()
-    newest = lock.load().rules.newest
-    assert f"vLLM {newer} is newer than vpatch knows: its rules end at {newest}" in line
+    newest = lock.load().newest
+    assert f"vLLM {newer} is newer than vpatch knows (it pins up to {newest})" in line
     assert f"`vpatch carry {newer}`" in line and f"`--vllm {newest}`" in line
 
 
@@ -425,8 +457,9 @@ def test_patched_where_vpatch_has_no_series(tmp_path, like_envs):
     (it refuses, or there is nothing to do): --patched there is bad input."""
     lock_path, _ = like_envs
     t, d = F.pair(tmp_path)
-    req = D.Request(target=str(t), drafter=str(d), vllm="0.33.0", patched=True)
-    with pytest.raises(ConfigError, match=r"no series for vLLM 0.33.0.*drop --patched"):
+    upstream = fake_env.LIKE[-1]  # no series
+    req = D.Request(target=str(t), drafter=str(d), vllm=upstream, patched=True)
+    with pytest.raises(ConfigError, match=rf"no series for vLLM {upstream}.*drop --patched"):
         D.doctor(req, pins=lock.load(lock_path))
     assert D.doctor(replace(req, patched=False), pins=lock.load(lock_path)).findings
 
@@ -447,7 +480,7 @@ def test_a_server_tied_to_its_deployment(tmp_path, vllm):
     release (its readiness unknown: the server says its release only), the
     server against the deployment, its figures; the preflight first."""
     from support import vllm_server as V
-    from vpatch.doctor.postflight import Postflight
+    from vpatch.postflight.judge import Postflight
 
     t, d = F.pair(tmp_path)
     vllm.cards = [V.card(V.MODEL, str(t))]
@@ -468,6 +501,31 @@ def test_a_server_tied_to_its_deployment(tmp_path, vllm):
     assert vllm.asked == ["/version", "/v1/models", "/metrics"]
 
 
+@pytest.mark.parametrize("version", ["abc", "0.26", "dev"])
+def test_a_server_whose_version_names_no_release_tied(tmp_path, vllm, version):
+    """Tied to a deployment, a /version of `abc` said "vLLM abc is older
+    than <the first release>". Now the vllm finding says the /version names
+    no release and what the preflight was checked against; --vllm R names
+    the release (not "another release than the server's")."""
+    t, d = F.pair(tmp_path)
+    vllm.version = version
+    default = lock.load().default().version
+    req = D.Request(target=str(t), drafter=str(d), servers=(vllm.url,), tensor_parallel_size=8)
+    r = D.doctor(req, pins=lock.load())
+    text = r.to_text()
+    said = next(f for f in r.findings if f.check == "vllm")
+    assert said.severity == "warning", said
+    assert said.message.startswith(
+        f"the server's /version '{version}' names no vLLM release (vLLM's are X.Y.Z; one built "
+        "without its version file answers 'dev': vllm/version.py); checked against vLLM "
+        f"{default} (vpatch's default release): give the release it runs"
+    ), said.message
+    assert f"vllm     unknown (the server's /version '{version}') -> rules of {default}" in text
+    assert "older than" not in text
+    r = D.doctor(replace(req, vllm=default), pins=lock.load())
+    assert f"vLLM {default} (--vllm" in next(f for f in r.findings if f.check == "vllm").message
+
+
 def test_a_servers_environment_is_the_servers_release(tmp_path, py, vllm):
     """--python PY (or --vllm R) with --server: `vpatch check` on it says
     whether the series is installed; another release than the server's is
@@ -478,16 +536,16 @@ def test_a_servers_environment_is_the_servers_release(tmp_path, py, vllm):
         seen.append(env.version)
         return Readiness(True)
 
-    vllm.version = "0.25.0"  # the fake environment's
+    vllm.version = UPSTREAM  # the fake environment's
     r = D.doctor(D.Request(servers=(vllm.url,), python=py), ready=ready, pins=lock.load())
-    assert seen == ["0.25.0"]
+    assert seen == [UPSTREAM]
     series = next(f for f in r.findings if f.check == "series")
     assert series.severity == "info" and series.message.endswith("(`vpatch check`: ready)")
     from support import vllm_server as V
 
     vllm.version = rel = V.NEWEST
     with pytest.raises(
-        ConfigError, match=rf"--python .* is vLLM 0.25.0, the server runs vLLM {rel}"
+        ConfigError, match=rf"--python .* is vLLM {UPSTREAM}, the server runs vLLM {rel}"
     ):
         D.doctor(D.Request(servers=(vllm.url,), python=py), ready=ready, pins=lock.load())
     other = lock.load().default().version  # a release of its own, not the server's

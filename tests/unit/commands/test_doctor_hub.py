@@ -14,6 +14,7 @@ from support import env as fake_env
 from support import pairs as F
 from support.cli import vpatch
 from support.hub import TOKEN, StandIn
+from support.releases import newest
 from vpatch import lock
 from vpatch.commands import doctor as D
 from vpatch.doctor import hub
@@ -39,7 +40,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def py(tmp_path_factory) -> str:
-    return str(fake_env.build_env(tmp_path_factory.mktemp("env") / "venv", version="0.25.0"))
+    return str(fake_env.build_env(tmp_path_factory.mktemp("env") / "venv", version=newest()))
 
 
 @pytest.fixture(scope="module")

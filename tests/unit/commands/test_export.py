@@ -24,7 +24,7 @@ def test_names_series_and_content(patched_tree, tmp_path, pins):
     assert (tmp_path / "out/series").read_text() == "".join(n + "\n" for n in names)
     out = quilt.load(tmp_path / "out")
     assert [p.subject for p in out.patches] == ["model: first change", "config: allow deepseek"]
-    assert out.patches[0].fields["Applied-Upstream"] == "0.18.0"  # the message is kept
+    assert out.patches[0].fields["Applied-Upstream"] == "10.0.0"  # the message is kept
     text = (tmp_path / "out" / names[0]).read_text()
     assert text.startswith("From 0000000000000000000000000000000000000000 ")  # no commit id
     assert "\n-- \n" not in text  # no git version signature

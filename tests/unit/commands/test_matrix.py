@@ -119,7 +119,7 @@ def test_build_over_cached_sdists(tmp_path, cache_root, patches, meta):
         "0004-step-4": "clean",
     }
     assert data["releases"]["10.0.0"]["0004-step-4"] == "upstream"
-    md = m.to_markdown()
+    md = m.to_text()
     assert "| 9.8.0   | patched | none   | 4/4   | clean | offset | clean | clean    |" in md
     assert "- P4: 0004-step-4" in md and "upstream: the release already has it" in md
 

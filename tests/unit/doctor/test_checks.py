@@ -14,13 +14,25 @@ from pathlib import Path
 import pytest
 from support import pairs as F
 from support.doctor import PINS, check, errors, find, sev
+from support.releases import first_where, newest, newest_patched, oldest, v2_by_default
 from vpatch.doctor import checks as doctor
 from vpatch.doctor import hub, serve
 from vpatch.doctor.environment import Readiness, VllmEnv
 from vpatch.errors import NewerRelease
 
+# a release of each kind: the oldest; the series' EAGLE-3; upstream's; the V2 runner the
+# default for DeepseekV2ForCausalLM, then for every target; the newest
+KINDS = [
+    oldest(),
+    newest_patched(),
+    first_where(lambda r: r.upstream_eagle3),
+    first_where(lambda r: "DeepseekV2ForCausalLM" in r.v2_default),
+    first_where(v2_by_default),
+    newest(),
+]
 
-@pytest.mark.parametrize("version", ["0.15.0", "0.17.1", "0.18.0", "0.24.0", "0.32.0", "0.33.0"])
+
+@pytest.mark.parametrize("version", KINDS)
 @pytest.mark.parametrize(
     "target,fmt",
     [
@@ -49,10 +61,14 @@ def test_correct_pair_is_ok_and_served_with_eagle3(tmp_path, target, fmt, versio
 def test_too_old_newer_and_unpinned_releases(tmp_path):
     too_old = check(tmp_path / "a", "0.14.1", False)
     assert errors(too_old) >= {"vllm"} and "is older than" in find(too_old, "vllm").message
-    newest = PINS.rules.newest
-    newer = ".".join([*newest.split(".")[:2], str(int(newest.split(".")[2]) + 1)])
-    with pytest.raises(NewerRelease, match=f"newer than vpatch knows: its rules end at {newest}"):
+    newest, last = PINS.rules.newest, PINS.versions()[-1]
+    newer = ".".join([*last.split(".")[:2], str(int(last.split(".")[2]) + 1)])
+    with pytest.raises(NewerRelease, match=rf"newer than vpatch knows \(it pins up to {last}\)"):
         check(tmp_path / "b", newer, None)
+    # a post release the lock lacks: its release's code plus fixes, judged as it and said so
+    r = check(tmp_path / "e", f"{newest}.post1", None)
+    said = find(r, "vllm").message
+    assert sev(r, "vllm") == "warning" and f"a post release of {newest}" in said, said
     # an unpinned release inside the covered span: the release below it
     between = next(
         c
@@ -61,12 +77,12 @@ def test_too_old_newer_and_unpinned_releases(tmp_path):
     )
     r = check(tmp_path / "d", between, None)
     assert sev(r, "vllm") == "warning" and "is not a pinned release" in find(r, "vllm").message
-    r = check(tmp_path / "c", "0.17.1+cu129", True)
+    r = check(tmp_path / "c", f"{newest_patched()}+cu129", True)
     assert r.ok and sev(r, "vllm") == "info"
 
 
 def test_target_drafter_options_add_trust_remote_code_only_when_needed(tmp_path):
-    env = VllmEnv("python3", "vllm", "0.32.0", "/x")
+    env = VllmEnv("python3", "vllm", newest(), "/x")
     for target, needed in (("kimi_k25", True), ("deepseek_v3", False)):
         t, d = F.pair(tmp_path / target, target=target)
         s = serve.from_options(str(t), str(d), 8)

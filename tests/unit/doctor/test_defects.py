@@ -5,7 +5,7 @@ release its DEP-3 names as having it upstream."""
 from __future__ import annotations
 
 from vpatch import lock
-from vpatch.doctor import behaviour, defects
+from vpatch.doctor import behaviour, defects, served
 
 PINS = lock.load()
 KNOWN = behaviour.known_releases(PINS)
@@ -21,6 +21,8 @@ HAS = {
     "mla_fc_norm": lambda r: r.fc_norm and not r.mla_fc_norm,
     "kimi_k2_mla": lambda r: r.kimi_k2_drafter_not_mla,
     "final_norm_id": lambda r: r.upstream_eagle3 and not r.final_norm_id,
+    # serving.toml's defects: a release serving a family file that has it
+    "v32_aux_capture": lambda r: served.has_defect(PINS, "v32_aux_capture", r.release),
 }
 
 
@@ -45,7 +47,7 @@ def test_a_patch_set_without_a_fix_carries_it_nowhere(tmp_path):
     (tmp_path / "patches").mkdir()
     (tmp_path / "patches/patches.toml").write_text("")
     (tmp_path / "VERSIONS.lock").write_text(
-        '[releases."0.25.0"]\ntag = "v0.25.0"\ncommit = "b"\nstatus = "upstream"\n'
+        '[releases."9.9.1"]\ntag = "v9.9.1"\ncommit = "b"\nstatus = "upstream"\n'
     )
     pins = lock.load(tmp_path / "VERSIONS.lock")
     assert defects.fixes(pins) == {} and defects.fix(pins, "layer0") is None

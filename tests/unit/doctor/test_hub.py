@@ -15,8 +15,9 @@ import pytest
 from support import hub as standin_hub
 from support import pairs as F
 from support.hub import TOKEN, StandIn
-from vpatch.doctor import cached, deadline, hub, weights
+from vpatch.doctor import cached, hub, weights
 from vpatch.errors import ConfigError
+from vpatch.network import deadline, hubclient
 
 KIMI = "moonshotai/Kimi-K2.5"
 DRAFTER = "acme/kimi-eagle3"
@@ -163,9 +164,9 @@ def test_target_from_the_hub_lands_in_the_cache(standin, tmp_path):
     assert m.path == snap and (snap / "tokenizer_config.json").is_file()
     assert (snap.parents[1] / "refs" / "main").read_text() == commit  # as vLLM's download
     assert f"at commit {commit} from {standin.url}" in m.source()
-    # what went over the wire: the listing, then HEAD + GET of each file (and,
-    # once a day, huggingface_hub's own fetch of its agent registry)
-    asked = [(a, p) for a, p, _ in standin.log if p != "/api/agent-harnesses"]
+    # what went over the wire: the listing, then HEAD + GET of each file, and
+    # nothing else (huggingface_hub's own fetch of its agent registry is not sent)
+    asked = [(a, p) for a, p, _ in standin.log]
     assert asked == [
         ("GET", f"/api/models/{KIMI}"),
         ("HEAD", f"/{KIMI}/resolve/main/config.json"),
@@ -414,7 +415,7 @@ def test_a_path_for_a_commit_is_refused_without_the_hooks(standin, tmp_path, mon
 
     from support.hub import body
 
-    monkeypatch.setattr(deadline, "COMMIT", re.compile(".*"))  # the hook lets all through
+    monkeypatch.setattr(hubclient, "COMMIT", re.compile(".*"))  # the hook lets all through
     head = body(b"", {"X-Repo-Commit": "../..", "ETag": '"e"', "X-Linked-Size": "2"})
     standin.answer[r"/resolve/main/config.json$"] = head
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from support import pairs as F
+from support.releases import edge, last_where, newest, newest_patched, v2_by_default
 from vpatch import lock
 from vpatch.doctor import behaviour, configs, weights
 from vpatch.doctor.environment import Readiness, VllmEnv
@@ -13,6 +14,8 @@ from vpatch.doctor.pair import Pair, show_ids
 from vpatch.doctor.serve import from_options
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+NESTED = edge(lambda r: r.v1_reads_nested_ids)  # the V1 runner reads eagle_config's ids
+FC = edge(lambda r: r.fc_width == "config")  # fc sized by num_aux_hidden_states
 
 
 def pair(tmp_path, version: str, **kw) -> Pair:
@@ -31,7 +34,7 @@ def test_show_ids():
 
 
 def test_default_ids_when_the_drafter_names_none(tmp_path):
-    p = pair(tmp_path, "0.32.0", config={IDS_KEY: None})
+    p = pair(tmp_path, newest(), config={IDS_KEY: None})
     ids, source = p.ids()
     assert ids == list(behaviour.default_ids(p.n)) and "default" in source
 
@@ -39,9 +42,9 @@ def test_default_ids_when_the_drafter_names_none(tmp_path):
 @pytest.mark.parametrize(
     "version,runner_env,source",
     [
-        ("0.21.0", {}, "the target's default"),  # 0.15-0.21 never read eagle_config
-        ("0.22.0", {}, "eagle_config." + IDS_KEY),  # the V1 runner does from 0.22
-        ("0.32.0", {}, "the target's default"),  # the V2 runner (the default) does not
+        (NESTED[0], {}, "the target's default"),  # the V1 runner reads no eagle_config yet
+        (NESTED[1], {}, "eagle_config." + IDS_KEY),  # ... and from here does
+        (last_where(v2_by_default), {}, "the target's default"),  # the V2 runner does not
     ],
 )
 def test_nested_ids_by_release_and_runner(tmp_path, version, runner_env, source):
@@ -53,8 +56,8 @@ def test_nested_ids_by_release_and_runner(tmp_path, version, runner_env, source)
 @pytest.mark.parametrize(
     "version,kept,dropped,refused",
     [
-        ("0.17.1", [0, 2], [], [99]),  # the series refuses out-of-range ids at load
-        ("0.24.0", [0, 2], [99], []),  # upstream drops them
+        (newest_patched(), [0, 2], [], [99]),  # the series refuses out-of-range ids at load
+        (newest(), [0, 2], [99], []),  # upstream drops them
     ],
 )
 def test_states_kept_dropped_refused(tmp_path, version, kept, dropped, refused):
@@ -65,10 +68,10 @@ def test_states_kept_dropped_refused(tmp_path, version, kept, dropped, refused):
 @pytest.mark.parametrize(
     "version,config,width",
     [
-        ("0.17.1", {"num_aux_hidden_states": 4}, 3),  # 0.15-0.21 build fc for 3 states
-        ("0.22.0", {"num_aux_hidden_states": 4}, 4),
-        ("0.22.0", {"eagle_config": {IDS_KEY: [1, 2, 3, 4]}}, 4),
-        ("0.22.0", {}, 3),
+        (FC[0], {"num_aux_hidden_states": 4}, 3),  # fc built for 3 states
+        (FC[1], {"num_aux_hidden_states": 4}, 4),  # ... for as many as the config says
+        (FC[1], {"eagle_config": {IDS_KEY: [1, 2, 3, 4]}}, 4),
+        (FC[1], {}, 3),
     ],
 )
 def test_fc_states(tmp_path, version, config, width):

@@ -137,11 +137,76 @@ def test_what_is_not_interpreted_is_listed_and_kept():
         "--gpu-memory-utilization=0.9 --enable-prefix-caching "
         "--served-model-name kimi --config c.yaml" in out
     )
+    # every key of the speculative config is read (checks/command.py judges
+    # each against the release's SpeculativeConfig)
     s = parse(
         "vllm serve M --speculative-config "
         + shlex.quote(json.dumps({"method": "eagle3", "model": "D", "quantization": "fp8"}))
     )
-    assert s.uninterpreted == ("--speculative-config.quantization",)
+    assert s.uninterpreted == () and s.spec["quantization"] == "fp8"
+
+
+# The flags of the published Kimi-K2.6 commands (support.pairs.KIMI_K26_COMMAND):
+# read for what they do to EAGLE-3, printed as written.
+@pytest.mark.parametrize(
+    ("words", "field", "value"),
+    [
+        ("--data-parallel-size 8", "data_parallel_size", 8),
+        ("--data-parallel-size=8", "data_parallel_size", 8),
+        ("-dp 4", "data_parallel_size", 4),
+        ("--enable-expert-parallel", "expert_parallel", True),
+        ("-ep", "expert_parallel", True),
+        ("--enable-expert-parallel --no-enable-expert-parallel", "expert_parallel", False),
+        ("--language-model-only", "language_model_only", True),
+        ("--kv-cache-dtype fp8", "kv_cache_dtype", "fp8"),
+        ("--max-num-batched-tokens 4096", "max_num_batched_tokens", 4096),
+        (
+            """--kv-transfer-config '{"kv_connector": "NixlConnector", "kv_role": "kv_both"}'""",
+            "kv_transfer",
+            {"kv_connector": "NixlConnector", "kv_role": "kv_both"},
+        ),
+        (
+            "--kv-transfer-config.kv_connector NixlConnector",
+            "kv_transfer",
+            {"kv_connector": "NixlConnector"},
+        ),
+    ],
+)
+def test_the_flags_people_serve_these_targets_with_are_read_and_kept(words, field, value):
+    s = parse(f"vllm serve M {words} --max-num-seqs 32 --speculative-config '{SPEC}'")
+    assert getattr(s, field) == value and s.uninterpreted == ("--max-num-seqs",)
+    assert shlex.join(shlex.split(words)) in s.command()
+
+
+def test_spec_flags_are_kept_apart_and_printed_as_given():
+    s = parse("vllm serve M --spec-method eagle3 --spec-model acme/d --spec-tokens 3")
+    assert s.spec == {} and s.drafter == "acme/d" and s.num_speculative_tokens == 3
+    assert s.spec_flags == (
+        ("--spec-method", "method", "eagle3"),
+        ("--spec-model", "model", "acme/d"),
+        ("--spec-tokens", "num_speculative_tokens", 3),
+    )
+    out = s.command()
+    assert "--speculative-config" not in out
+    assert out.endswith("--spec-method eagle3 --spec-model acme/d --spec-tokens 3")
+    merged = s.command(merge_spec_flags=True)
+    assert "--spec-" not in merged
+    spec = {"method": "eagle3", "model": "acme/d", "num_speculative_tokens": 3}
+    assert merged.endswith(f"--speculative-config '{json.dumps(spec)}'")
+
+
+def test_spec_flags_with_the_json_merge_where_it_lacks_the_key():
+    spec = json.dumps({"method": "eagle3", "model": "acme/drafter"})
+    s = parse(f"vllm serve M --spec-tokens 5 --spec-model other --speculative-config '{spec}'")
+    assert s.drafter == "acme/drafter"  # the JSON's, which vLLM would refuse to pair with it
+    assert s.given_spec["num_speculative_tokens"] == 5
+    with pytest.raises(ConfigError, match="--spec-tokens"):
+        parse("vllm serve M --spec-model d --spec-tokens three")
+
+
+def test_no_drafter_at_all_is_bad_input():
+    with pytest.raises(ConfigError, match="nor --spec-model"):
+        parse("vllm serve M --spec-method eagle3 --spec-tokens 3")
 
 
 def test_one_word_holding_the_whole_command():

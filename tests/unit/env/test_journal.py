@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -178,3 +179,113 @@ def test_an_error_while_staging_changes_nothing(tree):
         t.put(tree / "a.txt", b"A2")
         raise RuntimeError("boom")
     assert state(tree) == before
+
+
+# -- a rollback that meets a file it cannot change ----------------------------------
+
+
+def _immutable(monkeypatch, target: Path) -> None:
+    """target as `chattr +i` leaves it: readable, but no rename over it and
+    no change of its mode, owner or times (EPERM). The install-level case,
+    with a real `chattr +i`, is tests/unit/env/test_install.py's."""
+
+    def guard(real, at: int):
+        def call(*args, **kw):
+            if Path(args[at]) == target:
+                raise PermissionError(errno.EPERM, "Operation not permitted", str(args[at]))
+            return real(*args, **kw)
+
+        return call
+
+    monkeypatch.setattr(os, "replace", guard(os.replace, 1))
+    for name in ("chmod", "utime", "chown"):
+        monkeypatch.setattr(os, name, guard(getattr(os, name), 0))
+
+
+def _stage(t: journal.Transaction, root: Path) -> None:
+    """The files of SCRIPT's transaction, d.txt last."""
+    t.put(root / "a.txt", b"A2")
+    t.delete(root / "b.txt")
+    t.put(root / "new/deep/c.txt", b"C", 0o600)
+    t.put(root / "d.txt", b"D2")
+
+
+def test_a_file_it_cannot_replace_leaves_every_file_as_it_was(tree, monkeypatch):
+    """A.txt, b.txt and c.txt are replaced, then d.txt cannot be;
+    restoring d.txt's mode and mtime (never changed) must not stop the
+    rollback of the others, and only a checked rollback says nothing was
+    changed."""
+    before = state(tree)
+    _immutable(monkeypatch, tree / "d.txt")
+    with pytest.raises(TreeError) as err, journal.Transaction(tree / "x.dist-info", "test") as t:
+        _stage(t, tree)
+        t.commit()
+    monkeypatch.undo()
+    assert state(tree) == before
+    line = str(err.value)
+    assert "cannot write" in line and "d.txt: Operation not permitted" in line
+    assert "rolled back and checked: nothing was changed" in line
+    assert not (tree / "x.dist-info" / journal.FOLDER).exists()
+
+
+def test_a_rollback_that_cannot_restore_an_attribute_says_so(tree, monkeypatch):
+    """The rollback goes on past a file whose mtime it cannot put back,
+    names it, keeps the journal (the next run finishes it) and never says
+    nothing was changed."""
+    before = state(tree)
+    real_replace, real_utime = os.replace, os.utime
+
+    def replace(src, dst):
+        if Path(dst) == tree / "d.txt":
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_replace(src, dst)
+
+    def utime(path, *args, **kw):
+        if Path(path) == tree / "b.txt":
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real_utime(path, *args, **kw)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "utime", utime)
+    with pytest.raises(TreeError) as err, journal.Transaction(tree / "x.dist-info", "test") as t:
+        _stage(t, tree)
+        t.commit()
+    monkeypatch.undo()
+    line = str(err.value)
+    assert "nothing was changed" not in line
+    assert "d.txt: Read-only file system" in line
+    assert f"could not restore {tree / 'b.txt'} (mtime: Operation not permitted)" in line
+    assert str(tree / "x.dist-info" / journal.FOLDER) in line
+    now = state(tree)
+    for f in ("a.txt", "d.txt"):  # every other file is back (a.txt after b.txt)
+        assert now[f] == before[f]
+    assert "new/" not in now and now["b.txt"][:2] == before["b.txt"][:2]
+    assert (tree / "x.dist-info" / journal.FOLDER / journal.STATE).exists()
+    assert "rolled back" in journal.recover(tree / "x.dist-info")
+    assert state(tree) == before
+
+
+def test_recovery_goes_on_past_a_file_it_cannot_restore(tree, monkeypatch):
+    """A run killed while replacing, recovered while one file cannot be
+    put back: every other file is restored, that one is named, and the
+    journal stays until a later recovery is complete."""
+    before = state(tree)
+    assert run(tree, 17).returncode == -signal.SIGKILL
+    assert (tree / "x.dist-info" / journal.FOLDER / journal.STATE).exists()
+    real = os.replace
+
+    def replace(src, dst):
+        if Path(dst) == tree / "b.txt":
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(TreeError, match=r"could not restore .*b\.txt \(content: Operation not"):
+        journal.recover(tree / "x.dist-info")
+    monkeypatch.undo()
+    assert not (tree / "b.txt").exists()
+    assert state(tree)["a.txt"] == before["a.txt"] and not (tree / "new").exists()
+    assert (tree / "x.dist-info" / journal.FOLDER / journal.STATE).exists()
+    assert "rolled back" in journal.recover(tree / "x.dist-info")
+    assert state(tree) == before
+    assert not (tree / "x.dist-info" / journal.FOLDER).exists()

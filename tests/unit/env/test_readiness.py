@@ -6,7 +6,8 @@ install` and `vpatch doctor` on one environment say the same thing, because
 they call the same function (env.readiness.readiness) and print the same
 verdict; `doctor --vllm R --patched` gives it from the patch set alone.
 
-The environment is shaped like vLLM 0.34.0 (support/env.py releases_gone):
+The environment is shaped like the vLLM release without the V1 runner
+(support/env.py releases_gone, GONE[-1]):
 its upstream removed the V1 proposer a patch of the EAGLE-3 series changes,
 so that patch is in no series of the release and its probe cannot hold.
 Before the fix, on such an environment with its series installed, `check`
@@ -16,33 +17,36 @@ nothing to do", and doctor said ok with eagle3_ready false."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from support import env as fake_env
-from support import known, make_series, next_release, publish
+from support import known, make_series, minor_after, next_release, publish
 from support import pairs as F
 from support.cli import vpatch
-from vpatch import lock, quilt
+from vpatch import lock, quilt, rules
 from vpatch.env import check, readiness
 from vpatch.env.dist import Dist
 from vpatch.errors import NewerRelease
 
-V1 = f"0002-{fake_env.GONE_V1}"  # its name in the EAGLE-3 series (0.17.1's)
-LAYER0 = "0001-layer-fix-aux-state-at-layer-0"  # 0.34.0's own series
+V1 = f"0002-{fake_env.GONE_V1}"  # its name in the EAGLE-3 series (GONE[0]'s)
+LAYER0 = "0001-layer-fix-aux-state-at-layer-0"  # GONE[-1]'s own series
+GONE = fake_env.GONE[-1]
 READY = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: ready"
+GONE_NEWEST = fake_env.GONE[-1]
 
 
 class World:
-    """A data root pinning GONE and a fake 0.34.0 environment of it."""
+    """A data root pinning GONE and a fake GONE[-1] environment of it."""
 
     def __init__(self, where: Path, decided: bool, files: dict[str, str] | None = None):
         (where / "root").mkdir(parents=True)
-        known("0.34.0")  # the release whose V1 runner went: its facts, its rules
+        known(GONE)  # the release whose V1 runner went: its facts, its rules
         self.lock_path = fake_env.releases_gone(where / "root", decided)
-        files = files or fake_env.gone_files("0.34.0")
-        self.py = fake_env.build_env(where / "venv", version="0.34.0", files=files)
+        files = files or fake_env.gone_files(GONE)
+        self.py = fake_env.build_env(where / "venv", version=GONE, files=files)
         self.target, self.drafter = F.pair(where / "pair")
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
@@ -96,10 +100,10 @@ def undecided(tmp_path) -> World:
 
 
 def test_w6_a_patch_whose_code_upstream_removed_is_gone_and_all_three_say_ready(decided):
-    """patches.toml records that the V1 fix's code is gone from 0.34.0; the
+    """patches.toml records that the V1 fix's code is gone from GONE; the
     environment's files agree (no class Proposer under vllm/v1/). With
-    0.34.0's own series installed, check, install and doctor say ready, and
-    `doctor --vllm 0.34.0 --patched` says what check says."""
+    GONE's own series installed, check, install and doctor say ready, and
+    `doctor --vllm GONE --patched` says what check says."""
     w = decided
     # released: not ready, for the patch `vpatch install` installs; all three say so
     code, verdict, patches = w.check()
@@ -109,7 +113,7 @@ def test_w6_a_patch_whose_code_upstream_removed_is_gone_and_all_three_say_ready(
         V1: "gone",
     }, patches
     assert verdict.endswith(f"NOT ready ({LAYER0}); run `vpatch install --python {w.py}`"), verdict
-    assert "would install series 0.34.0" in w.install("--dry-run")[0]
+    assert f"would install series {GONE}" in w.install("--dry-run")[0]
     doc = w.doctor()
     assert doc["vllm"]["eagle3_ready"] is False
     assert verdict in finding(doc, "vllm")["message"], finding(doc, "vllm")
@@ -121,14 +125,14 @@ def test_w6_a_patch_whose_code_upstream_removed_is_gone_and_all_three_say_ready(
     assert again[0].endswith("is already installed; nothing to do") and again[-1] == READY, again
     doc = w.doctor()
     assert doc["vllm"]["eagle3_ready"] is True and doc["ok"] is True, doc
-    # doctor's rules cover 0.34.0 (rules.toml): no warning, the release's verdict
+    # doctor's rules cover GONE (rules.toml): no warning, the release's verdict
     said = finding(doc, "vllm")["message"]
     assert finding(doc, "vllm")["severity"] == "info" and "NOT ready" not in said, said
     assert "not a pinned release" not in said, said
     # the release given instead of the environment: the same patches, the same answer
     pins = lock.load(w.lock_path)
-    assert readiness.expected(pins, "0.34.0", True) == patches
-    assert w.doctor("--vllm", "0.34.0", "--patched")["vllm"]["eagle3_ready"] is True
+    assert readiness.expected(pins, GONE, True) == patches
+    assert w.doctor("--vllm", GONE, "--patched")["vllm"]["eagle3_ready"] is True
 
 
 def test_w6_undecided_the_three_still_agree_and_none_sends_the_user_to_install(undecided):
@@ -142,7 +146,7 @@ def test_w6_undecided_the_three_still_agree_and_none_sends_the_user_to_install(u
     code, verdict, patches = w.check()
     assert code == 1 and patches[V1] == "missing" and patches[LAYER0] == "applied", patches
     assert f"NOT ready ({V1})" in verdict and "run `vpatch install" not in verdict, verdict
-    assert "vpatch's 0.34.0 series does not carry it" in verdict, verdict
+    assert f"vpatch's {GONE} series does not carry it" in verdict, verdict
     again = w.install()
     assert again[0].endswith("is already installed; nothing to do") and again[-1] == verdict
     doc = w.doctor()
@@ -151,11 +155,11 @@ def test_w6_undecided_the_three_still_agree_and_none_sends_the_user_to_install(u
 
 
 def test_gone_needs_the_files_to_agree(tmp_path):
-    """patches.toml says the V1 fix's code is gone from 0.34.0, but this
+    """patches.toml says the V1 fix's code is gone from GONE, but this
     environment's files still have its anchor (class Proposer, unfixed: a
     build that kept the V1 proposer, or code put back): the decision is not
     taken on trust, the patch is missing, and all three say NOT ready."""
-    files = {**fake_env.gone_files("0.34.0"), "vllm/v1/proposer.py": fake_env.PROPOSER}
+    files = {**fake_env.gone_files(GONE), "vllm/v1/proposer.py": fake_env.PROPOSER}
     w = World(tmp_path, decided=True, files=files)
     w.install()
     code, verdict, patches = w.check()
@@ -188,6 +192,58 @@ def test_a_vllm_newer_than_vpatch_knows_is_said_alike_by_all_three(tmp_path):
     assert fake_env.snapshot(py) == before
 
 
+def test_newest_beyond_the_lock_is_refused_by_check_and_doctor_alike(tmp_path):
+    """Rules.toml's `newest` at a release the lock does not pin
+    was accepted everywhere, and doctor then judged a newer vLLM ("checked
+    as" the lock's newest, exit 0 or 1) where check said exit 12. Refused
+    at load now: exit 2, one line, by both (and doctor --vllm too)."""
+    root = tmp_path / "root"
+    shutil.copytree(lock.load().root, root)
+    pins = lock.load(root / "VERSIONS.lock")
+    beyond = minor_after(next_release(pins))
+    f = root / rules.FILE
+    f.write_text(rules.with_newest(f.read_text(), beyond))
+    py = fake_env.build_env(tmp_path / "venv", version=next_release(pins))
+    t, d = F.pair(tmp_path / "pair")
+    env = {**fake_env.root_env(pins.path), "HF_HUB_OFFLINE": "1"}
+    for args in (
+        ("check", "--python", str(py)),
+        ("doctor", "--python", str(py), "--target", str(t), "--drafter", str(d)),
+        ("doctor", "--vllm", pins.newest, "--target", str(t), "--drafter", str(d)),
+    ):
+        r = vpatch(*args, env=env, timeout=120)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        line = fake_env.one_error_line(r)
+        assert f"newest {beyond!r} is not a release VERSIONS.lock pins" in line, line
+
+
+def test_a_post_release_is_its_release_for_check_install_and_doctor(tmp_path):
+    """On vllm X.Y.Z.post1 (a pinned X.Y.Z's code plus fixes, the
+    lock not pinning it), check said not pinned (exit 1), install exit 2
+    ("not a release vpatch knows") and doctor judged it as X.Y.Z without a
+    word. One answer now: all three take it as X.Y.Z, and say so."""
+    w = World(tmp_path, decided=True)
+    post = f"{GONE_NEWEST}.post1"
+    w.py = fake_env.build_env(
+        tmp_path / "post", version=post, files=fake_env.gone_files(GONE_NEWEST)
+    )
+    code, verdict, patches = w.check()
+    assert code == 1 and patches[LAYER0] == "missing", patches
+    assert verdict.endswith(f"run `vpatch install --python {w.py}`"), verdict
+    r = w.run("check", "--python", str(w.py))
+    assert f"vLLM {post} is a post release of {GONE_NEWEST}" in r.stdout, r.stdout
+    said = w.install()
+    assert f"installed series {GONE_NEWEST}" in said[0], said
+    code, verdict, patches = w.check()
+    assert code == 0 and verdict == READY and patches[LAYER0] == "applied", patches
+    doc = w.doctor()
+    assert doc["vllm"]["eagle3_ready"] is True, doc
+    msg = finding(doc, "vllm")["message"]
+    assert f"a post release of {GONE_NEWEST}: checked as {GONE_NEWEST}" in msg, msg
+    doc = w.doctor("--vllm", post, "--patched")
+    assert doc["vllm"]["eagle3_ready"] is True, doc
+
+
 like_envs = fake_env.like_envs
 
 
@@ -196,10 +252,10 @@ def dist(version: str) -> Dist:
 
 
 def test_wheel_series_and_hash_normalization():
-    assert readiness.wheel_series(dist("0.17.1+eagle3.1a2b3c4d")) == "1a2b3c4d"
-    assert readiness.wheel_series(dist("0.17.1+cu129.eagle3.1a2b3c4d")) == "1a2b3c4d"
-    assert readiness.wheel_series(dist("0.17.1+cu129")) is None
-    assert readiness.wheel_series(dist("0.17.1")) is None
+    assert readiness.wheel_series(dist("9.9.1+eagle3.1a2b3c4d")) == "1a2b3c4d"
+    assert readiness.wheel_series(dist("9.9.1+cu129.eagle3.1a2b3c4d")) == "1a2b3c4d"
+    assert readiness.wheel_series(dist("9.9.1+cu129")) is None
+    assert readiness.wheel_series(dist("9.9.1")) is None
     assert readiness.same_hash("1a2b3c4d", "1a2b3c4d" + "0" * 56)
     # an all-digit chunk loses its leading zeros in PEP 440 normalization
     assert readiness.same_hash("1234567", "01234567" + "0" * 56)
@@ -256,9 +312,9 @@ def test_expected_is_what_check_reports_on_each_release_installed(like_envs):
     """`vpatch doctor --vllm R [--patched]` takes `vpatch check`'s report of R
     installed from the patch set alone (readiness.expected): it is the report
     of R's fake vLLM as released and with its series installed by `vpatch
-    install`, on releases of every kind: a patched one (0.17.1), one whose
-    series fixes what upstream lacks (0.26.0, the EAGLE-3 change upstream
-    there) and one without a series (0.33.0: one fix upstream, one not)."""
+    install`, on releases of every kind (support/env.py LIKE): a patched one,
+    one whose series fixes what upstream lacks (the EAGLE-3 change upstream
+    there) and one without a series (one fix upstream, one not)."""
     lock_path, envs = like_envs
     pins = lock.load(lock_path)
     seen = set()

@@ -8,10 +8,10 @@ from vpatch.errors import TreeError
 
 
 def test_round_trip_and_paths(tmp_path):
-    di = tmp_path / "vllm-0.17.1.dist-info"
+    di = tmp_path / "vllm-9.9.1.dist-info"
     di.mkdir()
     assert receipt.read(di) is None
-    rec = receipt.Receipt("0.17.1", "0.17.1", "ab" * 32, ["0001-a.patch"])
+    rec = receipt.Receipt("9.9.1", "9.9.1", "ab" * 32, ["0001-a.patch"])
     rec.files["vllm/a.py"] = receipt.FileState("sha256=o", "sha256=p", 0o644, 123)
     rec.bytecode["vllm/__pycache__/a.cpython-311.pyc"] = receipt.FileState(
         "sha256=x", None, 0o644, 5, "unchecked-hash"

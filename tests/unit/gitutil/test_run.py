@@ -284,3 +284,39 @@ def test_a_persons_git_in_our_trees_starts_no_gc(tmp_path):
     git(tmp_path, "add", "-A")
     git(tmp_path, "-c", "gc.autoDetach=false", "commit", "-qm", "a person's")
     assert not list((tmp_path / ".git" / "objects" / "pack").glob("*.pack"))
+
+
+# 40 KB that do not compress on a file system of 64 KB: git's copy of them
+# does not fit
+FULL = """
+import os
+import sys
+from pathlib import Path
+from vpatch import gitutil
+from vpatch.errors import VpatchError
+top = Path(sys.argv[1]) / "tree"
+top.mkdir()
+(top / "big").write_bytes(os.urandom(40_000))
+try:
+    gitutil.baseline(top, "base", "vpatch/base")
+except VpatchError as e:
+    print(type(e).__name__, e.exit_code, e)
+"""
+
+
+def test_a_full_disk_is_a_disk_error_not_a_git_error(tmp_path):
+    """A carry's work folder on a full disk gave exit 10 (git
+    failed) where every other command's full disk gives 11 (DiskError):
+    git's own "No space left on device" is the disk's error. A real one,
+    a 64 KB tmpfs in a user namespace."""
+    if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("user namespaces are not available here (a tmpfs needs one)")
+    where = tmp_path / "tiny"
+    where.mkdir()
+    script = 'mount -t tmpfs -o size=64k tmpfs "$0" && exec "$@"'
+    cmd = ["unshare", "-rm", "sh", "-c", script, str(where), sys.executable, "-c", FULL, where]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("DiskError 11 git init: "), r.stdout
+    assert r.stdout.strip().endswith("No space left on device"), r.stdout
+    assert "stderr:" not in r.stdout, r.stdout

@@ -4,10 +4,11 @@ ones and writes nothing; a write changes only the generated parts."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from support import text_file
+from support import drill, text_file
 from vpatch import cli, lock, resources
 from vpatch.doctor import behaviour, defects
 from vpatch.errors import ConfigError
@@ -84,11 +85,13 @@ def test_check_names_the_stale_parts_and_write_mends_only_them(tmp_path):
     assert docs.stale(root, pins=PINS) == [
         "README.md (title)",
         "README.md (why)",
+        "README.md (families)",
         "README.md (patch table)",
         "README.md (layout)",
         "docs/patches.md",
         "docs/doctor.md (defects table)",
         "docs/doctor.md (releases table)",
+        "docs/doctor.md (families table)",
     ]
     assert not (root / "docs" / "patches.md").exists()  # --check writes nothing
     assert docs.write(root, pins=PINS) == ["README.md", "docs/patches.md", "docs/doctor.md"]
@@ -203,3 +206,46 @@ def test_the_table_can_end_where_a_carry_proposes():
     assert docs.summary_rows(PINS, second)[-1][0] == f"{first}-{second}"
     assert docs.summary_rows(PINS, first)[-1][0] == first
     assert docs.summary_rows(PINS)[-1][0].endswith(PINS.rules.newest)
+
+
+def serving_runs(root: Path) -> list[str]:
+    """The release runs of docs/cpu-bugs.md's serving table (the tier's)."""
+    text = (root / "docs/cpu-bugs.md").read_text()
+    block = text.split("<!-- tier.py docs: serving -->\n", 1)[1].split("<!--", 1)[0]
+    return [row.split("|")[1].strip() for row in block.splitlines()[2:]]
+
+
+def test_the_checkouts_tier_writes_its_tables_into_a_copy_from_the_copys_data(tmp_path):
+    """What a carry does with the tier's tables (they follow the lock): the
+    checkout's tests/vllm/tier.py, run on a copy of its data and docs,
+    writes the copy's tables from the copy's lock; the checkout's own stay."""
+    root = docs.checkout_root()
+    copy = tmp_path / "copy"
+    shutil.copytree(root / resources.DATA, copy / resources.DATA)
+    paths = docs.tier_paths(root)
+    assert "docs/cpu-bugs.md" in paths and not set(paths) & set(docs.paths(PINS))
+    for rel in paths:
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / rel, copy / rel)
+    ours = {rel: (root / rel).read_bytes() for rel in paths}
+    docs.write_tier(root, copy)  # the same data: the same tables
+    assert {rel: (copy / rel).read_bytes() for rel in paths} == ours
+    pins = lock.load(copy / resources.DATA / "VERSIONS.lock")
+    newest = pins.versions()[-1]
+    drill.rewind_data(copy / resources.DATA, pins.versions()[-2])  # the data as one release ago
+    docs.write_tier(root, copy)
+    assert any(newest in run for run in serving_runs(root))
+    assert not any(newest in run for run in serving_runs(copy))
+    assert {rel: (root / rel).read_bytes() for rel in paths} == ours
+
+
+def test_a_checkout_without_its_tier_or_whose_tier_fails_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=f"has no {docs.TIER}, which writes the tier's"):
+        docs.tier_paths(tmp_path)
+    text_file(
+        tmp_path / docs.TIER,
+        "import sys\nprint('wrote part')\nsys.exit('tier: error: the lock is broken')\n",
+    )
+    said = r"docs --paths failed \(exit 1\): 'tier: error: the lock is broken'"
+    with pytest.raises(ConfigError, match=said):
+        docs.tier_paths(tmp_path)

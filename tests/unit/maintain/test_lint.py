@@ -112,7 +112,7 @@ def test_subject_must_give_the_slug(repo):
         ("Description: model: first change\n", "", "Description is missing"),
         ("Origin: vendor\n", "Origin: somewhere\n", "Origin 'somewhere'"),
         ("Forwarded: not-needed\n", "Forwarded: maybe\n", "Forwarded 'maybe'"),
-        ("Applied-Upstream: 0.18.0\n", "Applied-Upstream: soon\n", "Applied-Upstream 'soon'"),
+        ("Applied-Upstream: 10.0.0\n", "Applied-Upstream: soon\n", "Applied-Upstream 'soon'"),
         ("Last-Update: 2026-11-29\n", "Last-Update: 2026-13-01\n", "not a date"),
         ("Last-Update: 2026-11-29\n", "Last-Update: 29/11/2026\n", "not a date"),
     ],
@@ -129,7 +129,7 @@ def test_bad_dep3_fields(repo, old, new, message):
     [
         "Origin: upstream, https://github.com/vllm-project/vllm/pull/1",
         "Forwarded: https://github.com/vllm-project/vllm/pull/1",
-        "Applied-Upstream: 0.18.0, https://github.com/vllm-project/vllm/pull/1",
+        "Applied-Upstream: 10.0.0, https://github.com/vllm-project/vllm/pull/1",
         "Applied-Upstream: https://github.com/vllm-project/vllm/pull/1",
     ],
 )
@@ -148,7 +148,7 @@ def test_variants_agree_on_where_upstream_stands(repo):
     second.write_bytes(first.read_bytes())
     edit(root / "patches/patches.toml", '"9.8.0:9.9.0"]', '"9.8.0", "9.9.0"]')
     assert run(pins, sources=False) == []
-    edit(second, "Applied-Upstream: 0.18.0\n", "Applied-Upstream: 0.19.0\n")
+    edit(second, "Applied-Upstream: 10.0.0\n", "Applied-Upstream: 10.1.0\n")
     assert run(pins, sources=False) == [
         "patches/patches.toml [model-first-change]: variants 9.8.0, 9.9.0 differ in DEP-3 "
         "Origin/Forwarded/Applied-Upstream"

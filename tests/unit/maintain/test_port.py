@@ -45,16 +45,26 @@ def root(tmp_path) -> Path:
 
 def run(root: Path, to_files: dict[str, str], to_version: str = "10.0.0", **kw) -> port.Ported:
     to = write_tree(root.parent / "to", to_files)
-    return port.port(
+    pins = lock.load(root / "VERSIONS.lock")
+    out = port.port(
         "9.8.0",
         to_version,
-        pins=lock.load(root / "VERSIONS.lock"),
+        pins=pins,
         work=root.parent / "work",
         from_source=str(root.parent / "from"),
         to_source=str(to),
         meta_path=root / "patches/patches.toml",
         **kw,
     )
+    holds_its_files(pins)
+    return out
+
+
+def holds_its_files(pins: lock.Lock) -> None:
+    """The lock a port was handed is what its files say after it: the
+    patch set it recorded into and TO's status (its caller reads no file again)."""
+    fresh = lock.load(pins.path)
+    assert pins.releases == fresh.releases and pins.patchset == fresh.patchset
 
 
 def spans(root: Path) -> dict[str, list[str]]:
@@ -146,8 +156,10 @@ def test_conflict_is_left_for_a_person_then_continued(root):
     (work / "vllm/model.py").write_text(change(MODEL, "line 5\n", "line five upstream\n"))
     git(work, "add", "vllm/model.py")
     git(work, "am", "--continue")
-    done = port.resume("9.8.0", "10.0.0", pins=lock.load(root / "VERSIONS.lock"), work=work)
+    pins = lock.load(root / "VERSIONS.lock")
+    done = port.resume("9.8.0", "10.0.0", pins=pins, work=work)
     assert done.status == dict.fromkeys(NAMES, "ported")
+    holds_its_files(pins)
     p = ported(root)[0]
     assert p.changes() == [("vllm/model.py", ["line 5 upstream\n"], ["line five upstream\n"])]
     assert not work.exists()

@@ -10,8 +10,8 @@ import pytest
 from support import write_tree
 from support.facts import every_anchor, path_of, stub, without
 from vpatch import lock
-from vpatch.doctor import anchors, facts
 from vpatch.maintain import reading
+from vpatch.releasefacts import anchors, facts
 
 PINS = lock.load()
 FROM, TO = PINS.versions()[-2:]
@@ -58,7 +58,10 @@ def test_a_file_gone_is_searched_by_name(trees):
     after = {p: t for p, t in EVERY.items() if p != path}
     trees[FROM], trees[TO] = EVERY, after
     got = reading.read_facts(PINS, FROM, TO)
-    assert got.unreadable["forced_backend_crash"].moved[path] == []
+    # the other file of its name the probes read (config/utils.py: spec_extra)
+    assert got.unreadable["forced_backend_crash"].moved[path] == [
+        path_of(facts.FILES["config_utils"])
+    ]
 
 
 def test_a_probe_whose_file_went_away_says_code_gone():
@@ -66,3 +69,39 @@ def test_a_probe_whose_file_went_away_says_code_gone():
     assert reading.verdict([c], {"vllm/z.py": "baz()\n"}) == "has it"
     assert reading.verdict([c], {"vllm/z.py": "x\n"}) == "lacks it"
     assert reading.verdict([c], {}) == "code gone"
+
+
+def test_serving_facts_changed_and_unreadable(trees, monkeypatch):
+    """serving.toml's facts as releasefacts/modelcode.py reads FROM and TO:
+    one value that differs from the table folded at TO is changed; an anchor
+    FROM has and TO lacks makes its keys unreadable, with no value (bites:
+    read_facts without its serving part is settled here)."""
+    trees[FROM] = trees[TO] = EVERY
+    table = PINS.serving
+    want = table.expected(TO)
+    key = next(k for k in want if k.startswith("route "))
+    a = anchors.Anchor("vllm/models/x/__init__.py", "the platform dispatch for rocm")
+    unread = next(k for k in want if k.startswith("file "))
+
+    def read(files, t):
+        r = facts.Reading(values=dict(want))
+        r.values[key] = "elsewhere.py:A"
+        r.anchors = {k: {} for k in want}
+        r.anchors[unread] = {a: files is not trees_after[0]}
+        return r
+
+    trees_after = [None]
+    real_files_of = reading.files_of
+
+    def files_of(pins, v, globs, say=None):
+        got = real_files_of(pins, v, globs)
+        if v == TO and globs == reading.modelcode.globs(table):
+            trees_after[0] = got
+        return got
+
+    monkeypatch.setattr(reading, "files_of", files_of)
+    monkeypatch.setattr(reading.modelcode, "read", read)
+    got = reading.read_facts(PINS, FROM, TO)
+    assert got.serving == {key: (want[key], "elsewhere.py:A")}
+    assert set(got.serving_unreadable) == {unread} and not got.settled
+    assert got.serving_unreadable[unread].before == table.expected(FROM)[unread]

@@ -19,9 +19,9 @@ def test_results_are_read_per_release_with_their_date(tmp_path):
     side = {"passed": ["t"], "failed": []}
     path = tmp_path / "results.json"
     sides = {"unpatched": side, "patched": side}
-    path.write_text(json.dumps({"when": "2026-12-02", "releases": {"0.32.0": sides}}))
+    path.write_text(json.dumps({"when": "2026-12-02", "releases": {"9.9.1": sides}}))
     got = body.load_results(path)
-    assert got == {"0.32.0": {"unpatched": side, "patched": side, "when": "2026-12-02"}}
+    assert got == {"9.9.1": {"unpatched": side, "patched": side, "when": "2026-12-02"}}
 
 
 @pytest.mark.parametrize(
@@ -93,9 +93,9 @@ def test_results_whose_text_would_break_out_of_its_line_are_refused(tmp_path, na
     good = {"passed": ["t"], "failed": []}
     for where in ("failed", "when"):
         sides = {"unpatched": {"passed": [], "failed": [name]}, "patched": good}
-        data = {"when": "2026-12-02", "releases": {"0.32.0": sides}}
+        data = {"when": "2026-12-02", "releases": {"9.9.1": sides}}
         if where == "when":
-            data = {"when": name, "releases": {"0.32.0": {"unpatched": good, "patched": good}}}
+            data = {"when": name, "releases": {"9.9.1": {"unpatched": good, "patched": good}}}
         (tmp_path / "results.json").write_text(json.dumps(data))
         with pytest.raises(ConfigError, match="has a line break or a control character") as e:
             body.load_results(tmp_path / "results.json")

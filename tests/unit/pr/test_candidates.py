@@ -28,7 +28,11 @@ def test_derived_prefixes():
     p = quilt.Patch("x", Path("x"), "", "", "deepseek_v2: fix the hooks", "", {}, [], None)
     p.files = ["vllm/model_executor/models/deepseek_v2.py", "vllm/v1/spec_decode/eagle.py"]
     assert derive_prefix(p) == "[Bugfix][Model][Spec Decode]"
-    # vLLM's model packages (vllm/models/<model>/<platform>/) are models too
-    p.subject = "deepseek_v4: capture layer 0"
-    p.files = ["vllm/models/deepseek_v4/nvidia/model.py", "tests/models/test_v4.py"]
-    assert derive_prefix(p) == "[Model]"
+
+
+def test_a_model_package_is_a_model_too():
+    """vLLM's per-model packages (vllm/models/) are [Model] as
+    model_executor/models/ is."""
+    p = quilt.Patch("x", Path("x"), "", "", "deepseek_v32: fix the capture", "", {}, [], None)
+    p.files = ["vllm/models/deepseek_v32/nvidia/model.py", "tests/models/test_x.py"]
+    assert derive_prefix(p) == "[Bugfix][Model]"

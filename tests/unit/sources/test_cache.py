@@ -96,3 +96,20 @@ def test_no_stamp_is_trusted_the_bytes_are_checked_every_time(cache_root):
     said: list[str] = []
     assert cache.cached(art, said.append) is None
     assert not path.exists() and len(said) == 1 and "x.whl" in said[0]
+
+
+def test_a_download_cut_short_broke_off(tmp_path):
+    """Content-Length N, N - 2 bytes, the connection closed: http.client's
+    read ends it as if whole, and the sha256 check then said the file "does
+    not match the lock's" (exit 4). It broke off: exit 3, try again."""
+    from support import hub as H
+    from support import vllm_server as V
+
+    data = b"wheel bytes" * 1000
+    s = H.StandIn()
+    s.answer["^/x.whl$"] = V.cut_short(data, ctype="application/octet-stream")
+    dest = tmp_path / "out" / "x.whl"
+    dest.parent.mkdir()
+    with s.running(), pytest.raises(NetworkError, match=r"download of x.whl broke off \(10998 of"):
+        cache.fetch_verified(s.url + "/x.whl", dest, sha256(data))
+    assert list(dest.parent.iterdir()) == []

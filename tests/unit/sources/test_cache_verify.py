@@ -95,8 +95,8 @@ def test_a_flipped_byte_in_the_wheel_is_refused_and_downloaded_again(
     old = stamp(rel, cached, "wheel")
     said: list[str] = []
     again = wheel.build(S.VERSION, out=tmp_path / "again", say=said.append, pins=lock.load())
-    assert isinstance(good, Path) and isinstance(again, Path)
-    assert again.read_bytes() == good.read_bytes()
+    assert isinstance(good, wheel.Built) and isinstance(again, wheel.Built)
+    assert again.path.read_bytes() == good.path.read_bytes()
     assert cached.read_bytes() == rel.wheel.read_bytes() and not old.exists()
     assert server.full_downloads(S.WHEEL) == 2
     assert len([m for m in said if "damaged" in m]) == 1

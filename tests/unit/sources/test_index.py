@@ -8,7 +8,7 @@ import time
 
 import pytest
 from support import serve
-from support.simple import configured
+from support.simple import configured, pip_names
 from vpatch.errors import ConfigError, NetworkError
 from vpatch.sources import index
 
@@ -89,8 +89,21 @@ def test_files_and_versions_of_a_project(simple):
         (index.ACCEPT, b"{not json", "broken JSON"),
         (index.ACCEPT, b"[1, 2]", "not a PEP 691 project page"),
         (index.ACCEPT, json.dumps({"files": [{"url": "x"}]}).encode(), "malformed file"),
+        (index.ACCEPT, json.dumps({"files": [{"filename": 5, "url": "x"}]}).encode(), "malformed"),
+        (index.ACCEPT, json.dumps({"files": [{"filename": None, "url": "x"}]}).encode(), "malf"),
+        (index.ACCEPT, json.dumps({"files": [{"filename": "a.whl", "url": 5}]}).encode(), "malf"),
+        (index.ACCEPT, json.dumps({"files": ["a.whl"]}).encode(), "malformed file"),
     ],
-    ids=["html", "broken", "not-a-page", "malformed-file"],
+    ids=[
+        "html",
+        "broken",
+        "not-a-page",
+        "malformed-file",
+        "int-name",
+        "null-name",
+        "int-url",
+        "str",
+    ],
 )
 def test_answers_that_are_not_an_index_page(simple, ctype, body, message):
     Index.pages["vllm"] = (ctype, body)
@@ -152,23 +165,53 @@ def test_yanked_files_are_marked(stand):
     assert got == {"vllm-1.0.tar.gz": True, "vllm-1.1.tar.gz": True, "vllm-1.2.tar.gz": False}
 
 
-def test_an_opener_that_follows_no_redirect():
-    """opener(follow=False) (doctor --server's): a 3xx is an HTTPError with
-    its status and Location, and the place it points to is not asked;
-    opener() follows as urllib does."""
-    import urllib.error
+def test_a_file_named_by_no_string_is_a_malformed_page(stand):
+    """`vpatch releases` exited 70 on an entry whose filename was 5 or null
+    (version_of called .endswith on it); a missing filename was already
+    "the package index lists a malformed file", exit 3. Now both are."""
+    from vpatch.sources import releases
 
+    for name in (5, None):
+        stand.files["vllm"] = [{"filename": name, "url": "/files/x", "hashes": {}}]
+        index.project.cache_clear()
+        with pytest.raises(NetworkError, match="the package index lists a malformed file"):
+            releases.released("vllm")
+
+
+# -- a page read whole, and no larger than a page is --------------------------------------
+
+
+def test_a_page_cut_short_broke_off(monkeypatch):
+    """Content-Length N, N - 2 bytes, the connection closed: the page broke
+    off (exit 3), not "broken JSON"."""
     from support import hub as H
+    from support import vllm_server as V
 
+    page = json.dumps(PAGE).encode()
     s = H.StandIn()
-    s.answer["^/from$"] = lambda h, p: h._send(302, b"", {"Location": "/to"})
-    s.answer["^/to$"] = lambda h, p: h._send(200, b"here")
-    with s.running():
-        with pytest.raises(urllib.error.HTTPError) as e:
-            index.opener(follow=False).open(s.url + "/from", timeout=10)
-        assert (e.value.code, e.value.headers["Location"]) == (302, "/to")
-        e.value.close()
-        assert [p for _, p, _ in s.log] == ["/from"]
-        with index.opener().open(s.url + "/from", timeout=10) as r:
-            assert r.read() == b"here"
-    assert index.opener(follow=False) is index.opener(follow=False)  # built once
+    s.answer["^/simple/vllm/$"] = V.cut_short(page, ctype=index.ACCEPT)
+    broke = r"page for 'vllm' broke off \(\d+ of the \d+ bytes"
+    with (
+        s.running(),
+        pip_names(monkeypatch, s.url + "/simple"),
+        pytest.raises(NetworkError, match=broke),
+    ):
+        index.files("vllm")
+
+
+@pytest.mark.parametrize("unsized", [False, True])
+def test_a_page_over_the_most_is_refused(stand, monkeypatch, unsized):
+    """A 400 MB page took 847 MB of memory. A page is read no further than
+    MOST_PAGE bytes (vLLM's is about 130 KB): said, refused before the body
+    is read; unsaid, refused once that many bytes came."""
+    monkeypatch.setattr(index, "MOST_PAGE", 1 << 16)
+    stand.add("vllm", *(f"vllm-1.{i}.tar.gz" for i in range(2000)))
+    stand.unsized = unsized
+    with pytest.raises(NetworkError, match="the package index's page for 'vllm' is over 64 KiB"):
+        index.files("vllm")
+
+
+def test_a_timeout_too_large_says_so(stand, monkeypatch):
+    monkeypatch.setenv(index.TIMEOUT, "9" * 400)
+    with pytest.raises(ConfigError, match="VPATCH_INDEX_TIMEOUT=.*: too large: at most 86400"):
+        index.project("vllm")

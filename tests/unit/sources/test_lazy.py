@@ -80,3 +80,33 @@ def test_short_answers_and_unreachable_servers_are_network_errors(remote, range_
         lazy.RangeFile(range_server[1] + "missing.bin", 100).read(10)
     with pytest.raises(NetworkError, match="HEAD request for x.bin failed: .*refused"):
         lazy.RangeFile("http://127.0.0.1:9/x.bin", 100).read(10)
+
+
+def test_a_signed_urls_signature_is_not_in_its_name():
+    """A PEP 691 file URL may be a CDN's signed one: messages name the file
+    by its path, never with the query that signs it."""
+    url = "https://cdn.invalid/f/vllm-1.0.whl?X-Amz-Signature=s3cr3t&X-Amz-Credential=c"
+    f = lazy.RangeFile(url, 10)
+    assert f.name == "vllm-1.0.whl"
+    with pytest.raises(RangeUnsupported) as e:
+        lazy.RangeFile(url, 0)
+    assert "s3cr3t" not in str(e.value)
+
+
+def test_the_client_handed_is_the_one_asked(remote):
+    """As pip hands lazy_wheel its session: every request (the HEAD, the
+    range) goes through the opener given, when one is."""
+    import urllib.request
+
+    from vpatch.network import session
+
+    class Seen(urllib.request.BaseHandler):
+        asked: list[str] = []
+
+        def http_request(self, req):
+            self.asked.append(req.get_method())
+            return req
+
+    f = lazy.RangeFile(remote, len(DATA), session.opener(Seen()))
+    assert f.read(10) == DATA[:10]
+    assert Seen.asked == ["HEAD", "GET"]

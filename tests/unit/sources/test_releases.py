@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 from support.simple import configured
+from vpatch import lock
 from vpatch.errors import NetworkError
 from vpatch.sources import releases
 
@@ -125,3 +126,15 @@ def test_a_malformed_file_entry_is_a_network_error(stand, pins):
     stand.files["vllm"] = [{"url": "/files/x"}]  # no filename
     with pytest.raises(NetworkError, match="malformed file"):
         releases.beyond(pins)
+
+
+def test_only_what_carry_takes_is_proposed(stand, pins):
+    """`vpatch releases` proposed `vpatch carry 1!0.1.0` (an
+    epoch) and a 6000-character version, both of which carry refuses; it
+    proposes what lock.is_release, carry's own parser, takes."""
+    long = "10.1.0." + ".".join(["1"] * 3000)
+    stand.add("vllm", sdist("10.0.0"), sdist("1!0.1.0"), sdist(long), sdist("10.1"))
+    stand.add("vllm", sdist("10.2.0"), sdist("10.2.0.post1"))
+    proposed = releases.beyond(pins)
+    assert proposed == ["10.2.0", "10.2.0.post1"]
+    assert all(lock.is_release(v) and lock.release_name(v) == v for v in proposed)

@@ -17,12 +17,12 @@ def test_source_env(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
     monkeypatch.setenv("MAX_JOBS", "3")
     monkeypatch.delenv("NVCC_THREADS", raising=False)
-    env, home = build.source_env("0.17.1+eagle3.1a2b3c4d")
+    env, home = build.source_env("9.9.1+eagle3.1a2b3c4d")
     assert home == str(tmp_path)
     assert env["TORCH_CUDA_ARCH_LIST"] == "10.0" and env["VLLM_TARGET_DEVICE"] == "cuda"
     assert env["MAX_JOBS"] == "3" and env["NVCC_THREADS"] == "1"
     assert env["CUDA_HOME"] == str(tmp_path)
-    assert env["VLLM_VERSION_OVERRIDE"] == "0.17.1+eagle3.1a2b3c4d"
+    assert env["VLLM_VERSION_OVERRIDE"] == "9.9.1+eagle3.1a2b3c4d"
 
 
 REQS = {"torch": ("requirements/build.txt", "torch==2.10.0")}
@@ -125,10 +125,10 @@ def test_requirements_from_a_tree(tmp_path):
 
 
 def release(sdist: bool = True) -> Release:
-    arts = {"wheel": Artifact("wheel", "vllm-0.17.1-cp38-abi3-x.whl", "0" * 64)}
+    arts = {"wheel": Artifact("wheel", "vllm-9.9.1-cp38-abi3-x.whl", "0" * 64)}
     if sdist:
-        arts["sdist"] = Artifact("sdist", "vllm-0.17.1.tar.gz", "1" * 64)
-    return Release("0.17.1", "v0.17.1", "abc1234", "patched", arts)
+        arts["sdist"] = Artifact("sdist", "vllm-9.9.1.tar.gz", "1" * 64)
+    return Release("9.9.1", "v9.9.1", "abc1234", "patched", arts)
 
 
 def test_plan_reads_the_requirements_of_an_existing_tree(monkeypatch, tmp_path, wheel_series):
@@ -136,10 +136,10 @@ def test_plan_reads_the_requirements_of_an_existing_tree(monkeypatch, tmp_path, 
     monkeypatch.setattr(build, "download", lambda *a, **k: pytest.fail("downloaded the sdist"))
     tree = write_tree(tmp_path / "tree", {"requirements/build.txt": "torch==2.10.0\n"})
     out = tmp_path / "dist"
-    plan = build.plan_source(release(), wheel_series, "0.17.1+eagle3.1a2b3c4d", out, tree)
-    assert (plan.mode, plan.input, plan.tree) == ("source", "vllm-0.17.1.tar.gz", tree)
+    plan = build.plan_source(release(), wheel_series, "9.9.1+eagle3.1a2b3c4d", out, tree)
+    assert (plan.mode, plan.input, plan.tree) == ("source", "vllm-9.9.1.tar.gz", tree)
     assert plan.output.parent == out.resolve()
-    assert plan.output.name.startswith("vllm-0.17.1+eagle3.1a2b3c4d-cp38-abi3-")
+    assert plan.output.name.startswith("vllm-9.9.1+eagle3.1a2b3c4d-cp38-abi3-")
     assert plan.cmd[1:] == ["setup.py", "bdist_wheel", f"--dist-dir={out.resolve()}",
                             "--py-limited-api=cp38"]  # fmt: skip
     assert plan.env["CUDA_HOME"] == str(tmp_path / "cuda")
@@ -148,34 +148,34 @@ def test_plan_reads_the_requirements_of_an_existing_tree(monkeypatch, tmp_path, 
 
 
 def test_plan_needs_an_sdist(wheel_series, tmp_path):
-    with pytest.raises(ConfigError, match="vLLM 0.17.1 has no sdist"):
-        build.plan_source(release(sdist=False), wheel_series, "0.17.1+x", tmp_path)
+    with pytest.raises(ConfigError, match="vLLM 9.9.1 has no sdist"):
+        build.plan_source(release(sdist=False), wheel_series, "9.9.1+x", tmp_path)
 
 
 def test_requirements_from_an_sdist(tmp_path):
-    sdist = tmp_path / "vllm-0.17.1.tar.gz"
+    sdist = tmp_path / "vllm-9.9.1.tar.gz"
     build_txt = b"torch==2.10.0\nninja # a comment\n"
     cuda_txt = b"-r common.txt\nxformers==1; sys_platform == 'win32'\n"
     sdist.write_bytes(
         targz(
             {
-                "vllm-0.17.1/requirements/build.txt": build_txt,
-                "vllm-0.17.1/requirements/cuda.txt": cuda_txt,
+                "vllm-9.9.1/requirements/build.txt": build_txt,
+                "vllm-9.9.1/requirements/cuda.txt": cuda_txt,
             }
         )
     )
-    reqs = build._requirements_from_sdist(sdist, "0.17.1")
+    reqs = build._requirements_from_sdist(sdist, "9.9.1")
     assert reqs == {
         "torch": ("requirements/build.txt", "torch==2.10.0"),
         "ninja": ("requirements/build.txt", "ninja"),
     }  # xformers' marker is false here
     (tmp_path / "bad.tar.gz").write_bytes(b"nope")
     with pytest.raises(WheelError, match="cannot read bad.tar.gz"):
-        build._requirements_from_sdist(tmp_path / "bad.tar.gz", "0.17.1")
+        build._requirements_from_sdist(tmp_path / "bad.tar.gz", "9.9.1")
 
 
 def test_a_failed_preflight_stops_the_build_with_one_line(tmp_path):
-    plan = build.BuildPlan("0.17.1", "cuda", "source", "s", tmp_path / "w.whl", tmp_path, "v", [])
+    plan = build.BuildPlan("9.9.1", "cuda", "source", "s", tmp_path / "w.whl", tmp_path, "v", [])
     plan.problems = ["nvcc not found", "torch missing"]
     with pytest.raises(PreflightError, match=r"^nvcc not found \(and 1 more: see --dry-run\)$"):
         build.build_from_source(plan, release(), None)
@@ -183,10 +183,10 @@ def test_a_failed_preflight_stops_the_build_with_one_line(tmp_path):
 
 
 def test_the_text_of_an_overlay_plan():
-    plan = build.BuildPlan("0.17.1", "cpu", "overlay", "in.whl", Path("dist/out.whl"), Path("s"),
-                           "0.17.1+eagle3.1", [])  # fmt: skip
+    plan = build.BuildPlan("9.9.1", "cpu", "overlay", "in.whl", Path("dist/out.whl"), Path("s"),
+                           "9.9.1+eagle3.1", [])  # fmt: skip
     text = plan.to_text()
-    assert text.splitlines()[0] == "vpatch wheel 0.17.1 --variant cpu --mode overlay (dry run)"
+    assert text.splitlines()[0] == "vpatch wheel 9.9.1 --variant cpu --mode overlay (dry run)"
     assert "  replaces  nothing" in text and "preflight" not in text
 
 

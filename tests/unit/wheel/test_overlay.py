@@ -31,25 +31,25 @@ MODEL = BASE["vllm/model.py"]
 def test_overlay_names_version_metadata_record(whl, wheel_series, tmp_path):
     res = overlay.overlay(whl, wheel_series, tmp_path / "out")
     h8 = wheel_series.content_hash()[:8]
-    v = f"0.17.1+eagle3.{h8}"
-    assert res.version == file.local_version("0.17.1", wheel_series.content_hash())
+    v = f"9.9.1+eagle3.{h8}"
+    assert res.version == file.local_version("9.9.1", wheel_series.content_hash())
     assert res.path.name == f"vllm-{v}-cp38-abi3-manylinux_2_31_x86_64.whl"
     assert res.replaced == ["vllm/config.py", "vllm/model.py"]
     assert res.added == ["vllm/eagle3.py"] and res.skipped == ["README.md"]
     check_record(res.path)
     with zipfile.ZipFile(res.path) as out, zipfile.ZipFile(whl) as inp:
         names = out.namelist()
-        assert not any(n.startswith("vllm-0.17.1.dist-info/") for n in names)
+        assert not any(n.startswith("vllm-9.9.1.dist-info/") for n in names)
         di = f"vllm-{res.version}.dist-info"
         meta = out.read(f"{di}/METADATA")
-        old = inp.read("vllm-0.17.1.dist-info/METADATA")
-        assert meta == old.replace(b"Version: 0.17.1\n", f"Version: {res.version}\n".encode())
+        old = inp.read("vllm-9.9.1.dist-info/METADATA")
+        assert meta == old.replace(b"Version: 9.9.1\n", f"Version: {res.version}\n".encode())
         assert b"Version: not a header" in meta  # only the header is touched
-        assert out.read(f"{di}/WHEEL") == inp.read("vllm-0.17.1.dist-info/WHEEL")
+        assert out.read(f"{di}/WHEEL") == inp.read("vllm-9.9.1.dist-info/WHEEL")
         assert out.read("vllm/model.py").decode() == change(MODEL, "line 5\n", "line 5ive\n")
         assert out.read("vllm/eagle3.py") == b"AUX = (2, 20, 37)\n"
         # member order kept; the added file goes just before the metadata
-        renamed = [n.replace("vllm-0.17.1.dist-info", di) for n in inp.namelist()]
+        renamed = [n.replace("vllm-9.9.1.dist-info", di) for n in inp.namelist()]
         first_meta = renamed.index(f"{di}/METADATA")
         assert names == renamed[:first_meta] + ["vllm/eagle3.py"] + renamed[first_meta:]
 
@@ -58,7 +58,7 @@ def test_untouched_members_are_raw_copies(whl, wheel_series, tmp_path):
     res = overlay.overlay(whl, wheel_series, tmp_path / "out")
     with zipfile.ZipFile(res.path) as out, zipfile.ZipFile(whl) as inp:
         for old in inp.infolist():
-            name = old.filename.replace("vllm-0.17.1.dist-info", f"vllm-{res.version}.dist-info")
+            name = old.filename.replace("vllm-9.9.1.dist-info", f"vllm-{res.version}.dist-info")
             if old.filename.endswith(("model.py", "config.py", "METADATA", "RECORD")):
                 continue
             new = out.getinfo(name)
@@ -96,7 +96,7 @@ def test_data_dir_is_renamed(tmp_path, wheel_series):
     res = overlay.overlay(src, wheel_series, tmp_path / "out")
     with zipfile.ZipFile(res.path) as zf:
         assert f"vllm-{res.version}.data/scripts/vllm-run" in zf.namelist()
-        assert not any(n.startswith("vllm-0.17.1.data/") for n in zf.namelist())
+        assert not any(n.startswith("vllm-9.9.1.data/") for n in zf.namelist())
     check_record(res.path)
 
 
@@ -161,7 +161,7 @@ def test_input_with_data_descriptors(tmp_path, wheel_series):
 
 
 def test_not_a_zip(tmp_path, wheel_series):
-    bad = tmp_path / "vllm-0.17.1-cp38-abi3-manylinux_2_31_x86_64.whl"
+    bad = tmp_path / "vllm-9.9.1-cp38-abi3-manylinux_2_31_x86_64.whl"
     bad.write_bytes(b"PK\x03\x04 this is not a zip")
     with pytest.raises(WheelError, match="not a readable wheel"):
         overlay.overlay(bad, wheel_series, tmp_path / "out")
@@ -188,10 +188,10 @@ def test_record_mismatch(tmp_path, wheel_series, mutate, message):
 
 
 def test_missing_dist_info_files(tmp_path, wheel_series):
-    src = tmp_path / "vllm-0.17.1-py3-none-any.whl"
+    src = tmp_path / "vllm-9.9.1-py3-none-any.whl"
     with zipfile.ZipFile(src, "w") as zf:
         zf.writestr("vllm/__init__.py", "")
-        zf.writestr("vllm-0.17.1.dist-info/METADATA", "Name: vllm\nVersion: 0.17.1\n")
+        zf.writestr("vllm-9.9.1.dist-info/METADATA", "Name: vllm\nVersion: 9.9.1\n")
     with pytest.raises(WheelError, match="WHEEL is missing"):
         overlay.overlay(src, wheel_series, tmp_path / "out")
 
@@ -208,7 +208,7 @@ def test_patch_that_does_not_apply(tmp_path, wheel_series):
     (tmp_path / "in").mkdir()
     files = {"vllm/model.py": b"something else entirely\n", "vllm/config.py": b"allow = []\n"}
     src = make_wheel(tmp_path / "in", files=files)
-    with pytest.raises(PatchError, match="0001-step-1.patch does not apply to vllm-0.17.1"):
+    with pytest.raises(PatchError, match="0001-step-1.patch does not apply to vllm-9.9.1"):
         overlay.overlay(src, wheel_series, tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 

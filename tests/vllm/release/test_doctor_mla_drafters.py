@@ -10,7 +10,11 @@ read where test_mla_drafter_config.py, test_mla_drafter_layer.py and
 test_mla_drafter_fc_norm.py read it (MLA attention is not built on CPU
 before 0.28.0, and the tier runs its target without MLA):
 
-* ``mla_detection``: the draft model config is MLA (``is_deepseek_mla``);
+* ``mla_detection``: the draft model config is MLA (``is_deepseek_mla``):
+  where it is not, a plain serve (no KV connector, method eagle3) is a
+  warning, never an error: nothing a plain serve runs reads the draft's
+  use_mla (rules.toml draft_mla_readers; test_served_mla_drafters.py counts
+  the same drafts either way);
 * ``rope``: a drafter without ``rope_scaling`` gets a rotary base of its own
   ``rope_theta`` (the load fails under transformers 5 where it does not);
 * ``norms``: a drafter with ``fc_norm`` has it applied to what its fc gets.
@@ -43,7 +47,9 @@ def test_mla_detection_verdict_matches_vllm(paths, tmp_path):
     report = _doctor(paths, tmp_path)
     drafter = write_drafter(tmp_path / "vllm", kimi_mla_drafter_config())
     is_mla = flag(draft_model_config(paths, drafter).is_deepseek_mla)
-    assert (severity(report, "mla_detection") == "error") == (not is_mla), report.to_text()
+    said = severity(report, "mla_detection")
+    assert said != "error", report.to_text()
+    assert (said == "warning") == (not is_mla), report.to_text()
 
 
 def test_rope_verdict_matches_vllm(paths, tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ takes it along: it stays in the run's process group).
 The accepting pair (fixtures.py: deepseek_v3_accept and eagle3_accept, the
 in-process served test's), greedy, the served prompts as one batch through
 ``/v1/completions``, REQUESTS times (enough drafts for doctor to judge:
-postflight.SAMPLE). Then `vpatch doctor --server URL --format json`, the
+judge.SAMPLE). Then `vpatch doctor --server URL --format json`, the
 CLI a user runs:
 
 * the right pair: the completions are the plain engine's tokens (lossless),
@@ -77,8 +77,8 @@ from support.cli import vpatch
 from tier_builders import acceptance, plain_generate
 from tier_builders.doctor_pairs import vpatch_python
 from tier_builders.eagle3_reference import Eagle3Reference
-from vpatch.doctor import postflight
 from vpatch.errors import NetworkError
+from vpatch.postflight import judge
 
 TARGET = SERVED_FIXTURES["deepseek_v3"]
 
@@ -100,7 +100,7 @@ pytestmark = [
 
 # The served prompts' batch (SERVED_PROMPTS: 50 drafts on this pair) sent
 # this many times, one after the other, so that doctor judges the figures:
-# postflight.SAMPLE drafts or more
+# judge.SAMPLE drafts or more
 REQUESTS = 2
 # How long the server may take to serve (engine start, profile run; a V2
 # run interprets every kernel), and a request
@@ -320,7 +320,7 @@ def _predicted(plain: dict, drafter: Path) -> dict[str, float]:
 
 
 def _figures(want: dict[str, float]) -> dict:
-    """doctor's figures (postflight.Figures.to_json's keys) of these counters."""
+    """doctor's figures (judge.Figures.to_json's keys) of these counters."""
     per = [int(want[f"{acceptance.PER_POS}[{i}]"]) for i in range(NUM_SPECULATIVE_TOKENS)]
     drafts = int(want["vllm:spec_decode_num_drafts"])
     tokens = int(want["vllm:spec_decode_num_draft_tokens"])
@@ -382,7 +382,7 @@ def test_doctor_gives_the_counters_the_reference_predicts(serve, plain, paths, r
     server = serve(Path(paths[SERVED_DRAFTER]))
     report = _served(server, plain())
     want = _predicted(plain(), Path(paths[SERVED_DRAFTER]))
-    assert want["vllm:spec_decode_num_drafts"] >= postflight.SAMPLE, want
+    assert want["vllm:spec_decode_num_drafts"] >= judge.SAMPLE, want
     got = _since_start(report)
     assert got == _figures(want), f"doctor's figures {got}, the reference's {_figures(want)}"
     flagged = [f for f in report["findings"] if f["severity"] != "info"]

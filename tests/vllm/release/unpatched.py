@@ -246,3 +246,30 @@ V4_LAYER0_DROPPED = fixed_by(
     RuntimeError,
     r"mat1 and mat2 shapes cannot be multiplied \(\d+x512 and 768x256\)",
 )
+
+# -- DeepSeek-V3.2's own module (vllm/models/deepseek_v32), at TP 2 --------------
+
+V32 = "deepseek-v32-capture-eagle-3-aux-states-after-the-all-reduce"
+# each rank's aux state of an id >= 1 is its partial sum, taken before the
+# next input norm all-reduces it (0.32.0, 0.34.0; [cuda]: id 0 too, the
+# embedding the first layer's residual aliases and the norm overwrites)
+V32_PARTIAL_SUMS = fixed_by(
+    V32, AssertionError, r"aux states at TP 2 are not the inputs of their layers: id"
+)
+# amd/model.py adds the residual, still None, at id 0 before 0.34.0, which
+# takes the embedding itself (0.32.0; 0.34.0 as nvidia/)
+V32_AMD_LAYER_INPUTS = fixed_by(
+    V32,
+    TypeError,
+    r"in a TP rank's forward: unsupported operand type\(s\) for \+: 'Tensor' and 'NoneType'",
+    before="0.34.0",
+) + fixed_by(
+    V32,
+    AssertionError,
+    r"aux states at TP 2 are not the inputs of their layers: id",
+    since="0.34.0",
+)
+# id num_hidden_layers matches no layer of the loop: one state fewer (0.32.0, 0.34.0)
+V32_FINAL_ID_DROPPED = fixed_by(
+    V32, AssertionError, r"asked for ids \(2, 4\), got 1 aux state\(s\) on rank 0"
+)

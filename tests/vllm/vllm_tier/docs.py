@@ -13,7 +13,12 @@ stated, so that the docs cite them instead of retyping them.
 A block sits between ``<!-- tier.py docs: NAME -->`` and ``<!-- tier.py
 docs: end of NAME -->``; the markers and their splicing are vpatch docs'
 (vpatch.maintain.docs), which writes the patch set's tables the same way
-(src/ cannot read the tier's facts: it never imports tests/)."""
+(src/ cannot read the tier's facts: it never imports tests/).
+
+The serving table and the checks' default set follow the lock and doctor's
+rules.toml, so a new release changes them: ``vpatch carry`` has this
+program write them into its proposed copy (``tier.py docs --root DIR``,
+vpatch.maintain.docs.write_tier), as ``make docs`` writes them here."""
 
 from __future__ import annotations
 
@@ -129,6 +134,11 @@ def blocks() -> list[Block]:
         Block("docs/cpu-bugs.md", "serving", serving_table()),
         Block("tests/vllm/README.md", "checks", checks_table()),
     ]
+
+
+def paths() -> list[str]:
+    """The docs holding the tier's tables (paths under the checkout)."""
+    return list(dict.fromkeys(b.path for b in blocks()))
 
 
 def generated(root: Path = REPO) -> dict[str, tuple[str, str, list[str]]]:

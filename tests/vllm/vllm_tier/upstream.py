@@ -8,6 +8,7 @@ import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
 
+from packaging.version import Version
 from vpatch import lock, quilt, sources
 
 from . import REPO, cache
@@ -15,13 +16,17 @@ from .log import run
 from .releases import pins
 from .venvs import host_python
 
-# 0.15.x has no sdist on the index: it borrows 0.16.0's tests (only files that
-# run there, see test_releases.py).
-TESTS_FROM = {"0.15.0": "0.16.0", "0.15.1": "0.16.0"}
-
 
 def tests_of(release: str) -> str:
-    return TESTS_FROM.get(release, release)
+    """The release whose sdist's tests are ``release``'s: its own, or, where
+    vLLM published wheels only (no sdist in the lock), the tests of the next
+    release with one (only files that run there, see test_releases.py)."""
+    p = pins()
+    with_sdist = [v for v in p.versions() if "sdist" in p.get(v).artifacts]
+    if release in with_sdist:
+        return release
+    later = [v for v in with_sdist if Version(v) > Version(release)]
+    return later[0] if later else release
 
 
 def sdist(release: str) -> lock.Artifact | None:

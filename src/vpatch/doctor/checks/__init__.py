@@ -14,10 +14,11 @@ aux ids' two conventions: conventions.py.
 
 A check is a function of the Pair that returns one finding (its message:
 what vLLM <release> does, then the fix), in the module of its family:
-vllm (the environment's vLLM and the target, and `defect()`), layers (the
-aux ids), shapes (widths, vocabularies, tensors, heads), drafter (how vLLM
-builds it: format, class, norms, rope) and command (the serve command's
-flags). CHECKS lists every check once, in the report's order.
+vllm (the environment's vLLM and the target, and `defect()`), models (the
+code that serves the target: serving.toml's file, its TP capture and aux
+variables), layers (the aux ids), shapes (widths, vocabularies, tensors,
+heads), drafter (how vLLM builds it: format, class, norms, rope) and command
+(the serve command's flags). CHECKS lists every check once, in the report's order.
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ from ..report import Report
 from ..serve import Serve
 from .command import (
     check_attention_backend,
+    check_draft_kv_cache,
     check_max_model_len,
     check_model_runner,
     check_serve_flags,
     check_speculative_config,
+    check_speculative_keys,
 )
 from .drafter import (
     check_architecture,
@@ -48,6 +51,7 @@ from .drafter import (
     check_rope_range,
 )
 from .layers import check_aux_layers, check_pipeline_parallel, check_trained_layers
+from .models import check_aux_stream, check_serving, check_tp_capture, platform_said, runs
 from .shapes import (
     check_d2t,
     check_embeddings,
@@ -62,13 +66,17 @@ from .vllm import check_target, check_vllm
 CHECKS = (
     check_vllm,
     check_target,
+    check_serving,
     check_serve_flags,
     check_model_runner,
     check_speculative_config,
+    check_speculative_keys,
     check_format,
     check_architecture,
     check_mla_detection,
     check_aux_layers,
+    check_tp_capture,
+    check_aux_stream,
     check_trained_layers,
     check_hidden_size,
     check_fc,
@@ -78,6 +86,7 @@ CHECKS = (
     check_norms,
     check_rope,
     check_attention_backend,
+    check_draft_kv_cache,
     check_max_model_len,
     check_rope_range,
     check_tensor_parallel,
@@ -97,6 +106,7 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
     if env.version and (too_new := behaviour.newer(pins, env.version)):
         raise too_new
     place = behaviour.place(env.version, known) if env.version else None
+    standing = pins.standing(env.version) if env.version else None
     default = pins.default().version
     if env.version is None:
         rel, assumed = default, f"checked against vLLM {default} (vpatch's default release)"
@@ -111,9 +121,22 @@ def choose_rules(env: VllmEnv, pins: lock.Lock) -> tuple[Rules, str, bool]:
         # newest rules is refused above: behaviour.newer)
         rel = place.release
         assumed = f"vLLM {env.version} is not a pinned release; checked as {rel}"
+    elif standing is not None and standing.post and standing.release == place.release:
+        rel = place.release  # Lock.standing: a post release is its release's code plus fixes
+        assumed = (
+            f"vLLM {env.version} is a post release of {rel}: checked as {rel} (its code plus "
+            "fixes vpatch has not read)"
+        )
     else:
         rel, assumed = place.release, ""
     return pins.rules.at(rel), assumed, bool(env.version) and place is None
+
+
+def _where(env: VllmEnv) -> str:
+    """The vLLM judged, as the report's header names it."""
+    if env.version:
+        return env.where
+    return f"unknown ({env.given})" if env.given else f"none ({env.python})"
 
 
 def diagnose(
@@ -152,7 +175,7 @@ def diagnose(
     if not serve.given and pair.remote_code:
         # --target/--drafter: the command doctor prints is one that loads
         pair.serve = replace(serve, trust_remote_code=True)
-    findings = [c(pair) for c in CHECKS]
+    findings = [c(pair) for c in CHECKS if runs(pair, c.__name__)]
     fixes: dict[str, Any] = {}
     for f in findings:
         fixes.update(f.fix)
@@ -160,9 +183,10 @@ def diagnose(
         f"target   {target.ref}: {t.describe()}",
         f"drafter  {drafter.ref}: {'speculators' if d.speculators else 'vLLM'} format, "
         f"{eff.arch or 'no known class'}",
-        f"vllm     {env.where if env.version else f'none ({env.python})'} -> rules of "
-        f"{rules.release}",
+        f"vllm     {_where(env)} -> rules of {rules.release}",
     ]
+    if pair.served is not None:
+        head.append(f"platform {platform_said(env.dist, env.version, env.platform)}")
     head += [f"read     {m.source()}" for m in (target, drafter) if m.hub]
     read = [m.to_json() for m in (target, drafter)]
     vllm = {
@@ -171,6 +195,7 @@ def diagnose(
         "python": None if env.given else env.python,
         "given": env.given or None,  # `--vllm R [--patched]`, no environment read
         "rules": rules.release,
+        "platform": pair.platform[0],
         "eagle3_ready": readiness.ready if readiness.known else None,  # `vpatch check`
     }
     return Report(

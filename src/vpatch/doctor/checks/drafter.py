@@ -5,6 +5,7 @@ embedding (rope_theta, the YaRN range)."""
 from __future__ import annotations
 
 from ... import settings
+from ..behaviour import config_class_missing, draft_mla_read, draft_mla_uses
 from ..pair import Pair
 from ..report import Finding
 from .vllm import defect
@@ -13,6 +14,8 @@ from .vllm import defect
 def check_format(p: Pair) -> Finding:
     d, eff = p.drafter, p.eff
     problems = list(d.problems) + list(eff.problems)
+    if not d.speculators and (missing := _config_class(p)):
+        problems.append(missing)
     sev = "error" if problems else "info"
     if d.speculators:
         what = (
@@ -24,6 +27,43 @@ def check_format(p: Pair) -> Finding:
         archs = "/".join(d.raw.get("architectures") or []) or "no architectures"
         what = f"vLLM format ({archs}, model_type {d.raw.get('model_type')!r})"
     return Finding("drafter_format", sev, "; ".join([what, *problems]))
+
+
+def _config_class(p: Pair) -> str:
+    """Why the release cannot load the drafter's config.json ("" when it
+    can): its model_type has no config class in vLLM's _CONFIG_REGISTRY
+    (Rules.own_configs) nor in any transformers the release allows
+    (behaviour.config_class_missing), and auto_map names none of the repo's,
+    or does without --trust-remote-code (the draft's config is read with the
+    target's trust_remote_code: config/speculative.py, ModelConfig of the
+    draft)."""
+    mt, r = p.drafter.raw.get("model_type"), p.rules
+    if not config_class_missing(mt, r):
+        return ""
+    auto = p.drafter.raw.get("auto_map")
+    named = auto.get("AutoConfig") if isinstance(auto, dict) else None
+    remote = isinstance(named, str)
+    if remote and p.serve.trust_remote_code:
+        return ""
+    since = p.pins.rules.first_where(lambda x: mt in x.own_configs)
+    later = f" (vLLM has one from {since})" if since else ""
+    majors = " or ".join(str(m) for m in r.transformers)
+    where = (
+        f"no config class for model_type {mt!r}: vLLM {r.release}'s _CONFIG_REGISTRY "
+        f"(transformers_utils/config.py) has none{later}, nor does transformers {majors}, "
+        f"which vLLM {r.release} allows (requirements/common.txt)"
+    )
+    if remote:
+        return (
+            f"{where}; its auto_map names {named}, which vLLM loads only with "
+            "--trust-remote-code: without it the drafter's config is refused at startup"
+        )
+    return (
+        f"{where}, and the config has no auto_map: loading the drafter's config fails at "
+        "startup (ValueError: ... Transformers does not recognize this architecture), with or "
+        "without --trust-remote-code; declare the model_type of the drafter's layers (llama "
+        "for a Llama drafter, deepseek_v2 for an MLA one)"
+    )
 
 
 def check_architecture(p: Pair) -> Finding:
@@ -41,25 +81,58 @@ def check_architecture(p: Pair) -> Finding:
 
 
 def check_mla_detection(p: Pair) -> Finding:
-    mt = p.cfg.get("model_type")
+    """A kimi_k2 MLA drafter's draft model config says use_mla=False
+    (Rules.kimi_k2_drafter_not_mla). Its layers are MLA all the same
+    (deepseek_eagle3.py builds DeepseekV2MLAAttention, which picks an MLA
+    backend and gives the MLA KV cache spec itself; the served counts equal
+    a deepseek_v2-declared drafter's: docs/measurements.md), so what the
+    misreport costs is what reads the draft's use_mla (Rules.draft_mla_readers):
+    an error where the command uses such a reader (behaviour.draft_mla_read),
+    else a warning naming the release's readers."""
+    mt, r, rel = p.cfg.get("model_type"), p.rules, p.release
     if not p.eff.mla:
         return Finding("mla_detection", "info", "not an MLA drafter")
-    if mt == "kimi_k2" and p.rules.kimi_k2_drafter_not_mla:
-        what = (
-            f"model_type 'kimi_k2': vLLM {p.release} counts an EAGLE drafter as MLA only "
-            "for model_type deepseek_v2/deepseek_v3 (ModelConfig.is_deepseek_mla), so it sets "
-            "this MLA drafter up as a non-MLA model"
-        )
+    if mt != "kimi_k2" or not r.kimi_k2_drafter_not_mla:
+        return Finding("mla_detection", "info", f"MLA drafter (model_type {mt!r})")
+    what = (
+        f"model_type 'kimi_k2': vLLM {rel}'s draft model config says use_mla=False for this "
+        "MLA drafter (ModelConfig.is_deepseek_mla counts an EAGLE drafter as MLA only for "
+        "model_type deepseek_v2/deepseek_v3)"
+    )
+    workaround = (
+        "declare model_type deepseek_v2 in the drafter's config (deepseek_v3 would make it "
+        "an MTP head)"
+    )
+    used = draft_mla_read(r, p.serve.kv_transfer, p.spec.get("method"))
+    uses = draft_mla_uses(r)
+    readers = "; ".join(uses)
+    if used:
         return defect(
             p,
             "kimi_k2_mla",
             "mla_detection",
-            what,
-            "declare model_type deepseek_v2 in the drafter's config (deepseek_v3 would make "
-            "it an MTP head)",
+            f"{what}, and this command uses what reads it: {', '.join(used)} (vLLM {rel} reads "
+            f"a draft's use_mla for {readers}), which then takes the MLA drafter for a non-MLA "
+            "one",
+            workaround,
             {},
         )
-    return Finding("mla_detection", "info", f"MLA drafter (model_type {mt!r})")
+    slug, state = p.fix("kimi_k2_mla")
+    if state == "installed":
+        return Finding(
+            "mla_detection", "info", f"{what}; fixed here: vpatch's patch {slug} is installed"
+        )
+    layers = (
+        "its layers are MLA all the same (deepseek_eagle3.py: DeepseekV2MLAAttention, with an "
+        "MLA backend and KV cache spec of its own), and a plain serve drafts as it does "
+        "declared deepseek_v2 (docs/measurements.md)"
+    )
+    if uses:
+        read = f"vLLM {rel} reads a draft's use_mla only for {readers}: this command uses none"
+    else:
+        read = f"nothing in vLLM {rel} reads a draft's use_mla"
+    fixes = f"vpatch's series fixes it ({slug}); or " if slug and state != "none" else ""
+    return Finding("mla_detection", "warning", f"{what}; {layers}; {read}; {fixes}{workaround}")
 
 
 def check_norms(p: Pair) -> Finding:

@@ -15,6 +15,7 @@ from ..conventions import IDS_KEY, ints, written_ids
 from ..defects import patched_eagle3, patched_layer0
 from ..pair import Pair, show_ids
 from ..report import Finding
+from .models import aux_layers, check_pp_relay
 from .vllm import defect
 
 # where the acceptance figures the findings cite were measured (make bench-spec)
@@ -30,6 +31,8 @@ def check_aux_layers(p: Pair) -> Finding:
         f"vLLM {rel} ({p.runner.upper()} model runner) feeds the drafter layers "
         f"{show_ids(ids)} (from {source})"
     )
+    if p.method == "mtp":
+        return Finding("aux_layers", "info", "MTP reads no aux states: no aux layers")
     if not p.use_aux:
         return Finding(
             "aux_layers",
@@ -47,6 +50,8 @@ def check_aux_layers(p: Pair) -> Finding:
             "not a list: vLLM takes ids from a list only, and, the key being set, none from "
             f"eagle_config either; write it as a list, e.g. {show_ids(listed)}",
         )
+    if (family := aux_layers(p)) is not None:
+        return family
     if refused:
         return Finding(
             "aux_layers",
@@ -216,6 +221,8 @@ def check_pipeline_parallel(p: Pair) -> Finding:
     off = [i for i in kept if i < start]
     own = f"the last PP rank owns layers {start}..{n - 1} (and {n})"
     no_pp = {"pipeline_parallel_size": 1, "tensor_parallel_size": p.serve.tensor_parallel_size * pp}
+    if (relayed := check_pp_relay(p)) is not None:
+        return relayed
     if p.use_aux and p.runner == "v2" and p.rules.v2_supports_pp:
         return Finding(
             "pipeline_parallel",

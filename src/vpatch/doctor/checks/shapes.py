@@ -215,7 +215,16 @@ def check_tensor_parallel(p: Pair) -> Finding:
             f"--tensor-parallel-size {tp} does not divide {' or '.join(bad)}: vLLM refuses "
             "the config (the drafter runs with the target's TP size)",
         )
-    return Finding("tensor_parallel", "info", f"TP {tp}: the drafter runs with TP {tp} too")
+    dp = p.serve.data_parallel_size
+    each = (
+        f"; DP {dp}: each of the {dp} data-parallel ranks builds a drafter of its own with its "
+        "TP group's config (in the worker, from its vllm_config: the V2 runner's "
+        "v1/worker/gpu/spec_decode/eagle/utils.py load_eagle_model, the V1 proposer's "
+        "load_model), and expert parallelism leaves the dense drafter whole"
+        if dp > 1
+        else ""
+    )
+    return Finding("tensor_parallel", "info", f"TP {tp}: the drafter runs with TP {tp} too{each}")
 
 
 def check_weights(p: Pair) -> Finding:

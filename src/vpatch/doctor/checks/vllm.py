@@ -15,6 +15,14 @@ from ..report import Finding
 
 def check_vllm(p: Pair) -> Finding:
     env, t = p.env, p.target
+    if env.version is None and env.given:  # a server whose /version names no release
+        return Finding(
+            "vllm",
+            "warning",
+            f"{env.given} names no vLLM release (vLLM's are X.Y.Z; one built without its "
+            "version file answers 'dev': vllm/version.py); "
+            f"{p.assumed}: give the release it runs, --vllm RELEASE [--patched] or --python PY",
+        )
     if env.version is None:
         return Finding(
             "vllm",
@@ -61,7 +69,8 @@ def check_vllm(p: Pair) -> Finding:
 
 def check_target(p: Pair) -> Finding:
     t = p.target
-    if t.family == "other":
+    s = p.served
+    if t.family == "other" and s is None:
         return Finding(
             "target",
             "warning",
@@ -85,16 +94,17 @@ def check_target(p: Pair) -> Finding:
             "add --trust-remote-code",
             {"trust_remote_code": True},
         )
+    said = t.describe() if s is None else f"{s.family.name}: {t.describe()}"
     if remote:
-        return Finding("target", "info", f"{t.describe()}; --trust-remote-code given, as it needs")
+        return Finding("target", "info", f"{said}; --trust-remote-code given, as it needs")
     if p.serve.trust_remote_code:
         return Finding(
             "target",
             "info",
-            f"{t.describe()}; vLLM {p.release} loads its config and tokenizer without remote "
+            f"{said}; vLLM {p.release} loads its config and tokenizer without remote "
             "code: --trust-remote-code is not needed",
         )
-    return Finding("target", "info", f"{t.describe()}; no remote code")
+    return Finding("target", "info", f"{said}; no remote code")
 
 
 def defect(

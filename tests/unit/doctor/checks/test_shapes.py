@@ -6,10 +6,15 @@ from __future__ import annotations
 import pytest
 from support import pairs as F
 from support.doctor import IDS_KEY, PINS, check, diag, errors, find, sev
+from support.releases import edge, last_where, newest, newest_patched, oldest, v1_by_default
 from vpatch.doctor.environment import VllmEnv
 
+PATCHED = newest_patched()
+NEWEST = newest()
+_, FC_CONFIG = edge(lambda r: r.fc_width == "config")  # fc sized by num_aux_hidden_states
 
-@pytest.mark.parametrize("version", ["0.15.1", "0.17.1", "0.25.0", "0.32.0"])
+
+@pytest.mark.parametrize("version", [oldest(), PATCHED, last_where(v1_by_default), NEWEST])
 def test_no_d2t_is_an_error(tmp_path, version):
     r = check(tmp_path, version, drop=("d2t", "t2d"))
     assert errors(r) == {"d2t"}
@@ -21,8 +26,11 @@ def test_d2t_of_the_wrong_length(tmp_path):
     assert errors(r) == {"d2t"} and "weight load" in find(r, "d2t").message
 
 
+D2T_KEPT, D2T_REFUSED = edge(lambda r: r.d2t_only_if_vocab_differs)
+
+
 @pytest.mark.parametrize(
-    "version,severity", [("0.17.1", "info"), ("0.29.0", "info"), ("0.30.0", "error")]
+    "version,severity", [(PATCHED, "info"), (D2T_KEPT, "info"), (D2T_REFUSED, "error")]
 )
 def test_d2t_with_equal_vocabularies(tmp_path, version, severity):
     r = check(
@@ -55,7 +63,7 @@ def test_draft_vocab_defaults_to_vocab(tmp_path):
     assert r.ok and "draft vocab 163840" in find(r, "vocab").message
 
 
-@pytest.mark.parametrize("version", ["0.17.1", "0.32.0"])
+@pytest.mark.parametrize("version", [PATCHED, NEWEST])
 def test_fc_for_four_states(tmp_path, version):
     r = check(
         tmp_path,
@@ -64,15 +72,16 @@ def test_fc_for_four_states(tmp_path, version):
         tensors={"fc.weight": ("BF16", [F.HIDDEN, 4 * F.HIDDEN])},
     )
     assert errors(r) == {"fc"} and "weight load" in find(r, "fc").message
-    hint = "num_aux_hidden_states: 4" if version == "0.32.0" else "exactly 3 states"
+    three = PINS.rules.at(version).fc_width == "three"
+    hint = "exactly 3 states" if three else "num_aux_hidden_states: 4"
     assert hint in find(r, "fc").message
     # where a later release reads the count, from rules.toml's fc_width
     since = PINS.rules.first_where(lambda x: x.fc_width == "config")
     said = f"({since}+ read num_aux_hidden_states)"
-    assert (said in find(r, "fc").message) == (PINS.rules.at(version).fc_width == "three")
+    assert (said in find(r, "fc").message) == three
 
 
-@pytest.mark.parametrize("version,ok", [("0.17.1", False), ("0.22.0", True), ("0.32.0", True)])
+@pytest.mark.parametrize("version,ok", [(PATCHED, False), (FC_CONFIG, True), (NEWEST, True)])
 def test_num_aux_hidden_states(tmp_path, version, ok):
     r = check(
         tmp_path,
@@ -117,7 +126,7 @@ def test_drafter_for_another_vocabulary(tmp_path):
     cfg, ten = F.drafter_for("deepseek_v3", "vllm")
     t = F.write_model(tmp_path / "kimi", F.kimi_k25())
     d = F.write_model(tmp_path / "ds-drafter", cfg, ten)
-    env = VllmEnv("python3", "vllm", "0.17.1", "/x")
+    env = VllmEnv("python3", "vllm", PATCHED, "/x")
     r = diag(t, d, env)
     assert "vocab" in errors(r) and "another tokenizer" in find(r, "vocab").message
 
@@ -155,7 +164,7 @@ def test_pickled_weights_are_not_read(tmp_path):
     t, d = F.pair(tmp_path)
     (d / "model.safetensors").unlink()
     (d / "pytorch_model.bin").write_bytes(b"\x80not read")
-    env = VllmEnv("python3", "vllm", "0.17.1", "/x")
+    env = VllmEnv("python3", "vllm", PATCHED, "/x")
     r = diag(t, d, env)
     assert r.ok and sev(r, "weights") == "warning" and sev(r, "d2t") == "warning"
 
@@ -163,7 +172,7 @@ def test_pickled_weights_are_not_read(tmp_path):
 def test_no_weights(tmp_path):
     t, d = F.pair(tmp_path)
     (d / "model.safetensors").unlink()
-    env = VllmEnv("python3", "vllm", "0.17.1", "/x")
+    env = VllmEnv("python3", "vllm", PATCHED, "/x")
     r = diag(t, d, env)
     assert "weights" in errors(r)
 

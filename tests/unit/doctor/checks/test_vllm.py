@@ -12,25 +12,38 @@ import pytest
 from support import next_release
 from support import pairs as F
 from support.doctor import FORCED, PINS, check, diag, errors, find, reported, sev
+from support.releases import (
+    edge,
+    last_where,
+    newest,
+    newest_patched,
+    oldest,
+    serving,
+    v1_by_default,
+)
 from vpatch import lock, resources
 from vpatch.doctor import behaviour, hub, serve
 from vpatch.doctor import checks as doctor
 from vpatch.doctor.environment import Readiness, VllmEnv
 from vpatch.errors import NewerRelease
 
+PATCHED = newest_patched()
+NEWEST = newest()
+V2_FIX = serving("forced_backend_v2")[-1]  # a series carries the V2 runner's backend fix
+
 
 def test_no_vllm(tmp_path):
     r = check(tmp_path, None, None)
-    assert errors(r) == {"vllm"} and "0.17.1" in find(r, "vllm").message
+    assert errors(r) == {"vllm"} and PATCHED in find(r, "vllm").message
 
 
-def test_unpatched_0_17_is_refused(tmp_path):
-    r = check(tmp_path, "0.17.1", False)
+def test_a_patched_release_without_its_series_is_refused(tmp_path):
+    r = check(tmp_path, PATCHED, False)
     assert errors(r) == {"vllm"} and "vpatch install --python python3" in find(r, "vllm").message
 
 
 def test_readiness_unknown(tmp_path):
-    r = check(tmp_path, "0.32.0", None)
+    r = check(tmp_path, NEWEST, None)
     assert r.ok and sev(r, "vllm") == "warning"
 
 
@@ -39,7 +52,7 @@ def test_kimi_k25_without_placeholder(tmp_path):
     del cfg["media_placeholder_token_id"]
     t = F.write_model(tmp_path / "t", cfg)
     _, d = F.pair(tmp_path)
-    env = VllmEnv("python3", "vllm", "0.32.0", "/x")
+    env = VllmEnv("python3", "vllm", NEWEST, "/x")
     r = diag(t, d, env)
     assert errors(r) == {"target"}
 
@@ -55,7 +68,7 @@ def test_other_targets_get_a_warning(tmp_path):
     }
     t = F.write_model(tmp_path / "t", cfg)
     _, d = F.pair(tmp_path)
-    env = VllmEnv("python3", "vllm", "0.32.0", "/x")
+    env = VllmEnv("python3", "vllm", NEWEST, "/x")
     r = diag(t, d, env)
     assert r.ok and sev(r, "target") == "warning"
     assert "--trust-remote-code" not in r.serve
@@ -72,7 +85,7 @@ def test_other_targets_get_a_warning(tmp_path):
 )
 def test_a_defect_is_fixed_when_vpatch_check_says_its_patch_is(tmp_path, state, severity, phrase):
     r = check(
-        tmp_path, "0.32.0", command=FORCED, patches=reported("0.32.0", "forced_backend_v2", state)
+        tmp_path, V2_FIX, command=FORCED, patches=reported(V2_FIX, "forced_backend_v2", state)
     )
     f = find(r, "attention_backend")
     assert f.severity == severity and phrase in f.message, r.to_text()
@@ -80,9 +93,9 @@ def test_a_defect_is_fixed_when_vpatch_check_says_its_patch_is(tmp_path, state, 
 
 
 def test_a_defect_not_in_the_series_and_an_unknown_report(tmp_path):
-    r = check(tmp_path / "a", "0.32.0", command=FORCED)
+    r = check(tmp_path / "a", V2_FIX, command=FORCED)
     assert "has no fix" in find(r, "attention_backend").message
-    r = check(tmp_path / "b", "0.32.0", None, command=FORCED)
+    r = check(tmp_path / "b", V2_FIX, None, command=FORCED)
     assert "could not say" in find(r, "attention_backend").message
     assert sev(r, "attention_backend") == "error"
 
@@ -99,7 +112,12 @@ def serve_without_trust(tmp: Path, version: str, target: str, tokenizer: dict | 
     )
 
 
-@pytest.mark.parametrize("version", ["0.15.0", "0.17.1", "0.18.0", "0.26.0", "0.32.0"])
+KIMI_CONFIG = edge(lambda r: "kimi_k2" in r.own_configs)  # vLLM's own class for kimi_k2 from [1]
+# one release of each kind: the oldest, the series', vLLM's class, the V1 and the V2 runner's
+KINDS = [oldest(), PATCHED, KIMI_CONFIG[1], last_where(v1_by_default), NEWEST]
+
+
+@pytest.mark.parametrize("version", KINDS)
 @pytest.mark.parametrize("target", ["kimi_k25", "kimi_k2"])
 def test_kimi_targets_need_trust_remote_code_for_their_tokenizer(tmp_path, version, target):
     r = serve_without_trust(tmp_path, version, target)
@@ -109,7 +127,7 @@ def test_kimi_targets_need_trust_remote_code_for_their_tokenizer(tmp_path, versi
         and "its tokenizer (tokenizer_config.json: TikTokenTokenizer" in f.message
     )
     # the config too where vLLM has no class of its own for kimi_k2
-    config_remote = target == "kimi_k2" and version in ("0.15.0", "0.17.1")
+    config_remote = target == "kimi_k2" and "kimi_k2" not in PINS.rules.at(version).own_configs
     assert ("its config (model_type 'kimi_k2'" in f.message) == config_remote, f.message
     # and from which release vLLM has one: rules.toml's own_configs, not retyped
     since = PINS.rules.first_where(lambda x: "kimi_k2" in x.own_configs)
@@ -117,7 +135,7 @@ def test_kimi_targets_need_trust_remote_code_for_their_tokenizer(tmp_path, versi
     assert "--trust-remote-code" in r.serve
 
 
-@pytest.mark.parametrize("version", ["0.15.0", "0.17.1", "0.18.0", "0.26.0", "0.32.0"])
+@pytest.mark.parametrize("version", KINDS)
 def test_deepseek_v3_needs_no_remote_code(tmp_path, version):
     """Its config.json names configuration_deepseek.DeepseekV3Config, but
     transformers has its own; its tokenizer is transformers' LlamaTokenizerFast."""
@@ -126,15 +144,15 @@ def test_deepseek_v3_needs_no_remote_code(tmp_path, version):
     assert "target" not in errors(r)
 
 
-@pytest.mark.parametrize("version,broken", [("0.17.1", True), ("0.18.0", False)])
-def test_kimi_k2_config_is_remote_code_before_0_18(tmp_path, version, broken):
+@pytest.mark.parametrize("version,broken", [(KIMI_CONFIG[0], True), (KIMI_CONFIG[1], False)])
+def test_kimi_k2_config_is_remote_code_before_vllm_has_its_class(tmp_path, version, broken):
     """Kimi-K2's config with a transformers tokenizer: only the config speaks."""
     r = serve_without_trust(tmp_path, version, "kimi_k2", F.DSV3_TOKENIZER)
     assert (sev(r, "target") == "error") == broken, r.to_text()
 
 
 def test_trust_remote_code_not_needed_is_said(tmp_path):
-    r = check(tmp_path, "0.32.0", target="deepseek_v3")  # check() gives --trust-remote-code
+    r = check(tmp_path, NEWEST, target="deepseek_v3")  # check() gives --trust-remote-code
     assert "--trust-remote-code is not needed" in find(r, "target").message
 
 
@@ -181,7 +199,7 @@ def test_not_ready_quotes_vpatch_checks_verdict(tmp_path):
     line (what install and check say too), not "EAGLE-3 ... (upstream)"."""
     said = "EAGLE-3 for DeepSeek-V3 / Kimi-K2.5 targets: NOT ready (0001-x); run `vpatch ...`"
     t, d = F.pair(tmp_path)
-    env = VllmEnv("python3", "vllm", "0.33.0", "/x")
+    env = VllmEnv("python3", "vllm", NEWEST, "/x")
     s = serve.from_options(str(t), str(d), 8)
     for ready, severity in ((False, "warning"), (True, "info")):
         readiness = Readiness(ready, {"0001-x": "missing" if not ready else "applied"}, said=said)

@@ -11,6 +11,10 @@ helpers.py, their declared unpatched failures unpatched.py):
                       its own (``python -m tier_builders.plain_generate``)
     remote_code       what vLLM does with untrusted remote code, in a process
                       of its own (``python -m tier_builders.remote_code``)
+    deepseek_v32_ranks
+                      DeepSeek-V3.2's own decoder run by one tensor-parallel
+                      rank, in a process of its own
+                      (``python -m tier_builders.deepseek_v32_ranks``)
 
 They run in the tier's venv, the inner suite's folder on the path.
 """

@@ -10,6 +10,10 @@ feeds the drafter's own pre-norm output and the embedding of the token it
 drafted, one position on, attending over everything before (one causal
 layer: recomputing the whole sequence gives the rows before unchanged).
 A draft id i is the target id i + d2t[i].
+
+``MlaEagle3Reference``: the same for vLLM's DeepSeek MLA EAGLE-3 drafter
+(``Eagle3DeepseekV2ForCausalLM``, model_executor/models/deepseek_eagle3.py):
+its one layer's attention is DeepSeek's MLA over [embeds ; hidden].
 """
 
 from __future__ import annotations
@@ -120,3 +124,60 @@ class Eagle3Reference:
             ids.append(token)
             hidden = torch.cat([hidden, prenorm[-1:]], dim=0)
         return out
+
+
+class MlaEagle3Reference(Eagle3Reference):
+    """vLLM's MLA EAGLE-3 drafter (deepseek_eagle3.py's decoder layer over
+    deepseek_v2.py's DeepseekV2MLAAttention): q from the q latent (q_a_proj,
+    q_a_layernorm, q_b_proj), k_nope and v from the kv latent
+    (kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj), softmax at
+    qk_head_dim**-0.5, times YaRN's mscale squared where the drafter has
+    YaRN rope_scaling (deepseek_v2.py: rope_type "deepseek_yarn"). The rope
+    part of q and k must be zero (its rotation is not modelled)."""
+
+    def __init__(self, drafter: Path, target: Path, dtype=F64):
+        super().__init__(drafter, target, dtype)
+        c, w, a = self.cfg, self.w, "midlayer.self_attn."
+        self.nope, self.rope = c["qk_nope_head_dim"], c["qk_rope_head_dim"]
+        self.vd, self.rank = c["v_head_dim"], c["kv_lora_rank"]
+        assert c.get("q_lora_rank"), "q_proj without a q latent: not modelled"
+        q_rope = w[a + "q_b_proj.weight"].unflatten(0, (self.heads, -1))[:, self.nope :]
+        assert not q_rope.any() and not w[a + "kv_a_proj_with_mqa.weight"][self.rank :].any(), (
+            "a rope part of q or k: not modelled"
+        )
+        self.scale = (self.nope + self.rope) ** -0.5
+        yarn = c.get("rope_scaling") or {}
+        if yarn.get("type", yarn.get("rope_type")) == "yarn" and yarn["factor"] > 1:
+            mscale = 0.1 * float(yarn.get("mscale_all_dim", 0)) * math.log(yarn["factor"]) + 1
+            self.scale *= mscale * mscale
+
+    def layer(self, embeds, hidden, positions, mask=None):
+        w, m, a = self.w, "midlayer.", "midlayer.self_attn."
+        residual = hidden
+        x = torch.cat(
+            [
+                _rms(embeds, w[m + "input_layernorm.weight"], self.eps),
+                _rms(hidden, w[m + "hidden_norm.weight"], self.eps),
+            ],
+            dim=-1,
+        )
+        t = x.shape[-2]
+        q_latent = _rms(x @ w[a + "q_a_proj.weight"].T, w[a + "q_a_layernorm.weight"], self.eps)
+        q = (q_latent @ w[a + "q_b_proj.weight"].T).unflatten(-1, (self.heads, -1))
+        latent = (x @ w[a + "kv_a_proj_with_mqa.weight"].T)[..., : self.rank]
+        latent = _rms(latent, w[a + "kv_a_layernorm.weight"], self.eps)
+        kv = (latent @ w[a + "kv_b_proj.weight"].T).unflatten(-1, (self.heads, -1))
+        k, v = kv[..., : self.nope], kv[..., self.nope :]
+        scores = torch.einsum("...qhd,...khd->...hqk", q[..., : self.nope], k) * self.scale
+        if mask is None:
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~mask, float("-inf"))
+        o = torch.einsum("...hqk,...khd->...qhd", scores.softmax(-1), v).flatten(-2)
+        h = o @ w[a + "o_proj.weight"].T + residual
+        residual = h
+        h = _rms(h, w[m + "post_attention_layernorm.weight"], self.eps)
+        gate = h @ w[m + "mlp.gate_proj.weight"].T
+        up = h @ w[m + "mlp.up_proj.weight"].T
+        prenorm = (torch.nn.functional.silu(gate) * up) @ w[m + "mlp.down_proj.weight"].T
+        prenorm = prenorm + residual
+        return _rms(prenorm, w["norm.weight"], self.eps), prenorm

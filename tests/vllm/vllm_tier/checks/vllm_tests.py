@@ -51,19 +51,13 @@ class SeriesOwnTestsUnderTheCudaContract(Check):
         return sdir is not None and bool(upstream.series_tests(sdir))
 
     def releases(self, selected: list[str]) -> list[str]:
-        """In the default set each set of test files once, on the newest
-        release whose series adds it (0.32.0's are 0.34.0's: the same tests,
-        of fixes whose variants there differ in vLLM's code alone, which lint
-        applies and exports on every release of their spans); with VLLM=
-        every selected release it applies to."""
+        """In the default set each series once (the same patch files, so the
+        same tests), on the newest release it serves; with VLLM= every
+        selected release it applies to."""
         got = super().releases(selected)
         if not releases.default_selected(selected):
             return got
-        newest = {}
-        for r in got:  # oldest first: the newest stays
-            sdir = releases.series_dir(r)
-            assert sdir is not None, r  # applies: it has a series
-            newest[tuple(upstream.series_tests(sdir))] = r
+        newest = {releases.pins().series(r).content_hash(): r for r in got}  # oldest first
         return [r for r in got if r in newest.values()]
 
     def why_none(self, selected: list[str]) -> str:
@@ -137,7 +131,11 @@ class UpstreamTestsOnPatchedTree(Check):
         return releases.has_eagle3_series(release)
 
     def why_none(self, selected: list[str]) -> str:
-        return "vLLM's registry tests run only for releases whose series adds EAGLE-3 (0.15-0.17)"
+        patched = releases.pins().versions("patched")
+        return (
+            "vLLM's registry tests run only for releases whose series adds EAGLE-3 "
+            f"({patched[0]}-{patched[-1]})"
+        )
 
     def build(self, release: str) -> Path | None:
         """vLLM's own tests (None: no sdist in the lock, and no run)."""

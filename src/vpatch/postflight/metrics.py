@@ -1,6 +1,6 @@
 """vLLM's /metrics page (Prometheus text, as prometheus_client writes it)
 read into typed counters per model name and engine, for `vpatch doctor
---server` (server.py reads the page; postflight.py judges the counts).
+--server` (server.py reads the page; judge.py judges the counts).
 
 What the page holds, read from vLLM's source (0.17.1, 0.26.0, 0.34.0 alike;
 names and labels unchanged between them): v1/spec_decode/metrics.py

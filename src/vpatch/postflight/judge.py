@@ -30,7 +30,10 @@ docs/doctor.md:
     the steps it was trained for), not the target's;
   * a release with vpatch's series where doctor cannot tell that it is
     installed (the server says its release, not its patches): run `vpatch
-    check --python PY` on the server's environment.
+    check --python PY` on the server's environment;
+  * counters vLLM cannot give (`inconsistent`: more accepted than drafted,
+    a position accepted more often than the one before it): said, and
+    nothing judged on them.
 """
 
 from __future__ import annotations
@@ -41,12 +44,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from .. import lock
-from . import behaviour
-from .environment import Readiness
+from .. import lock, settings
+from ..doctor import behaviour
+from ..doctor.environment import Readiness
+from ..doctor.report import Finding, Report, report_lines
+from ..doctor.serve import Serve
+from ..shown import Shown
 from .metrics import Counters
-from .report import SEVERITIES, Finding, Report
-from .serve import Serve
 from .server import Watch
 
 # -- the thresholds, each once --------------------------------------------------------
@@ -202,8 +206,41 @@ def _models(w: Watch) -> int:
     return len({m for m, _ in w.last.engines})
 
 
+def inconsistent(c: Counters) -> str:
+    """Why these counters cannot be vLLM's, or "". vLLM counts them together
+    (SpecDecodingStats.observe_draft: a draft's tokens, then those accepted
+    of them, each position from the first), so at any read a draft has one
+    token at least, no more tokens are accepted than drafted, and no
+    position is accepted in more drafts than the one before it (position 0:
+    than there are drafts)."""
+    if c.accepted > c.draft_tokens:
+        return f"{c.accepted} accepted of {c.draft_tokens} draft tokens"
+    if c.drafts > c.draft_tokens:
+        return f"{c.drafts} drafts of {c.draft_tokens} draft tokens (a draft has one at least)"
+    p = c.per_position
+    if p and p[0] > c.drafts:
+        return f"position 0 accepted in {p[0]} drafts of {c.drafts}"
+    for i in range(1, len(p)):
+        if p[i] > p[i - 1]:
+            return (
+                f"position {i} accepted in {p[i]} drafts, position {i - 1} in {p[i - 1]} (a "
+                "draft's accepted tokens count from the first)"
+            )
+    return ""
+
+
 def _judge(name: str, f: Figures, span: str, preflight: Report | None) -> list[Finding]:
     c = f.counters
+    if why := inconsistent(c):
+        return [
+            Finding(
+                "counters",
+                "warning",
+                f"{name}the counters {span} are inconsistent: {why}; vLLM counts them together "
+                "(SpecDecodingStats.observe_draft), so they are not vLLM's counts as it made "
+                "them (a proxy or exporter in between?): doctor judges nothing on them",
+            )
+        ]
     if not c.drafts:
         decoded = f.decoded
         if decoded is None:
@@ -321,6 +358,18 @@ def _facts(preflight: Report | None, checks: Sequence[str]) -> str:
     return said + (f"; {runner}" if runner else "")
 
 
+def release_named(version: str) -> Version | None:
+    """The release a server's /version names: X.Y.Z, as vLLM's versions are
+    (setuptools_scm's, of its vX.Y.Z tags: a build from source adds .devN
+    and +local), else None: 'dev' (a vLLM built without its version file,
+    vllm/version.py), '0.26', anything else."""
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    return v if len(v.release) == 3 else None
+
+
 def check_series(
     version: str, readiness: Readiness | None, python: str, pins: lock.Lock
 ) -> Finding:
@@ -328,12 +377,21 @@ def check_series(
     installed: `readiness` is `vpatch check`'s on the server's environment
     (--python), None when doctor cannot tell (the server says its release
     only)."""
-    try:
-        public = Version(version).public
-    except InvalidVersion:
-        return Finding("series", "warning", f"vLLM {version}: not a version doctor can read")
-    if public not in pins.releases:
-        if behaviour.newer(pins, public) is not None:
+    release = release_named(version)
+    if release is None:
+        return Finding(
+            "series",
+            "warning",
+            f"the server's /version is {settings.shown(version)}, which names no vLLM release "
+            "(vLLM's are X.Y.Z; one built without its version file answers 'dev': "
+            "vllm/version.py): whether it has vpatch's series is not known; run `vpatch check "
+            "--python PY` with the server's python: it reads the release installed there",
+        )
+    # Lock.standing, the one answer: a post release the lock does not pin is
+    # its release's code plus fixes, and has its release's series
+    public = pins.standing(version).release
+    if public is None:
+        if behaviour.newer(pins, release.public) is not None:
             return Finding(
                 "series",
                 "warning",
@@ -399,7 +457,7 @@ def check_deployment(w: Watch, serve: Serve) -> Finding:
 
 
 @dataclass
-class Postflight:
+class Postflight(Shown):
     """What `vpatch doctor --server` prints: each server's figures, the
     findings (the deployment's preflight first, when tied to one), the
     verdict."""
@@ -427,23 +485,11 @@ class Postflight:
             else None,
         }
 
-    def to_text(self) -> str:
-        out = list(self.preflight.header) if self.preflight else []
+    def lines(self) -> list[str]:
+        head = list(self.preflight.header) if self.preflight else []
         for w in self.watches:
-            out += _server_lines(w)
-        out.append("")
-        width = max(len(f.check) for f in self.findings) if self.findings else 0
-        out += [f"  {f.severity:8} {f.check:{width}}  {f.message}" for f in self.findings]
-        n = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
-        verdict = "ok" if self.ok else "NOT ok"
-        out += ["", f"{verdict}: {_count(n['error'], 'error')}, {_count(n['warning'], 'warning')}"]
-        if self.preflight:
-            out += ["", self.preflight.serve]
-        return "\n".join(out)
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}{'s' * (n != 1)}"
+            head += _server_lines(w)
+        return report_lines(head, self.findings, [self.preflight.serve] if self.preflight else [])
 
 
 def _server_lines(w: Watch) -> list[str]:

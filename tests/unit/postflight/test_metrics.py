@@ -1,4 +1,4 @@
-"""doctor/metrics.py: vLLM's /metrics page read into typed counters. The
+"""postflight/metrics.py: vLLM's /metrics page read into typed counters. The
 pages are those prometheus_client writes for the vLLM releases of
 tests/support/metrics (made from each release's metric definitions:
 tests/support/metrics/make.py), and pages of given counters in
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 from support import vllm_server as V
-from vpatch.doctor import metrics
-from vpatch.doctor.metrics import Counters
-from vpatch.doctor.server import Reading
 from vpatch.errors import ConfigError
+from vpatch.postflight import metrics
+from vpatch.postflight.metrics import Counters
+from vpatch.postflight.server import Reading
 
 WHERE = "http://h:1/metrics"
 TWO = {

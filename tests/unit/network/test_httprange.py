@@ -1,4 +1,4 @@
-"""httprange.py: the one rule for a range answer (a 206 with the range asked
+"""network/httprange.py: the one rule for a range answer (a 206 with the range asked
 for, short only where the file ends), a 200 refused with its body unread, and
 the bounded plain-GET fallback, against answers made here."""
 
@@ -8,8 +8,8 @@ import contextlib
 import itertools
 
 import pytest
-from vpatch import httprange
 from vpatch.errors import RangeUnsupported
+from vpatch.network import httprange
 
 FILE = bytes(range(100))
 

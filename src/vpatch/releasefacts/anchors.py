@@ -1,7 +1,7 @@
 """What a fact probe reads of a release, and whether the release has it.
 
 A Source holds a release's files ({path: text}) by the keys of the probes'
-FILES (doctor/facts.py) and records every anchor a probe asks for: a file,
+FILES (facts.py) and records every anchor a probe asks for: a file,
 and a class, function or method in it, each with whether the release has
 it. facts.unreadable() compares two releases' anchors; moved() searches a
 release for where an anchor's scope went."""

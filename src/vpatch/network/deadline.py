@@ -1,39 +1,35 @@
-"""One deadline for doctor's hub reads, and Ctrl-C.
+"""One deadline for a run's reads, whatever the server does, and Ctrl-C.
 
-huggingface_hub bounds a request, not a read: HF_HUB_DOWNLOAD_TIMEOUT is how
-long one connect or one socket read may wait, and what times out is tried
-again (a HEAD of config.json five times more, 60 s each), so a hub that never
-answered took 389 s, and one that sends a byte every 2 s never ended. Doctor
-gives its hub reads one deadline in all, VPATCH_HUB_TIMEOUT seconds (default
-DEFAULT), that holds whatever the server does:
+A client's timeout bounds a request, not a read: one connect or one socket
+read may wait that long, and what times out is tried again, so a server
+that never answers, or sends a byte every 2 s, outlasts any such timeout.
+A run's reads get one deadline in all, `Budget`, that holds whatever the
+server does:
 
   * the reads run on daemon threads (`Reads.start`, `each`) that the main
     thread awaits until the deadline, then leaves: a read blocked in a socket
     is never waited for (a Ctrl-C did nothing while a pool's threads were
-    joined), and what a stopped read made in the cache is taken back from
-    the main thread (`on_stop`, tidy.py);
-  * every request on huggingface_hub's session (doctor's own listing and
-    range reads too) passes two event hooks, added by the client factory
-    doctor sets (`_install`): a read that must stop (the deadline passed, or
-    Ctrl-C) makes no request and takes no byte more, and a request waits no
-    longer than the time left; an answer's X-Repo-Commit must be a commit
-    id before huggingface_hub makes a folder of it;
-  * SIGTERM during the reads is a Ctrl-C: exit 130, the cache as it was
-    (huggingface_hub's blobs/*.incomplete were left behind);
-  * huggingface_hub's log is silenced while the reads run (a dozen retry
-    warnings came before the error line): the one line says what failed.
+    joined), and what a stopped read made is taken back from the main
+    thread (`on_stop`: doctor/tidy.py's cache);
+  * a read checks its budget (`Budget.check`) before each request and each
+    chunk of an answer, and gives a request no longer than the time left:
+    the hooks of huggingface_hub's session do it for the hub's reads
+    (hubclient.py), postflight/server.py's reads of a running vLLM between
+    the chunks it reads (session.body);
+  * what a read last asked (`asked`) is what the message names when the
+    time is up, and what the main thread's notice names when it waits;
+  * SIGTERM during the reads is a Ctrl-C: exit 130, what they made taken
+    back.
 
-`vpatch doctor --server` reads a running vLLM with the same machinery under
-a Kind of its own (doctor/server.py: its variable, its words, a
-NetworkError when the time is up); `Budget.pause` stops its clock while
-`--interval` waits between two reads.
+A `Kind` says which reads they are in its messages (the hub's, a server's),
+the variable that sets their limit and the error the deadline raises;
+`Budget.pause` stops the clock (`--interval` waits between two reads).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import signal
 import threading
 import time
@@ -41,28 +37,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .. import settings
-from ..errors import ConfigError, VpatchError
+from ..errors import VpatchError
 
-DEFAULT = 60.0  # seconds: a pair's dozen requests take 1-2 s on a laptop
-NOTICE = 3.0  # seconds of hub reads before `say` tells what is awaited
+NOTICE = 3.0  # seconds of reads before `say` tells what is awaited
 GRACE = 1.0  # seconds a stopped read gets to take back what it made itself
-VARIABLE = "VPATCH_HUB_TIMEOUT"
-COMMIT = re.compile(r"^[0-9a-f]{40}$")  # a commit id, as the hub gives it
+SHOWN = 3  # reads the notice names; it counts the rest
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 _here = threading.local()  # .budget and .job: the reads a thread belongs to
-
-
-def limit() -> float:
-    """VPATCH_HUB_TIMEOUT (seconds), else DEFAULT."""
-    return settings.seconds(VARIABLE, DEFAULT)
-
-
-class Expired(ConfigError):
-    """The deadline passed: like a hub that cannot be reached, exit 2."""
 
 
 @dataclass(frozen=True)
@@ -75,22 +59,16 @@ class Kind:
     variable: str  # the environment variable that sets the limit
     advice: str  # what to do when the time is up
     error: type[VpatchError]
-
-
-HUB = Kind(
-    "hub reads",
-    "the hub",
-    VARIABLE,
-    "try again, or use --offline with the files in the cache",
-    Expired,
-)
+    # loggers silenced while the reads run (huggingface_hub's: a dozen retry
+    # warnings came before the error line): the one line says what failed
+    silenced: tuple[str, ...] = ()
 
 
 class Budget:
-    """The deadline of one run's hub reads; whether they were stopped; the
-    last request of each read; what to take back if they are."""
+    """The deadline of one run's reads; whether they were stopped; the last
+    request of each read; what to take back if they are."""
 
-    def __init__(self, seconds: float, kind: Kind = HUB) -> None:
+    def __init__(self, seconds: float, kind: Kind) -> None:
         self.seconds = seconds
         self.kind = kind
         self.start: float | None = None  # the first read's start (`begin`)
@@ -101,25 +79,26 @@ class Budget:
         self.asked: dict[str, tuple[str, int | None, bool]] = {}
         self._undo: dict[int, Callable[[], None]] = {}
         self._lock = threading.Lock()
-        self._log_level: int | None = None
+        self._levels: dict[str, int] = {}  # the silenced loggers' own levels
 
     def begin(self) -> None:
-        """A read begins (huggingface_hub imported, no request made yet): the
-        clock starts with the first, and huggingface_hub's log is silenced
-        (here: importing it sets its level) until `end`."""
+        """A read begins (its client imported, no request made yet): the
+        clock starts with the first, and the kind's loggers are silenced
+        (here: importing huggingface_hub sets its level) until `end`."""
         with self._lock:
             if self.start is None:
                 self.start = time.monotonic()
-                log = logging.getLogger("huggingface_hub")
-                self._log_level = log.level
-                log.setLevel(logging.CRITICAL + 1)
+                for name in self.kind.silenced:
+                    log = logging.getLogger(name)
+                    self._levels[name] = log.level
+                    log.setLevel(logging.CRITICAL + 1)
 
     def end(self) -> None:
-        """huggingface_hub's log as it was."""
+        """The silenced loggers as they were."""
         with self._lock:
-            if self._log_level is not None:
-                logging.getLogger("huggingface_hub").setLevel(self._log_level)
-                self._log_level = None
+            for name, level in self._levels.items():
+                logging.getLogger(name).setLevel(level)
+            self._levels = {}
 
     def left(self) -> float:
         return self.seconds - self.elapsed()
@@ -134,7 +113,7 @@ class Budget:
             self.stop(expired=True)
         if self.stopped.is_set():
             if self.expired:
-                raise self.kind.error(self.message(getattr(_here, "job", "")))
+                raise self.kind.error(self.message(job()))
             raise KeyboardInterrupt
 
     def stop(self, expired: bool = False) -> None:
@@ -186,13 +165,30 @@ def current() -> Budget | None:
     return b
 
 
+def job() -> str:
+    """The name of the read this thread does ("" when none is named)."""
+    name: str = getattr(_here, "job", "")
+    return name
+
+
+@contextlib.contextmanager
+def reading(budget: Budget, name: str) -> Iterator[None]:
+    """The calling thread is read `name` under `budget` for the block (a read
+    called on its own: a library call, a test; hubclient.bounded)."""
+    _here.budget, _here.job = budget, name
+    try:
+        yield
+    finally:
+        _here.budget = None
+
+
 def asked(request: str, status: int | None = None, ended: bool = False) -> None:
     """In a read: its last request (`GET URL`), the status of the answer
     (None: none yet) and whether its body has ended, for the message that
     says where a read was when the time was up (hub reads: the hooks)."""
     b = current()
     if b is not None:
-        b.asked[getattr(_here, "job", "")] = (request, status, ended)
+        b.asked[job()] = (request, status, ended)
 
 
 @contextlib.contextmanager
@@ -211,27 +207,6 @@ def on_stop(undo: Callable[[], None]) -> Iterator[None]:
     finally:
         with b._lock:
             b._undo.pop(key, None)
-
-
-@contextlib.contextmanager
-def bounded(seconds: float | None = None, name: str = "") -> Iterator[Budget]:
-    """The budget of this thread's reads: its own, or a new one of `seconds`
-    (None: limit()) for a read `name` called on its own (a library call, a
-    test: the hooks hold the deadline, with no thread to leave behind)."""
-    _install()
-    b = current()
-    if b is not None:
-        b.begin()
-        yield b
-        return
-    b = Budget(limit() if seconds is None else seconds)
-    b.begin()
-    _here.budget, _here.job = b, name
-    try:
-        yield b
-    finally:
-        _here.budget = None
-        b.end()
 
 
 class Job(Generic[R]):
@@ -259,17 +234,14 @@ class Job(Generic[R]):
 
 
 class Reads:
-    """A run's hub reads: `start` them, then `result` each, from the main
+    """A run's reads: `start` them, then `result` each, from the main
     thread. Leaving the block with an error (a read's, the deadline's,
     Ctrl-C's) stops the reads still running and takes back what they made."""
 
     def __init__(
-        self,
-        seconds: float | None = None,
-        say: Callable[[str], None] = lambda _: None,
-        kind: Kind = HUB,
-    ):
-        self.budget = Budget(limit() if seconds is None else seconds, kind)
+        self, seconds: float, say: Callable[[str], None] = lambda _: None, *, kind: Kind
+    ) -> None:
+        self.budget = Budget(seconds, kind)
         self.say = say
         self.jobs: list[Job[Any]] = []
         self._said = False
@@ -293,7 +265,7 @@ class Reads:
             self._stack.close()
 
     def start(self, name: str, fn: Callable[..., R], *args: Any, bounded: bool = True) -> Job[R]:
-        """fn(*args) on a thread of its own; `bounded`: a hub read, under the
+        """fn(*args) on a thread of its own; `bounded`: a read, under the
         deadline (else: awaited as long as it takes, Ctrl-C aside)."""
         job = Job(name, self.budget if bounded else None, fn, args)
         self.jobs.append(job)
@@ -323,7 +295,9 @@ class Reads:
 
     def _awaited(self) -> str:
         running = [j.name for j in self.jobs if j.bounded and not j.done.is_set()]
-        doing = "; ".join(f"{n}: {self.budget.doing(n)}" for n in running)
+        doing = "; ".join(f"{n}: {self.budget.doing(n)}" for n in running[:SHOWN])
+        if len(running) > SHOWN:  # a fleet of a thousand servers: one line still
+            doing += f"; and {len(running) - SHOWN} more"
         k = self.budget.kind
         return (
             f"waiting for {k.what} ({doing}); gives up {self.budget.seconds:g}s after it "
@@ -335,7 +309,7 @@ def each(fn: Callable[[T], R], items: Sequence[T], workers: int = 8) -> list[R]:
     """fn over items on up to `workers` daemon threads of the calling read:
     the results in order; the first failure (in order) is raised, and no
     item after it is started."""
-    budget, job = current(), getattr(_here, "job", "")
+    budget, name = current(), job()
     out: list[Any] = [None] * len(items)
     errors: list[BaseException | None] = [None] * len(items)
     done = [threading.Event() for _ in items]
@@ -343,7 +317,7 @@ def each(fn: Callable[[T], R], items: Sequence[T], workers: int = 8) -> list[R]:
     lock, failed = threading.Lock(), threading.Event()
 
     def work() -> None:
-        _here.budget, _here.job = budget, job
+        _here.budget, _here.job = budget, name
         while not failed.is_set():
             with lock:
                 i = next(todo, None)
@@ -358,7 +332,7 @@ def each(fn: Callable[[T], R], items: Sequence[T], workers: int = 8) -> list[R]:
                 done[i].set()
 
     for _ in range(min(workers, len(items))):
-        threading.Thread(target=work, name=f"vpatch doctor: {job}", daemon=True).start()
+        threading.Thread(target=work, name=f"vpatch doctor: {name}", daemon=True).start()
     for i, d in enumerate(done):
         d.wait()
         if errors[i] is not None:
@@ -366,94 +340,7 @@ def each(fn: Callable[[T], R], items: Sequence[T], workers: int = 8) -> list[R]:
     return out
 
 
-# -- huggingface_hub's session, its log, the signals ------------------------------------
-
-
-def _on_request(request: Any) -> None:
-    b = current()
-    if b is None:
-        return
-    b.check()
-    b.asked[getattr(_here, "job", "")] = (f"{request.method} {_shown(request.url)}", None, False)
-    left = max(b.left(), 0.001)
-    given = request.extensions.get("timeout") or {}
-    request.extensions["timeout"] = {
-        k: left if given.get(k) is None else min(given[k], left)
-        for k in ("connect", "read", "write", "pool")
-    }
-
-
-def _on_response(response: Any) -> None:
-    b = current()
-    if b is None:
-        return
-    b.check()
-    job, request = getattr(_here, "job", ""), response.request
-    commit = response.headers.get("X-Repo-Commit")
-    if commit is not None and not COMMIT.match(commit):
-        # huggingface_hub makes snapshots/<it>/ of it: `../..` or `/etc` is a path
-        raise ConfigError(
-            f"{_shown(request.url)}: not a Hugging Face hub (X-Repo-Commit {commit[:80]!r} is "
-            "not a commit id)"
-        )
-    said = (f"{request.method} {_shown(request.url)}", response.status_code)
-    b.asked[job] = (*said, False)
-    response.stream = _checked(response.stream, b, job, said)
-
-
-def _checked(stream: Any, b: Budget, job: str, said: tuple[str, int]) -> Any:
-    """The body, chunk by chunk, each after a check: a read that must stop
-    takes no byte more (a server that sends one every 2 s never timed out)."""
-    import httpx2
-
-    class Checked(httpx2.SyncByteStream):
-        elapsed = property(lambda self: getattr(stream, "elapsed", None))
-
-        def __iter__(self) -> Iterator[bytes]:
-            for chunk in stream:
-                b.check()
-                yield chunk
-            b.asked[job] = (*said, True)
-
-        def close(self) -> None:
-            stream.close()
-
-    return Checked()
-
-
-def _shown(url: Any) -> str:
-    """A URL as a message shows it: no query (a CDN's signature)."""
-    return str(url).split("?", 1)[0]
-
-
-_installed = threading.Lock()
-_INSTALLED: list[bool] = []
-
-
-def _install() -> None:
-    """huggingface_hub's client factory, with doctor's two hooks: its own
-    client, so the hooks also come with each new session (huggingface_hub
-    closes it after a connect error). The hooks do nothing on a thread that
-    is no read of doctor's. Where huggingface_hub has no such factory, the
-    main thread's wait still holds the deadline."""
-    with _installed:
-        if _INSTALLED:
-            return
-        _INSTALLED.append(True)
-        from huggingface_hub import set_client_factory
-
-        try:
-            from huggingface_hub.utils._http import default_client_factory
-        except ImportError:
-            return
-
-        def factory() -> Any:
-            client = default_client_factory()
-            client.event_hooks["request"].append(_on_request)
-            client.event_hooks["response"].append(_on_response)
-            return client
-
-        set_client_factory(factory)
+# -- the signals ----------------------------------------------------------------------
 
 
 def _main() -> bool:

@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from .errors import RangeUnsupported
+from ..errors import RangeUnsupported
 
 
 class Headers(Protocol):

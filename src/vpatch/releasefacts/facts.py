@@ -16,7 +16,7 @@ proposes no value for them (moved() says where the scope went, if a search
 of TO finds it). Where a person learned how to read a release without the
 code (the V1 model runner's removal), the probe asks a gate fact first
 (`runners`), and asks for the removed code only where the gate says it is
-there. Every field of Rules has its probe (tests/unit/doctor/test_facts.py);
+there. Every field of Rules has its probe (tests/unit/releasefacts/test_facts.py);
 NOT_PROBED names what doctor states that no probe can read."""
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from .. import probes
-from ..rules import Rules
+from ..rules import CONFIG_TYPES, MLA, Rules
+from . import speculative
 from .anchors import Anchor, Source, parse
-from .behaviour import MLA
 
 FILES = {
     "eagle_cfg": "vllm/transformers_utils/configs/eagle.py",
@@ -57,13 +57,13 @@ FILES = {
     "worker": "vllm/v1/worker/gpu_worker.py",
     "platform": "vllm/platforms/interface.py",
     "speculator_cfg": "vllm/v1/worker/gpu/spec_decode/speculator_config.py",
+    # the serve command's speculative config (speculative.py)
+    **speculative.FILES,
 }
 # The targets doctor serves: what the V2 runner's default list is read for.
 TARGET_ARCHS = frozenset(
     {"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"}
 )
-# The config types whose own class Rules.own_configs tells about.
-CONFIG_TYPES = ("kimi_k25", "kimi_k2")
 
 
 def _upstream_eagle3(s: Source) -> bool:
@@ -309,7 +309,9 @@ def _own_configs(s: Source) -> frozenset[str]:
     text = s.text("configs")
     m = re.search(r"\b_CONFIG_REGISTRY\b[^=]*=\s*LazyConfigDict\((.*?)\n\)", text, re.S)
     s._mark(Anchor(FILES["configs"], "_CONFIG_REGISTRY"), m is not None)
-    keys = set(re.findall(r"^\s*(\w+)\s*=", m.group(1), re.M)) if m else set()
+    # `name="Class",` and `**{"name": "Class"}` entries
+    body = m.group(1) if m else ""
+    keys = set(re.findall(r"^\s*(\w+)\s*=", body, re.M)) | set(re.findall(r'"(\w+)"\s*:', body))
     return frozenset(keys & set(CONFIG_TYPES))
 
 
@@ -366,6 +368,8 @@ PROBES: dict[str, Callable[[Source], Any]] = {
     "v2_env": _v2_env,
     "draft_caps_max_model_len": _draft_caps_max_model_len,
     "cache_only_rope_types": _cache_only_rope_types,
+    # the serve command's speculative config (speculative.py)
+    **speculative.PROBES,
 }
 
 # What doctor takes as the same in every release (behaviour.py writes it
@@ -450,12 +454,19 @@ NOT_PROBED: dict[str, str] = {
     "forced_backend_crash (the failure)": "the probe reads whether a forced backend reaches "
     "the drafter; that CUDA then refuses an MLA backend for a Llama drafter's layers needs a "
     "GPU (the tier checks the backend the drafter is built with)",
+    # speculative.py's facts
+    "TRANSFORMERS_LACKS": "the config classes transformers lacks by major (kimi_k2 in 4 and "
+    "5, kimi_k25 in 4), read in the tier's venvs (4.57.6, 5.19.0, 5.25.0): which drafter "
+    "model types load nowhere without auto_map (behaviour.config_class_missing)",
+    "DRAFT_MLA_USES": "what uses each reader of a draft's use_mla (KV transfer, methods "
+    "dflash and dspark, dspark under PCP): read in the readers' callers; a new reader the "
+    "probe finds is named by its file until a person says what uses it",
 }
 
 
 def globs() -> set[str]:
     """The files (paths and globs) the probes read."""
-    return set(FILES.values())
+    return set(FILES.values()) | set(speculative.READER_GLOBS)
 
 
 @dataclass

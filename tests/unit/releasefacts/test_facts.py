@@ -1,4 +1,4 @@
-"""doctor/facts.py: each Rules field has its probe, and the probes read
+"""releasefacts/facts.py: each Rules field has its probe, and the probes read
 the shapes vLLM writes them in (snippets cut from real releases; every
 pinned release: tests/integration/doctor/test_releases_real.py)."""
 
@@ -8,8 +8,9 @@ from dataclasses import replace
 
 import pytest
 from support.facts import every_anchor, path_of, stub, without
+from support.releases import first_where
 from vpatch import lock
-from vpatch.doctor import anchors, facts
+from vpatch.releasefacts import anchors, facts
 
 F = facts.FILES
 
@@ -25,8 +26,8 @@ def test_every_field_of_rules_has_a_probe():
         ({F["requirements"]: "transformers >= 4.56.0, != 5.0.*, != 5.5.0\n"}, (4, 5)),
         ({F["requirements"]: "transformers >= 5.5.3\n"}, (5,)),
         ({F["requirements"]: "transformers >= 5.16.1, < 5.21.0 # pinned\n"}, (5,)),
-        # 0.15.x: wheels only, their Requires-Dist
-        ({"vllm-0.15.0.dist-info/METADATA": "Requires-Dist: transformers<5,>=4.56.0\n"}, (4,)),
+        # a release published as wheels only: their Requires-Dist
+        ({"vllm-9.9.1.dist-info/METADATA": "Requires-Dist: transformers<5,>=4.56.0\n"}, (4,)),
         ({}, ()),
     ],
 )
@@ -39,6 +40,8 @@ _CONFIG_REGISTRY: dict[str, type[PretrainedConfig]] = LazyConfigDict(
     deepseek_v32="DeepseekV3Config",
     kimi_k2="DeepseekV3Config",  # Kimi K2 uses same architecture as DeepSeek V3
     kimi_k25="KimiK25Config",
+    qwen3_next="Qwen3NextConfig",
+    **{"deepseek_v41": "DeepseekV41Config"},
 )
 """
 
@@ -64,7 +67,8 @@ class VllmConfig:
 
 def test_values_read_from_code():
     got = facts.read({F["configs"]: CONFIGS, F["registry"]: REGISTRY, F["vllm"]: VLLM_V2}).values
-    assert got["own_configs"] == {"kimi_k2", "kimi_k25"}
+    # CONFIG_TYPES only, a `**{...}` entry too (qwen3_next is no type doctor reads)
+    assert got["own_configs"] == {"deepseek_v32", "deepseek_v41", "kimi_k2", "kimi_k25"}
     assert got["archs"] == {"Eagle3LlamaForCausalLM", "Eagle3DeepseekV2ForCausalLM"}
     assert got["v2_default"] == {"DeepseekV2ForCausalLM"}  # the targets doctor serves only
     every = VLLM_V2.replace("self._is_default_v2_model_runner_model()", "True")
@@ -75,7 +79,7 @@ def test_values_read_from_code():
 
 
 def test_a_fact_that_differs_is_named():
-    r = lock.load().rules.at("0.30.0")
+    r = lock.load().rules.at(first_where(lambda r: r.v2_supports_pp and r.transformers == (5,)))
     found = {f: getattr(r, f) for f in facts.fields_of_rules()}
     assert facts.differences(found, r) == {}
     assert facts.differences({**found, "v2_supports_pp": False}, r) == {

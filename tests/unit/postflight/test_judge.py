@@ -1,4 +1,4 @@
-"""doctor/postflight.py: the figures of a server's counters and what doctor
+"""postflight/judge.py: the figures of a server's counters and what doctor
 flags in them, each with its reason; the series of the server's release;
 the server against the deployment tied to it; the report, text and JSON."""
 
@@ -11,11 +11,11 @@ import pytest
 from support import next_release
 from support import vllm_server as V
 from vpatch import lock
-from vpatch.doctor import postflight as P
 from vpatch.doctor.environment import UNKNOWN, Readiness
 from vpatch.doctor.report import Finding, Report
 from vpatch.doctor.serve import from_options
-from vpatch.doctor.server import Card, Counters, Reading, Watch
+from vpatch.postflight import judge as P
+from vpatch.postflight.server import Card, Counters, Reading, Watch
 
 M = V.MODEL
 REL = V.NEWEST  # the server's release, where it does not matter
@@ -105,6 +105,32 @@ def test_position_0_far_below_a_working_pair(p0, flagged):
             "for the config facts that explain it"
         )
         assert "decay" not in severities(found)  # position 0 is the finding
+
+
+IMPOSSIBLE = {
+    # the issue's three: an acceptance rate of 333.3; per position 0.1 -> 0.9 -> 1000;
+    # more drafts than draft tokens; and position 0 accepted in more drafts than there are
+    "rate over 1": (Counters(300, 3, 1000, (100, 100, 100)), "1000 accepted of 3 draft tokens"),
+    "rising": (
+        Counters(1000, 3000, 1000, (100, 900, 1000000)),
+        "position 1 accepted in 900 drafts, position 0 in 100",
+    ),
+    "drafts over tokens": (Counters(500, 100, 60, (30, 20, 10)), "500 drafts of 100 draft tokens"),
+    "position 0 over drafts": (Counters(200, 600, 400, (300, 80, 20)), "300 drafts of 200"),
+}
+
+
+@pytest.mark.parametrize("case", IMPOSSIBLE)
+def test_impossible_counters_are_said_and_not_judged(case):
+    """Counts vLLM cannot give (it counts them together,
+    SpecDecodingStats.observe_draft) were judged without comment: a verdict
+    built on them. Now one finding says they are inconsistent, and none is
+    built on them."""
+    c, why = IMPOSSIBLE[case]
+    found = P.judge(watch(replace(c, generated=5000, finished=8, running=0)))
+    assert [(f.check, f.severity) for f in found] == [("counters", "warning")], found
+    assert why in found[0].message, found[0].message
+    assert "doctor judges nothing on them" in found[0].message
 
 
 def preflight(*findings: Finding) -> Report:
@@ -245,6 +271,20 @@ def test_the_series_of_the_servers_release(pins):
     assert f.severity == "warning" and f.message.endswith(said)
 
 
+def test_a_post_release_has_its_releases_series(pins):
+    """A server saying X.Y.Z.postN the lock does not pin serves X.Y.Z's code
+    plus fixes: its series is X.Y.Z's (Lock.standing, as check, install and
+    doctor answer; docs/install.md, "Which releases")."""
+    rel = pins.with_series()[-1]
+    post = f"{rel}.post1"
+    assert post not in pins.releases
+    f = P.check_series(post, None, "PY", pins)
+    assert f.severity == "warning"
+    assert f.message.startswith(f"vLLM {post} has vpatch's {rel} series (")
+    ready = P.check_series(f"{post}+cu129", Readiness(True, {}), "/opt/py", pins)
+    assert ready.severity == "info" and f"vpatch's {rel} series" in ready.message
+
+
 def test_a_release_vpatch_does_not_pin(pins):
     f = P.check_series(next_release(pins), None, "PY", pins)
     assert f.severity == "warning" and "newer than vpatch knows" in f.message
@@ -297,7 +337,7 @@ def test_the_report(pins):
 
 def test_the_docs_state_the_thresholds():
     """docs/doctor.md's --server section states the figures the code holds
-    (stated once in postflight.py; the docs follow it)."""
+    (stated once in judge.py; the docs follow it)."""
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[3] / "docs" / "doctor.md").read_text()

@@ -1,7 +1,8 @@
-"""The hub reads' deadline and their stop: reads on daemon threads that the
-main thread leaves at the deadline or on Ctrl-C / SIGTERM, taking back what
-they made; the hooks on huggingface_hub's session. End to end, against a
-hostile hub: tests/unit/test_hostile_hub.py."""
+"""A run's deadline and its stop: reads on daemon threads that the main
+thread leaves at the deadline or on Ctrl-C / SIGTERM, taking back what they
+made, worded by their kind (the hub's reads, hubclient.HUB, and another's).
+The hooks on huggingface_hub's session: test_hubclient.py. End to end,
+against a hostile hub: tests/unit/test_hostile_hub.py."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ import signal
 import threading
 import time
 
-import httpx2
 import pytest
-from vpatch.doctor import deadline
 from vpatch.errors import ConfigError, NetworkError
+from vpatch.network import deadline, hubclient
 
 STUCK = threading.Event()  # never set: a read stuck in a socket
 
@@ -26,21 +26,10 @@ def stuck(made: list[str]) -> None:
         STUCK.wait(30)
 
 
-def test_the_limit(monkeypatch):
-    monkeypatch.delenv("VPATCH_HUB_TIMEOUT", raising=False)
-    assert deadline.limit() == deadline.DEFAULT
-    monkeypatch.setenv("VPATCH_HUB_TIMEOUT", "2.5")
-    assert deadline.limit() == 2.5
-    for bad in ("0", "-1", "soon", "inf", "nan"):
-        monkeypatch.setenv("VPATCH_HUB_TIMEOUT", bad)
-        with pytest.raises(ConfigError, match="VPATCH_HUB_TIMEOUT=.*not a number of seconds"):
-            deadline.limit()
-
-
 def test_a_stuck_read_is_left_at_the_deadline_and_taken_back():
     made: list[str] = []
     t0 = time.monotonic()
-    with pytest.raises(deadline.Expired) as e, deadline.Reads(0.3) as reads:
+    with pytest.raises(hubclient.Expired) as e, hubclient.reads(0.3) as reads:
         job = reads.start("acme/d", stuck, made)
         reads.result(job)
     assert time.monotonic() - t0 < 5  # not waited for (generous: the signal is a hang)
@@ -52,13 +41,13 @@ def test_a_stuck_read_is_left_at_the_deadline_and_taken_back():
 def test_the_clock_starts_with_the_first_read():
     """Importing huggingface_hub is no hub read: a job that has not begun is
     not timed out."""
-    with deadline.Reads(0.2) as reads:
+    with hubclient.reads(0.2) as reads:
         job = reads.start("acme/d", lambda: time.sleep(0.5) or "read")
         assert reads.result(job) == "read"
 
 
 def test_what_is_no_hub_read_is_awaited_past_the_deadline():
-    with deadline.Reads(0.1) as reads:
+    with hubclient.reads(0.1) as reads:
         reads.start("acme/d", lambda: deadline.current().begin())
         job = reads.start("PY", lambda: time.sleep(0.4) or "answered", bounded=False)
         assert reads.result(job) == "answered"
@@ -68,7 +57,7 @@ def test_a_read_that_fails_says_its_own_error():
     def fails() -> None:
         raise ConfigError("acme/d: no such repo")
 
-    with pytest.raises(ConfigError, match="no such repo"), deadline.Reads(5) as reads:
+    with pytest.raises(ConfigError, match="no such repo"), hubclient.reads(5) as reads:
         reads.result(reads.start("acme/d", fails))
 
 
@@ -81,7 +70,7 @@ def test_the_main_thread_says_what_it_awaits(monkeypatch):
         time.sleep(0.4)
         return "read"
 
-    with deadline.Reads(30, said.append) as reads:
+    with hubclient.reads(30, said.append) as reads:
         assert reads.result(reads.start("acme/d", slow)) == "read"
     assert said == [
         "waiting for the hub (acme/d: no request made yet); gives up 30s after it started "
@@ -95,7 +84,7 @@ def test_a_signal_ends_the_wait_and_takes_back(sig):
     before = signal.getsignal(signal.SIGTERM)
     threading.Timer(0.3, os.kill, (os.getpid(), sig)).start()
     t0 = time.monotonic()
-    with pytest.raises(KeyboardInterrupt), deadline.Reads(600) as reads:
+    with pytest.raises(KeyboardInterrupt), hubclient.reads(600) as reads:
         reads.result(reads.start("acme/d", stuck, made))
     assert time.monotonic() - t0 < 5
     assert made == ["taken back"]
@@ -103,15 +92,15 @@ def test_a_signal_ends_the_wait_and_takes_back(sig):
 
 
 def test_a_stopped_read_goes_no_further():
-    b = deadline.Budget(600)
+    b = deadline.Budget(600, hubclient.HUB)
     b.check()
     b.stop()
     with pytest.raises(KeyboardInterrupt):
         b.check()
-    b = deadline.Budget(0.01)
+    b = deadline.Budget(0.01, hubclient.HUB)
     b.begin()
     time.sleep(0.02)
-    with pytest.raises(deadline.Expired):
+    with pytest.raises(hubclient.Expired):
         b.check()
     assert b.stopped.is_set() and b.expired
 
@@ -152,31 +141,6 @@ def test_each_keeps_the_order_and_raises_the_first_failure():
     assert len(started) < 10  # nothing started after a failure
 
 
-def test_a_request_waits_no_longer_than_the_time_left():
-    with deadline.bounded(5, "acme/d") as b:
-        r = httpx2.Request("GET", "http://hub/api/models/acme/d?x=1")
-        r.extensions["timeout"] = {"connect": 10.0, "read": 1.0, "write": None, "pool": 10.0}
-        deadline._on_request(r)
-        got = r.extensions["timeout"]
-        assert got["read"] == 1.0 and all(0 < got[k] <= 5 for k in ("connect", "write", "pool"))
-        assert b.asked["acme/d"] == ("GET http://hub/api/models/acme/d", None, False)
-        b.stop()
-        with pytest.raises(KeyboardInterrupt):
-            deadline._on_request(r)
-    assert deadline.current() is None
-
-
-def test_a_body_stops_between_chunks():
-    with deadline.bounded(5, "acme/d") as b:
-        stream = deadline._checked(iter([b"a", b"b", b"c"]), b, "acme/d", ("GET http://f", 200))
-        got = []
-        with pytest.raises(KeyboardInterrupt):
-            for chunk in stream:
-                got.append(chunk)
-                b.stop()
-        assert got == [b"a"]
-
-
 class Late(NetworkError):
     pass
 
@@ -189,7 +153,7 @@ def test_a_kind_words_the_deadline_and_raises_its_error(monkeypatch):
     raise their own error when the time is up, and in the notice."""
     monkeypatch.setattr(deadline, "NOTICE", 0.05)
     said: list[str] = []
-    with pytest.raises(Late) as e, deadline.Reads(0.3, said.append, OTHER) as reads:
+    with pytest.raises(Late) as e, deadline.Reads(0.3, said.append, kind=OTHER) as reads:
         reads.budget.begin()
         reads.result(reads.start("http://h:1", STUCK.wait, 30))
     assert str(e.value) == (
@@ -215,12 +179,27 @@ def test_asked_is_where_a_read_was():
 
 
 def test_the_clock_stands_still_in_a_pause():
-    b = deadline.Budget(0.3)
+    b = deadline.Budget(0.3, hubclient.HUB)
     b.begin()
     with b.pause():
         time.sleep(0.4)
     assert b.left() > 0.25
     b.check()  # not expired
     time.sleep(0.35)
-    with pytest.raises(deadline.Expired):
+    with pytest.raises(hubclient.Expired):
         b.check()
+
+
+def test_the_notice_of_many_reads_is_one_short_line(monkeypatch):
+    """`--server` with 1000 URLs that hang: the notice on stderr was one line
+    of 80 KB. It names the first reads awaited and counts the rest."""
+    monkeypatch.setattr(deadline, "NOTICE", 0.05)
+    said: list[str] = []
+    with pytest.raises(Late), deadline.Reads(0.3, said.append, kind=OTHER) as reads:
+        jobs = [reads.start(f"http://h:{i}", STUCK.wait, 30) for i in range(1, 1001)]
+        reads.budget.begin()  # the clock from here: starting 1000 threads takes a while
+        reads.result(jobs[0])
+    (line,) = said
+    assert line.startswith("waiting for the server (http://h:1: no request made yet; http://h:2")
+    assert "; and 997 more); gives up 0.3s after it started" in line, line[:400]
+    assert len(line) < 300, line[:400]

@@ -1,11 +1,11 @@
-"""doctor/anchors.py: what a probe reads is recorded with whether the
+"""releasefacts/anchors.py: what a probe reads is recorded with whether the
 release has it, and moved() finds where a scope or a file went (the probes
 themselves: test_facts.py)."""
 
 from __future__ import annotations
 
-from vpatch.doctor import facts
-from vpatch.doctor.anchors import Anchor, Source, moved
+from vpatch.releasefacts import facts
+from vpatch.releasefacts.anchors import Anchor, Source, moved
 
 
 def source(files: dict[str, str]) -> Source:

@@ -1,4 +1,4 @@
-"""doctor/server.py: a running vLLM read (its URL, the three requests, their
+"""postflight/server.py: a running vLLM read (its URL, the three requests, their
 limits), against the stand-in of tests/support/vllm_server.py on 127.0.0.1.
 Its metrics page, parsed: test_metrics.py. Hostile servers end to end, as a
 user runs doctor: tests/unit/test_hostile_server.py."""
@@ -10,9 +10,9 @@ import time
 import pytest
 from support import hub as H
 from support import vllm_server as V
-from vpatch.doctor import server
-from vpatch.doctor.metrics import Counters
 from vpatch.errors import ConfigError, NetworkError
+from vpatch.postflight import server
+from vpatch.postflight.metrics import Counters
 
 
 @pytest.mark.parametrize(
@@ -180,7 +180,7 @@ def test_a_server_that_hangs_or_trickles_ends_at_the_deadline(vllm, how):
 def test_a_stopped_read_takes_no_byte_more(vllm):
     """The read's thread itself stops at the deadline (each chunk is read
     after a check), not only the wait for it: a trickle keeps no thread."""
-    from vpatch.doctor import deadline
+    from vpatch.network import deadline
 
     vllm.hub.answer[V.METRICS] = V.trickle(0.05)
     with pytest.raises(server.Unanswered), deadline.Reads(0.5, kind=server.SERVER) as reads:
@@ -211,3 +211,58 @@ def test_the_docs_state_the_limits():
         f"(`/v1/models`) or {most['/metrics'] >> 20} MiB (`/metrics`"
     )
     assert said in section
+
+
+def test_a_server_read_sends_no_credential_of_the_index(vllm, monkeypatch, tmp_path):
+    """netrc and the index's credentials are the index's (network/auth.py):
+    doctor's reads of a vLLM server, on the same host, send none of them."""
+    from support.simple import pip_names
+
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login user password s3cret\n")
+    monkeypatch.setenv("NETRC", str(netrc))
+    seen = []
+
+    def version(h, p):
+        seen.append(h.headers.get("Authorization"))
+        h._send(200, b'{"version": "%s"}' % V.NEWEST.encode(), {"Content-Type": "application/json"})
+
+    vllm.hub.answer[V.VERSION] = version
+    with pip_names(monkeypatch, vllm.url.replace("http://", "http://user:s3cret@") + "/simple"):
+        server.read(vllm.url, seconds=10)
+    assert seen == [None]
+
+
+def test_no_message_shows_a_credential(vllm):
+    """The refusal of a URL with a user or password, and a redirect's
+    Location, said the credential in them (the library's message, before
+    the CLI's line hides it too)."""
+    with pytest.raises(ConfigError) as e:
+        server.base("http://user:s3cret@h:8000/?token=t0ken")
+    assert "s3cret" not in str(e.value) and "t0ken" not in str(e.value)
+    assert "'http://***@h:8000/?token=***'" in str(e.value)
+    vllm.hub.answer[V.VERSION] = V.redirect("http://u:s3cret@elsewhere/?sig=abc&x=1")
+    with pytest.raises(ConfigError) as e:
+        server.read(vllm.url, seconds=10)
+    assert "a redirect to 'http://***@elsewhere/?sig=***&x=1'" in str(e.value), e.value
+
+
+def test_a_length_that_is_no_number_is_no_length(vllm):
+    """`Content-Length: ²` (one byte, 0xb2: a digit to str.isdigit, not to
+    int) was a ValueError out of the read: an internal error. It is no
+    length, as http.client takes it: the answer is read to its end."""
+
+    def version(h, p):
+        body = b'{"version": "%s"}' % V.NEWEST.encode()
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \xb2\r\n\r\n"
+        h.wfile.write(head + body)
+        h.wfile.flush()
+        h.close_connection = True
+
+    vllm.hub.answer[V.VERSION] = version
+    assert server.read(vllm.url, seconds=10).version == V.NEWEST
+
+
+def test_the_servers_client_is_built_once():
+    """Three requests a server a read: one TLS context for them all."""
+    assert server._opener() is server._opener()

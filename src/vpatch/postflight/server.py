@@ -16,14 +16,16 @@ alike; names and labels unchanged between them):
     (entrypoints/serve/instrumentator/metrics.py), read into counters per
     model name and engine by metrics.py, which names what it reads.
 
-The reads have the limits of doctor's hub reads (deadline.py): every read
-of a run ends within one deadline, VPATCH_SERVER_TIMEOUT seconds (DEFAULT),
+The reads have the limits of doctor's hub reads (network/deadline.py): every
+read of a run ends within one deadline, VPATCH_SERVER_TIMEOUT seconds (DEFAULT),
 whatever the server does (accept and never answer, trickle a byte a
 second), and a NetworkError (exit 3) says what was awaited; its clock
 stands still while `--interval` waits. Ctrl-C and SIGTERM end the run (130).
-Nothing is written. Only http and https URLs; no redirect is followed (the
-server itself is read, not where it points: vLLM answers these three paths
-itself); an answer is read no further than MOST[path] bytes. A server that
+Nothing is written. Only http and https URLs, read on a client of its own
+(network/session.py's, with no credential: the package index's are not the
+server's); no redirect is followed (the server itself is read, not where it
+points: vLLM answers these three paths itself); an answer is read no further
+than MOST[path] bytes. A server that
 cannot be reached is a NetworkError; one that answers what vLLM does not
 (no `/version`, not vLLM's metrics, a malformed page, a redirect, no
 speculative-decoding counters) a ConfigError (exit 2)."""
@@ -36,12 +38,12 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from .. import jsontext, settings
+from .. import jsontext, settings, untrusted
 from ..errors import ConfigError, NetworkError, VpatchError
-from ..sources import index
-from . import deadline
+from ..network import deadline, session
 from .metrics import Counters, parse
 
 DEFAULT = 30.0  # seconds for a run's reads: a healthy server answers each in milliseconds
@@ -57,7 +59,6 @@ ACCEPT = {
     # route answers; never OpenMetrics, whose names are escaped otherwise
     "/metrics": "text/plain; version=0.0.4",
 }
-_CHUNK = 1 << 16
 
 
 class Unanswered(NetworkError):
@@ -76,6 +77,12 @@ SERVER = deadline.Kind(
 def limit() -> float:
     """VPATCH_SERVER_TIMEOUT (seconds), else DEFAULT."""
     return settings.seconds(VARIABLE, DEFAULT)
+
+
+@cache
+def _opener() -> urllib.request.OpenerDirector:
+    """The server's client, built once: no credential, no redirect followed."""
+    return session.opener(session.Unfollowed())
 
 
 # -- what a read gives ------------------------------------------------------------
@@ -136,7 +143,7 @@ def base(url: str) -> str:
     kept; a trailing /v1, an OpenAI client's base URL, dropped: vLLM's
     /version and /metrics are beside /v1, not in it). Only http and https,
     no user or password, query or fragment: bad input, exit 2."""
-    shown = settings.shown(url, 80)
+    shown = settings.shown(untrusted.url(url), 80)
     try:
         u = urllib.parse.urlsplit(url.strip())
         host, port = u.hostname, u.port  # port: ValueError when out of range or no number
@@ -171,10 +178,10 @@ def watch(
     of `seconds` (None: limit()), on daemon threads the main thread leaves
     at the deadline or on Ctrl-C (deadline.Reads). The first server's error
     comes first."""
-    bases = [base(u) for u in urls]
+    bases = list(dict.fromkeys(base(u) for u in urls))  # a server named twice is read once
     if not bases:
         raise ConfigError("--server: give the URL of at least one server")
-    with deadline.Reads(limit() if seconds is None else seconds, say, SERVER) as reads:
+    with deadline.Reads(limit() if seconds is None else seconds, say, kind=SERVER) as reads:
         reads.budget.begin()
         first = _all(reads, bases)
         if interval is None:
@@ -234,13 +241,13 @@ def _get(url: str, path: str) -> bytes:
     )
     left = b.left() if b else limit()
     try:
-        resp = index.opener(follow=False).open(req, timeout=max(left, 0.001))
+        resp = _opener().open(req, timeout=max(left, 0.001))
     except urllib.error.HTTPError as e:
         location = e.headers.get("Location", "") if e.headers else ""
         e.close()
         deadline.asked(said, e.code, True)
         raise _refused(url, path, e.code, location) from None
-    except index.HTTP_ERRORS as e:
+    except session.HTTP_ERRORS as e:
         raise _unreached(url, path, e, b) from None
     with resp:
         deadline.asked(said, resp.status)
@@ -251,31 +258,24 @@ def _get(url: str, path: str) -> bytes:
                 "ask for: not vLLM's answer"
             )
         most = MOST[path]
-        length = resp.headers.get("Content-Length", "")
-        if length.strip().isdigit() and int(length) > most:
-            raise _huge(full, most, int(length))
-        chunks, n = [], 0
-        while True:
-            try:
-                chunk = resp.read1(_CHUNK)
-            except index.HTTP_ERRORS as e:
-                raise _unreached(url, path, e, b, midway=True) from None
-            if b is not None:
-                b.check()
-            if not chunk:
-                break
-            n += len(chunk)
-            if n > most:
-                raise _huge(full, most)
-            chunks.append(chunk)
+        try:
+            body = session.body(
+                resp,
+                most,
+                f"{full}: the answer",
+                lambda length: _huge(full, most, length),
+                b.check if b is not None else lambda: None,
+            )
+        except session.HTTP_ERRORS as e:
+            raise _unreached(url, path, e, b, midway=True) from None
         deadline.asked(said, resp.status, True)
-    return b"".join(chunks)
+    return body
 
 
 def _refused(url: str, path: str, code: int, location: str) -> VpatchError:
     full = url + path
     if 300 <= code < 400:
-        where = f" to {settings.shown(location, 120)}" if location else ""
+        where = f" to {settings.shown(untrusted.url(location), 120)}" if location else ""
         return ConfigError(
             f"{full}: answered {code}, a redirect{where}; doctor follows none (vLLM answers "
             "this path itself): give the server's own address"
@@ -323,9 +323,10 @@ def _why(reason: object) -> str:
 def _huge(full: str, most: int, length: int | None = None) -> ConfigError:
     """An answer longer than `most` (its Content-Length, or None: it said
     none and was read that far)."""
-    size = f"{most >> 20} MiB" if most >= 1 << 20 else f"{most >> 10} KiB"
     said = f"an answer of {length} bytes, more than" if length else "an answer longer than"
-    return ConfigError(f"{full}: {said} the {size} doctor reads of it: not vLLM's answer")
+    return ConfigError(
+        f"{full}: {said} the {session.size(most)} doctor reads of it: not vLLM's answer"
+    )
 
 
 def _version(url: str, body: bytes) -> str:
