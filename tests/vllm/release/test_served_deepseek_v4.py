@@ -37,6 +37,7 @@ skipped, and the tier does not run it (served.ServedDeepseekV4).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -145,9 +146,10 @@ def _tokens(plain) -> list[list[int]]:
     return [t[:SERVED_MAX_TOKENS] for t in plain()["tokens"]]
 
 
-def test_served_deepseek_v4_eagle3_is_lossless(served, plain, predicted, kernels):
+def test_served_deepseek_v4_eagle3_is_lossless(served, plain, predicted, kernels, record_property):
     """Lossless, accepting exactly what the reference predicts (the first
-    draft of each step), on the V2 runner."""
+    draft of each step), on the V2 runner (the counters kept in the junit
+    report, `spec_counters`)."""
     before = spec_counters(served)
     got = [list(o.outputs[0].token_ids) for o in _generate(served)]
     after = spec_counters(served)
@@ -156,6 +158,7 @@ def test_served_deepseek_v4_eagle3_is_lossless(served, plain, predicted, kernels
     assert got == _tokens(plain), "EAGLE-3 changed the greedy output"
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
     want = acceptance.counters(predicted(), K)
+    record_property("spec_counters", json.dumps({k: delta.get(k, 0.0) for k in want}))
     first, last = (f"{acceptance.PER_POS}[{i}]" for i in (0, K - 1))
     assert want[first] > 0 and want[last] == 0, f"the pair's prediction changed: {want}"
     assert {k: delta.get(k, 0.0) for k in want} == want, (
