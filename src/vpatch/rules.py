@@ -236,7 +236,12 @@ def _kind(name: str) -> str:
 
 def _value(where: str, name: str, v: Any) -> Any:
     """A TOML value as the field's type, or ConfigError."""
-    kind = _kind(name)
+    return typed(where, name, _kind(name), v)
+
+
+def typed(where: str, name: str, kind: str, v: Any) -> Any:
+    """A TOML value as `kind` (one of _KINDS), or ConfigError: the one
+    reading of a fact's value, rules.toml's and serving.toml's."""
     ok = {
         "str": isinstance(v, str),
         "bool": isinstance(v, bool),

@@ -39,6 +39,7 @@ import tomllib
 from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError, disk_error
+from .rules import typed
 
 FILE = "serving.toml"  # beside VERSIONS.lock
 # vllm/platforms: the platforms a package's __init__.py dispatches on (TPU
@@ -281,24 +282,6 @@ class Table:
 
 # -- reading the TOML ---------------------------------------------------------------
 
-_KINDS = {"str": "a string", "bool": "true or false", "frozenset[str]": "a list of strings"}
-
-
-def _typed(where: str, name: str, kind: str, v: Any) -> Any:
-    ok = {
-        "str": isinstance(v, str),
-        "bool": isinstance(v, bool),
-        "frozenset[str]": isinstance(v, list) and all(isinstance(x, str) for x in v),
-    }[kind]
-    if not ok:
-        raise ConfigError(f"{where}: {name} must be {_KINDS[kind]}")
-    if kind == "frozenset[str]":
-        if len(set(v)) != len(v):
-            raise ConfigError(f"{where}: {name} lists a name twice")
-        return frozenset(v)
-    return v
-
-
 def _version(where: str, release: str) -> Version:
     try:
         return Version(release)
@@ -331,7 +314,7 @@ def _changes(
             if missing:
                 said = ", ".join(missing)
                 raise ConfigError(f"{at}: the first release sets every fact; missing {said}")
-        values = {k: _typed(at, k, kinds[k], x) for k, x in table.items()}
+        values = {k: typed(at, k, kinds[k], x) for k, x in table.items()}
         same = sorted(k for k, x in values.items() if out and acc.get(k) == x)
         if same:
             raise ConfigError(f"{at}: {', '.join(same)} as before (list only what changes)")
