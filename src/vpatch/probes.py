@@ -22,7 +22,9 @@ any match will do), an optional scope (`class`, or `function` as
                          reads x in its body
   guard = ["n", ...], uses = "x"
                          an if/elif whose test mentions every name n reads x
-                         in its body (`if self.end_layer in self.aux_...:`)
+                         in its body (`if self.end_layer in self.aux_...:`);
+                         an integer n is a constant the test holds
+                         (`if 0 in self.aux_...:`)
   when = "S", includes = ["a", ...]
                          an if/elif whose test mentions the string S has in
                          its body a list/tuple/set literal holding every
@@ -75,7 +77,7 @@ class Check:
     uses: str = ""
     lacks: str = ""
     when: str = ""
-    guard: tuple[str, ...] = ()
+    guard: tuple[str | int, ...] = ()
     list_name: str = ""  # the TOML key `list`
     includes: tuple[str, ...] = ()
     or_absent: bool = False
@@ -86,7 +88,8 @@ class Check:
         """Names the file must contain for the check to hold: a cheap text
         filter that spares parsing most files."""
         words = [self.cls, self.function.rsplit(".", 1)[-1], self.has_base, self.defines]
-        words += [self.uses, self.when, *self.guard, self.is_none, self.unconditional]
+        names = [g for g in self.guard if isinstance(g, str)]
+        words += [self.uses, self.when, *names, self.is_none, self.unconditional]
         if not self.or_absent:
             words += [self.list_name, *self.includes]
         return [w for w in words if w]
@@ -144,8 +147,15 @@ def _check(path: Path, name: str, c: dict[str, Any]) -> Check:
     if "when" in c and not set(tests) & {"uses", "when"}:
         raise ConfigError(f"{where}: when needs uses or includes")
     guard = c.get("guard", [])
-    if "guard" in c and (tests != ["uses"] or "when" in c or not guard):
-        raise ConfigError(f"{where}: guard takes a list of names and uses, without when")
+    if "guard" in c and (
+        tests != ["uses"]
+        or "when" in c
+        or not guard
+        or not all(isinstance(g, str) or type(g) is int for g in guard)
+    ):
+        raise ConfigError(
+            f"{where}: guard takes a list of names (or integers) and uses, without when"
+        )
     if "file" not in c or len(tests) != 1:
         raise ConfigError(f"{where}: each check needs a file and one of {', '.join(TESTS)}")
     if "**" in c["file"]:
@@ -302,7 +312,10 @@ def _test(c: Check, tree: ast.AST) -> bool:
     if c.guard:
         return any(
             isinstance(n, ast.If)
-            and all(_mentions([n.test], g) for g in c.guard)
+            and all(
+                _holds_constant(n.test, g) if isinstance(g, int) else _mentions([n.test], g)
+                for g in c.guard
+            )
             and _mentions(n.body, c.uses)
             for n in ast.walk(scope)
         )
@@ -337,6 +350,14 @@ def _mentions(nodes: Sequence[ast.AST], name: str) -> bool:
             ):
                 return True
     return False
+
+
+def _holds_constant(node: ast.AST, value: int) -> bool:
+    """node holds the integer constant value (True is no 1)."""
+    return any(
+        isinstance(n, ast.Constant) and type(n.value) is int and n.value == value
+        for n in ast.walk(node)
+    )
 
 
 def _read_unconditionally(node: ast.AST, name: str) -> bool:

@@ -19,6 +19,10 @@ class Config:
         allowed = ["llama", "qwen", "deepseek_v2"]
         if name == "Kimi":
             self.token = cfg.media_id
+        if 0 in self.ids:
+            aux.append(embedding)
+        if idx + 1 in self.ids:
+            aux.append(state)
         elif name == "eagle":
             self.mla = cfg.inner in ("deepseek_v3", "kimi_k2") and cfg.rank
         else:
@@ -36,6 +40,10 @@ class Config:
         ({"guard": ["name"], "uses": "media_id"}, True),
         ({"guard": ["cfg", "inner"], "uses": "mla"}, False),  # inner is in the body, not a test
         ({"guard": ["name", "cfg"], "uses": "media_id"}, False),  # no test mentions both
+        ({"guard": [0, "ids"], "uses": "embedding"}, True),
+        ({"guard": [0, "ids"], "uses": "state"}, False),  # its test holds 1, not 0
+        ({"guard": [1, "ids"], "uses": "state"}, True),
+        ({"guard": [2, "ids"], "uses": "aux"}, False),  # no test holds 2
         ({"when": "Kimi", "uses": "media_id"}, True),
         ({"when": "Kimi", "uses": "image_id"}, False),  # only in the else branch
         ({"when": "eagle", "includes": ["kimi_k2", "deepseek_v3"]}, True),
@@ -152,6 +160,8 @@ def test_load_keeps_only_tables_with_a_probe_and_reads_every_key(tmp_path):
         ('[p]\nprobe = [{ file = "a/**/b.py", uses = "x" }]\n', "'\\*\\*' is not supported"),
         ('[p]\nprobe = [{ file = "a.py", guard = ["n"], lacks = "x" }]\n', "guard takes"),
         ('[p]\nprobe = [{ file = "a.py", guard = [], uses = "x" }]\n', "guard takes"),
+        ('[p]\nprobe = [{ file = "a.py", guard = [true], uses = "x" }]\n', "guard takes"),
+        ('[p]\nprobe = [{ file = "a.py", guard = [0.5], uses = "x" }]\n', "guard takes"),
     ],
 )
 def test_more_bad_declarations(tmp_path, text, message):

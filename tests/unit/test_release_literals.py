@@ -136,6 +136,8 @@ DELIBERATE: dict[str, str] = {
     "tests/vllm/release/test_drafter_attention_backend.py::V2_DRAFT": TIER,
     "tests/vllm/release/tier_plugins/cpu_v2_runner.py::VLLM_DIST_SPAN": TIER,
     "tests/vllm/release/tier_plugins/stand_ins.py::STAND_INS": TIER,
+    "tests/vllm/vllm_tier/checks/served.py::V4_DRAFTER_REFUSED_FROM": TIER
+    + " (the release whose CPU platform refuses the drafter V4's KV cache dtype)",
     "tests/vllm/release/unpatched.py::_refused": TIER + " (each release's refusal text)",
     "tests/vllm/release/unpatched.py::ROPE_THETA_LOST": TIER + " (each release's failure)",
     "tests/vllm/release/unpatched.py::V32_AMD_LAYER_INPUTS": TIER

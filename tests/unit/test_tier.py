@@ -25,7 +25,7 @@ import pytest
 from release.tier_plugins import stand_ins
 from release.tier_plugins.versions import Span, version
 from support.cli import environment
-from vllm_tier import docs, models, plan, prepare, releases, runner, verdicts
+from vllm_tier import TierError, docs, models, plan, prepare, releases, runner, verdicts
 from vllm_tier.checks import CHECKS, served
 from vllm_tier.registry import Check, Verdict, check, run
 from vllm_tier.session import Session
@@ -306,6 +306,20 @@ def test_a_name_is_one_check():
             """Again."""
 
             name = "patch_effects"
+
+
+def test_run_check_cuts_the_plan_to_the_named_checks():
+    """`tier.py run --check NAME` runs that check's releases of the plan
+    alone; a name no check has is bad input, one line naming the checks."""
+    default = list(releases.default())
+    wanted = plan.plan(default)
+    present = {c for checks in wanted.values() for c in checks}
+    name = min(present, key=lambda c: sum(c in checks for checks in wanted.values()))
+    cut = plan.only(wanted, [name])
+    assert cut == {r: [name] for r, checks in wanted.items() if name in checks} != {}
+    assert set(cut) < set(wanted)  # releases without it are left out
+    with pytest.raises(TierError, match=f"no check named nope .*{name}"):
+        plan.only(wanted, [name, "nope"])
 
 
 def test_a_new_check_is_one_definition(tmp_path, monkeypatch):

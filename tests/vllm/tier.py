@@ -1,8 +1,10 @@
 """The patched-vLLM tier as a program (the work is vllm_tier's). Run it with
 the project's python (``.venv/bin/python``: it imports vpatch).
 
-    tier.py run [--out DIR] [-- CMD...]   build, run every check's inner runs
-                                          ($VLLM, else the default releases),
+    tier.py run [--out DIR] [--check NAME]... [-- CMD...]
+                                          build, run every check's inner runs
+                                          ($VLLM, else the default releases;
+                                          --check: that check's alone),
                                           write DIR/results.json (default
                                           build/tier); with CMD: run CMD beside
                                           them (one core is CMD's until it ends),
@@ -79,6 +81,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / RESULTS).unlink(missing_ok=True)
     wanted = plan.plan(selected)
+    if args.check:
+        wanted = plan.only(wanted, args.check)
+        if not wanted:
+            why = "; ".join(f"{c}: {plan.why_none(c, selected)}" for c in args.check)
+            raise TierError(f"no selected release runs {', '.join(args.check)} ({why})")
     log.guard()
     beside = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     stdout = os.dup(1)
@@ -188,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="build and run the checks' inner runs, write the results")
     p.add_argument("--out", default=str(OUT), help=f"results and logs (default: {OUT})")
+    p.add_argument(
+        "--check", action="append", metavar="NAME", help="run this check only (repeatable)"
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD...: a command to run beside")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("report", help="every check's verdict on a results file")

@@ -24,6 +24,8 @@ DEFECTS = (
     # serving.toml's: a family's `fixes` maps each serving-file fact to its key,
     # and doctor/served.py has_defect() says where a release has it
     "v32_aux_capture",  # V3.2's own package: partial sums at TP > 1, id n, ROCm's id 0
+    "v4_id0",  # DeepSeek-V4's package (every platform): id 0 never captured
+    "v41_id0",  # DeepSeek-V4.1's package: id 0 never captured
 )
 
 

@@ -23,6 +23,8 @@ HAS = {
     "final_norm_id": lambda r: r.upstream_eagle3 and not r.final_norm_id,
     # serving.toml's defects: a release serving a family file that has it
     "v32_aux_capture": lambda r: served.has_defect(PINS, "v32_aux_capture", r.release),
+    "v4_id0": lambda r: served.has_defect(PINS, "v4_id0", r.release),
+    "v41_id0": lambda r: served.has_defect(PINS, "v41_id0", r.release),
 }
 
 

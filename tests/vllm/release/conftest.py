@@ -60,6 +60,7 @@ SERVED = [
     "test_doctor_served_layers.py",
     "test_served_mla_drafters.py",
     "test_doctor_on_a_server.py",
+    "test_served_deepseek_v4.py",
 ]
 collect_ignore = [] if os.environ.get("VPATCH_VLLM_SERVED") else SERVED
 # A series cut short: a process of its own per cut, on that cut's install
@@ -183,6 +184,8 @@ def paths() -> dict:
         "eagle3",
         "eagle3_layer0",
         "eagle3_accept",
+        "deepseek_v4",
+        "eagle3_v4",
     )
     return {name: str(FIXTURES / name) for name in names}
 

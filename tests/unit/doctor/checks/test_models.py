@@ -277,6 +277,33 @@ def expected_check(case: str) -> str:
     return {"TP partial sum": "tp_capture"}.get(case, "aux_layers")
 
 
+@pytest.mark.parametrize(
+    ("target", "drafter", "key", "releases"),
+    [
+        ("deepseek_v4", FM.aq_medai_v4_eagle3([0, 21, 40]), "v4_id0", OWN_PACKAGE),
+        ("deepseek_v41", v41([0, 20, 37]), "v41_id0", (R33, R34)),
+    ],
+)
+def test_the_v4_id_0_drop_names_vpatch_s_fix(tmp_path, target, drafter, key, releases):
+    """DeepSeek-V4's and V4.1's dropped id 0 is a defect vpatch's series
+    fixes: as released the error names the patch and `vpatch install`;
+    --patched the fix is installed and id 0 is the embedding (bites: the
+    patch's `doctor` key taken out of patches.toml, or served.effective
+    leaving id0 as the file has it)."""
+    slug = defects.fix(PINS, key)
+    assert slug is not None, key
+    for rel in releases:
+        got = FM.finding(FM.doctor(tmp_path / rel, target, drafter, rel), "aux_layers")
+        assert got.severity == "error", got.message
+        assert f"series fixes it ({slug}), not installed here" in got.message
+        got = FM.finding(
+            FM.doctor(tmp_path / f"{rel}-p", target, drafter, rel, patched=True), "aux_layers"
+        )
+        assert got.severity == "info", got.message
+        assert "(0 the embedding, " in got.message
+        assert f"fixed here: vpatch's patch {slug} is installed" in got.message
+
+
 # -- beyond the done-when table: platforms, methods, variables ---------------------------
 
 

@@ -55,8 +55,8 @@ class Eagle3Reference:
         self.w = {k: v.to(dtype) if v.is_floating_point() else v for k, v in w.items()}
         tw = load_file(str(Path(target) / "model.safetensors"))
         # the drafter shares the target's embedding: a wrapper's (Kimi-K2.5)
-        # is its language model's
-        key = next(k for k in tw if k.endswith("model.embed_tokens.weight"))
+        # is its language model's; DeepSeek-V4's checkpoint calls it embed
+        key = next(k for k in tw if k.endswith("model.embed_tokens.weight") or k == "embed.weight")
         self.embed = tw[key].to(dtype)
         c = self.cfg
         self.eps = c["rms_norm_eps"]

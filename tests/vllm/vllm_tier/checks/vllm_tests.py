@@ -52,8 +52,8 @@ class SeriesOwnTestsUnderTheCudaContract(Check):
 
     def releases(self, selected: list[str]) -> list[str]:
         """In the default set each series once (the same patch files, so the
-        same tests), on the newest release it serves (0.32.0's is 0.34.0's);
-        with VLLM= every selected release it applies to."""
+        same tests), on the newest release it serves; with VLLM= every
+        selected release it applies to."""
         got = super().releases(selected)
         if not releases.default_selected(selected):
             return got
