@@ -314,7 +314,10 @@ def test_a_span_naming_an_unpinned_release_is_refused_at_load(tmp_path):
     slug = pins.patchset.slugs[-1]
     last = pins.patchset.variants[slug][-1]
     beyond = next_release(pins)
-    text = toml.read_text().replace(f'"{last.span}"]', f'"{last.first}:{beyond}"]')
+    # the slug's own span only (another patch's may read the same)
+    head, own = toml.read_text().split(f'["{slug}"]\n', 1)
+    own = own.replace(f'"{last.span}"]', f'"{last.first}:{beyond}"]', 1)
+    text = f'{head}["{slug}"]\n{own}'
     assert text != toml.read_text()
     toml.write_text(text)
     with pytest.raises(ConfigError) as e:

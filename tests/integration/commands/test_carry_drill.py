@@ -127,6 +127,16 @@ def test_a_clean_carry_comes_back_to_what_is_committed(tmp_path, frm, to):
     drill.rewind(project, frm)
     r = vpatch("carry", to, "--write", env=drill.project_env(project, {}), cwd=project)
     assert r.returncode == 0, r.stderr
+    # what the carry could not decide is the committed table of `to`, if any;
+    # its decisions and `make docs` as Next says (the newest case follows
+    # Next whole; here the conflict is the point)
+    table = drill.table(drill.ROOT, to)
+    keys = dict(rules.load(drill.ROOT / drill.DATA / rules.FILE).changes).get(to, {})
+    assert drill.decided(r.stdout) == set(keys), r.stdout
+    if table:
+        assert "make docs" in drill.next_steps(r.stdout)
+        drill.decide(project, to, table)
+        drill.make(project, "docs")
     assert differing(drill.files(project), drill.files(expected)) == []
     assert f"every probed fact is as in {frm}: newest = '{to}'" in r.stdout
     assert "- clean\n" in r.stdout  # lint
@@ -163,4 +173,14 @@ def test_a_conflict_stops_then_continue_reaches_what_is_committed(tmp_path):
             "carry", to, "--continue", "--write", env=drill.project_env(project, env), cwd=project
         )
     assert r.returncode == 0, r.stderr
+    # what the carry could not decide is the committed table of `to`, if any;
+    # its decisions and `make docs` as Next says (the newest case follows
+    # Next whole; here the conflict is the point)
+    table = drill.table(drill.ROOT, to)
+    keys = dict(rules.load(drill.ROOT / drill.DATA / rules.FILE).changes).get(to, {})
+    assert drill.decided(r.stdout) == set(keys), r.stdout
+    if table:
+        assert "make docs" in drill.next_steps(r.stdout)
+        drill.decide(project, to, table)
+        drill.make(project, "docs")
     assert differing(drill.files(project), drill.files(expected)) == []
