@@ -64,6 +64,8 @@ def add_parser(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--server",
+        # extend: `--server A --server B` reads both (a plain store keeps B)
+        action="extend",
         nargs="+",
         default=[],
         metavar="URL",
