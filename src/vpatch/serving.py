@@ -282,6 +282,7 @@ class Table:
 
 # -- reading the TOML ---------------------------------------------------------------
 
+
 def _version(where: str, release: str) -> Version:
     try:
         return Version(release)
