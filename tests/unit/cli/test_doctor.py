@@ -129,6 +129,7 @@ def test_the_help_states_the_server_deadline_and_exit_3():
     flat = " ".join(text.split())
     assert f"{server.VARIABLE} seconds (default {server.DEFAULT:g})" in flat
     assert "3 --server: a server that cannot be reached, or does not answer in time" in flat
+    assert "a hub's or server's answer that broke off (try again)" in flat
 
 
 @pytest.fixture
