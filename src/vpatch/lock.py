@@ -443,9 +443,9 @@ def _release(path: Path, version: str, t: dict[str, Any]) -> Release:
         unknown = sorted(set(a) - {"filename", "sha256", "size", "record_sha256"})
         if unknown:
             raise ConfigError(f"{where}: artifact {kind}: unknown keys {', '.join(unknown)}")
-        # bytes: no artifact comes near a TiB
+        # bytes: no artifact comes near settings.MOST_BYTES (a TiB)
         size = settings.whole(
-            a.get("size", 0), f"{where}: artifact {kind} size", 0, 2**40, text=False
+            a.get("size", 0), f"{where}: artifact {kind} size", 0, settings.MOST_BYTES, text=False
         )
         arts[kind] = Artifact(kind, a["filename"], a["sha256"], size, a.get("record_sha256", ""))
     return Release(

@@ -261,6 +261,14 @@ class PatchSet:
         for path in paths:
             self._parsed.pop(path, None)
 
+    def check(self) -> None:
+        """Every variant's file, read and parsed: the first missing or
+        malformed one is the PatchError a series naming it gives. What a
+        command that copies the whole set (carry) runs before it downloads."""
+        for slug in self.slugs:
+            for v in self.variants[slug]:
+                self.patch(v, f"{slug}.patch")
+
     def series(self, version: str) -> Series | None:
         """`version`'s series (None: it carries no patch)."""
         named = self.named(version)

@@ -14,6 +14,9 @@ from .errors import ConfigError
 # a C int's. Nothing vpatch reads comes near (61 layers, TP 8, a context of
 # 10**6 tokens); below it every product the checks form is exact in a float.
 MOST = 2**31 - 1
+# The most bytes an artifact's size may be (VERSIONS.lock's, the index's): a
+# TiB, past any wheel or sdist (vLLM's largest, a wheel, is about 509 MB)
+MOST_BYTES = 2**40
 # Characters of a number's text read at all: int() raises ValueError past
 # 4300 digits and float() makes inf of 309; a number longer than this is
 # refused before either sees it.

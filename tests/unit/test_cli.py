@@ -37,6 +37,17 @@ def test_every_command_module_is_registered():
     assert names == registered  # one parser per module, named as it
 
 
+def test_an_option_taking_several_values_adds_them_when_repeated():
+    """An option of one or more values (nargs "+") extends its list when it is
+    given again: a plain store would keep only the last one's values."""
+    import argparse
+
+    for name, p in cli.parser().commands.items():
+        for a in p._actions:
+            if a.option_strings and a.nargs in ("+", "*"):
+                assert isinstance(a, argparse._ExtendAction), (name, a.option_strings)
+
+
 # -- failures no command converted -------------------------------------------------
 
 

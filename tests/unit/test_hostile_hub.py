@@ -29,6 +29,7 @@ from support import cli
 from support import hub as H
 from support import pairs as F
 from support import synthetic as S
+from support import vllm_server as V
 from support.hub import StandIn
 
 TARGET, DRAFTER = "ok/target", "ok/drafter"
@@ -442,3 +443,47 @@ def test_the_hubs_words_in_an_error_are_escaped(standin, box):
     line = one_line(doctor(standin, box, *pair()), 2)
     assert "\x1b" not in line and "\x07" not in line, line.encode()
     assert "(Request ID: \\x1b[2J): Repo busy\\x1b]0;pwned\\x07 ok: 0 errors)" in line, line
+
+
+# -- 8. an answer cut short broke off: exit 3, try again --------------------------------
+
+
+def cut(how: Callable[[bytes], H.Answer]) -> H.Answer:
+    """A GET answered by `how` (support/vllm_server.py: Content-Length and
+    fewer bytes, or a chunked body without its last chunk); a HEAD is
+    answered as the hub answers it."""
+    answer = how(json.dumps({"architectures": ["X"], "pad": "x" * 4000}).encode())
+
+    def cut_get(h: H._Handler, path: str) -> bool | None:
+        return False if h.command == "HEAD" else answer(h, path)
+
+    return cut_get
+
+
+CUT = {
+    # where the hub's answer breaks off: huggingface_hub's download of
+    # config.json (which tries again 5 times, resuming, before it fails),
+    # doctor's own listing and safetensors header reads
+    "config-short": (HEAD_CONFIG, V.cut_short),
+    "config-chunks": (HEAD_CONFIG, V.chunks_cut),
+    "listing-short": (r"^/api/models/ok/drafter", V.cut_short),
+    "listing-chunks": (r"^/api/models/ok/drafter", V.chunks_cut),
+    "header-short": (r"^/cdn/", V.cut_short),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CUT))
+def test_an_answer_cut_short_broke_off(standin, box, case):
+    """A hub answer that stopped short of its Content-Length, or a chunked
+    one without its last chunk, was exit 2, "cannot reach ...
+    (RemoteProtocolError: ...)", as if the hub were down or misnamed. It
+    broke off, as any answer doctor reads (a server's, the index's): exit
+    3, one line that says so and to try again; nothing half done in HF_HOME."""
+    where, how = CUT[case]
+    standin.answer[where] = cut(how)
+    line = one_line(doctor(standin, box, *pair()), 3)
+    assert re.search(r": the answer broke off \(.*\); try again$", line), line
+    assert "cannot reach" not in line and "RemoteProtocolError" not in line, line
+    if case.endswith("short"):
+        assert re.search(r"\(\d+ of the \d+ bytes it declared came\)", line), line
+    whole_files_only(box.hf)

@@ -20,7 +20,8 @@ def add_parser(sub: Subparsers) -> None:
         {
             0: "the pair is ok (--server: and the servers)",
             1: "doctor found an error",
-            3: "--server: a server that cannot be reached, or does not answer in time",
+            3: "--server: a server that cannot be reached, or does not answer in time; "
+            "a hub's or server's answer that broke off (try again)",
         },
     )
     p.add_argument(
@@ -64,6 +65,8 @@ def add_parser(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--server",
+        # extend: `--server A --server B` reads both (a plain store keeps B)
+        action="extend",
         nargs="+",
         default=[],
         metavar="URL",

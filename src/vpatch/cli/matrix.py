@@ -18,7 +18,12 @@ def add_parser(sub: Subparsers) -> None:
         (3, 4, 5, 9, 11),
     )
     p.add_argument(
-        "--versions", nargs="+", metavar="V", help="these releases (default: the lock's)"
+        "--versions",
+        # extend: `--versions a --versions b` is both (a plain store keeps b)
+        action="extend",
+        nargs="+",
+        metavar="V",
+        help="these releases (default: the lock's)",
     )
     output(p, "md", "json")
     p.add_argument(

@@ -35,7 +35,9 @@ none of the files it copied changed since.
 
 Before anything is touched: TO is a release as vLLM spells it
 (lock.release_name), FROM a pinned one, TO not pinned yet, the current
-folder not in another checkout, and the work folder carry's own, marked
+folder not in another checkout, every variant file of the checkout's
+patch set there and well formed (before a download), and the work folder
+carry's own, marked
 and locked (maintain/workfolder.py, which says what a run keeps, moves
 aside and removes).
 """
@@ -208,6 +210,10 @@ def carry(
         )
     src = pins.get(from_version).version if from_version is not None else _newest_series(pins)
     workfolder.refuse_other_checkout(root, DATA)
+    if not resume:
+        # the set the carry copies, whole, before TO is downloaded: a missing
+        # or malformed variant file is the PatchError every command gives
+        pins.patchset.check()
     out = Carried(src, to, Path(work or default_work(to)), checkout=root, work_given=bool(work))
     with workfolder.claim(out.work, root) as folder:
         if resume:

@@ -1,8 +1,11 @@
 """huggingface_hub's errors, and its HTTP library's, as doctor says them:
 one ConfigError line that says what to do (log in, accept a gated repo's
 terms, check HF_ENDPOINT, use --offline), around the hub reads of hub.py.
-Doctor's bad input is exit 2, whatever the hub answered. The hub's words
-and URLs in it are shown by untrusted.py's rule: escaped, no credential."""
+Doctor's bad input is exit 2, whatever the hub answered, but for an
+answer that broke off (short of its Content-Length, or a chunked one
+without its last chunk): exit 3, try again, as for every URL doctor reads.
+The hub's words and URLs in it are shown by untrusted.py's rule: escaped,
+no credential."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from collections.abc import Iterator
 
 from .. import untrusted
 from ..errors import ConfigError
-from ..network import deadline
+from ..network import deadline, hubclient
 
 
 @contextlib.contextmanager
@@ -25,7 +28,14 @@ def translated(
     from huggingface_hub import errors as hf
 
     try:
-        yield
+        try:
+            yield
+        except Exception as e:
+            # an answer cut short (hubclient's BrokeOff, or an error of
+            # huggingface_hub's raised from it): exit 3, as any such answer
+            if (broke := hubclient.broke_off(e)) is not None:
+                raise broke from None
+            raise
     except ConfigError:
         raise
     except (hf.HfHubHTTPError, hf.LocalEntryNotFoundError, hf.FileMetadataError) as e:

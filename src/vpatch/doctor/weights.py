@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import jsontext
+from .. import jsontext, settings
 from ..errors import ConfigError
 
 # safetensors' own limit (MAX_HEADER_SIZE in the Rust crate).
@@ -96,15 +96,21 @@ def _tensor(name: str, info: object, what: str, file: str) -> tuple[Tensor, tupl
     if not isinstance(dtype, str) or not dtype:
         raise ConfigError(f"{what} has no dtype")
     if not isinstance(shape, list) or not all(_whole(d) for d in shape):
-        raise ConfigError(f"{what}: shape {str(shape)[:80]} is not a list of whole numbers >= 0")
+        raise ConfigError(
+            f"{what}: shape {settings.shown(shape, 80)} is not a list of whole numbers >= 0 "
+            "(below 2**64)"
+        )
     if not (isinstance(span, list) and len(span) == 2 and all(_whole(o) for o in span)):
-        raise ConfigError(f"{what}: data_offsets {str(span)[:80]} is not [begin, end]")
+        raise ConfigError(f"{what}: data_offsets {settings.shown(span, 80)} is not [begin, end]")
     if span[0] > span[1]:
         raise ConfigError(f"{what}: data_offsets {span} end before they begin")
     if dtype in _BYTES:
         size = _BYTES[dtype]
         for d in shape:
             size *= d
+            if size > _U64:  # safetensors' checked product overflows: said at once
+                shown = settings.shown(shape, 80)
+                raise ConfigError(f"{what}: {dtype} {shown} takes more than 2**64 bytes")
         if span[1] - span[0] != size:
             raise ConfigError(
                 f"{what}: data_offsets {span} span {span[1] - span[0]} bytes; {dtype} "
@@ -113,8 +119,12 @@ def _tensor(name: str, info: object, what: str, file: str) -> tuple[Tensor, tupl
     return Tensor(name, dtype, tuple(shape), file), (span[0], span[1])
 
 
+# safetensors reads dims and offsets as u64 (usize): a larger one it refuses
+_U64 = 2**64 - 1
+
+
 def _whole(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= _U64
 
 
 def header(path: Path, file: str | None = None) -> dict[str, Tensor]:

@@ -26,13 +26,15 @@ The hooks do nothing on a thread that is no read of doctor's.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import settings, untrusted
-from ..errors import ConfigError
+from ..errors import ConfigError, NetworkError
+from . import session
 from .deadline import Budget, Kind, Reads, asked, current, job, reading
 
 DEFAULT = 60.0  # seconds: a pair's dozen requests take 1-2 s on a laptop
@@ -129,27 +131,70 @@ def _on_response(response: Any) -> None:
         )
     said = (f"{request.method} {_shown(request.url)}", response.status_code)
     asked(*said)
-    response.stream = _checked(response.stream, b, job(), said)
+    what = f"{_shown(request.url)}: the answer"
+    length = session.declared(response)
+    response.stream = _checked(response.stream, b, job(), said, what, length)
 
 
-def _checked(stream: Any, b: Budget, read: str, said: tuple[str, int]) -> Any:
+def _checked(
+    stream: Any, b: Budget, read: str, said: tuple[str, int], what: str, length: int | None
+) -> Any:
     """The body, chunk by chunk, each after a check: a read that must stop
-    takes no byte more (a server that sends one every 2 s never timed out)."""
+    takes no byte more (a server that sends one every 2 s never timed out).
+    A body that ends short of its Content-Length, or a chunked one that
+    stops, broke off: the RemoteProtocolError it raises becomes a BrokeOff,
+    still one to huggingface_hub (which tries again, resuming, as it would),
+    and to doctor the NetworkError any answer cut short is (broke_off())."""
     import httpx2
 
     class Checked(httpx2.SyncByteStream):
         elapsed = property(lambda self: getattr(stream, "elapsed", None))
 
         def __iter__(self) -> Iterator[bytes]:
-            for chunk in stream:
-                b.check()
-                yield chunk
+            got = 0
+            try:
+                for chunk in stream:
+                    b.check()
+                    got += len(chunk)
+                    yield chunk
+            except httpx2.RemoteProtocolError as e:
+                b.check()  # a read that had to stop: its own error
+                raise _broke_off_type()(str(e), session.broke_off(what, got, length)) from e
             b.asked[read] = (*said, True)
 
         def close(self) -> None:
             stream.close()
 
     return Checked()
+
+
+@functools.cache
+def _broke_off_type() -> type[Any]:
+    """BrokeOff, made on first use (building the parser imports no library)."""
+    import httpx2
+
+    class BrokeOff(httpx2.RemoteProtocolError):
+        """An answer's body cut short, and the error doctor says of it."""
+
+        def __init__(self, message: str, error: NetworkError) -> None:
+            super().__init__(message)
+            self.error = error
+
+    return BrokeOff
+
+
+def broke_off(e: BaseException) -> NetworkError | None:
+    """The NetworkError of an answer that broke off, when `e` is that
+    BrokeOff or was raised from it (huggingface_hub may wrap it); else None."""
+    seen: BaseException | None = e
+    for _ in range(8):  # a short chain: an error, the one it was raised from
+        if seen is None:
+            return None
+        error = getattr(seen, "error", None)
+        if isinstance(seen, _broke_off_type()) and isinstance(error, NetworkError):
+            return error
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _shown(url: Any) -> str:

@@ -74,9 +74,17 @@ def whole(resp: Any, got: int, what: str) -> None:
     fewer than its Content-Length is a NetworkError, `what` broke off."""
     length = declared(resp)
     if length is not None and got < length:
-        raise NetworkError(
-            f"{what} broke off ({got} of the {length} bytes it declared came); try again"
-        )
+        raise broke_off(what, got, length)
+
+
+def broke_off(what: str, got: int, length: int | None) -> NetworkError:
+    """`what` (an answer) ended after `got` bytes, short of the Content-Length
+    it declared (None: a chunked answer without its last chunk): exit 3."""
+    if length is None:
+        came = f"{got} bytes came, not the last chunk that ends it"
+    else:
+        came = f"{got} of the {length} bytes it declared came"
+    return NetworkError(f"{what} broke off ({came}); try again")
 
 
 def body(

@@ -350,10 +350,17 @@ def _cards(url: str, value: Any) -> tuple[Card, ...]:
         if not isinstance(c, dict) or not isinstance(c.get("id"), str):
             raise ConfigError(f"{where}: a model without an id: {_not_vllm(url)}")
         root = c.get("root") if isinstance(c.get("root"), str) else None
-        length = c.get("max_model_len")
-        ok = isinstance(length, int) and not isinstance(length, bool) and length >= 0
-        out.append(Card(c["id"], root, length if ok else None))
+        out.append(Card(c["id"], root, _length(c.get("max_model_len"))))
     return tuple(out)
+
+
+def _length(value: object) -> int | None:
+    """A card's max_model_len: a whole number as doctor reads one
+    (settings.MOST at most), else unsaid: a float (1e999 is inf), a bool,
+    text, or 400 digits to print."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= settings.MOST:
+        return value
+    return None
 
 
 __all__ = [

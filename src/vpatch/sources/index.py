@@ -39,7 +39,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from .. import settings, untrusted
-from ..errors import NetworkError
+from ..errors import ConfigError, NetworkError
 from ..network import auth, session
 
 ACCEPT = "application/vnd.pypi.simple.v1+json"
@@ -162,22 +162,31 @@ def _huge(name: str) -> NetworkError:
 
 def files(name: str) -> dict[str, IndexFile]:
     page = index_url() + _normalize(name) + "/"
+    listed = project(name).get("files", [])  # its own errors: a bad timeout is exit 2
     out = {}
     try:
-        for f in project(name).get("files", []):
+        for f in listed:
             sha = f.get("hashes", {}).get("sha256", "")
             filename, link = f["filename"], f["url"]
             if not all(isinstance(x, str) for x in (filename, link, sha)):
                 raise TypeError(f"filename, url and sha256 are text, not {settings.shown(f, 80)}")
             url = urllib.parse.urljoin(page, link)  # PEP 691 allows relative URLs
-            size, yanked = int(f.get("size") or 0), bool(f.get("yanked", False))
+            size, yanked = _size(f.get("size")), bool(f.get("yanked", False))
             out[filename] = IndexFile(filename, url, sha, size, yanked)
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, ConfigError) as e:
         why = untrusted.text(str(e))
         raise NetworkError(
             f"the package index lists a malformed file for {name!r}: {why}"
         ) from None
     return out
+
+
+def _size(value: object) -> int:
+    """A file's `size` (None or missing: unsaid, 0): a whole number of bytes
+    as VERSIONS.lock takes one, never a float (1e999 is inf), a bool or text."""
+    if value is None:
+        return 0
+    return settings.whole(value, "size", 0, settings.MOST_BYTES, text=False)
 
 
 def versions(name: str) -> list[str]:

@@ -112,6 +112,15 @@ def test_the_server_options_become_the_request(monkeypatch, capsys):
     capsys.readouterr()
 
 
+def test_a_repeated_server_option_adds_its_urls(monkeypatch):
+    """`--server A --server B` reads both servers, as `--server A B` does."""
+    seen = []
+    monkeypatch.setattr(doctor, "doctor", lambda req, say, pins: seen.append(req) or Report(True))
+    argv = ["doctor", "--server", "http://a:1", "--server", "http://b:2", "http://c:3"]
+    assert cli.main(argv) == 0
+    assert seen[0].servers == ("http://a:1", "http://b:2", "http://c:3")
+
+
 def test_the_help_states_the_server_deadline_and_exit_3():
     from vpatch.cli import parser
     from vpatch.postflight import server
@@ -120,6 +129,7 @@ def test_the_help_states_the_server_deadline_and_exit_3():
     flat = " ".join(text.split())
     assert f"{server.VARIABLE} seconds (default {server.DEFAULT:g})" in flat
     assert "3 --server: a server that cannot be reached, or does not answer in time" in flat
+    assert "a hub's or server's answer that broke off (try again)" in flat
 
 
 @pytest.fixture

@@ -25,3 +25,11 @@ def test_markdown_by_default_or_json(monkeypatch, capsys):
     assert cli.main(["matrix", "--format", "json", "--versions", "1", "2", "--jobs", "3"]) == 0
     assert json.loads(capsys.readouterr().out) == table().to_json()
     assert seen == [(None, False, None), (["1", "2"], False, 3)]
+
+
+def test_a_repeated_versions_option_adds_its_releases(monkeypatch):
+    """`--versions a --versions b c` is the three releases, not the last two."""
+    seen = []
+    monkeypatch.setattr(matrix, "build", lambda versions, **kw: seen.append(versions) or table())
+    assert cli.main(["matrix", "--versions", "1", "--versions", "2", "3", "--format", "json"]) == 0
+    assert seen == [["1", "2", "3"]]

@@ -117,6 +117,24 @@ def test_an_index_that_fails_is_one_line_exit_3(stand, capsys, answer, said):
     assert said in err
 
 
+@pytest.mark.parametrize(
+    "size",
+    ["1e999", "Infinity", "NaN", "1.5", "123.0", "true", '"123"', "-1", str(2**40 + 1), "9" * 400],
+    ids=["1e999", "inf", "nan", "float", "round-float", "bool", "text", "below-0", "huge", "long"],
+)
+def test_a_file_size_that_is_no_byte_count_is_one_line_exit_3(stand, capsys, size):
+    """A file's `size` must be a whole number of bytes, at most what
+    VERSIONS.lock takes: 1e999 (JSON's inf) was exit 70 from int(), and a
+    float, a bool or text became some other size unsaid."""
+    entry = f'{{"filename": "vllm-1.0.tar.gz", "url": "/x", "hashes": {{}}, "size": {size}}}'
+    stand.answer = (200, index.ACCEPT, f'{{"files": [{entry}]}}'.encode())
+    code, out, err = run(capsys)
+    assert (code, out) == (3, "")
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("vpatch: error: the package index lists a malformed file for 'vllm'")
+    assert "size" in err
+
+
 def test_an_index_that_hangs_is_exit_3_within_the_timeout(stand, capsys, monkeypatch):
     stand.hang = True
     monkeypatch.setenv(index.TIMEOUT, "1")

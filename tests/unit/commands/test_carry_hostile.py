@@ -539,6 +539,36 @@ def test_a_missing_variant_file_is_the_same_patch_error_as_everywhere(project, s
     assert code == PatchError.exit_code, err
     line = one_line(err)
     assert f"[{slug}]: variant {var.span} has no file {slug}/{var.first}.patch" in line, line
-    assert snapshot(project) == before
+    assert snapshot(project) == before and stand.looked_up == []
     assert cli.main(["series", var.last, "--out", str(project / "s")]) == PatchError.exit_code
     assert one_line(capsys.readouterr().err).endswith(line.split("error: ", 1)[1])
+
+
+def _variant(which: str):
+    """A variant of FROM's series, or one that serves only older releases."""
+    ps = PINS.patchset
+    found = [v for s in ps.slugs for v in ps.variants[s]]
+    if which == "from":
+        return next(v for v in reversed(found) if v.covers(FROM))
+    return next(v for v in found if not v.covers(FROM))
+
+
+@pytest.mark.parametrize("which", ["from", "older"])
+def test_a_missing_variant_file_is_refused_before_the_index_is_asked(
+    project, monkeypatch, capsys, which
+):
+    """Nothing stood in but the index: a variant file patches.toml names,
+    missing, let the carry pin TO (its sdist and wheel downloaded) and fail
+    later, exit 2 from the tier's docs. The checkout's patch set is read
+    first: exit 5, the line every other command gives, no request made."""
+    from support.simple import configured
+
+    var = _variant(which)
+    (project / DATA / "patches" / var.slug / f"{var.first}.patch").unlink()
+    before = snapshot(project)
+    with configured(monkeypatch) as index:
+        code, _, err = run(capsys, TO)
+    assert code == PatchError.exit_code, err
+    line = one_line(err)
+    assert f"[{var.slug}]: variant {var.span} has no file {var.slug}/{var.first}.patch" in line
+    assert index.requests == [] and snapshot(project) == before

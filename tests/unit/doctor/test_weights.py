@@ -122,6 +122,12 @@ def tensor(dtype="BF16", shape=(2, 3), offsets=(0, 12)) -> dict:
         ({"a": tensor(dtype="")}, "'a' has no dtype"),
         ({"a": [1, 2]}, "'a' is not a JSON object"),
         ({"__metadata__": {"format": 1}}, "__metadata__ is not a map of strings"),
+        # safetensors reads dims and offsets as u64: dims of 4000 digits were
+        # exit 70 (str() of their product), and 2**64 is no offset
+        ({"a": tensor(shape=(10**4000, 10**4000))}, "shape \\[1000.*characters\\) is not"),
+        ({"a": tensor(shape=(2**64, 1))}, "shape \\[18446744073709551616, 1\\] is not"),
+        ({"a": tensor(offsets=(0, 2**64))}, "is not \\[begin, end\\]"),
+        ({"a": tensor(dtype="F64", shape=(2**63, 2**63), offsets=(0, 0))}, "more than 2\\*\\*64"),
     ],
 )
 def test_a_header_safetensors_would_refuse(meta, phrase):

@@ -9,7 +9,7 @@ import logging
 
 import httpx2
 import pytest
-from vpatch.errors import ConfigError
+from vpatch.errors import ConfigError, NetworkError
 from vpatch.network import deadline, hubclient
 
 
@@ -41,13 +41,42 @@ def test_a_request_waits_no_longer_than_the_time_left():
 
 def test_a_body_stops_between_chunks():
     with hubclient.bounded(5, "acme/d") as b:
-        stream = hubclient._checked(iter([b"a", b"b", b"c"]), b, "acme/d", ("GET http://f", 200))
+        said = ("GET http://f", 200)
+        stream = hubclient._checked(iter([b"a", b"b", b"c"]), b, "acme/d", said, "f", 3)
         got = []
         with pytest.raises(KeyboardInterrupt):
             for chunk in stream:
                 got.append(chunk)
                 b.stop()
         assert got == [b"a"]
+
+
+@pytest.mark.parametrize("length", [5, None])
+def test_a_body_cut_short_broke_off(length):
+    """The RemoteProtocolError of a body cut short (httpx's, for a short
+    Content-Length or a chunked body without its last chunk) stays one to
+    huggingface_hub, which tries again, and is doctor's NetworkError
+    (exit 3), found through an error raised from it too."""
+
+    def cut():
+        yield b"ab"
+        raise httpx2.RemoteProtocolError("peer closed connection")
+
+    with hubclient.bounded(5, "acme/d") as b:
+        said = ("GET http://f", 200)
+        stream = hubclient._checked(cut(), b, "acme/d", said, "http://f: the answer", length)
+        with pytest.raises(httpx2.RemoteProtocolError) as e:
+            list(stream)
+    error = hubclient.broke_off(e.value)
+    assert isinstance(error, NetworkError) and error.exit_code == 3
+    came = "2 of the 5 bytes it declared came" if length else "2 bytes came, not the last chunk"
+    assert str(error).startswith(f"http://f: the answer broke off ({came}")
+    assert str(error).endswith("; try again")
+    try:
+        raise OSError("wrapped") from e.value
+    except OSError as wrapped:
+        assert hubclient.broke_off(wrapped) is error
+    assert hubclient.broke_off(httpx2.RemoteProtocolError("before any answer")) is None
 
 
 def test_the_hubs_log_is_silenced_while_the_reads_run():

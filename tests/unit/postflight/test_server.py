@@ -10,6 +10,7 @@ import time
 import pytest
 from support import hub as H
 from support import vllm_server as V
+from vpatch import settings
 from vpatch.errors import ConfigError, NetworkError
 from vpatch.postflight import server
 from vpatch.postflight.metrics import Counters
@@ -78,6 +79,17 @@ def test_a_server_read(vllm):
     )
     assert r.engines == {(V.MODEL, "0"): V.WORKING}
     assert vllm.asked == ["/version", "/v1/models", "/metrics"]
+
+
+def test_a_model_length_that_is_no_whole_number_in_range_is_unsaid(vllm):
+    """A card's max_model_len is kept when it is a whole number doctor reads
+    (settings.MOST at most), else unsaid: a float (inf from 1e999 too), a
+    bool, text, below 0, or 400 digits long, which the report printed whole."""
+    odd = [True, 1.5, float("inf"), "8", -1, 10**400, settings.MOST + 1]
+    vllm.cards = [V.card(f"m{i}", None, n) for i, n in enumerate(odd)]
+    vllm.cards.append(V.card("ok", None, settings.MOST))
+    lengths = [c.max_model_len for c in server.read(vllm.url).cards]
+    assert lengths == [None] * len(odd) + [settings.MOST]
 
 
 def test_behind_an_api_key_the_models_are_not_read(vllm):

@@ -215,3 +215,6 @@ def test_a_timeout_too_large_says_so(stand, monkeypatch):
     monkeypatch.setenv(index.TIMEOUT, "9" * 400)
     with pytest.raises(ConfigError, match="VPATCH_INDEX_TIMEOUT=.*: too large: at most 86400"):
         index.project("vllm")
+    # files() reads a file's size as settings do, yet the setting stays exit 2
+    with pytest.raises(ConfigError, match="VPATCH_INDEX_TIMEOUT=.*: too large: at most 86400"):
+        index.files("vllm")
