@@ -16,6 +16,8 @@ doctor's rules.toml, and the generated docs, the tier's included.
 - 0.30.0 -> 0.31.0 is where the V2 attention-backend fix needed a variant
   of its own: the carry stops on the conflict, the test resolves it as the
   committed variant has it, and `--continue` reaches the committed state.
+  The default run takes it only when the newest case meets no conflict of
+  its own (NEWEST_CONFLICTS), which otherwise stands for it.
 - `make drill` (VPATCH_DRILL=real) runs the same against the real index
   with an empty cache, the clean carries of 0.32.0 and 0.33.0 besides, and
   the whole unit suite and `make lint` on every carried copy."""
@@ -127,23 +129,21 @@ def test_a_clean_carry_comes_back_to_what_is_committed(tmp_path, frm, to):
     drill.rewind(project, frm)
     r = vpatch("carry", to, "--write", env=drill.project_env(project, {}), cwd=project)
     assert r.returncode == 0, r.stderr
-    # what the carry could not decide is the committed table of `to`, if any;
-    # its decisions and `make docs` as Next says (the newest case follows
-    # Next whole; here the conflict is the point)
+    # what the carry could not decide is the committed table of `to`, if any
     table = drill.table(drill.ROOT, to)
     keys = dict(rules.load(drill.ROOT / drill.DATA / rules.FILE).changes).get(to, {})
     assert drill.decided(r.stdout) == set(keys), r.stdout
-    if table:
-        assert "make docs" in drill.next_steps(r.stdout)
-        drill.decide(project, to, table)
-        drill.make(project, "docs")
-    assert differing(drill.files(project), drill.files(expected)) == []
-    assert f"every probed fact is as in {frm}: newest = '{to}'" in r.stdout
+    if not table:
+        assert f"every probed fact is as in {frm}: newest = '{to}'" in r.stdout
     assert "- clean\n" in r.stdout  # lint
-    followed(project, r.stdout, to, "")  # make lint, make test
+    followed(project, r.stdout, to, table)  # the decisions, make docs, lint, test
     assert differing(drill.files(project), drill.files(expected)) == []
 
 
+@pytest.mark.skipif(
+    not REAL and bool(NEWEST_CONFLICTS.get((BEFORE, NEWEST))),
+    reason="make drill: the newest release's case stops on a conflict and continues",
+)
 def test_a_conflict_stops_then_continue_reaches_what_is_committed(tmp_path):
     frm, to = "0.30.0", "0.31.0"
     expected = drill.copy_project(tmp_path / "expected")
